@@ -1,0 +1,161 @@
+"""Processes the benchmarks start: timed commands with their peak RSS, and servers on free
+loopback ports that are always stopped (by their own process group, never by name).
+
+Peak RSS of a command comes from ``wait4`` (the kernel's ``ru_maxrss`` for that child);
+for a running server it is ``VmHWM`` from ``/proc``, which ``reset_peak`` clears, so a
+scenario can measure the peak of one phase of a long-lived process.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx2 as httpx
+
+
+class Unavailable(Exception):
+    """A system or scenario could not run; the message goes into the status column."""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Timed:
+    seconds: float
+    peak_rss_mb: float
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def check(self, what: str) -> Timed:
+        if self.returncode != 0:
+            tail = (self.stderr or self.stdout).strip().splitlines()[-3:]
+            raise Unavailable(f"{what} exited {self.returncode}: {' | '.join(tail)[:300]}")
+        return self
+
+
+def run_timed(cmd: Sequence[str], *, cwd: Path | None = None,
+              env: Mapping[str, str] | None = None, timeout: float = 1800) -> Timed:
+    """Run a command to completion; wall time and the child's peak RSS (ru_maxrss)."""
+    out_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-{os.getpid()}-{time.monotonic_ns()}"
+    with open(f"{out_path}.out", "w+b") as out, open(f"{out_path}.err", "w+b") as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(list(cmd), cwd=cwd, env=dict(env) if env else None,
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                start_new_session=True)
+        deadline = start + timeout
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.perf_counter() > deadline:
+                os.killpg(proc.pid, signal.SIGKILL)
+                pid, status, usage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.002)
+        seconds = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace")
+    os.unlink(f"{out_path}.out")
+    os.unlink(f"{out_path}.err")
+    return Timed(seconds, usage.ru_maxrss / 1024.0, proc.returncode, stdout, stderr)
+
+
+class Server:
+    """A long-running child in its own process group, with its log in a file."""
+
+    def __init__(self, name: str, cmd: Sequence[str], *, log_dir: Path,
+                 cwd: Path | None = None, env: Mapping[str, str] | None = None):
+        self.name = name
+        self.log_path = log_dir / f"{name}.log"
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(list(cmd), cwd=cwd, env=dict(env) if env else None,
+                                     stdin=subprocess.DEVNULL, stdout=self._log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def log_tail(self, lines: int = 5) -> str:
+        try:
+            text = self.log_path.read_text("utf-8", "replace").strip().splitlines()
+        except OSError:
+            return ""
+        return " | ".join(text[-lines:])[-400:]
+
+    def wait_http(self, url: str, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise Unavailable(f"{self.name} exited {self.proc.returncode}: {self.log_tail()}")
+            try:
+                if httpx.get(url, timeout=1).status_code < 500:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise Unavailable(f"{self.name} did not answer {url} within {timeout:.0f}s")
+
+    def wait_tcp(self, port: int, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise Unavailable(f"{self.name} exited {self.proc.returncode}: {self.log_tail()}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise Unavailable(f"{self.name} did not listen on {port} within {timeout:.0f}s")
+
+    def reset_peak(self) -> None:
+        """Clear the kernel's peak-RSS mark so the next reading covers one phase only."""
+        try:
+            Path(f"/proc/{self.pid}/clear_refs").write_text("5")
+        except OSError:
+            pass
+
+    def peak_rss_mb(self) -> float | None:
+        try:
+            for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+        except OSError:
+            return None
+        return None
+
+    def rss_mb(self) -> float | None:
+        try:
+            for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+        except OSError:
+            return None
+        return None
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(timeout=10)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self.proc.wait()
+        self._log.close()

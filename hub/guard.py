@@ -1,0 +1,211 @@
+"""The publication guard (DESIGN §5).
+
+    publish()
+      1. parse and validate the batch, recompute its digest          (pure, shared.wire)
+      2. prepare, outside any lock: replay check, principal, role, replica, signature,
+         epoch, current versions of the touched entries, bases, rules
+      3. hooks.after_prepare()                                       (tests pause here)
+      4. commit_txn(), in the one transaction that commits: lock the space row, re-read
+         principal, role, replica, epoch and rules version; compare parent with the head;
+         re-check every base; write batch, entries, head, receipt and audit event.
+
+Why re-read at commit: preparation ran without a lock, so a revocation, a role change, an
+epoch bump or a rule change may have committed since. Only what is read under the space
+lock, in the transaction that advances the head, is true when the batch lands.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from hub import audit, policy
+from hub.access import Principal, recheck_principal_txn, space_access_txn
+from hub.keys import HubKey
+from hub.store import queries as q
+from hub.store.db import Store
+from shared.canonical import canonical_str
+from shared.digest import chain_next
+from shared.errors import (
+    BaseMismatch,
+    BatchConflict,
+    EpochChanged,
+    Forbidden,
+    HeadChanged,
+    InvalidRequest,
+    PolicyDenied,
+)
+from shared.wire import Batch, parse_batch, receipt_body, sign_receipt
+
+
+@dataclass
+class GuardHooks:
+    """Test seams. ``after_prepare`` runs between preparation and the committing
+    transaction (tests use it to change the world at the worst moment)."""
+
+    after_prepare: Callable[[Batch], None] | None = None
+
+
+@dataclass(frozen=True)
+class Prepared:
+    space_id: str
+    epoch: str
+    rules_version: int
+    role: str
+    device_key: str
+
+
+@dataclass
+class Outcome:
+    receipt: str  # canonical JSON, served as stored
+    replayed: bool
+    seq: int = 0
+    space_id: str = ""
+    head_digest: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def check_bases(batch: Batch, current: dict[str, tuple[str, bool]]) -> None:
+    """Every op's base must be the entry's current version (creates: absent or tombstone)."""
+    bad = []
+    for i, op in enumerate(batch.ops):
+        cur = current.get(op.entry_id)
+        if op.base is None:
+            ok = cur is None or cur[1]
+        else:
+            ok = cur is not None and cur[0] == op.base
+        if ok and op.entry.deleted and (cur is None or cur[1]):
+            ok = False  # deleting what is already gone
+        if not ok:
+            bad.append({"op": i, "id": op.entry_id, "base": op.base,
+                        "current": cur[0] if cur else None})
+    if bad:
+        raise BaseMismatch(f"{len(bad)} op(s) were made from a version that is not current; "
+                           "pull, merge and push again", {"ops": bad})
+
+
+def check_rules(batch: Batch, rules: list[dict[str, Any]], principal: Principal, role: str,
+                current: dict[str, tuple[str, bool]]) -> None:
+    actor = policy.Actor(principal.user_id, role, principal.agent)
+    ops = [(op.entry_id, policy.op_action(op.entry.deleted, current.get(op.entry_id)))
+           for op in batch.ops]
+    denied = policy.denied_ops([policy.Rule.from_dict(r) for r in rules], actor, ops)
+    if denied:
+        raise PolicyDenied(f"{len(denied)} op(s) are denied by the space rules; "
+                           "the whole batch was refused", {"denied": denied})
+
+
+def _check_replica_txn(conn: Any, batch: Batch, principal: Principal, space_id: str) -> None:
+    rep = q.get_replica_txn(conn, batch.replica_id)
+    if rep is None or rep.space_id != space_id or rep.device_id != principal.device_id:
+        raise Forbidden("replica is not registered to this device in this space",
+                        {"reason": "unknown_replica"})
+    if rep.revoked_at is not None:
+        raise Forbidden("this replica was revoked; re-join the space",
+                        {"reason": "replica_revoked"})
+
+
+def _replay_txn(conn: Any, batch: Batch, space_id: str) -> Outcome | None:
+    prior = q.batch_by_ids_txn(conn, batch.replica_id, batch.batch_id)
+    if prior is None:
+        return None
+    if prior.digest != batch.digest or prior.space_id != space_id:
+        raise BatchConflict("this batch id was already accepted with other content; "
+                            "use a new batch id", {"batch_id": batch.batch_id})
+    return Outcome(receipt=prior.receipt, replayed=True)
+
+
+def prepare_txn(conn: Any, batch: Batch, principal: Principal, space_ref: str
+                ) -> tuple[Prepared | None, Outcome | None]:
+    principal = recheck_principal_txn(conn, principal)
+    space, role = space_access_txn(conn, principal, space_ref, "viewer")
+    if batch.space != space.id:
+        raise InvalidRequest("batch.space does not match the space in the path",
+                             {"space": space.id})
+    replay = _replay_txn(conn, batch, space.id)
+    if replay is not None:
+        return None, replay
+    if not policy.at_least(role, "editor"):
+        raise Forbidden(f"your role in this space is {role}; publishing needs editor",
+                        {"role": role, "required": "editor"})
+    _check_replica_txn(conn, batch, principal, space.id)
+    dev = q.device_by_id_txn(conn, principal.device_id)
+    if not batch.verify_signature(dev.public_key):
+        raise InvalidRequest("batch signature does not verify with this device's key",
+                             {"reason": "bad_signature"})
+    if batch.epoch != space.epoch:
+        raise EpochChanged("the space moved to another epoch; take a snapshot and replay "
+                           "local changes", {"epoch": space.epoch})
+    current = q.current_versions_txn(conn, space.id, [op.entry_id for op in batch.ops])
+    check_bases(batch, current)
+    check_rules(batch, q.list_rules_txn(conn, space.id), principal, role, current)
+    return Prepared(space.id, space.epoch, space.rules_version, role, dev.public_key), None
+
+
+def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep: Prepared,
+               now: int) -> Outcome:
+    space = q.get_space_txn(conn, prep.space_id, lock=True)
+    # a concurrent publish of the very same batch may have landed since preparation
+    replay = _replay_txn(conn, batch, space.id)
+    if replay is not None:
+        return replay
+    principal = recheck_principal_txn(conn, principal)
+    _, role = space_access_txn(conn, principal, space.id, "editor")
+    _check_replica_txn(conn, batch, principal, space.id)
+    if space.epoch != prep.epoch or batch.epoch != space.epoch:
+        raise EpochChanged("the space moved to another epoch; take a snapshot and replay "
+                           "local changes", {"epoch": space.epoch})
+    if space.rules_version != prep.rules_version or role != prep.role:
+        # evaluated under other rules: the client retries and is judged by the new ones
+        raise HeadChanged("the space rules changed while this batch was prepared; retry",
+                          {"reason": "rules_changed", "seq": space.head_seq,
+                           "digest": space.head_digest})
+    if (batch.parent_seq, batch.parent_digest) != (space.head_seq, space.head_digest):
+        raise HeadChanged("the head moved since this batch was made; pull, merge, push again",
+                          {"seq": space.head_seq, "digest": space.head_digest})
+    current = q.current_versions_txn(conn, space.id, [op.entry_id for op in batch.ops])
+    check_bases(batch, current)
+
+    seq = space.head_seq + 1
+    head = chain_next(space.head_digest, batch.digest)
+    receipt = canonical_str(sign_receipt(key.private, receipt_body(
+        space=space.id, batch_id=batch.batch_id, replica_id=batch.replica_id, seq=seq,
+        head=head, epoch=space.epoch, accepted_at=now, digest=batch.digest)))
+    q.insert_batch_txn(conn, space_id=space.id, epoch=space.epoch, seq=seq,
+                       batch_id=batch.batch_id, replica_id=batch.replica_id,
+                       digest=batch.digest, head_digest=head, user_id=principal.user_id,
+                       device_id=principal.device_id, agent=principal.agent,
+                       accepted_at=now, body=canonical_str(batch.to_wire()), receipt=receipt)
+    rows = []
+    for op in batch.ops:
+        rows.append({"entry_id": op.entry_id, "version": op.entry.version,
+                     "deleted": op.entry.deleted, "content": canonical_str(op.entry.to_dict())})
+    q.upsert_entries_txn(conn, space.id, space.epoch, seq, rows, set(current))
+    q.set_head_txn(conn, space.id, seq, head)
+    audit.record_space_txn(conn, space, at=now, action="publish", actor=principal.actor(),
+                           details={"batch_id": batch.batch_id, "replica_id": batch.replica_id,
+                                    "seq": seq, "digest": batch.digest, "head": head,
+                                    "ops": len(batch.ops), "provenance": batch.provenance})
+    return Outcome(receipt=receipt, replayed=False, seq=seq, space_id=space.id,
+                   head_digest=head)
+
+
+def publish(store: Store, key: HubKey, principal: Principal, space_ref: str, raw: Any, *,
+            max_ops: int, max_body: int, now: Callable[[], int],
+            hooks: GuardHooks | None = None) -> Outcome:
+    """Accept a batch exactly once, or raise the error that says why not."""
+    batch = parse_batch(raw, max_ops=max_ops, max_body=max_body)
+    with store.read() as conn:
+        prep, replay = prepare_txn(conn, batch, principal, space_ref)
+    if replay is not None:
+        return replay
+    assert prep is not None
+    if hooks is not None and hooks.after_prepare is not None:
+        hooks.after_prepare(batch)
+    return store.run_write(lambda conn: commit_txn(conn, key, batch, principal, prep, now()))
+
+
+def receipt_json(outcome: Outcome) -> dict[str, Any]:
+    return {"receipt": json.loads(outcome.receipt), "replayed": outcome.replayed}

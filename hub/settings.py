@@ -1,0 +1,94 @@
+"""Hub settings: environment (``QUIRE_HUB_<NAME>``), then ``<data>/hub.toml``, then defaults.
+
+Every limit is a named setting here and documented in docs/operations.md. Secrets (the
+database URL may hold a password) are masked in ``repr``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+
+def _ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class Settings:
+    data_dir: Path = Path(".quire/hub")
+    db_url: str = ""  # default: sqlite file in data_dir
+    host: str = "127.0.0.1"
+    port: int = 8470
+    public_url: str = ""  # the URL clients use (token audience); default http://host:port
+    max_body_bytes: int = 8 * 1024 * 1024
+    max_ops: int = 1000
+    max_entry_body: int = 1024 * 1024
+    changes_page: int = 500
+    changes_page_max: int = 5000
+    invite_ttl: int = 7 * 24 * 3600
+    invite_ttl_max: int = 30 * 24 * 3600
+    db_pool_size: int = 10
+    log_level: str = "info"
+    clock: Callable[[], int] = field(default=_ms, repr=False)  # Unix milliseconds
+
+    def __repr__(self) -> str:
+        shown = []
+        for f in fields(self):
+            if f.name == "clock":
+                continue
+            v = getattr(self, f.name)
+            if f.name == "db_url":
+                v = re.sub(r"://([^:/@]+):[^@]+@", r"://\1:***@", str(v))
+            shown.append(f"{f.name}={v!r}")
+        return f"Settings({', '.join(shown)})"
+
+    @property
+    def database_url(self) -> str:
+        return self.db_url or f"sqlite:///{(self.data_dir / 'hub.db').resolve()}"
+
+    @property
+    def key_path(self) -> Path:
+        return self.data_dir / "hub_key.pem"
+
+    @property
+    def url(self) -> str:
+        return self.public_url or f"http://{self.host}:{self.port}"
+
+
+def _coerce(kind: Any, raw: Any) -> Any:
+    if kind in (int, "int"):
+        return int(raw)
+    if kind in (Path, "Path"):
+        return Path(raw)
+    return str(raw)
+
+
+def load_settings(data_dir: str | Path | None = None, **overrides: Any) -> Settings:
+    """Environment first, then ``<data>/hub.toml``, then defaults; explicit overrides (CLI
+    flags) win over all three."""
+    s = Settings()
+    data = Path(data_dir or os.environ.get("QUIRE_HUB_DATA_DIR") or s.data_dir)
+    file_values: dict[str, Any] = {}
+    toml_path = data / "hub.toml"
+    if toml_path.exists():
+        file_values = tomllib.loads(toml_path.read_text())
+    for f in fields(Settings):
+        if f.name in ("clock", "data_dir"):
+            continue
+        env = os.environ.get(f"QUIRE_HUB_{f.name.upper()}")
+        if env is not None:
+            setattr(s, f.name, _coerce(f.type, env))
+        elif f.name in file_values:
+            setattr(s, f.name, _coerce(f.type, file_values[f.name]))
+    s.data_dir = data
+    for k, v in overrides.items():
+        if v is not None:
+            setattr(s, k, v)
+    return s

@@ -1,0 +1,250 @@
+"""Spaces, invites, replicas and epochs: the hub's administrative decisions.
+
+Each public function runs its own transaction(s) through the Store and records an audit
+event in the same transaction as the change it describes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hub import audit, policy
+from hub.access import (
+    INVITE_PREFIX,
+    MAX_CREDENTIAL,
+    TOKEN_PREFIX,
+    Principal,
+    authenticate_txn,
+    new_secret,
+    secret_hash,
+    space_access_txn,
+)
+from hub.keys import HubKey
+from hub.store import queries as q
+from hub.store.db import Store
+from shared.digest import genesis_digest
+from shared.errors import Forbidden, InvalidRequest, RateLimited, Unauthorized
+from shared.ids import is_space_name, new_id
+from shared.signing import load_public
+from shared.wire import head_body, sign_head
+
+GENESIS_AUDIT = audit.GENESIS
+
+
+def _require(cond: bool, message: str) -> None:
+    if not cond:
+        raise InvalidRequest(message)
+
+
+def init_hub_txn(conn: Any, now: int) -> str:
+    hub_id = new_id(now)
+    q.insert_hub_state_txn(conn, hub_id=hub_id, created_at=now, audit_seq=0,
+                           audit_digest=GENESIS_AUDIT)
+    audit.record_hub_txn(conn, at=now, action="hub.init", actor={"system": "init"},
+                         details={"hub_id": hub_id})
+    return hub_id
+
+
+def create_invite_txn(conn: Any, *, space_id: str | None, role: str, ttl: int, now: int,
+                      actor: dict[str, Any], created_by: str | None) -> dict[str, Any]:
+    code = new_secret(INVITE_PREFIX)
+    invite_id = new_id(now)
+    expires = now + ttl * 1000
+    q.insert_invite_txn(conn, id=invite_id, code_hash=secret_hash(code), space_id=space_id,
+                        role=role, created_by=created_by, created_at=now, expires_at=expires)
+    details = {"invite": invite_id, "role": role, "expires_at": expires}
+    if space_id is None:
+        audit.record_hub_txn(conn, at=now, action="invite.create", actor=actor, details=details)
+    else:
+        space = q.get_space_txn(conn, space_id, lock=True)
+        audit.record_space_txn(conn, space, at=now, action="invite.create", actor=actor,
+                               details=details)
+    return {"id": invite_id, "code": code, "expires_at": expires, "role": role,
+            "space": space_id}
+
+
+def create_space(store: Store, p: Principal, name: Any, now: int) -> dict[str, Any]:
+    _require(is_space_name(name), "space name: 1-63 of a-z, 0-9, '-', '_', starting with a "
+             "letter or digit")
+    if not p.is_owner or p.delegation_id is not None:
+        raise Forbidden("only hub owners create spaces")
+
+    def txn(conn: Any) -> dict[str, Any]:
+        if q.find_space_txn(conn, name) is not None:
+            raise InvalidRequest(f"a space named {name!r} exists", {"reason": "name_taken"})
+        space_id, epoch = new_id(now), new_id(now)
+        q.insert_space_txn(conn, id=space_id, name=name, epoch=epoch, head_seq=0,
+                           head_digest=genesis_digest(space_id, epoch), rules_version=0,
+                           audit_seq=0, audit_digest=GENESIS_AUDIT, created_at=now)
+        q.set_member_txn(conn, space_id, p.user_id, "admin", now)
+        space = q.get_space_txn(conn, space_id, lock=True)
+        audit.record_space_txn(conn, space, at=now, action="space.create", actor=p.actor(),
+                               details={"name": name, "epoch": epoch})
+        return {"id": space_id, "name": name, "epoch": epoch}
+
+    return {"space": store.run_write(txn)}
+
+
+def list_spaces(store: Store, p: Principal) -> dict[str, Any]:
+    with store.read() as conn:
+        mine = q.list_spaces_txn(conn, p.user_id)
+        if p.is_owner and p.delegation_id is None:
+            seen = {s["id"] for s in mine}
+            for s in q.list_spaces_txn(conn, None):
+                if s["id"] not in seen:
+                    mine.append(dict(s, role="admin"))
+    return {"spaces": sorted(mine, key=lambda s: s["name"])}
+
+
+def invite(store: Store, p: Principal, space_ref: str | None, body: dict[str, Any], now: int,
+           ttl_default: int, ttl_max: int) -> dict[str, Any]:
+    role = body.get("role")
+    ttl = body.get("ttl_seconds", ttl_default)
+    _require(isinstance(ttl, int) and not isinstance(ttl, bool) and 60 <= ttl <= ttl_max,
+             f"ttl_seconds must be an integer between 60 and {ttl_max}")
+    if p.delegation_id is not None:
+        raise Forbidden("delegated credentials cannot create invites")
+    if space_ref is None:
+        _require(role == "owner", "hub-level invites are for role 'owner'")
+        if not p.is_owner:
+            raise Forbidden("only hub owners invite owners")
+        return store.run_write(lambda conn: create_invite_txn(
+            conn, space_id=None, role="owner", ttl=ttl, now=now, actor=p.actor(),
+            created_by=p.user_id))
+    _require(role in policy.ROLES, "role must be viewer, editor or admin")
+
+    def txn(conn: Any) -> dict[str, Any]:
+        space, _ = space_access_txn(conn, p, space_ref, "admin")
+        return create_invite_txn(conn, space_id=space.id, role=role, ttl=ttl, now=now,
+                                 actor=p.actor(), created_by=p.user_id)
+
+    return store.run_write(txn)
+
+
+def redeem(store: Store, key: HubKey, body: dict[str, Any], bearer: str | None, now: int
+           ) -> dict[str, Any]:
+    """Redeem an invite: register a device (or use the calling one) and grant the role."""
+    code = body.get("code")
+    device_name = body.get("device_name", "device")
+    device_key = body.get("device_key")
+    user_name = body.get("user_name") or device_name
+    _require(isinstance(code, str) and code.startswith(INVITE_PREFIX)
+             and len(code) <= MAX_CREDENTIAL, "code must be an invite code ('qi_…')")
+    _require(isinstance(device_name, str) and 0 < len(device_name) <= 100,
+             "device_name must be 1-100 characters")
+    _require(isinstance(user_name, str) and 0 < len(user_name) <= 100,
+             "user_name must be 1-100 characters")
+    try:
+        load_public(device_key)
+    except (ValueError, TypeError) as e:
+        raise InvalidRequest("device_key must be a base64url Ed25519 public key") from e
+
+    def txn(conn: Any) -> dict[str, Any]:
+        inv = q.invite_by_hash_txn(conn, secret_hash(code))
+        if inv is None:
+            raise Unauthorized("invite code not recognized", {"reason": "unknown_invite"})
+        if inv.revoked_at is not None:
+            raise Forbidden("this invite was revoked; ask an admin for a new one",
+                            {"reason": "invite_revoked"})
+        if inv.used_at is not None:
+            raise Forbidden("this invite was already used; ask an admin for a new one",
+                            {"reason": "invite_used"})
+        if inv.expires_at <= now:
+            raise Forbidden("this invite expired; ask an admin for a new one",
+                            {"reason": "invite_expired", "expired_at": inv.expires_at})
+        token = None
+        if bearer is not None:
+            p = authenticate_txn(conn, bearer)
+            dev = q.device_by_id_txn(conn, p.device_id)
+            if dev.public_key != device_key:
+                raise InvalidRequest("device_key differs from the calling device's key")
+            user_id, device_id = p.user_id, p.device_id
+        else:
+            user_id, device_id = new_id(now), new_id(now)
+            token = new_secret(TOKEN_PREFIX)
+            q.insert_user_txn(conn, id=user_id, name=user_name, is_owner=inv.role == "owner",
+                              active=True, created_at=now)
+            q.insert_device_txn(conn, id=device_id, user_id=user_id, name=device_name,
+                                public_key=device_key, token_hash=secret_hash(token),
+                                created_at=now)
+        if not q.use_invite_txn(conn, inv.id, user_id, now):
+            raise Forbidden("this invite was already used", {"reason": "invite_used"})
+        actor = {"user": user_id, "device": device_id, "agent": None}
+        space_out = None
+        if inv.role == "owner":
+            q.set_owner_txn(conn, user_id)
+            audit.record_hub_txn(conn, at=now, action="invite.redeem", actor=actor,
+                                 details={"invite": inv.id, "role": "owner"})
+        else:
+            current = q.role_txn(conn, inv.space_id, user_id)
+            role = inv.role if policy.role_rank(inv.role) > policy.role_rank(current) else current
+            q.set_member_txn(conn, inv.space_id, user_id, role, now)
+            space = q.get_space_txn(conn, inv.space_id, lock=True)
+            audit.record_space_txn(conn, space, at=now, action="invite.redeem", actor=actor,
+                                   details={"invite": inv.id, "role": role})
+            space_out = {"id": space.id, "name": space.name, "role": role,
+                         "epoch": space.epoch}
+        return {"user_id": user_id, "device_id": device_id, "token": token,
+                "hub": hub_info(conn, key), "space": space_out}
+
+    return store.run_write(txn)
+
+
+def hub_info(conn: Any, key: HubKey) -> dict[str, Any]:
+    state = q.hub_state_txn(conn)
+    return {"hub_id": state.hub_id if state else None, "protocol": 1,
+            "public_key": key.public, "key_id": key.kid}
+
+
+def register_replica(store: Store, p: Principal, space_ref: str, body: dict[str, Any],
+                     now: int) -> dict[str, Any]:
+    name = body.get("name", "replica")
+    _require(isinstance(name, str) and 0 < len(name) <= 100, "name must be 1-100 characters")
+
+    def txn(conn: Any) -> dict[str, Any]:
+        space, _ = space_access_txn(conn, p, space_ref, "viewer", lock=True)
+        replica_id = new_id(now)
+        q.insert_replica_txn(conn, id=replica_id, space_id=space.id, device_id=p.device_id,
+                             name=name, created_at=now)
+        audit.record_space_txn(conn, space, at=now, action="replica.register",
+                               actor=p.actor(), details={"replica": replica_id, "name": name})
+        return {"replica_id": replica_id, "space": space.id}
+
+    return store.run_write(txn)
+
+
+def head(store: Store, key: HubKey, p: Principal, space_ref: str, now: int) -> dict[str, Any]:
+    with store.read() as conn:
+        space, role = space_access_txn(conn, p, space_ref, "viewer")
+        rules = q.list_rules_txn(conn, space.id)
+    body = head_body(space=space.id, epoch=space.epoch, seq=space.head_seq,
+                     digest=space.head_digest, at=now)
+    actor = policy.Actor(p.user_id, role, p.agent)
+    applying = [r for r in rules if policy.rule_applies(policy.Rule.from_dict(r), actor)]
+    return dict(body, name=space.name, signature=sign_head(key.private, body), role=role,
+                rules=applying, rules_version=space.rules_version)
+
+
+def bump_epoch(store: Store, p: Principal, space_ref: str, body: dict[str, Any], now: int
+               ) -> dict[str, Any]:
+    reason = body.get("reason")
+    _require(isinstance(reason, str) and 0 < len(reason.strip()) <= 500,
+             "reason is required (1-500 characters): say why history restarts")
+    if p.delegation_id is not None:
+        raise Forbidden("delegated credentials cannot change epochs")
+
+    def txn(conn: Any) -> dict[str, Any]:
+        space, _ = space_access_txn(conn, p, space_ref, "admin", lock=True)
+        epoch = new_id(now)
+        q.set_head_txn(conn, space.id, 0, genesis_digest(space.id, epoch), epoch=epoch)
+        audit.record_space_txn(conn, space, at=now, action="epoch.bump", actor=p.actor(),
+                               details={"previous": space.epoch, "epoch": epoch,
+                                        "reason": reason, "previous_seq": space.head_seq})
+        return {"space": space.id, "epoch": epoch, "previous": space.epoch}
+
+    return store.run_write(txn)
+
+
+def check_rate(ok: bool, retry_after: int = 1) -> None:
+    if not ok:
+        raise RateLimited("too many attempts; wait and retry", {"retry_after": retry_after})

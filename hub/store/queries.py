@@ -1,0 +1,303 @@
+"""SQL for the hub. Functions ending in ``_txn`` must run inside a transaction opened by
+``Store.read`` or ``Store.run_write`` and take its connection as first argument."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import and_, func, insert, select, update
+from sqlalchemy.engine import Connection
+
+from hub.store.schema import (
+    audit,
+    batches,
+    devices,
+    entries,
+    hub_state,
+    invites,
+    members,
+    replicas,
+    rules,
+    spaces,
+    users,
+)
+
+
+@dataclass(frozen=True)
+class SpaceRow:
+    id: str
+    name: str
+    epoch: str
+    head_seq: int
+    head_digest: str
+    rules_version: int
+    audit_seq: int
+    audit_digest: str
+
+
+def _space(row: Any) -> SpaceRow | None:
+    if row is None:
+        return None
+    return SpaceRow(row.id, row.name, row.epoch, row.head_seq, row.head_digest,
+                    row.rules_version, row.audit_seq, row.audit_digest)
+
+
+def get_space_txn(conn: Connection, space_id: str, *, lock: bool = False) -> SpaceRow | None:
+    q = select(spaces).where(spaces.c.id == space_id)
+    if lock:
+        q = q.with_for_update()  # no-op on SQLite, where BEGIN IMMEDIATE already serializes
+    return _space(conn.execute(q).first())
+
+
+def find_space_txn(conn: Connection, ref: str) -> SpaceRow | None:
+    """A space by id or by name."""
+    row = conn.execute(select(spaces).where((spaces.c.id == ref) | (spaces.c.name == ref))).first()
+    return _space(row)
+
+
+def list_spaces_txn(conn: Connection, user_id: str | None) -> list[dict[str, Any]]:
+    """Spaces of a user with their role; ``user_id=None`` lists all (for owners)."""
+    if user_id is None:
+        rows = conn.execute(select(spaces).order_by(spaces.c.name)).all()
+        return [{"id": r.id, "name": r.name, "epoch": r.epoch, "seq": r.head_seq, "role": None}
+                for r in rows]
+    rows = conn.execute(
+        select(spaces, members.c.role).join(members, members.c.space_id == spaces.c.id)
+        .where(members.c.user_id == user_id).order_by(spaces.c.name)).all()
+    return [{"id": r.id, "name": r.name, "epoch": r.epoch, "seq": r.head_seq, "role": r.role}
+            for r in rows]
+
+
+def insert_space_txn(conn: Connection, **values: Any) -> None:
+    conn.execute(insert(spaces).values(**values))
+
+
+def set_head_txn(conn: Connection, space_id: str, seq: int, digest: str,
+                 epoch: str | None = None) -> None:
+    values: dict[str, Any] = {"head_seq": seq, "head_digest": digest}
+    if epoch is not None:
+        values["epoch"] = epoch
+    conn.execute(update(spaces).where(spaces.c.id == space_id).values(**values))
+
+
+def bump_rules_version_txn(conn: Connection, space_id: str) -> None:
+    conn.execute(update(spaces).where(spaces.c.id == space_id)
+                 .values(rules_version=spaces.c.rules_version + 1))
+
+
+# ---------------------------------------------------------------- principals
+
+
+@dataclass(frozen=True)
+class DeviceRow:
+    id: str
+    user_id: str
+    name: str
+    public_key: str
+    revoked_at: int | None
+    user_active: bool
+    is_owner: bool
+    user_name: str
+
+
+def device_by_token_hash_txn(conn: Connection, token_hash: str) -> DeviceRow | None:
+    row = conn.execute(
+        select(devices, users.c.active, users.c.is_owner, users.c.name.label("user_name"))
+        .join(users, users.c.id == devices.c.user_id)
+        .where(devices.c.token_hash == token_hash)).first()
+    return _device(row)
+
+
+def device_by_id_txn(conn: Connection, device_id: str) -> DeviceRow | None:
+    row = conn.execute(
+        select(devices, users.c.active, users.c.is_owner, users.c.name.label("user_name"))
+        .join(users, users.c.id == devices.c.user_id)
+        .where(devices.c.id == device_id)).first()
+    return _device(row)
+
+
+def _device(row: Any) -> DeviceRow | None:
+    if row is None:
+        return None
+    return DeviceRow(row.id, row.user_id, row.name, row.public_key, row.revoked_at,
+                     bool(row.active), bool(row.is_owner), row.user_name)
+
+
+def insert_user_txn(conn: Connection, **values: Any) -> None:
+    conn.execute(insert(users).values(**values))
+
+
+def insert_device_txn(conn: Connection, **values: Any) -> None:
+    conn.execute(insert(devices).values(**values))
+
+
+def set_owner_txn(conn: Connection, user_id: str) -> None:
+    conn.execute(update(users).where(users.c.id == user_id).values(is_owner=True))
+
+
+def role_txn(conn: Connection, space_id: str, user_id: str) -> str | None:
+    return conn.execute(select(members.c.role).where(
+        and_(members.c.space_id == space_id, members.c.user_id == user_id))).scalar()
+
+
+def set_member_txn(conn: Connection, space_id: str, user_id: str, role: str, now: int) -> None:
+    current = role_txn(conn, space_id, user_id)
+    if current is None:
+        conn.execute(insert(members).values(space_id=space_id, user_id=user_id, role=role,
+                                            created_at=now))
+    else:
+        conn.execute(update(members).where(and_(members.c.space_id == space_id,
+                                                members.c.user_id == user_id)).values(role=role))
+
+
+def remove_member_txn(conn: Connection, space_id: str, user_id: str) -> int:
+    return conn.execute(members.delete().where(and_(members.c.space_id == space_id,
+                                                    members.c.user_id == user_id))).rowcount
+
+
+def list_members_txn(conn: Connection, space_id: str) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        select(members.c.user_id, members.c.role, users.c.name, users.c.active)
+        .join(users, users.c.id == members.c.user_id)
+        .where(members.c.space_id == space_id).order_by(users.c.name)).all()
+    return [{"user_id": r.user_id, "name": r.name, "role": r.role, "active": bool(r.active)}
+            for r in rows]
+
+
+def get_replica_txn(conn: Connection, replica_id: str) -> Any:
+    return conn.execute(select(replicas).where(replicas.c.id == replica_id)).first()
+
+
+def insert_replica_txn(conn: Connection, **values: Any) -> None:
+    conn.execute(insert(replicas).values(**values))
+
+
+# ---------------------------------------------------------------- invites
+
+
+def invite_by_hash_txn(conn: Connection, code_hash: str) -> Any:
+    return conn.execute(select(invites).where(invites.c.code_hash == code_hash)).first()
+
+
+def insert_invite_txn(conn: Connection, **values: Any) -> None:
+    conn.execute(insert(invites).values(**values))
+
+
+def use_invite_txn(conn: Connection, invite_id: str, user_id: str, now: int) -> bool:
+    """Mark an invite used; False when another redemption got there first (single use)."""
+    res = conn.execute(update(invites).where(and_(invites.c.id == invite_id,
+                                                  invites.c.used_at.is_(None)))
+                       .values(used_at=now, used_by=user_id))
+    return res.rowcount == 1
+
+
+# ---------------------------------------------------------------- entries and batches
+
+
+def current_versions_txn(conn: Connection, space_id: str, entry_ids: list[str]
+                         ) -> dict[str, tuple[str, bool]]:
+    """``entry_id -> (version, deleted)`` for the touched entries that exist."""
+    out: dict[str, tuple[str, bool]] = {}
+    for i in range(0, len(entry_ids), 500):
+        chunk = entry_ids[i:i + 500]
+        rows = conn.execute(select(entries.c.entry_id, entries.c.version, entries.c.deleted)
+                            .where(and_(entries.c.space_id == space_id,
+                                        entries.c.entry_id.in_(chunk)))).all()
+        for r in rows:
+            out[r.entry_id] = (r.version, bool(r.deleted))
+    return out
+
+
+def upsert_entries_txn(conn: Connection, space_id: str, epoch: str, seq: int,
+                       rows: list[dict[str, Any]], existing: set[str]) -> None:
+    """Write new entry states; ``existing`` are the ids that already have a row."""
+    new = [dict(r, space_id=space_id, epoch=epoch, seq=seq) for r in rows
+           if r["entry_id"] not in existing]
+    if new:
+        conn.execute(insert(entries), new)
+    for r in rows:
+        if r["entry_id"] in existing:
+            conn.execute(update(entries).where(and_(entries.c.space_id == space_id,
+                                                    entries.c.entry_id == r["entry_id"]))
+                         .values(version=r["version"], deleted=r["deleted"],
+                                 content=r["content"], seq=seq, epoch=epoch))
+
+
+def batch_by_ids_txn(conn: Connection, replica_id: str, batch_id: str) -> Any:
+    return conn.execute(select(batches.c.space_id, batches.c.digest, batches.c.receipt)
+                        .where(and_(batches.c.replica_id == replica_id,
+                                    batches.c.batch_id == batch_id))).first()
+
+
+def insert_batch_txn(conn: Connection, **values: Any) -> None:
+    conn.execute(insert(batches).values(**values))
+
+
+def iter_changes_txn(conn: Connection, space_id: str, epoch: str, after: int, limit: int
+                     ) -> Iterator[Any]:
+    q = (select(batches.c.seq, batches.c.head_digest, batches.c.accepted_at, batches.c.user_id,
+                batches.c.device_id, batches.c.agent, batches.c.body)
+         .where(and_(batches.c.space_id == space_id, batches.c.epoch == epoch,
+                     batches.c.seq > after))
+         .order_by(batches.c.seq).limit(limit))
+    yield from conn.execution_options(yield_per=200).execute(q)
+
+
+def iter_live_entries_txn(conn: Connection, space_id: str) -> Iterator[Any]:
+    q = (select(entries.c.entry_id, entries.c.version, entries.c.content, entries.c.seq)
+         .where(and_(entries.c.space_id == space_id, entries.c.deleted.is_(False)))
+         .order_by(entries.c.entry_id))
+    yield from conn.execution_options(yield_per=500).execute(q)
+
+
+def count_rows_txn(conn: Connection) -> dict[str, int]:
+    """Row counts of every table (tests compare them before and after bad input)."""
+    out = {}
+    for t in (users, devices, spaces, members, invites, replicas, batches, entries, audit,
+              rules):
+        out[t.name] = conn.execute(select(func.count()).select_from(t)).scalar_one()
+    return out
+
+
+# ---------------------------------------------------------------- audit
+
+
+def hub_state_txn(conn: Connection, *, lock: bool = False) -> Any:
+    q = select(hub_state).where(hub_state.c.id == 1)
+    if lock:
+        q = q.with_for_update()
+    return conn.execute(q).first()
+
+
+def insert_hub_state_txn(conn: Connection, **values: Any) -> None:
+    conn.execute(insert(hub_state).values(id=1, **values))
+
+
+def advance_audit_tip_txn(conn: Connection, chain: str, n: int, digest: str) -> None:
+    if chain == "hub":
+        conn.execute(update(hub_state).where(hub_state.c.id == 1)
+                     .values(audit_seq=n, audit_digest=digest))
+    else:
+        conn.execute(update(spaces).where(spaces.c.id == chain)
+                     .values(audit_seq=n, audit_digest=digest))
+
+
+def insert_audit_txn(conn: Connection, **values: Any) -> None:
+    conn.execute(insert(audit).values(**values))
+
+
+def iter_audit_txn(conn: Connection, since: int = 0, chain: str | None = None) -> Iterator[Any]:
+    q = select(audit).where(audit.c.at >= since)
+    if chain is not None:
+        q = q.where(audit.c.chain == chain)
+    yield from conn.execution_options(yield_per=500).execute(q.order_by(audit.c.chain,
+                                                                        audit.c.n))
+
+
+def list_rules_txn(conn: Connection, space_id: str) -> list[dict[str, Any]]:
+    rows = conn.execute(select(rules).where(rules.c.space_id == space_id)
+                        .order_by(rules.c.created_at, rules.c.id)).all()
+    return [{"id": r.id, "effect": r.effect, "who": r.who, "actions": r.actions.split(","),
+             "entries": r.entries} for r in rows]

@@ -1,0 +1,154 @@
+"""Tables of the hub database (SQLAlchemy Core). Migrations in ``migrations/`` create them;
+this module is the single description both the queries and Alembic autogenerate read."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+metadata = MetaData()
+
+ID = String(26)
+DIGEST = String(64)
+
+hub_state = Table(
+    "hub_state", metadata,
+    Column("id", Integer, primary_key=True),  # always 1: the lock row for hub-level changes
+    Column("hub_id", ID, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("audit_seq", BigInteger, nullable=False, default=0),
+    Column("audit_digest", DIGEST, nullable=False),
+)
+
+users = Table(
+    "users", metadata,
+    Column("id", ID, primary_key=True),
+    Column("name", String(100), nullable=False),
+    Column("is_owner", Boolean, nullable=False, default=False),
+    Column("active", Boolean, nullable=False, default=True),
+    Column("created_at", BigInteger, nullable=False),
+)
+
+devices = Table(
+    "devices", metadata,
+    Column("id", ID, primary_key=True),
+    Column("user_id", ID, ForeignKey("users.id"), nullable=False, index=True),
+    Column("name", String(100), nullable=False),
+    Column("public_key", String(64), nullable=False),
+    Column("token_hash", DIGEST, nullable=False, unique=True),
+    Column("created_at", BigInteger, nullable=False),
+    Column("revoked_at", BigInteger, nullable=True),
+)
+
+spaces = Table(
+    "spaces", metadata,
+    Column("id", ID, primary_key=True),
+    Column("name", String(63), nullable=False, unique=True),
+    Column("epoch", ID, nullable=False),
+    Column("head_seq", BigInteger, nullable=False),
+    Column("head_digest", DIGEST, nullable=False),
+    Column("rules_version", BigInteger, nullable=False, default=0),
+    Column("audit_seq", BigInteger, nullable=False, default=0),
+    Column("audit_digest", DIGEST, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+)
+
+members = Table(
+    "members", metadata,
+    Column("space_id", ID, ForeignKey("spaces.id"), primary_key=True),
+    Column("user_id", ID, ForeignKey("users.id"), primary_key=True),
+    Column("role", String(16), nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+)
+
+invites = Table(
+    "invites", metadata,
+    Column("id", ID, primary_key=True),
+    Column("code_hash", DIGEST, nullable=False, unique=True),
+    Column("space_id", ID, ForeignKey("spaces.id"), nullable=True),
+    Column("role", String(16), nullable=False),  # viewer|editor|admin, or owner (hub-level)
+    Column("created_by", ID, nullable=True),
+    Column("created_at", BigInteger, nullable=False),
+    Column("expires_at", BigInteger, nullable=False),
+    Column("used_at", BigInteger, nullable=True),
+    Column("used_by", ID, nullable=True),
+    Column("revoked_at", BigInteger, nullable=True),
+)
+
+replicas = Table(
+    "replicas", metadata,
+    Column("id", ID, primary_key=True),
+    Column("space_id", ID, ForeignKey("spaces.id"), nullable=False, index=True),
+    Column("device_id", ID, ForeignKey("devices.id"), nullable=False, index=True),
+    Column("name", String(100), nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("revoked_at", BigInteger, nullable=True),
+)
+
+batches = Table(
+    "batches", metadata,
+    Column("space_id", ID, ForeignKey("spaces.id"), primary_key=True),
+    Column("epoch", ID, primary_key=True),
+    Column("seq", BigInteger, primary_key=True),
+    Column("batch_id", ID, nullable=False),
+    Column("replica_id", ID, nullable=False),
+    Column("digest", DIGEST, nullable=False),
+    Column("head_digest", DIGEST, nullable=False),
+    Column("user_id", ID, nullable=False),
+    Column("device_id", ID, nullable=False),
+    Column("agent", String(64), nullable=True),
+    Column("accepted_at", BigInteger, nullable=False),
+    Column("body", Text, nullable=False),  # canonical wire batch, served as stored
+    Column("receipt", Text, nullable=False),  # signed receipt JSON, replayed as stored
+    UniqueConstraint("replica_id", "batch_id", name="uq_batches_replica_batch"),
+)
+
+entries = Table(
+    "entries", metadata,
+    Column("space_id", ID, ForeignKey("spaces.id"), primary_key=True),
+    Column("entry_id", String(240), primary_key=True),
+    Column("version", DIGEST, nullable=False),
+    Column("deleted", Boolean, nullable=False),
+    Column("content", Text, nullable=False),  # canonical entry JSON
+    Column("seq", BigInteger, nullable=False),
+    Column("epoch", ID, nullable=False),
+)
+
+audit = Table(
+    "audit", metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True,
+           autoincrement=True),
+    Column("chain", String(26), nullable=False),  # a space id, or "hub"
+    Column("n", BigInteger, nullable=False),
+    Column("at", BigInteger, nullable=False),
+    Column("action", String(64), nullable=False),
+    Column("actor", Text, nullable=False),  # canonical JSON: user, device, agent
+    Column("details", Text, nullable=False),  # canonical JSON
+    Column("prev", DIGEST, nullable=False),
+    Column("digest", DIGEST, nullable=False),
+    UniqueConstraint("chain", "n", name="uq_audit_chain_n"),
+)
+
+Index("ix_audit_at", audit.c.at)
+
+rules = Table(
+    "rules", metadata,
+    Column("id", ID, primary_key=True),
+    Column("space_id", ID, ForeignKey("spaces.id"), nullable=False, index=True),
+    Column("effect", String(8), nullable=False),  # only "deny" today
+    Column("who", String(64), nullable=False),  # a role, a user id, or "agents"
+    Column("actions", String(64), nullable=False),  # comma-separated create,update,delete
+    Column("entries", String(240), nullable=False),  # glob on entry ids
+    Column("created_at", BigInteger, nullable=False),
+)

@@ -1,0 +1,289 @@
+"""The entry model (DESIGN §2) and its two encodings: canonical JSON (for the version) and
+vault form (Markdown with YAML front matter, for people and agents).
+
+An entry's ``version`` is the SHA-256 of its canonical JSON. A deletion is a tombstone with
+its own version, so history keeps it. Reading a vault file and writing it back unchanged
+gives the same version (tested by round-trip tables).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from shared.canonical import CanonicalError, canonical_bytes
+from shared.digest import sha256_hex
+from shared.ids import entry_id_problem, is_entry_id, split_entry_id
+
+SEVERITIES = ("info", "warn", "block")
+MAX_TITLE = 500
+MAX_TAGS = 64
+MAX_TAG_LEN = 64
+MAX_LINKS = 256
+MAX_META_BYTES = 16 * 1024
+DEFAULT_MAX_BODY = 1024 * 1024
+_TAG_RE = re.compile(r"^[^\s,\[\]{}#][^\s,\[\]{}]*$")
+FRONT_KEYS = ("title", "tags", "links", "meta")
+LOCAL_KEY = "quire"  # replica-local markers in front matter; never part of the entry
+
+
+class EntryError(ValueError):
+    """An entry that is not valid; ``line`` is set when it came from a vault file."""
+
+    def __init__(self, message: str, line: int | None = None):
+        super().__init__(message)
+        self.line = line
+
+
+@dataclass(frozen=True)
+class Entry:
+    id: str
+    title: str = ""
+    body: str = ""
+    tags: tuple[str, ...] = ()
+    links: tuple[str, ...] = ()
+    meta: dict[str, Any] = field(default_factory=dict)
+    deleted: bool = False
+
+    @property
+    def kind(self) -> str:
+        return split_entry_id(self.id)[0]
+
+    @property
+    def slug(self) -> str:
+        return split_entry_id(self.id)[1]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The canonical content (what the version is computed over)."""
+        if self.deleted:
+            return {"id": self.id, "deleted": True}
+        return {
+            "id": self.id,
+            "title": self.title,
+            "body": self.body,
+            "tags": list(self.tags),
+            "links": list(self.links),
+            "meta": self.meta,
+        }
+
+    @property
+    def version(self) -> str:
+        return sha256_hex(canonical_bytes(self.to_dict()))
+
+    def __hash__(self) -> int:  # meta is a dict; hash on the version
+        return hash(self.version)
+
+
+def tombstone(entry_id: str) -> Entry:
+    return Entry(id=entry_id, deleted=True)
+
+
+def _check_json_value(v: Any, where: str) -> None:
+    if isinstance(v, bool) or v is None or isinstance(v, str):
+        return
+    if isinstance(v, int):
+        return
+    if isinstance(v, float):
+        raise EntryError(f"{where}: numbers with a fraction are not allowed; quote it as a string")
+    if isinstance(v, list):
+        for i, x in enumerate(v):
+            _check_json_value(x, f"{where}[{i}]")
+        return
+    if isinstance(v, dict):
+        for k, x in v.items():
+            if not isinstance(k, str):
+                raise EntryError(f"{where}: keys must be strings")
+            _check_json_value(x, f"{where}.{k}")
+        return
+    raise EntryError(f"{where}: unsupported value of type {type(v).__name__}")
+
+
+def make_entry(data: Any, *, max_body: int = DEFAULT_MAX_BODY) -> Entry:
+    """Validate a wire/dict form and return the normalized Entry (sets sorted, deduplicated).
+
+    Raises EntryError with a message a person can act on.
+    """
+    if not isinstance(data, dict):
+        raise EntryError("entry must be an object")
+    allowed = {"id", "title", "body", "tags", "links", "meta", "deleted"}
+    unknown = set(data) - allowed
+    if unknown:
+        raise EntryError(f"unknown entry fields: {', '.join(sorted(unknown))}")
+    entry_id = data.get("id")
+    problem = entry_id_problem(entry_id)
+    if problem:
+        raise EntryError(f"invalid entry id {entry_id!r}: {problem}")
+    if data.get("deleted") is True:
+        if set(data) - {"id", "deleted"}:
+            raise EntryError("a tombstone carries only id and deleted")
+        return tombstone(entry_id)
+    if "deleted" in data and data["deleted"] is not False:
+        raise EntryError("deleted must be true or absent")
+    title = data.get("title", "")
+    body = data.get("body", "")
+    if not isinstance(title, str) or len(title) > MAX_TITLE or "\n" in title:
+        raise EntryError(f"title must be one line of at most {MAX_TITLE} characters")
+    if not isinstance(body, str):
+        raise EntryError("body must be a string")
+    if len(body.encode("utf-8", "surrogatepass")) > max_body:
+        raise EntryError(f"body larger than {max_body} bytes")
+    tags = data.get("tags", [])
+    if not isinstance(tags, list) or len(tags) > MAX_TAGS:
+        raise EntryError(f"tags must be a list of at most {MAX_TAGS} strings")
+    for t in tags:
+        if not isinstance(t, str) or not t or len(t) > MAX_TAG_LEN or not _TAG_RE.match(t):
+            raise EntryError(f"invalid tag {t!r}: no spaces, commas or brackets, at most {MAX_TAG_LEN}")
+    links = data.get("links", [])
+    if not isinstance(links, list) or len(links) > MAX_LINKS:
+        raise EntryError(f"links must be a list of at most {MAX_LINKS} entry ids")
+    for link in links:
+        if not is_entry_id(link):
+            raise EntryError(f"invalid link {link!r}: links are entry ids '<kind>/<slug>'")
+    meta = data.get("meta", {})
+    if not isinstance(meta, dict):
+        raise EntryError("meta must be an object")
+    _check_json_value(meta, "meta")
+    try:
+        if len(canonical_bytes(meta)) > MAX_META_BYTES:
+            raise EntryError(f"meta larger than {MAX_META_BYTES} bytes")
+        canonical_bytes(title)
+        canonical_bytes(body)
+    except CanonicalError as e:
+        raise EntryError(str(e)) from e
+    kind = entry_id.partition("/")[0]
+    if kind == "guardrail" and "severity" in meta and meta["severity"] not in SEVERITIES:
+        raise EntryError("guardrail meta.severity must be one of info, warn, block")
+    return Entry(
+        id=entry_id,
+        title=title,
+        body=body,
+        tags=tuple(sorted(set(tags))),
+        links=tuple(sorted(set(links))),
+        meta=meta,
+    )
+
+
+# ---------------------------------------------------------------- vault form
+
+
+class _Loader(yaml.SafeLoader):
+    """Safe YAML without implicit timestamps: dates stay strings, as people wrote them."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:timestamp"]
+    for k, v in yaml.SafeLoader.yaml_implicit_resolvers.copy().items()
+}
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+def _str_representer(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data)
+
+
+_Dumper.add_representer(str, _str_representer)
+
+
+def _dump(value: Any) -> str:
+    return yaml.dump(value, Dumper=_Dumper, sort_keys=True, allow_unicode=True,
+                     default_flow_style=False, width=1 << 30)
+
+
+def to_markdown(entry: Entry, local: dict[str, Any] | None = None) -> str:
+    """Vault form. ``local`` adds replica-local markers under the ``quire`` key."""
+    if entry.deleted:
+        raise EntryError("a tombstone has no vault form")
+    # title first: it is what a person looks for when opening the file
+    front: dict[str, Any] = {}
+    if entry.tags:
+        front["tags"] = list(entry.tags)
+    if entry.links:
+        front["links"] = list(entry.links)
+    if entry.meta:
+        front["meta"] = entry.meta
+    text = "---\n" + _dump({"title": entry.title}) + (_dump(front) if front else "")
+    if local:
+        text += _dump({LOCAL_KEY: local})
+    return text + "---\n" + entry.body
+
+
+_FENCE = re.compile(r"^---[ \t]*\r?$")
+
+
+def parse_markdown(entry_id: str, text: str, *, max_body: int = DEFAULT_MAX_BODY
+                   ) -> tuple[Entry, dict[str, Any]]:
+    """Parse vault form into (entry, local markers). Raises EntryError with a line number.
+
+    Unknown front-matter keys (say ``aliases`` from another editor) are kept under ``meta``.
+    """
+    front: dict[str, Any] = {}
+    body = text
+    if text.startswith("---\n") or text.startswith("---\r\n") or text == "---":
+        lines = text.splitlines(keepends=True)
+        end = None
+        for i in range(1, len(lines)):
+            if _FENCE.match(lines[i].rstrip("\n")):
+                end = i
+                break
+        if end is None:
+            raise EntryError("front matter is not closed by a '---' line", line=1)
+        raw = "".join(lines[1:end])
+        try:
+            loaded = yaml.load(raw, Loader=_Loader) if raw.strip() else {}
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            line = (mark.line + 2) if mark is not None else 1
+            reason = getattr(e, "problem", None) or str(e)
+            raise EntryError(f"front matter is not valid YAML: {reason}", line=line) from e
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise EntryError("front matter must be a mapping of keys to values", line=2)
+        front = loaded
+        body = "".join(lines[end + 1:])
+    local = front.pop(LOCAL_KEY, None) or {}
+    if not isinstance(local, dict):
+        raise EntryError(f"front matter key '{LOCAL_KEY}' is reserved for Quire", line=2)
+    meta = front.pop("meta", None)
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, dict):
+        raise EntryError("meta must be a mapping", line=2)
+    meta = dict(meta)
+    for k in [k for k in front if k not in FRONT_KEYS]:
+        if not isinstance(k, str):
+            raise EntryError("front matter keys must be strings", line=2)
+        if k in meta:
+            raise EntryError(f"front matter key {k!r} is also in meta", line=2)
+        meta[k] = front.pop(k)
+    title = front.get("title", "")
+    if title is None:
+        title = ""
+    if not isinstance(title, str):
+        title = str(title) if isinstance(title, (int, bool)) else title
+    data = {
+        "id": entry_id,
+        "title": title,
+        "body": body,
+        "tags": front.get("tags") or [],
+        "links": front.get("links") or [],
+        "meta": meta,
+    }
+    try:
+        return make_entry(data, max_body=max_body), local
+    except EntryError as e:
+        raise EntryError(str(e), line=e.line or 2) from e
+
+
+def guardrail_rank(entry: Entry | None) -> int:
+    """Severity rank of a guardrail (info < warn < block); -1 when absent."""
+    if entry is None or entry.deleted:
+        return -1
+    sev = entry.meta.get("severity")
+    return SEVERITIES.index(sev) if sev in SEVERITIES else -1

@@ -1,0 +1,185 @@
+"""The one error tree of Quire. Wire codes live here; the hub converts ``QuireError`` to
+responses in one handler and the replica maps responses back to the same classes.
+
+    QuireError                      (code, http status, retryable?)
+    ├── Unauthorized                unauthorized       401
+    ├── Forbidden                   forbidden          403
+    │   └── PolicyDenied            policy_denied      403  details.denied lists every op
+    ├── NotFound                    not_found          404
+    ├── Conflict (409)
+    │   ├── HeadChanged             head_changed       retryable: pull, merge, push again
+    │   ├── EpochChanged            epoch_changed      retryable after a fresh snapshot
+    │   ├── BaseMismatch            base_mismatch      retryable after pull and merge
+    │   ├── BatchConflict           batch_conflict     permanent: same id, other content
+    │   └── PacketStale             packet_stale       (replica-local) re-read the packet
+    ├── SnapshotRequired            snapshot_required  410
+    ├── TooLarge                    too_large          413
+    ├── InvalidRequest              invalid_request    422
+    ├── RateLimited                 rate_limited       429  retryable after details.retry_after
+    ├── Unavailable                 unavailable        503  retryable
+    └── TransferFailed              transfer_failed    (client side) network, timeout, bad stream
+
+``retryable`` tells a client whether trying again later (after the named action) can succeed;
+a permanent refusal must be surfaced to a person or agent, never retried in a loop.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class QuireError(Exception):
+    code: ClassVar[str] = "internal"
+    status: ClassVar[int] = 500
+    retryable: ClassVar[bool] = False
+
+    def __init__(self, message: str = "", details: dict[str, Any] | None = None):
+        super().__init__(message or self.code)
+        self.message = message or self.code
+        self.details = details or {}
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"error": {"code": self.code, "message": self.message, "details": self.details}}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r}, {self.details!r})"
+
+
+class Internal(QuireError):
+    code = "internal"
+    status = 500
+    retryable = True
+
+
+class Unauthorized(QuireError):
+    code = "unauthorized"
+    status = 401
+
+
+class Forbidden(QuireError):
+    code = "forbidden"
+    status = 403
+
+
+class PolicyDenied(Forbidden):
+    code = "policy_denied"
+
+
+class NotFound(QuireError):
+    code = "not_found"
+    status = 404
+
+
+class HeadChanged(QuireError):
+    code = "head_changed"
+    status = 409
+    retryable = True
+
+
+class EpochChanged(QuireError):
+    code = "epoch_changed"
+    status = 409
+    retryable = True
+
+
+class BaseMismatch(QuireError):
+    code = "base_mismatch"
+    status = 409
+    retryable = True
+
+
+class BatchConflict(QuireError):
+    code = "batch_conflict"
+    status = 409
+
+
+class PacketStale(QuireError):
+    code = "packet_stale"
+    status = 409
+
+
+class ClaimHeld(QuireError):
+    code = "claim_held"
+    status = 409
+
+
+class SnapshotRequired(QuireError):
+    code = "snapshot_required"
+    status = 410
+    retryable = True
+
+
+class TooLarge(QuireError):
+    code = "too_large"
+    status = 413
+
+
+class InvalidRequest(QuireError):
+    code = "invalid_request"
+    status = 422
+
+
+class RateLimited(QuireError):
+    code = "rate_limited"
+    status = 429
+    retryable = True
+
+
+class Unavailable(QuireError):
+    code = "unavailable"
+    status = 503
+    retryable = True
+
+
+class TransferFailed(QuireError):
+    """The request may or may not have reached the hub (network error, timeout, cut stream)."""
+
+    code = "transfer_failed"
+    status = 0
+    retryable = True
+
+
+class LocalError(QuireError):
+    """A problem on this machine (bad vault file, missing configuration, lock held)."""
+
+    code = "local_error"
+    status = 0
+
+
+class NotJoined(LocalError):
+    code = "not_joined"
+
+
+class LockHeld(LocalError):
+    code = "lock_held"
+
+
+ERROR_CLASSES: dict[str, type[QuireError]] = {
+    cls.code: cls
+    for cls in (
+        Internal, Unauthorized, Forbidden, PolicyDenied, NotFound, HeadChanged, EpochChanged,
+        BaseMismatch, BatchConflict, PacketStale, ClaimHeld, SnapshotRequired, TooLarge,
+        InvalidRequest, RateLimited, Unavailable, TransferFailed, LocalError, NotJoined,
+        LockHeld,
+    )
+}
+
+WIRE_CODES = (
+    "unauthorized", "forbidden", "policy_denied", "not_found", "head_changed",
+    "epoch_changed", "base_mismatch", "batch_conflict", "snapshot_required", "too_large",
+    "invalid_request", "rate_limited", "unavailable", "internal",
+)
+
+
+def from_wire(status: int, body: Any) -> QuireError:
+    """Rebuild the exception a hub response describes (unknown codes keep their status)."""
+    err = body.get("error") if isinstance(body, dict) else None
+    if isinstance(err, dict) and isinstance(err.get("code"), str):
+        cls = ERROR_CLASSES.get(err["code"])
+        details = err.get("details") if isinstance(err.get("details"), dict) else {}
+        message = str(err.get("message") or err["code"])
+        if cls is not None:
+            return cls(message, details)
+    if status >= 500:
+        return Unavailable(f"hub answered HTTP {status}")
+    return InvalidRequest(f"hub answered HTTP {status} without an error body")

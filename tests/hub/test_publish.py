@@ -1,0 +1,188 @@
+"""Publication, pull and snapshot through the guard, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from shared.digest import verify_chain
+from shared.ids import new_id
+from shared.wire import verify_receipt
+from tests.kit import delete, ndjson, put, redeem
+
+
+def setup_space(h: dict[str, Any]) -> tuple[Any, Any, str]:
+    owner = redeem(h["client"], h["code"], "owner-laptop")
+    space = owner.create_space("team")
+    editor = redeem(h["client"], owner.invite(space, "editor"), "editor-laptop")
+    return owner, editor, space
+
+
+def test_publish_pull_and_snapshot_agree(hub_app: dict[str, Any]) -> None:
+    owner, ed, space = setup_space(hub_app)
+    r = ed.publish(space, [put("page/deploy", "v1\n"), put("skill/rollback", "steps\n")])
+    assert r.status_code == 201, r.text
+    receipt = r.json()["receipt"]
+    assert receipt["seq"] == 1
+    assert verify_receipt(hub_app["hub"].key.public, receipt)
+    v1 = put("page/deploy", "v1\n").entry.version
+    r = ed.publish(space, [put("page/deploy", "v2\n", base=v1), put("note/x", "n\n")])
+    assert r.status_code == 201, r.text
+    r = ed.publish(space, [delete("note/x", put("note/x", "n\n").entry.version)])
+    assert r.status_code == 201, r.text
+
+    lines = ndjson(ed.get(f"/v1/spaces/{space}/changes?after=0").text)
+    assert lines[-1]["end"]["seq"] == 3 and lines[-1]["end"]["more"] is False
+    head = ed.head(space)
+    verify_chain(space, head["epoch"], [(x["seq"], x["batch"]["digest"], x["head"])
+                                        for x in lines[:-1]])
+    assert lines[-2]["head"] == head["digest"]
+    after1 = ndjson(ed.get(f"/v1/spaces/{space}/changes?after=1").text)
+    assert [x["seq"] for x in after1[:-1]] == [2, 3]
+    limited = ndjson(ed.get(f"/v1/spaces/{space}/changes?after=0&limit=1").text)
+    assert limited[-1]["end"] == {"seq": 1, "head_seq": 3, "epoch": head["epoch"], "more": True}
+
+    snap = ndjson(ed.get(f"/v1/spaces/{space}/snapshot").text)
+    assert snap[0]["head"]["seq"] == 3
+    assert [x["entry"]["id"] for x in snap[1:-1]] == ["page/deploy", "skill/rollback"]
+    assert snap[-1]["end"]["count"] == 2
+    # replaying the changes gives the snapshot
+    state: dict[str, Any] = {}
+    for line in lines[:-1]:
+        for op in line["batch"]["ops"]:
+            if op["op"] == "put":
+                state[op["entry"]["id"]] = op["entry"]
+            else:
+                state.pop(op["id"])
+    assert state == {x["entry"]["id"]: x["entry"] for x in snap[1:-1]}
+
+
+def test_push_with_stale_parent_is_refused(hub_app: dict[str, Any]) -> None:
+    _, ed, space = setup_space(hub_app)
+    stale = ed.head(space)
+    assert ed.publish(space, [put("page/a")]).status_code == 201
+    r = ed.publish(space, [put("page/b")], head=stale)
+    assert r.status_code == 409 and r.json()["error"]["code"] == "head_changed"
+    assert ed.head(space)["seq"] == 1
+
+
+def test_push_with_wrong_base_is_refused(hub_app: dict[str, Any]) -> None:
+    _, ed, space = setup_space(hub_app)
+    assert ed.publish(space, [put("page/a", "one\n")]).status_code == 201
+    r = ed.publish(space, [put("page/a", "two\n", base=None)])
+    assert r.json()["error"]["code"] == "base_mismatch", r.text
+    r = ed.publish(space, [put("page/a", "two\n", base="0" * 64)])
+    assert r.json()["error"]["code"] == "base_mismatch"
+    r = ed.publish(space, [delete("page/zzz", "0" * 64)])
+    assert r.json()["error"]["code"] == "base_mismatch"
+
+
+def test_replayed_batch_returns_the_same_receipt(hub_app: dict[str, Any]) -> None:
+    _, ed, space = setup_space(hub_app)
+    body = ed.batch(space, [put("page/a")])
+    r1 = ed.post(f"/v1/spaces/{space}/batches", body)
+    assert r1.status_code == 201
+    assert ed.publish(space, [put("page/b")]).status_code == 201
+    r2 = ed.post(f"/v1/spaces/{space}/batches", body)  # stale parent, but already accepted
+    assert r2.status_code == 200
+    assert r2.json()["replayed"] is True
+    assert r2.json()["receipt"] == r1.json()["receipt"]
+    rec = ed.get(f"/v1/spaces/{space}/receipts/{body['replica_id']}/{body['batch_id']}")
+    assert rec.json()["receipt"] == r1.json()["receipt"]
+    assert ed.head(space)["seq"] == 2
+
+
+def test_same_batch_id_with_other_content_is_batch_conflict(hub_app: dict[str, Any]) -> None:
+    _, ed, space = setup_space(hub_app)
+    bid = new_id()
+    assert ed.publish(space, [put("page/a")], batch_id=bid).status_code == 201
+    r = ed.publish(space, [put("page/other")], batch_id=bid)
+    assert r.status_code == 409 and r.json()["error"]["code"] == "batch_conflict"
+
+
+def test_viewer_cannot_publish(hub_app: dict[str, Any]) -> None:
+    owner, _, space = setup_space(hub_app)
+    viewer = redeem(hub_app["client"], owner.invite(space, "viewer"), "viewer")
+    r = viewer.publish(space, [put("page/a")])
+    assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden"
+    assert viewer.get(f"/v1/spaces/{space}/snapshot").status_code == 200
+
+
+def test_used_or_expired_invite_is_refused(hub_app: dict[str, Any]) -> None:
+    owner, _, space = setup_space(hub_app)
+    code = owner.invite(space, "editor")
+    redeem(hub_app["client"], code, "first")
+    from shared.signing import new_private_key, public_b64
+
+    body = {"code": code, "device_name": "second", "device_key": public_b64(new_private_key())}
+    r = hub_app["client"].post("/v1/invites/redeem", json=body)
+    assert r.status_code == 403 and r.json()["error"]["details"]["reason"] == "invite_used"
+    expiring = owner.invite(space, "editor", ttl=60)
+    hub = hub_app["hub"]
+    real = hub.now
+    hub.now = lambda: real() + 61_000
+    try:
+        r = hub_app["client"].post("/v1/invites/redeem", json=dict(body, code=expiring))
+    finally:
+        hub.now = real
+    assert r.status_code == 403 and r.json()["error"]["details"]["reason"] == "invite_expired"
+
+
+def test_revocation_during_prepare_blocks_publication(hub_app: dict[str, Any]) -> None:
+    """The guard re-reads the role at commit: a role lowered after preparation wins."""
+    owner, ed, space = setup_space(hub_app)
+    hub = hub_app["hub"]
+    from hub.store import queries as q
+
+    def lower_role(_batch: Any) -> None:
+        # another connection, committed before the guard's transaction starts
+        hub.store.run_write(lambda c: q.set_member_txn(c, space, ed.user_id, "viewer", 0))
+
+    before = _counts(hub)
+    hub_app["hooks"].after_prepare = lower_role
+    r = ed.publish(space, [put("page/a")])
+    hub_app["hooks"].after_prepare = None
+    assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden", r.text
+    assert _counts(hub)["batches"] == before["batches"]
+    assert _counts(hub)["entries"] == before["entries"]
+
+
+def test_member_removed_during_prepare_blocks_publication(hub_app: dict[str, Any]) -> None:
+    _, ed, space = setup_space(hub_app)
+    hub = hub_app["hub"]
+    from hub.store import queries as q
+
+    ed.replica(space)
+    hub_app["hooks"].after_prepare = lambda _b: hub.store.run_write(
+        lambda c: q.remove_member_txn(c, space, ed.user_id))
+    r = ed.publish(space, [put("page/a")])
+    hub_app["hooks"].after_prepare = None
+    assert r.status_code in (403, 404), r.text
+    assert _counts(hub)["batches"] == 0
+
+
+def test_epoch_bump_during_prepare_blocks_publication(hub_app: dict[str, Any]) -> None:
+    owner, ed, space = setup_space(hub_app)
+    hub = hub_app["hub"]
+    ed.replica(space)
+    done = threading.Event()
+
+    def bump(_batch: Any) -> None:
+        r = owner.post(f"/v1/spaces/{space}/epoch", {"reason": "test"})
+        assert r.status_code == 200, r.text
+        done.set()
+
+    hub_app["hooks"].after_prepare = bump
+    r = ed.publish(space, [put("page/a")])
+    hub_app["hooks"].after_prepare = None
+    assert done.is_set()
+    assert r.status_code == 409 and r.json()["error"]["code"] == "epoch_changed", r.text
+    assert _counts(hub)["batches"] == 0
+    assert ed.head(space)["seq"] == 0
+
+
+def _counts(hub: Any) -> dict[str, int]:
+    from hub.store import queries as q
+
+    with hub.store.read() as conn:
+        return q.count_rows_txn(conn)

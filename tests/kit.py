@@ -1,0 +1,209 @@
+"""Test helpers shared by the hub tests: databases, hub processes, and a small client that
+speaks the wire protocol directly (the replica has its own client; these tests exercise the
+hub without it)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx2
+
+from shared.entry import make_entry
+from shared.ids import new_id
+from shared.signing import new_private_key, public_b64
+from shared.wire import Op, build_batch
+
+PG_ADMIN_URL = os.environ.get("QUIRE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+REPO = Path(__file__).resolve().parent.parent
+QUIRE = [sys.executable, "-m", "replica.cli"] if (REPO / "replica" / "cli.py").exists() else None
+
+
+def pg_available() -> bool:
+    try:
+        import psycopg
+
+        with psycopg.connect(PG_ADMIN_URL, connect_timeout=3):
+            return True
+    except Exception:
+        return False
+
+
+@contextlib.contextmanager
+def pg_database() -> Iterator[str]:
+    """A fresh PostgreSQL database for one test (dropped afterwards)."""
+    import psycopg
+
+    name = "quire_t_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    base = PG_ADMIN_URL.rsplit("/", 1)[0]
+    try:
+        yield f"{base}/{name}"
+    finally:
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def hub_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "hub.cli", *args]
+
+
+def init_hub(data: Path, db: str | None = None) -> str:
+    cmd = hub_cmd("init", "--data", str(data), "--json")
+    if db:
+        cmd += ["--db", db]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=REPO)
+    return json.loads(out.stdout)["enrollment_code"]
+
+
+@dataclass
+class HubProcess:
+    data: Path
+    port: int
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self, sig: int = 15) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+def start_hub(data: Path, port: int | None = None, db: str | None = None,
+              env: dict[str, str] | None = None) -> HubProcess:
+    port = port or free_port()
+    cmd = hub_cmd("serve", "--data", str(data), "--port", str(port))
+    if db:
+        cmd += ["--db", db]
+    log = data / f"serve-{port}.log"
+    f = open(log, "ab")  # noqa: SIM115 (kept open for the child's life)
+    proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=REPO,
+                            env={**os.environ, **(env or {})})
+    hp = HubProcess(data, port, proc, log)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"hub exited: {log.read_text()}")
+        try:
+            if httpx2.get(hp.url + "/healthz", timeout=1).status_code == 200:
+                return hp
+        except httpx2.HTTPError:
+            pass
+        time.sleep(0.05)
+    hp.stop(9)
+    raise RuntimeError(f"hub did not start: {log.read_text()}")
+
+
+@dataclass
+class Member:
+    """A device on the hub, speaking the protocol with a real key and credential."""
+
+    client: Any  # httpx2.Client or starlette TestClient
+    token: str
+    key: Any
+    user_id: str
+    device_id: str
+    replicas: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def get(self, path: str, **kw: Any) -> Any:
+        return self.client.get(path, headers=self.auth, **kw)
+
+    def post(self, path: str, body: Any, **kw: Any) -> Any:
+        return self.client.post(path, json=body, headers=self.auth, **kw)
+
+    def head(self, space: str) -> dict[str, Any]:
+        r = self.get(f"/v1/spaces/{space}/head")
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    def replica(self, space: str) -> str:
+        if space not in self.replicas:
+            r = self.post(f"/v1/spaces/{space}/replicas", {"name": "test"})
+            assert r.status_code == 201, r.text
+            self.replicas[space] = r.json()["replica_id"]
+        return self.replicas[space]
+
+    def batch(self, space: str, ops: list[Op], *, head: dict[str, Any] | None = None,
+              batch_id: str | None = None) -> dict[str, Any]:
+        h = head or self.head(space)
+        b = build_batch(self.key, batch_id=batch_id or new_id(), replica_id=self.replica(space),
+                        space=h["space"], epoch=h["epoch"], parent_seq=h["seq"],
+                        parent_digest=h["digest"], ops=ops)
+        return b.to_wire()
+
+    def publish(self, space: str, ops: list[Op], **kw: Any) -> Any:
+        return self.post(f"/v1/spaces/{space}/batches", self.batch(space, ops, **kw))
+
+    def create_space(self, name: str) -> str:
+        r = self.post("/v1/spaces", {"name": name})
+        assert r.status_code == 201, r.text
+        return r.json()["space"]["id"]
+
+    def invite(self, space: str, role: str, ttl: int = 3600) -> str:
+        r = self.post(f"/v1/spaces/{space}/invites", {"role": role, "ttl_seconds": ttl})
+        assert r.status_code == 201, r.text
+        return r.json()["code"]
+
+
+def redeem(client: Any, code: str, name: str = "dev") -> Member:
+    key = new_private_key()
+    r = client.post("/v1/invites/redeem", json={"code": code, "device_name": name,
+                                                "device_key": public_b64(key)})
+    assert r.status_code == 201, r.text
+    d = r.json()
+    return Member(client, d["token"], key, d["user_id"], d["device_id"])
+
+
+def put(entry_id: str, body: str = "text\n", base: str | None = None, **fields: Any) -> Op:
+    return Op(make_entry({"id": entry_id, "title": fields.pop("title", entry_id),
+                          "body": body, **fields}), base)
+
+
+def delete(entry_id: str, base: str) -> Op:
+    from shared.entry import tombstone
+
+    return Op(tombstone(entry_id), base)
+
+
+def ndjson(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+@contextlib.contextmanager
+def tempdir() -> Iterator[Path]:
+    d = Path(tempfile.mkdtemp(prefix="quire-test-"))
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)

@@ -1,0 +1,44 @@
+# One command per task. Every target creates and uses the local virtual environment.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DATA ?= .quire/hub
+PORT ?= 8470
+
+.PHONY: setup run test test-fast lint demo bench bench-quick clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+run: $(STAMP)  ## set up, initialize an embedded SQLite hub on first run, serve on 127.0.0.1
+	@if [ ! -f $(DATA)/hub_key.pem ]; then $(BIN)/quire hub init --data $(DATA) --public-url http://127.0.0.1:$(PORT); \
+	else echo "hub already initialized in $(DATA) (new owner code: $(BIN)/quire hub enroll --data $(DATA))"; fi
+	$(BIN)/quire hub serve --data $(DATA) --host 127.0.0.1 --port $(PORT)
+
+test: $(STAMP)  ## the whole suite (unit, in-process API, end-to-end; SQLite and PostgreSQL)
+	$(BIN)/pytest -q
+
+test-fast: $(STAMP)
+	$(BIN)/pytest -q -m "not slow"
+
+lint: $(STAMP)
+	$(BIN)/ruff check hub replica shared tests bench
+	$(BIN)/mypy shared hub/guard.py hub/policy.py hub/audit.py hub/access.py
+
+demo: $(STAMP)
+	$(BIN)/quire demo
+
+bench: $(STAMP)
+	$(BIN)/python -m bench.run
+
+bench-quick: $(STAMP)
+	$(BIN)/python -m bench.run --quick
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

@@ -1,0 +1,262 @@
+"""The hub HTTP client. The only module that imports ``httpx2``.
+
+It takes an injected transport (tests pass the hub app in-process or a hostile double), maps
+error responses to the ``shared.errors`` classes with ``from_wire``, and turns everything
+that means "the transfer failed" (network errors, timeouts, a 2xx body that is not JSON, an
+NDJSON stream without its ``end`` line) into ``TransferFailed``, which is retryable.
+
+It trusts nothing it cannot verify: heads and receipts must carry a valid signature by the
+pinned hub key, every pulled batch must parse (its digest recomputed) and extend the hash
+chain from the replica's head, and every snapshot entry must match its version. A hub that
+fails these checks raises ``HubUnverified`` (permanent: a person must look).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import httpx2
+
+from shared.digest import verify_chain
+from shared.entry import Entry, EntryError, make_entry
+from shared.errors import InvalidRequest, LocalError, QuireError, TransferFailed, from_wire
+from shared.wire import Batch, head_body, parse_batch, verify_head, verify_receipt
+
+DEFAULT_TIMEOUT = 30.0
+
+
+class HubUnverified(LocalError):
+    """The hub sent something that does not verify (signature, digest, chain)."""
+
+    code = "hub_unverified"
+
+
+@dataclass(frozen=True)
+class Change:
+    batch: Batch
+    seq: int
+    head: str
+    accepted_at: int | None
+    author: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class ChangesPage:
+    changes: list[Change]
+    head_seq: int
+    more: bool
+
+
+def _q(s: str) -> str:
+    return quote(s, safe="")
+
+
+class HubClient:
+    def __init__(self, base_url: str, *, auth: httpx2.Auth | None = None,
+                 transport: httpx2.BaseTransport | None = None,
+                 hub_key: str | None = None, timeout: float = DEFAULT_TIMEOUT):
+        self.base_url = base_url.rstrip("/")
+        self.hub_key = hub_key
+        self._http = httpx2.Client(base_url=self.base_url, auth=auth, transport=transport,
+                                   timeout=timeout, follow_redirects=False)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> HubClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ plumbing
+
+    def _request(self, method: str, path: str, body: Any = None,
+                 params: dict[str, Any] | None = None) -> Any:
+        try:
+            resp = self._http.request(method, path, json=body, params=params)
+        except (httpx2.TransportError, httpx2.StreamError) as e:
+            raise TransferFailed(f"{method} {path}: {type(e).__name__}: {e}") from e
+        return self._decode(resp, method, path)
+
+    @staticmethod
+    def _decode(resp: httpx2.Response, method: str, path: str) -> Any:
+        try:
+            data = resp.json() if resp.content else None
+        except ValueError:
+            data = None
+            if resp.status_code < 400:
+                raise TransferFailed(f"{method} {path}: response is not JSON") from None
+        if resp.status_code >= 400:
+            raise from_wire(resp.status_code, data)
+        return data
+
+    def _stream(self, path: str, params: dict[str, Any] | None = None
+                ) -> Iterator[dict[str, Any]]:
+        """Yield NDJSON lines; raise TransferFailed if the stream ends without ``end``."""
+        try:
+            with self._http.stream("GET", path, params=params) as resp:
+                if resp.status_code >= 400:
+                    resp.read()
+                    self._decode(resp, "GET", path)
+                saw_end = False
+                for line in resp.iter_lines():
+                    if not line.strip():
+                        continue
+                    if saw_end:
+                        raise TransferFailed(f"GET {path}: data after the end line")
+                    try:
+                        obj = json.loads(line)
+                    except ValueError:
+                        raise TransferFailed(f"GET {path}: a line is not JSON (cut stream?)"
+                                             ) from None
+                    if not isinstance(obj, dict):
+                        raise TransferFailed(f"GET {path}: a line is not a JSON object")
+                    if "end" in obj:
+                        saw_end = True
+                    yield obj
+                if not saw_end:
+                    raise TransferFailed(f"GET {path}: stream cut before its end line")
+        except (httpx2.TransportError, httpx2.StreamError) as e:
+            raise TransferFailed(f"GET {path}: {type(e).__name__}: {e}") from e
+
+    # ------------------------------------------------------------ hub and identity
+
+    def hub_info(self) -> dict[str, Any]:
+        return self._request("GET", "/v1/hub")
+
+    def redeem(self, code: str, device_name: str, device_key: str) -> dict[str, Any]:
+        return self._request("POST", "/v1/invites/redeem",
+                             {"code": code, "device_name": device_name,
+                              "device_key": device_key})
+
+    def spaces(self) -> list[dict[str, Any]]:
+        return self._request("GET", "/v1/spaces")["spaces"]
+
+    def create_space(self, name: str) -> dict[str, Any]:
+        return self._request("POST", "/v1/spaces", {"name": name})
+
+    def create_invite(self, space: str, role: str, ttl: int | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"role": role}
+        if ttl is not None:
+            body["ttl_seconds"] = ttl
+        return self._request("POST", f"/v1/spaces/{_q(space)}/invites", body)
+
+    def create_owner_invite(self, ttl: int | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"role": "owner"}
+        if ttl is not None:
+            body["ttl_seconds"] = ttl
+        return self._request("POST", "/v1/invites", body)
+
+    def register_replica(self, space: str, name: str) -> str:
+        return self._request("POST", f"/v1/spaces/{_q(space)}/replicas",
+                             {"name": name})["replica_id"]
+
+    def bump_epoch(self, space: str, reason: str) -> dict[str, Any]:
+        return self._request("POST", f"/v1/spaces/{_q(space)}/epoch", {"reason": reason})
+
+    # ------------------------------------------------------------ sync
+
+    def _need_key(self) -> str:
+        if not self.hub_key:
+            raise LocalError("no pinned hub key: join the hub first")
+        return self.hub_key
+
+    def head(self, space: str) -> dict[str, Any]:
+        """The signed head; raises HubUnverified when the signature does not verify."""
+        h = self._request("GET", f"/v1/spaces/{_q(space)}/head")
+        try:
+            body = head_body(space=h["space"], epoch=h["epoch"], seq=h["seq"],
+                             digest=h["digest"], at=h["at"])
+            ok = verify_head(self._need_key(), body, h["signature"])
+        except (KeyError, TypeError) as e:
+            raise HubUnverified(f"head is missing a field: {e}") from e
+        if not ok:
+            raise HubUnverified("head signature does not verify with the pinned hub key")
+        return h
+
+    def changes(self, space_id: str, *, epoch: str, after: int, after_digest: str,
+                limit: int | None = None) -> ChangesPage:
+        """Batches after ``after``, each parsed and chained onto ``(after, after_digest)``.
+
+        A cut stream keeps nothing (the caller retries from its head: nothing was applied).
+        """
+        params: dict[str, Any] = {"epoch": epoch, "after": after}
+        if limit is not None:
+            params["limit"] = limit
+        changes: list[Change] = []
+        end: dict[str, Any] | None = None
+        prev = (after, after_digest)
+        for line in self._stream(f"/v1/spaces/{_q(space_id)}/changes", params):
+            if "end" in line:
+                end = line["end"]
+                continue
+            try:
+                batch = parse_batch(line["batch"])
+                seq, head = line["seq"], line["head"]
+                prev = verify_chain(space_id, epoch, [(seq, batch.digest, head)], start=prev)
+            except (KeyError, TypeError, InvalidRequest, ValueError) as e:
+                raise HubUnverified(f"pulled batch does not verify: {e}") from e
+            if batch.space != space_id or batch.epoch != epoch:
+                raise HubUnverified("pulled batch belongs to another space or epoch")
+            changes.append(Change(batch, seq, head, line.get("accepted_at"),
+                                  line.get("author")))
+        assert end is not None
+        return ChangesPage(changes, int(end.get("head_seq", prev[0])), bool(end.get("more")))
+
+    def snapshot(self, space: str) -> Iterator[dict[str, Any] | tuple[Entry, int]]:
+        """First the head dict, then ``(entry, seq)`` per live entry (versions checked)."""
+        first = True
+        for line in self._stream(f"/v1/spaces/{_q(space)}/snapshot"):
+            if first:
+                if "head" not in line:
+                    raise HubUnverified("snapshot does not start with its head")
+                first = False
+                yield line["head"]
+                continue
+            if "end" in line:
+                return
+            try:
+                entry = make_entry(line["entry"])
+                if entry.version != line["version"]:
+                    raise HubUnverified(f"snapshot entry {entry.id} does not match its version")
+            except (KeyError, TypeError, EntryError) as e:
+                raise HubUnverified(f"snapshot entry does not verify: {e}") from e
+            yield entry, int(line.get("seq", 0))
+
+    def push(self, space: str, batch: Batch) -> dict[str, Any]:
+        """Publish; returns the verified receipt (the same one when the batch is replayed)."""
+        res = self._request("POST", f"/v1/spaces/{_q(space)}/batches", batch.to_wire())
+        return self._check_receipt(res, batch)
+
+    def receipt(self, space: str, replica_id: str, batch: Batch) -> dict[str, Any]:
+        res = self._request("GET", f"/v1/spaces/{_q(space)}/receipts/{_q(replica_id)}/"
+                                   f"{_q(batch.batch_id)}")
+        return self._check_receipt(res, batch)
+
+    def _check_receipt(self, res: Any, batch: Batch) -> dict[str, Any]:
+        receipt = res.get("receipt") if isinstance(res, dict) else None
+        if not isinstance(receipt, dict):
+            raise HubUnverified("response carries no receipt")
+        if not verify_receipt(self._need_key(), receipt):
+            raise HubUnverified("receipt signature does not verify with the pinned hub key")
+        if (receipt.get("batch_id") != batch.batch_id
+                or receipt.get("batch_digest") != batch.digest
+                or receipt.get("replica_id") != batch.replica_id
+                or receipt.get("epoch") != batch.epoch):
+            raise HubUnverified("receipt is for another batch")
+        try:
+            verify_chain(batch.space, batch.epoch, [(receipt["seq"], batch.digest,
+                                                     receipt["head"])],
+                         start=(batch.parent_seq, batch.parent_digest))
+        except (KeyError, ValueError) as e:
+            raise HubUnverified(f"receipt does not extend the parent head: {e}") from e
+        return receipt
+
+
+def is_retryable(e: BaseException) -> bool:
+    return isinstance(e, QuireError) and e.retryable

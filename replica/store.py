@@ -1,0 +1,382 @@
+"""The local store of one joined space: SQLite through SQLAlchemy Core.
+
+What it keeps (DESIGN §7):
+
+- ``entries``: per entry the *synced* state (the hub's version as last applied; a tombstone
+  when the hub deleted it) and the *local* state (what this machine has; ``NULL`` when it
+  is absent here), plus the stat and hash of the vault file last seen or written, and
+  whether the entry is *held* in conflict. An entry is dirty when local != synced.
+- ``outbox``: the one batch being published, saved (with its id and signature) before it
+  is sent, so a crash anywhere is recovered by replaying the same batch.
+- ``meta``: the last synced head (epoch, seq, digest) and the replica's identity.
+- ``history``: every batch applied, in order (seq, digest, author).
+- ``conflicts``: held entries with base, ours and theirs (and the author of theirs), what
+  conflict packets are built from.
+- ``vault_pending``: vault writes decided in a committed transaction but maybe not yet done
+  (a write-ahead journal: replayed at the start of the next sync after a crash).
+
+Functions that must run inside a transaction take a connection and end in ``_txn``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Connection,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    create_engine,
+    delete,
+    event,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.pool import NullPool
+
+from shared.canonical import canonical_str
+from shared.digest import digest_of
+from shared.entry import Entry, make_entry
+
+metadata = MetaData()
+
+meta_t = Table(
+    "meta", metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+entries_t = Table(
+    "entries", metadata,
+    Column("id", String(300), primary_key=True),
+    Column("synced", Text, nullable=True),
+    Column("synced_version", String(64), nullable=True),
+    Column("local", Text, nullable=True),
+    Column("local_version", String(64), nullable=True),
+    Column("file_hash", String(64), nullable=True),
+    Column("file_size", BigInteger, nullable=True),
+    Column("file_mtime_ns", BigInteger, nullable=True),
+    Column("held", Boolean, nullable=False, default=False),
+)
+
+outbox_t = Table(
+    "outbox", metadata,
+    Column("batch_id", String(26), primary_key=True),
+    Column("body", Text, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+)
+
+history_t = Table(
+    "history", metadata,
+    Column("n", Integer, primary_key=True, autoincrement=True),
+    Column("epoch", String(26), nullable=False),
+    Column("seq", BigInteger, nullable=False),
+    Column("batch_id", String(26), nullable=True),
+    Column("replica_id", String(26), nullable=True),
+    Column("batch_digest", String(64), nullable=True),
+    Column("head", String(64), nullable=False),
+    Column("author", Text, nullable=True),
+    Column("accepted_at", BigInteger, nullable=True),
+    Column("kind", String(16), nullable=False),  # batch | snapshot | push
+    Column("entries", Text, nullable=False),
+)
+
+conflicts_t = Table(
+    "conflicts", metadata,
+    Column("entry_id", String(300), primary_key=True),
+    Column("fields", Text, nullable=False),
+    Column("base", Text, nullable=True),
+    Column("ours", Text, nullable=True),
+    Column("theirs", Text, nullable=True),
+    Column("base_version", String(64), nullable=True),
+    Column("ours_version", String(64), nullable=True),
+    Column("theirs_version", String(64), nullable=True),
+    Column("theirs_author", Text, nullable=True),
+    Column("theirs_seq", BigInteger, nullable=True),
+    Column("body_with_markers", Text, nullable=True),
+    Column("created_at", BigInteger, nullable=False),
+)
+
+vault_pending_t = Table(
+    "vault_pending", metadata,
+    Column("entry_id", String(300), primary_key=True),
+    Column("content", Text, nullable=True),  # NULL: remove the file
+    Column("prev_hash", String(64), nullable=True),
+)
+
+receipts_t = Table(
+    "receipts", metadata,
+    Column("batch_id", String(26), primary_key=True),
+    Column("receipt", Text, nullable=False),
+)
+
+
+def entry_json(e: Entry | None) -> str | None:
+    return None if e is None else canonical_str(e.to_dict())
+
+
+def entry_from_json(s: str | None) -> Entry | None:
+    return None if s is None else make_entry(json.loads(s))
+
+
+def version_of(e: Entry | None) -> str | None:
+    return None if e is None else e.version
+
+
+def live_version(e: Entry | None) -> str | None:
+    """Version for comparing states: absent and tombstone compare equal."""
+    return None if e is None or e.deleted else e.version
+
+
+@dataclass
+class EntryState:
+    id: str
+    synced: Entry | None
+    local: Entry | None
+    file_hash: str | None = None
+    file_size: int | None = None
+    file_mtime_ns: int | None = None
+    held: bool = False
+
+    @property
+    def dirty(self) -> bool:
+        return live_version(self.local) != live_version(self.synced)
+
+
+@dataclass(frozen=True)
+class Head:
+    epoch: str
+    seq: int
+    digest: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "seq": self.seq, "digest": self.digest}
+
+
+@dataclass
+class Conflict:
+    entry_id: str
+    fields: list[str]
+    base: Entry | None
+    ours: Entry | None
+    theirs: Entry | None
+    theirs_author: dict[str, Any] | None
+    theirs_seq: int | None
+    body_with_markers: str | None
+    created_at: int
+
+    def to_json(self) -> dict[str, Any]:
+        def side(e: Entry | None) -> dict[str, Any] | None:
+            return None if e is None else {"version": e.version, "entry": e.to_dict()}
+        return {"entry": self.entry_id, "fields": self.fields, "base": side(self.base),
+                "ours": side(self.ours), "theirs": side(self.theirs),
+                "theirs_author": self.theirs_author, "theirs_seq": self.theirs_seq}
+
+
+class Store:
+    """One space's store. Open with ``Store(path)``; ``tx()`` gives a transaction."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.engine = create_engine(f"sqlite:///{path}", poolclass=NullPool)
+
+        @event.listens_for(self.engine, "connect")
+        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=FULL")
+            cur.execute("PRAGMA busy_timeout=10000")
+            cur.close()
+
+        metadata.create_all(self.engine)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    @contextmanager
+    def tx(self) -> Iterator[Connection]:
+        with self.engine.begin() as conn:
+            yield conn
+
+    # ------------------------------------------------------------ meta and head
+
+    def get_meta(self, key: str, default: Any = None) -> Any:
+        with self.engine.connect() as conn:
+            return get_meta_txn(conn, key, default)
+
+    def set_meta(self, key: str, value: Any) -> None:
+        with self.tx() as conn:
+            set_meta_txn(conn, key, value)
+
+    def head(self) -> Head | None:
+        with self.engine.connect() as conn:
+            return head_txn(conn)
+
+    # ------------------------------------------------------------ reads
+
+    def states(self) -> dict[str, EntryState]:
+        with self.engine.connect() as conn:
+            return states_txn(conn)
+
+    def conflicts(self) -> list[Conflict]:
+        with self.engine.connect() as conn:
+            return [_conflict(r) for r in conn.execute(
+                select(conflicts_t).order_by(conflicts_t.c.entry_id)).mappings()]
+
+    def outbox(self) -> list[dict[str, Any]]:
+        with self.engine.connect() as conn:
+            return outbox_txn(conn)
+
+    def history(self) -> list[dict[str, Any]]:
+        with self.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(
+                select(history_t).order_by(history_t.c.n)).mappings()]
+
+    def pending_vault_writes(self) -> list[tuple[str, str | None, str | None]]:
+        with self.engine.connect() as conn:
+            return [(r.entry_id, r.content, r.prev_hash) for r in conn.execute(
+                select(vault_pending_t).order_by(vault_pending_t.c.entry_id))]
+
+    def digest(self) -> str:
+        """Digest of the synced state: equal on two replicas that hold the same hub state."""
+        head = self.head()
+        states = self.states()
+        live = sorted((i, s.synced.version) for i, s in states.items()
+                      if s.synced is not None and not s.synced.deleted)
+        return digest_of({"head": head.to_json() if head else None,
+                          "entries": [list(x) for x in live]})
+
+    def dirty_count(self) -> int:
+        return sum(1 for s in self.states().values() if s.dirty and not s.held)
+
+
+# ---------------------------------------------------------------- transaction functions
+
+
+def get_meta_txn(conn: Connection, key: str, default: Any = None) -> Any:
+    row = conn.execute(select(meta_t.c.value).where(meta_t.c.key == key)).first()
+    return default if row is None else json.loads(row[0])
+
+
+def set_meta_txn(conn: Connection, key: str, value: Any) -> None:
+    conn.execute(delete(meta_t).where(meta_t.c.key == key))
+    conn.execute(insert(meta_t).values(key=key, value=json.dumps(value)))
+
+
+def head_txn(conn: Connection) -> Head | None:
+    h = get_meta_txn(conn, "head")
+    return None if h is None else Head(h["epoch"], h["seq"], h["digest"])
+
+
+def set_head_txn(conn: Connection, head: Head) -> None:
+    set_meta_txn(conn, "head", head.to_json())
+
+
+def _state(r: Any) -> EntryState:
+    return EntryState(r.id, entry_from_json(r.synced), entry_from_json(r.local), r.file_hash,
+                      r.file_size, r.file_mtime_ns, bool(r.held))
+
+
+def states_txn(conn: Connection) -> dict[str, EntryState]:
+    return {r.id: _state(r) for r in conn.execute(select(entries_t).order_by(entries_t.c.id))}
+
+
+def get_state_txn(conn: Connection, entry_id: str) -> EntryState:
+    r = conn.execute(select(entries_t).where(entries_t.c.id == entry_id)).first()
+    return EntryState(entry_id, None, None) if r is None else _state(r)
+
+
+def put_state_txn(conn: Connection, s: EntryState) -> None:
+    values = dict(synced=entry_json(s.synced), synced_version=version_of(s.synced),
+                  local=entry_json(s.local), local_version=version_of(s.local),
+                  file_hash=s.file_hash, file_size=s.file_size, file_mtime_ns=s.file_mtime_ns,
+                  held=s.held)
+    if s.synced is None and s.local is None and s.file_hash is None:
+        conn.execute(delete(entries_t).where(entries_t.c.id == s.id))
+        return
+    done = conn.execute(update(entries_t).where(entries_t.c.id == s.id).values(**values))
+    if done.rowcount == 0:
+        conn.execute(insert(entries_t).values(id=s.id, **values))
+
+
+def outbox_txn(conn: Connection) -> list[dict[str, Any]]:
+    return [{"batch_id": r.batch_id, "body": json.loads(r.body), "created_at": r.created_at}
+            for r in conn.execute(select(outbox_t).order_by(outbox_t.c.created_at))]
+
+
+def add_outbox_txn(conn: Connection, batch_id: str, body: dict[str, Any], now: int) -> None:
+    conn.execute(insert(outbox_t).values(batch_id=batch_id, body=json.dumps(body),
+                                         created_at=now))
+
+
+def drop_outbox_txn(conn: Connection, batch_id: str) -> None:
+    conn.execute(delete(outbox_t).where(outbox_t.c.batch_id == batch_id))
+
+
+def add_history_txn(conn: Connection, *, epoch: str, seq: int, head: str, kind: str,
+                    entries: list[str], batch_id: str | None = None,
+                    replica_id: str | None = None, batch_digest: str | None = None,
+                    author: dict[str, Any] | None = None, accepted_at: int | None = None
+                    ) -> None:
+    conn.execute(insert(history_t).values(
+        epoch=epoch, seq=seq, head=head, kind=kind, entries=json.dumps(entries),
+        batch_id=batch_id, replica_id=replica_id, batch_digest=batch_digest,
+        author=None if author is None else json.dumps(author), accepted_at=accepted_at))
+
+
+def save_receipt_txn(conn: Connection, batch_id: str, receipt: dict[str, Any]) -> None:
+    conn.execute(delete(receipts_t).where(receipts_t.c.batch_id == batch_id))
+    conn.execute(insert(receipts_t).values(batch_id=batch_id, receipt=json.dumps(receipt)))
+
+
+def _conflict(r: Any) -> Conflict:
+    return Conflict(r.entry_id, json.loads(r.fields), entry_from_json(r.base),
+                    entry_from_json(r.ours), entry_from_json(r.theirs),
+                    None if r.theirs_author is None else json.loads(r.theirs_author),
+                    r.theirs_seq, r.body_with_markers, r.created_at)
+
+
+def get_conflict_txn(conn: Connection, entry_id: str) -> Conflict | None:
+    r = conn.execute(select(conflicts_t).where(conflicts_t.c.entry_id == entry_id)
+                     ).mappings().first()
+    return None if r is None else _conflict(r)
+
+
+def put_conflict_txn(conn: Connection, c: Conflict) -> None:
+    conn.execute(delete(conflicts_t).where(conflicts_t.c.entry_id == c.entry_id))
+    conn.execute(insert(conflicts_t).values(
+        entry_id=c.entry_id, fields=json.dumps(c.fields), base=entry_json(c.base),
+        ours=entry_json(c.ours), theirs=entry_json(c.theirs),
+        base_version=version_of(c.base), ours_version=version_of(c.ours),
+        theirs_version=version_of(c.theirs),
+        theirs_author=None if c.theirs_author is None else json.dumps(c.theirs_author),
+        theirs_seq=c.theirs_seq, body_with_markers=c.body_with_markers,
+        created_at=c.created_at))
+
+
+def drop_conflict_txn(conn: Connection, entry_id: str) -> None:
+    conn.execute(delete(conflicts_t).where(conflicts_t.c.entry_id == entry_id))
+
+
+def add_vault_write_txn(conn: Connection, entry_id: str, content: str | None,
+                        prev_hash: str | None) -> None:
+    conn.execute(delete(vault_pending_t).where(vault_pending_t.c.entry_id == entry_id))
+    conn.execute(insert(vault_pending_t).values(entry_id=entry_id, content=content,
+                                                prev_hash=prev_hash))
+
+
+def done_vault_write_txn(conn: Connection, entry_id: str) -> None:
+    conn.execute(delete(vault_pending_t).where(vault_pending_t.c.entry_id == entry_id))

@@ -1,0 +1,460 @@
+"""The sync engine of one joined space (DESIGN §7).
+
+A sync run: finish vault writes a crash left half done; scan the vault for local edits;
+pull the hub's changes (or a snapshot when the epoch changed or history is gone) and merge
+each entry three-way against its synced version; push the outbox, looping on
+``head_changed`` with a bound; apply; write status.
+
+Invariants that make a SIGKILL at any point harmless:
+
+- the outbox batch (id, digest, signature) is committed before it is sent; the next run
+  either finds it in the pulled history (accepted: nothing to resend), resends it unchanged
+  (its parent is still the head: replay returns the same receipt), or drops it because the
+  hub has moved on without it (it can never be accepted: its parent is gone);
+- a local change stays "dirty" (local != synced) until a receipt or a pulled batch makes the
+  synced version equal to it, so nothing is lost and nothing is published twice;
+- vault writes are journaled in the same transaction that decides them and replayed by the
+  next run, unless a person edited the file in between (then their edit wins and is scanned).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from sqlalchemy import Connection
+
+from replica import store as st
+from replica import vault as vlt
+from replica.client import Change, HubClient, HubUnverified
+from replica.crash import crash_point
+from replica.merge import merge_entry, same
+from replica.store import Conflict, EntryState, Head, Store
+from shared.entry import Entry, EntryError, tombstone
+from shared.errors import (
+    BaseMismatch,
+    EpochChanged,
+    HeadChanged,
+    QuireError,
+    SnapshotRequired,
+)
+from shared.ids import new_id
+from shared.wire import Batch, Op, build_batch, parse_batch
+
+MAX_ROUNDS = 8  # push attempts per sync when the head keeps moving
+MAX_OPS_PER_BATCH = 500
+RACY_NS = 2_000_000_000  # a file modified this recently is hashed even if its stat matches
+
+Progress = Callable[[int, int | None], None]
+
+
+@dataclass
+class SyncReport:
+    pulled: int = 0
+    pushed: int = 0
+    batches: int = 0
+    snapshot: bool = False
+    merged: list[str] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)
+    local_changes: list[str] = field(default_factory=list)
+    problems: list[vlt.Problem] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pulled": self.pulled, "pushed": self.pushed, "batches": self.batches,
+                "snapshot": self.snapshot, "merged": sorted(set(self.merged)),
+                "held": sorted(set(self.held)), "local_changes": sorted(self.local_changes),
+                "problems": [p.to_json() for p in self.problems]}
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def conflict_marker(c: Conflict) -> dict[str, Any]:
+    """The ``quire`` front-matter marker of a held entry (local only, never published)."""
+    return {"conflict": {
+        "fields": c.fields,
+        "theirs_version": c.theirs.version if c.theirs is not None else None,
+        "theirs_deleted": c.theirs is None or c.theirs.deleted,
+        "ours_deleted": c.ours is None or c.ours.deleted,
+        "help": "held: fix this file and remove this 'quire' block to publish it",
+    }}
+
+
+class Replica:
+    """Sync engine for one space; the caller holds the space lock."""
+
+    def __init__(self, *, space_id: str, replica_id: str, vault: Path, store: Store,
+                 client: HubClient, key: Ed25519PrivateKey,
+                 clock: Callable[[], int] = now_ms, progress: Progress | None = None,
+                 provenance: dict[str, str] | None = None):
+        self.space_id = space_id
+        self.replica_id = replica_id
+        self.vault = vault
+        self.store = store
+        self.client = client
+        self.key = key
+        self.clock = clock
+        self.progress = progress
+        self.provenance = provenance
+        self.role: str | None = None
+
+    # ------------------------------------------------------------ the run
+
+    def sync(self) -> SyncReport:
+        report = SyncReport()
+        self.vault.mkdir(parents=True, exist_ok=True)
+        self.flush_vault()
+        self.scan(report)
+        crash_point("after_scan")
+        self.replay_outbox(report)
+        self.pull(report)
+        crash_point("after_pull")
+        self.push(report)
+        self.flush_vault()
+        return report
+
+    # ------------------------------------------------------------ vault → store
+
+    def scan(self, report: SyncReport) -> None:
+        scan = vlt.scan(self.vault)
+        report.problems = list(scan.problems)
+        bad = scan.problem_ids()
+        now_ns = time.time_ns()
+        with self.store.tx() as conn:
+            states = st.states_txn(conn)
+            for entry_id, fs in scan.files.items():
+                s = states.get(entry_id) or EntryState(entry_id, None, None)
+                if (s.file_hash and s.file_size == fs.size
+                        and s.file_mtime_ns == fs.mtime_ns):
+                    continue
+                data = fs.path.read_bytes()
+                h = vlt.file_hash(data)
+                if h == s.file_hash:
+                    self._record_stat(s, fs.size, fs.mtime_ns, now_ns)
+                    st.put_state_txn(conn, s)
+                    continue
+                try:
+                    entry, markers = vlt.read_entry(self.vault, entry_id, data)
+                except EntryError as e:
+                    report.problems.append(vlt.Problem(fs.path.relative_to(self.vault)
+                                                       .as_posix(), e.line, str(e), entry_id))
+                    continue
+                s.local = entry
+                s.file_hash = h
+                self._record_stat(s, fs.size, fs.mtime_ns, now_ns)
+                if s.held and not markers.get("conflict"):
+                    # the person removed the marker: the file is the resolution
+                    s.held = False
+                    st.drop_conflict_txn(conn, entry_id)
+                st.put_state_txn(conn, s)
+                report.local_changes.append(entry_id)
+            for entry_id, s in states.items():
+                if entry_id in scan.files or entry_id in bad or s.file_hash is None:
+                    continue
+                # the file is gone: a local delete (a held entry deleted = resolved by delete)
+                s.local = None
+                s.file_hash = s.file_size = s.file_mtime_ns = None
+                if s.held:
+                    s.held = False
+                    st.drop_conflict_txn(conn, entry_id)
+                st.put_state_txn(conn, s)
+                report.local_changes.append(entry_id)
+        report.problems.sort(key=lambda p: p.path)
+
+    @staticmethod
+    def _record_stat(s: EntryState, size: int, mtime_ns: int, now_ns: int) -> None:
+        s.file_size = size
+        # racily clean: an edit within the same clock tick would keep size and mtime, so a
+        # file this fresh is hashed again next time (git does the same)
+        s.file_mtime_ns = mtime_ns if now_ns - mtime_ns > RACY_NS else None
+
+    # ------------------------------------------------------------ store → vault
+
+    def _render(self, conn: Connection, s: EntryState) -> tuple[str | None, bool]:
+        """What the vault file of ``s`` should hold (None: no file)."""
+        if s.held:
+            c = st.get_conflict_txn(conn, s.id)
+            shown = s.local if s.local is not None and not s.local.deleted else (
+                c.theirs if c is not None else None)
+            if shown is None or shown.deleted or c is None:
+                return None, True
+            return vlt.render(shown, conflict_marker(c)).decode("utf-8"), True
+        if s.local is None or s.local.deleted:
+            return None, True
+        return vlt.render(s.local).decode("utf-8"), True
+
+    def _schedule_write_txn(self, conn: Connection, s: EntryState) -> None:
+        content, _ = self._render(conn, s)
+        new_hash = None if content is None else vlt.file_hash(content.encode("utf-8"))
+        if new_hash == s.file_hash:
+            return
+        st.add_vault_write_txn(conn, s.id, content, s.file_hash)
+        s.file_hash = new_hash
+        s.file_size = s.file_mtime_ns = None
+
+    def flush_vault(self) -> None:
+        """Carry out journaled vault writes (also after a crash), never over a person's edit."""
+        pending = self.store.pending_vault_writes()
+        if not pending:
+            return
+        crash_point("before_vault_write")
+        for entry_id, content, prev_hash in pending:
+            path = vlt.entry_path(self.vault, entry_id)
+            data = None if content is None else content.encode("utf-8")
+            new_hash = None if data is None else vlt.file_hash(data)
+            current = None
+            if path.is_symlink():
+                current = "symlink"
+            elif path.is_file():
+                current = vlt.file_hash(path.read_bytes())
+            if current in (prev_hash, new_hash):
+                if data is None:
+                    vlt.remove(self.vault, path)
+                elif current != new_hash:
+                    vlt.write_atomic(self.vault, path, data,
+                                     crash_hook=lambda: crash_point("mid_vault_write"))
+            # else: the file changed since we decided; the person's edit wins (next scan)
+            with self.store.tx() as conn:
+                s = st.get_state_txn(conn, entry_id)
+                if data is not None and path.is_file() and not path.is_symlink():
+                    stat = path.stat()
+                    if current in (prev_hash, new_hash):
+                        self._record_stat(s, stat.st_size, stat.st_mtime_ns, time.time_ns())
+                elif data is None and current in (prev_hash, new_hash):
+                    s.file_hash = s.file_size = s.file_mtime_ns = None
+                st.put_state_txn(conn, s)
+                st.done_vault_write_txn(conn, entry_id)
+
+    # ------------------------------------------------------------ pull
+
+    def pull(self, report: SyncReport) -> None:
+        head = self.store.head()
+        hub = self.client.head(self.space_id)
+        self.role = hub.get("role")
+        if head is None or hub["epoch"] != head.epoch:
+            self.snapshot(report)
+            return
+        if hub["seq"] < head.seq:
+            raise HubUnverified("the hub's head is behind this replica's (rolled back?)",
+                                {"hub_seq": hub["seq"], "local_seq": head.seq})
+        if hub["seq"] == head.seq:
+            if hub["digest"] != head.digest:
+                raise HubUnverified("the hub's head digest differs at the same seq")
+            return
+        self._pull_changes(report, head)
+
+    def _pull_changes(self, report: SyncReport, head: Head) -> None:
+        while True:
+            try:
+                page = self.client.changes(self.space_id, epoch=head.epoch, after=head.seq,
+                                           after_digest=head.digest)
+            except SnapshotRequired:
+                self.snapshot(report)
+                return
+            for change in page.changes:
+                with self.store.tx() as conn:
+                    self._apply_change_txn(conn, change, report)
+                head = Head(head.epoch, change.seq, change.head)
+                report.pulled += 1
+            if not page.more or not page.changes:
+                return
+
+    def _apply_change_txn(self, conn: Connection, change: Change, report: SyncReport) -> None:
+        batch = change.batch
+        for op in batch.ops:
+            self._merge_remote_txn(conn, op.entry, report, author=change.author,
+                                   seq=change.seq)
+        head = st.head_txn(conn)
+        assert head is not None
+        st.set_head_txn(conn, Head(head.epoch, change.seq, change.head))
+        st.add_history_txn(conn, epoch=batch.epoch, seq=change.seq, head=change.head,
+                           kind="batch", entries=[op.entry_id for op in batch.ops],
+                           batch_id=batch.batch_id, replica_id=batch.replica_id,
+                           batch_digest=batch.digest, author=change.author,
+                           accepted_at=change.accepted_at)
+        for row in st.outbox_txn(conn):
+            if row["batch_id"] == batch.batch_id and batch.replica_id == self.replica_id:
+                # our own batch, accepted while we were not listening: it is published
+                st.drop_outbox_txn(conn, batch.batch_id)
+
+    def _merge_remote_txn(self, conn: Connection, theirs: Entry | None, report: SyncReport, *,
+                          entry_id: str | None = None, author: dict[str, Any] | None = None,
+                          seq: int | None = None) -> None:
+        """Fold the hub's state of one entry into the store (theirs None: absent)."""
+        eid = entry_id or (theirs.id if theirs is not None else "")
+        s = st.get_state_txn(conn, eid)
+        base = s.synced
+        was_dirty = s.dirty
+        s.synced = theirs
+        if s.held:
+            c = st.get_conflict_txn(conn, eid)
+            if same(s.local, theirs) or c is None:
+                s.held = False
+                st.drop_conflict_txn(conn, eid)
+            else:
+                c.theirs, c.theirs_author, c.theirs_seq = theirs, author, seq
+                st.put_conflict_txn(conn, c)
+        elif not was_dirty:
+            s.local = theirs if theirs is not None and not theirs.deleted else None
+        else:
+            result = merge_entry(base, s.local, theirs)
+            if result.clean:
+                s.local = result.entry
+                report.merged.append(eid)
+            else:
+                s.held = True
+                st.put_conflict_txn(conn, Conflict(
+                    eid, list(result.conflicts), base, s.local, theirs, author, seq,
+                    result.body_with_markers, self.clock()))
+                report.held.append(eid)
+        self._schedule_write_txn(conn, s)
+        st.put_state_txn(conn, s)
+
+    def snapshot(self, report: SyncReport) -> None:
+        """Take the hub's state at one head and replay every local change on top of it."""
+        report.snapshot = True
+        lines = self.client.snapshot(self.space_id)
+        head_line = next(lines)
+        assert isinstance(head_line, dict)
+        if head_line.get("space") != self.space_id:
+            raise HubUnverified("snapshot is for another space")
+        new_head = Head(head_line["epoch"], int(head_line["seq"]), head_line["digest"])
+        count = 0
+        with self.store.tx() as conn:
+            old = st.states_txn(conn)
+            st.set_head_txn(conn, new_head)
+            seen: set[str] = set()
+            for item in lines:
+                assert isinstance(item, tuple)
+                entry, seq = item
+                seen.add(entry.id)
+                self._merge_remote_txn(conn, entry, report, seq=seq)
+                count += 1
+                if self.progress:
+                    self.progress(count, None)
+            for eid in old:
+                if eid not in seen:
+                    self._merge_remote_txn(conn, None, report, entry_id=eid)
+            for row in st.outbox_txn(conn):
+                if row["body"]["epoch"] != new_head.epoch:
+                    # made in another epoch: it can never be accepted; its changes are still
+                    # dirty in the store and go out in a new batch
+                    st.drop_outbox_txn(conn, row["batch_id"])
+            st.add_history_txn(conn, epoch=new_head.epoch, seq=new_head.seq,
+                               head=new_head.digest, kind="snapshot", entries=sorted(seen))
+
+    # ------------------------------------------------------------ push
+
+    def _build_ops(self) -> list[Op]:
+        ops = []
+        for s in self.store.states().values():
+            if s.held or not s.dirty:
+                continue
+            base = s.synced.version if s.synced is not None else None
+            if s.local is None or s.local.deleted:
+                if s.synced is None or s.synced.deleted:
+                    continue
+                ops.append(Op(tombstone(s.id), base))
+            else:
+                ops.append(Op(s.local, base))
+            if len(ops) >= MAX_OPS_PER_BATCH:
+                break
+        return ops
+
+    def _next_batch(self) -> Batch | None:
+        head = self.store.head()
+        assert head is not None
+        for row in self.store.outbox():
+            batch = parse_batch(row["body"])
+            if (batch.epoch, batch.parent_seq, batch.parent_digest) == (
+                    head.epoch, head.seq, head.digest):
+                return batch  # resend unchanged: a replay gets the same receipt
+            # its parent is gone and our pull did not contain it: never accepted, never will be
+            with self.store.tx() as conn:
+                st.drop_outbox_txn(conn, batch.batch_id)
+        ops = self._build_ops()
+        if not ops:
+            return None
+        batch = build_batch(self.key, batch_id=new_id(), replica_id=self.replica_id,
+                            space=self.space_id, epoch=head.epoch, parent_seq=head.seq,
+                            parent_digest=head.digest, ops=ops, provenance=self.provenance)
+        with self.store.tx() as conn:
+            st.add_outbox_txn(conn, batch.batch_id, batch.to_wire(), self.clock())
+        return batch
+
+    def replay_outbox(self, report: SyncReport) -> None:
+        """Resend a batch a crash left in the outbox, before anything else moves.
+
+        Accepted before the crash: the hub replays the same receipt. Not accepted and the
+        head moved: the hub refuses it and the pull that follows settles it.
+        """
+        head = self.store.head()
+        rows = self.store.outbox()
+        if head is None or not rows:
+            return
+        batch = parse_batch(rows[0]["body"])
+        if (batch.epoch, batch.parent_seq, batch.parent_digest) != (head.epoch, head.seq,
+                                                                    head.digest):
+            return
+        try:
+            receipt = self.client.push(self.space_id, batch)
+        except (HeadChanged, BaseMismatch, EpochChanged, SnapshotRequired):
+            return
+        with self.store.tx() as conn:
+            self._apply_receipt_txn(conn, batch, receipt)
+        report.pushed += len(batch.ops)
+        report.batches += 1
+
+    def push(self, report: SyncReport) -> None:
+        rounds = 0
+        while True:
+            batch = self._next_batch()
+            if batch is None:
+                return
+            crash_point("before_push")
+            try:
+                receipt = self.client.push(self.space_id, batch)
+            except (HeadChanged, BaseMismatch):
+                rounds += 1
+                if rounds >= MAX_ROUNDS:
+                    raise
+                self.pull(report)
+                continue
+            except (EpochChanged, SnapshotRequired):
+                rounds += 1
+                if rounds >= MAX_ROUNDS:
+                    raise
+                self.snapshot(report)
+                continue
+            except QuireError as e:
+                if not e.retryable:
+                    # refused for good (forbidden, policy, too large): keep every local
+                    # change, drop the batch so it is never retried blindly
+                    with self.store.tx() as conn:
+                        st.drop_outbox_txn(conn, batch.batch_id)
+                raise
+            crash_point("after_push_before_receipt")
+            with self.store.tx() as conn:
+                self._apply_receipt_txn(conn, batch, receipt)
+            crash_point("after_receipt")
+            report.pushed += len(batch.ops)
+            report.batches += 1
+
+    def _apply_receipt_txn(self, conn: Connection, batch: Batch, receipt: dict[str, Any]
+                           ) -> None:
+        for op in batch.ops:
+            s = st.get_state_txn(conn, op.entry_id)
+            s.synced = op.entry
+            st.put_state_txn(conn, s)
+        st.set_head_txn(conn, Head(batch.epoch, receipt["seq"], receipt["head"]))
+        st.add_history_txn(conn, epoch=batch.epoch, seq=receipt["seq"], head=receipt["head"],
+                           kind="push", entries=[op.entry_id for op in batch.ops],
+                           batch_id=batch.batch_id, replica_id=batch.replica_id,
+                           batch_digest=batch.digest, accepted_at=receipt.get("accepted_at"))
+        st.save_receipt_txn(conn, batch.batch_id, receipt)
+        st.drop_outbox_txn(conn, batch.batch_id)

@@ -1,0 +1,96 @@
+"""Vault parsing and writing: problem files are reported with path, line and reason."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from replica import vault as vlt
+from shared.entry import Entry, EntryError
+
+
+def write(root: Path, rel: str, data: bytes | str) -> Path:
+    p = root / rel
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_bytes(data.encode() if isinstance(data, str) else data)
+    return p
+
+
+@pytest.mark.parametrize("rel,reason", [
+    ("loose.md", "outside a '<kind>/' folder"),
+    ("page/Bad Name.md", "invalid entry id"),
+    ("page/notes.txt", "not a Markdown file"),
+    ("Page/x.md", "invalid entry id"),
+])
+def test_files_that_cannot_be_entries_are_reported(tmp_path, rel, reason):
+    write(tmp_path, rel, "---\ntitle: x\n---\nbody\n")
+    s = vlt.scan(tmp_path)
+    assert not s.files
+    assert [p.path for p in s.problems] == [rel]
+    assert reason in s.problems[0].reason
+
+
+def test_symlink_out_of_the_vault_is_reported_and_not_followed(tmp_path):
+    vault, outside = tmp_path / "v", tmp_path / "secret.md"
+    outside.write_text("---\ntitle: s\n---\nsecret\n")
+    (vault / "page").mkdir(parents=True)
+    os.symlink(outside, vault / "page" / "leak.md")
+    s = vlt.scan(vault)
+    assert not s.files
+    assert s.problems[0].path == "page/leak.md"
+    assert "out of the vault" in s.problems[0].reason
+    assert s.problem_ids() == {"page/leak"}
+
+
+def test_symlinked_kind_folder_is_reported(tmp_path):
+    vault = tmp_path / "v"
+    (tmp_path / "elsewhere").mkdir()
+    vault.mkdir()
+    os.symlink(tmp_path / "elsewhere", vault / "page")
+    s = vlt.scan(vault)
+    assert s.problems[0].path == "page" and "out of the vault" in s.problems[0].reason
+
+
+def test_hidden_and_temp_files_are_ignored(tmp_path):
+    write(tmp_path, "page/.x.md.swp", "junk")
+    write(tmp_path, "page/a.md" + vlt.TMP_SUFFIX, "junk")
+    write(tmp_path, ".git/config", "junk")
+    s = vlt.scan(tmp_path)
+    assert not s.files and not s.problems
+
+
+@pytest.mark.parametrize("data,line,reason", [
+    (b"---\ntitle: [unclosed\n---\nbody\n", 3, "not valid YAML"),
+    (b"---\ntitle: x\nbody without fence\n", 1, "not closed"),
+    (b"---\ntitle: x\n---\nok\n\xff\xfe broken\n", 5, "not valid UTF-8"),
+    (b"---\ntags: [\"a b\"]\n---\n", 2, "invalid tag"),
+])
+def test_unparseable_files_give_line_and_reason(tmp_path, data, line, reason):
+    with pytest.raises(EntryError) as e:
+        vlt.read_entry(tmp_path, "page/x", data)
+    assert e.value.line == line
+    assert reason in str(e.value)
+
+
+def test_written_file_reads_back_to_the_same_version(tmp_path):
+    e = Entry(id="page/deep/nested", title="T", body="hello\n", tags=("a",),
+              links=("page/x",), meta={"k": "v"})
+    path = vlt.entry_path(tmp_path, e.id)
+    assert path == tmp_path / "page" / "deep" / "nested.md"
+    vlt.write_atomic(tmp_path, path, vlt.render(e))
+    back, local = vlt.read_entry(tmp_path, e.id, path.read_bytes())
+    assert back.version == e.version and local == {}
+    assert not list(path.parent.glob("*" + vlt.TMP_SUFFIX))
+
+
+def test_writes_never_go_through_a_symlink(tmp_path):
+    vault = tmp_path / "v"
+    (vault / "page").mkdir(parents=True)
+    target = tmp_path / "outside.md"
+    target.write_text("mine")
+    os.symlink(target, vault / "page" / "x.md")
+    with pytest.raises(OSError):
+        vlt.write_atomic(vault, vault / "page" / "x.md", b"overwritten")
+    assert target.read_text() == "mine"

@@ -1,0 +1,457 @@
+"""Run the benchmarks: Quire, a git daemon and pouchdb-server on the same corpus, in one run.
+
+    python -m bench.run --quick     # under 2 minutes, small sizes
+    python -m bench.run             # the full run of issue 7 (20k / 100k entries)
+
+Prints a table with ratios to the peers and the goals, and writes
+``bench/results/<timestamp>-<mode>.json``. Every system and scenario that cannot run is
+reported with its reason in the status column; nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from bench import corpus as corpus_mod
+from bench.loadgen import Target, publish_rate
+from bench.peers.git_peer import GitPeer
+from bench.peers.pouch_peer import PouchPeer
+from bench.proc import Server, Unavailable, free_port
+from bench.quire_side import Hub, Member, Publisher
+from bench.report import Results, Row, goals, machine, print_table, write_json
+
+HERE = Path(__file__).resolve().parent
+RESULTS_DIR = HERE / "results"
+
+QUICK: dict[str, Any] = {
+    "clients": 16, "publish_seconds": 3.0, "bulk": 2000, "batch": 500, "changed": 10,
+    "clone_sizes": [1000], "large": 1000, "noop_sizes": [100, 1000], "noop_repeats": 2,
+}
+FULL: dict[str, Any] = {
+    "clients": 16, "publish_seconds": 20.0, "bulk": 20000, "batch": 500, "changed": 10,
+    "clone_sizes": [20000, 100000], "large": 100000, "noop_sizes": [1000, 100000],
+    "noop_repeats": 5,
+}
+PG_ADMIN_URL = os.environ.get("QUIRE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+class Bench:
+    def __init__(self, cfg: dict[str, Any], root: Path):
+        self.cfg = cfg
+        self.root = root
+        self.results = Results()
+        self.down: dict[str, str] = {}  # system -> why it cannot run at all
+        self.env = dict(os.environ)
+        self.env.pop("QUIRE_HOME", None)
+        self.info: dict[str, Any] = {}
+        self.cleanups: list[Callable[[], None]] = []
+
+    # ------------------------------------------------------------ bookkeeping
+
+    @contextmanager
+    def attempt(self, scenario: str, size: int, system: str, unit: str,
+                higher_is_better: bool = False) -> Iterator[Row]:
+        """Yield a row to fill in; any failure becomes its status instead of a crash."""
+        row = Row(scenario, size, system, "ok", None, unit, higher_is_better)
+        down = self.down.get(system)
+        if down:  # the body still runs (a context manager cannot skip it); it fails fast
+            row.status = down
+        try:
+            yield row
+        except Unavailable as e:
+            if not down:
+                row.status = f"unavailable: {e}"
+        except Exception as e:  # noqa: BLE001 - a bug in one scenario must not stop the run
+            if not down:
+                row.status = f"failed: {type(e).__name__}: {e}"[:400]
+                traceback.print_exc(file=sys.stderr)
+        if down:
+            row.value = None
+        elif row.status == "ok" and row.value is None:
+            row.status = "failed: no value recorded"
+        self.results.add(row)
+        log(f"{scenario} {size} {system}: {row.value} {unit} {row.status}")
+
+    def setup(self, system: str, fn: Callable[[], Any]) -> Any:
+        """Run a setup step; on failure mark the system down with the reason."""
+        if system in self.down:
+            return None
+        try:
+            return fn()
+        except Unavailable as e:
+            self.down[system] = f"unavailable: {e}"
+        except Exception as e:  # noqa: BLE001
+            traceback.print_exc(file=sys.stderr)
+            self.down[system] = f"failed: {type(e).__name__}: {e}"[:400]
+        log(f"{system} is down: {self.down[system]}")
+        return None
+
+    # ------------------------------------------------------------ the run
+
+    def sizes(self) -> list[int]:
+        c = self.cfg
+        return sorted({c["bulk"], c["large"], *c["clone_sizes"], *c["noop_sizes"]})
+
+    def run(self) -> None:
+        c = self.cfg
+        base = corpus_mod.base_corpus()
+        data = {n: corpus_mod.corpus(n, base=base) for n in self.sizes()}
+        self.info["corpus"] = {"python": corpus_mod.python_tag(), "base_entries": len(base),
+                               "digests": {str(n): corpus_mod.digest(e) for n, e in data.items()}}
+        log(f"corpus: base {len(base)} entries; sizes {self.sizes()}")
+        self.publish_rates()
+        self.quire_scenarios(data)
+        self.git_scenarios(data)
+        self.pouch_scenarios(data)
+        self.results.rows.sort(key=lambda r: (list(ORDER).index(r.scenario), r.size,
+                                              SYSTEM_ORDER.get(r.system, 9)))
+
+    # ------------------------------------------------------------ publish rate
+
+    def publish_rates(self) -> None:
+        c = self.cfg
+        targets: list[tuple[str, Callable[[], Target]]] = [
+            ("bare-starlette", self._bare_target),
+            ("quire-sqlite", lambda: self._hub_target("quire-sqlite", None)),
+            ("quire-pg", lambda: self._hub_target("quire-pg", self._pg_url())),
+        ]
+        for system, make in targets:
+            with self.attempt("publish_rate", 1, system, "batches/s", True) as row:
+                if system in self.down:
+                    continue
+                target = make()
+                log(f"publish rate: {system}, {c['clients']} clients, {c['publish_seconds']}s")
+                res = publish_rate(target, c["clients"], c["publish_seconds"])
+                row.details = res.summary()
+                if res.accepted == 0:
+                    raise Unavailable(f"no batch accepted: {res.first_error}")
+                row.value = res.accepted / res.seconds
+
+    def _bare_target(self) -> Target:
+        from shared.ids import new_id
+        from shared.signing import new_private_key
+
+        port = free_port()
+        server = Server("bare-starlette", [sys.executable, "-m", "bench.bare", "--port",
+                                           str(port)], log_dir=self.root, env=self.env)
+        self.cleanups.append(server.stop)
+        server.wait_http(f"http://127.0.0.1:{port}/healthz")
+        return Target(f"http://127.0.0.1:{port}", new_id(), "bench", [new_id()],
+                      new_private_key(), new_id(), 0, "0" * 64)
+
+    def _pg_url(self) -> str:
+        try:
+            import psycopg
+        except ImportError as e:
+            raise Unavailable("psycopg not installed") from e
+        name = f"quire_bench_{os.getpid()}_{int(time.time())}"
+        try:
+            with psycopg.connect(PG_ADMIN_URL, autocommit=True, connect_timeout=5) as conn:
+                conn.execute(f'CREATE DATABASE "{name}"')
+        except psycopg.Error as e:
+            raise Unavailable(f"PostgreSQL at {PG_ADMIN_URL}: {str(e).strip()[:150]}") from e
+
+        def drop() -> None:
+            try:
+                with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+                    conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            except psycopg.Error:
+                pass
+
+        self.cleanups.append(drop)
+        return PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
+
+    def _new_hub(self, name: str, db_url: str | None) -> tuple[Hub, Member]:
+        hub = Hub(name, self.root, self.env, db_url)
+        hub.init()
+        hub.start()
+        self.cleanups.append(hub.stop)
+        owner = Member(f"{name}-owner", self.root, self.env)
+        owner.join(hub.url, hub.enrollment_code)
+        return hub, owner
+
+    def _hub_target(self, name: str, db_url: str | None) -> Target:
+        hub, owner = self._new_hub(name, db_url)
+        if name == "quire-sqlite":
+            self.hub, self.owner = hub, owner  # reused by the other scenarios
+        space = owner.create_space("load")
+        pub = Publisher(hub.url, owner.invite(space), name="bench-load")
+        pub.attach(space)
+        replicas = [pub.replica_id]
+        for _ in range(self.cfg["clients"] - 1):
+            r = pub.http.post(f"/v1/spaces/{space}/replicas", json={"name": "bench"})
+            replicas.append(r.json()["replica_id"])
+        pub.close()
+        return Target(hub.url, pub.space, pub.token, replicas, pub.key, pub.epoch, pub.seq,
+                      pub.digest)
+
+    # ------------------------------------------------------------ Quire
+
+    def quire_scenarios(self, data: dict[int, list[dict[str, Any]]]) -> None:
+        c = self.cfg
+        if not hasattr(self, "hub") and "quire" not in self.down:
+            self.setup("quire", lambda: self._hub_target("quire-sqlite", None))
+        if not hasattr(self, "hub") and "quire" not in self.down:
+            self.down["quire"] = self.down.get("quire-sqlite", "unavailable: no hub")
+        spaces: dict[int, tuple[str, Publisher]] = {}
+        for size in self.sizes():
+            with self.attempt("bulk_publish", size, "quire", "entries/s", True) as row:
+                if "quire" in self.down:
+                    continue
+                space = self.owner.create_space(f"s{size}")
+                pub = Publisher(self.hub.url, self.owner.invite(space), name=f"bulk-{size}")
+                self.cleanups.append(pub.close)
+                pub.attach(space)
+                start = time.perf_counter()
+                entries = data[size]
+                for i in range(0, len(entries), c["batch"]):
+                    pub.publish(entries[i:i + c["batch"]])
+                seconds = time.perf_counter() - start
+                spaces[size] = (space, pub)
+                row.value = size / seconds
+                row.details = {"seconds": round(seconds, 3), "batches": pub.seq}
+            if size != c["bulk"]:  # loading the other sizes is setup, not the scenario
+                self.results.rows.pop()
+        replicas: dict[int, Member] = {}
+        for size in sorted({*c["clone_sizes"], *c["noop_sizes"], c["large"]}):
+            scenario = "clone" if size in c["clone_sizes"] else "setup_clone"
+            with self.attempt(scenario, size, "quire", "s") as row:
+                if size not in spaces:
+                    raise Unavailable("space was not loaded")
+                space, _pub = spaces[size]
+                member = Member(f"m{size}", self.root, self.env)
+                vault = self.root / f"vault-{size}"
+                assert self.hub.server is not None
+                self.hub.server.reset_peak()
+                join = member.join(self.hub.url, self.owner.invite(space), vault)
+                sync = member.sync()
+                hub_peak = self.hub.server.peak_rss_mb()
+                files = sum(1 for _ in vault.rglob("*.md"))
+                if files < size:
+                    raise Unavailable(f"vault has {files} of {size} entries after join+sync")
+                replicas[size] = member
+                row.value = join.seconds + sync.seconds
+                row.details = {"join_s": round(join.seconds, 3), "sync_s": round(sync.seconds, 3),
+                               "replica_peak_rss_mb": round(max(join.peak_rss_mb,
+                                                                sync.peak_rss_mb), 1),
+                               "hub_peak_rss_mb": hub_peak, "files": files}
+            if scenario == "setup_clone":
+                self.results.rows.pop()
+            elif size == c["large"]:
+                with self.attempt("replica_rss_clone", size, "quire", "MB") as mrow:
+                    if not row.ok:
+                        raise Unavailable(row.status)
+                    mrow.value = row.details["replica_peak_rss_mb"]
+        big = c["large"]
+        with self.attempt("hub_rss_snapshot", big, "quire", "MB") as row:
+            if big not in spaces:
+                raise Unavailable("space was not loaded")
+            assert self.hub.server is not None
+            self.hub.server.reset_peak()
+            before = self.hub.server.rss_mb()
+            start = time.perf_counter()
+            lines = spaces[big][1].snapshot_lines()
+            row.details = {"lines": lines, "seconds": round(time.perf_counter() - start, 3),
+                           "rss_before_mb": before}
+            row.value = self.hub.server.peak_rss_mb()
+        with self.attempt("incremental", big, "quire", "s") as row:
+            if big not in replicas:
+                raise Unavailable("no replica of the large space")
+            space, pub = spaces[big]
+            changed = corpus_mod.edited(data[big], c["changed"])
+            pub.publish(changed)
+            t = replicas[big].sync()
+            probe = corpus_mod.vault_path(self.root / f"vault-{big}", changed[0]["id"])
+            if "Edited in round 1." not in probe.read_text("utf-8"):
+                raise Unavailable("the change did not reach the vault after one sync")
+            row.value = t.seconds
+            row.details = {"peak_rss_mb": round(t.peak_rss_mb, 1)}
+        for size in c["noop_sizes"]:
+            with self.attempt("noop_sync", size, "quire", "s") as row:
+                if size not in replicas:
+                    raise Unavailable("no replica of this size")
+                times = [replicas[size].sync().seconds for _ in range(c["noop_repeats"])]
+                row.value = statistics.median(times)
+                row.details = {"runs_s": [round(x, 3) for x in times]}
+
+    # ------------------------------------------------------------ git
+
+    def git_scenarios(self, data: dict[int, list[dict[str, Any]]]) -> None:
+        c = self.cfg
+        root = self.root / "git"
+        git = self.setup("git", lambda: GitPeer(root, self.env))
+        if git is not None:
+            self.setup("git", git.start)
+            self.cleanups.append(git.stop)
+            self.info["git"] = git.version
+        with self.attempt("bulk_publish", c["bulk"], "git", "entries/s", True) as row:
+            seconds = git.bulk_push("bulk", data[c["bulk"]], c["batch"])
+            row.value = c["bulk"] / seconds
+            row.details = {"seconds": round(seconds, 3),
+                           "how": f"commit + push per {c['batch']} files"}
+        works: dict[int, Path] = {}
+        clones: dict[int, Path] = {}
+        for size in sorted({*c["clone_sizes"], *c["noop_sizes"], c["large"]}):
+            scenario = "clone" if size in c["clone_sizes"] else "setup_clone"
+            with self.attempt(scenario, size, "git", "s") as row:
+                works[size] = git.create(f"s{size}", data[size])
+                dest = root / f"clone-{size}"
+                t = git.clone(f"s{size}", dest)
+                clones[size] = dest
+                row.value = t.seconds
+                row.details = {"peak_rss_mb": round(t.peak_rss_mb, 1)}
+            if scenario == "setup_clone":
+                self.results.rows.pop()
+            elif size == c["large"]:
+                with self.attempt("replica_rss_clone", size, "git", "MB") as mrow:
+                    if not row.ok:
+                        raise Unavailable(row.status)
+                    mrow.value = row.details["peak_rss_mb"]
+        big = c["large"]
+        with self.attempt("incremental", big, "git", "s") as row:
+            if big not in clones:
+                raise Unavailable("no clone of the large repository")
+            push = git.change_and_push(works[big], corpus_mod.edited(data[big], c["changed"]))
+            t = git.pull(clones[big])
+            row.value = t.seconds
+            row.details = {"push_s": round(push.seconds, 3), "peak_rss_mb": round(t.peak_rss_mb, 1)}
+        for size in c["noop_sizes"]:
+            with self.attempt("noop_sync", size, "git", "s") as row:
+                if size not in clones:
+                    raise Unavailable("no clone of this size")
+                times = [git.pull(clones[size]).seconds for _ in range(c["noop_repeats"])]
+                row.value = statistics.median(times)
+                row.details = {"runs_s": [round(x, 3) for x in times], "how": "git pull"}
+
+    # ------------------------------------------------------------ PouchDB
+
+    def pouch_scenarios(self, data: dict[int, list[dict[str, Any]]]) -> None:
+        c = self.cfg
+        root = self.root / "pouch"
+        root.mkdir(parents=True, exist_ok=True)
+        pouch = self.setup("pouchdb", lambda: PouchPeer(root, self.env))
+        if pouch is not None:
+            self.setup("pouchdb", pouch.start)
+            self.cleanups.append(pouch.stop)
+            self.info["pouchdb_server"] = pouch.version
+        loaded: set[int] = set()
+        for size in self.sizes():
+            with self.attempt("bulk_publish", size, "pouchdb", "entries/s", True) as row:
+                seconds = pouch.bulk_load(f"s{size}", data[size], c["batch"])
+                loaded.add(size)
+                row.value = size / seconds
+                row.details = {"seconds": round(seconds, 3), "how": "_bulk_docs per 500"}
+            if size != c["bulk"]:
+                self.results.rows.pop()
+        targets: dict[int, Path] = {}
+        for size in sorted({*c["clone_sizes"], *c["noop_sizes"], c["large"]}):
+            scenario = "clone" if size in c["clone_sizes"] else "setup_clone"
+            with self.attempt(scenario, size, "pouchdb", "s") as row:
+                if size not in loaded:
+                    raise Unavailable("database was not loaded")
+                target = root / f"local-{size}"
+                assert pouch.server is not None
+                pouch.server.reset_peak()
+                t = pouch.replicate(f"s{size}", target)
+                written = t.details.get("docs_written")  # type: ignore[attr-defined]
+                if written != size:
+                    raise Unavailable(f"replication wrote {written} of {size} documents")
+                targets[size] = target
+                row.value = t.seconds
+                row.details = dict(t.details, peak_rss_mb=round(t.peak_rss_mb, 1),  # type: ignore[attr-defined]
+                                   server_peak_rss_mb=pouch.server.peak_rss_mb())
+            if scenario == "setup_clone":
+                self.results.rows.pop()
+            elif size == c["large"]:
+                with self.attempt("replica_rss_clone", size, "pouchdb", "MB") as mrow:
+                    if not row.ok:
+                        raise Unavailable(row.status)
+                    mrow.value = row.details["peak_rss_mb"]
+                with self.attempt("hub_rss_snapshot", size, "pouchdb", "MB") as mrow:
+                    if not row.ok:
+                        raise Unavailable(row.status)
+                    mrow.value = row.details["server_peak_rss_mb"]
+                    mrow.details = {"how": "pouchdb-server (in memory) peak while replicating"}
+        big = c["large"]
+        with self.attempt("incremental", big, "pouchdb", "s") as row:
+            if big not in targets:
+                raise Unavailable("no local copy of the large database")
+            pouch.bulk_load(f"s{big}", corpus_mod.edited(data[big], c["changed"]), c["batch"])
+            t = pouch.replicate(f"s{big}", targets[big])
+            row.value = t.seconds
+            row.details = dict(t.details)  # type: ignore[attr-defined]
+        for size in c["noop_sizes"]:
+            with self.attempt("noop_sync", size, "pouchdb", "s") as row:
+                if size not in targets:
+                    raise Unavailable("no local copy of this size")
+                times = [pouch.replicate(f"s{size}", targets[size]).seconds
+                         for _ in range(c["noop_repeats"])]
+                row.value = statistics.median(times)
+                row.details = {"runs_s": [round(x, 3) for x in times]}
+
+    def close(self) -> None:
+        for fn in reversed(self.cleanups):
+            try:
+                fn()
+            except Exception:  # noqa: BLE001 - cleanup must go on
+                traceback.print_exc(file=sys.stderr)
+
+
+ORDER = {"publish_rate": 0, "bulk_publish": 1, "clone": 2, "incremental": 3, "noop_sync": 4,
+         "replica_rss_clone": 5, "hub_rss_snapshot": 6}
+SYSTEM_ORDER = {"quire": 0, "quire-sqlite": 0, "quire-pg": 1, "bare-starlette": 2, "git": 3,
+                "pouchdb": 4}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="small sizes, whole run under 2 min")
+    p.add_argument("--out", type=Path, default=None, help="JSON result path")
+    p.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    args = p.parse_args(argv)
+    mode = "quick" if args.quick else "full"
+    cfg = dict(QUICK if args.quick else FULL)
+    started = time.time()
+    root = Path(tempfile.mkdtemp(prefix=f"quire-bench-{mode}-"))
+    bench = Bench(cfg, root)
+    log(f"{mode} run in {root}")
+    try:
+        bench.run()
+    finally:
+        bench.close()
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    goal_list = goals(bench.results, cfg)
+    elapsed = time.time() - started
+    title = (f"Quire benchmarks ({mode}, {elapsed:.0f} s, {os.cpu_count()} cores, "
+             f"Python {corpus_mod.python_tag()})")
+    print_table(bench.results, cfg, goal_list, title)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(started))
+    out = args.out or RESULTS_DIR / f"{stamp}-{mode}.json"
+    doc = {"mode": mode, "started_at": stamp, "elapsed_s": round(elapsed, 1), "config": cfg,
+           "machine": machine(), "peers": {k: v for k, v in bench.info.items()
+                                           if k in ("git", "pouchdb_server")},
+           "corpus": bench.info.get("corpus"), "down": bench.down}
+    write_json(out, doc, bench.results, goal_list)
+    print(f"results: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -81,6 +81,7 @@ class HubProcess:
     port: int
     proc: subprocess.Popen[bytes]
     log: Path
+    logfile: Any = None
 
     @property
     def url(self) -> str:
@@ -94,6 +95,8 @@ class HubProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
+        if self.logfile is not None and not self.logfile.closed:
+            self.logfile.close()
 
 
 def start_hub(data: Path, port: int | None = None, db: str | None = None,
@@ -106,7 +109,7 @@ def start_hub(data: Path, port: int | None = None, db: str | None = None,
     f = open(log, "ab")  # noqa: SIM115 (kept open for the child's life)
     proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=REPO,
                             env={**os.environ, **(env or {})})
-    hp = HubProcess(data, port, proc, log)
+    hp = HubProcess(data, port, proc, log, f)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:

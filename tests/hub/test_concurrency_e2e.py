@@ -1,0 +1,121 @@
+"""Real `quire hub serve` processes, racing publishers: every batch lands exactly once."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+
+from shared.digest import verify_chain
+from tests import kit
+from tests.kit import ndjson, put, redeem
+
+CLIENTS = 8
+PER_CLIENT = 50
+
+
+def _race(urls: list[str], code: str) -> None:
+    clients = [httpx2.Client(base_url=urls[i % len(urls)], timeout=30) for i in range(CLIENTS + 1)]
+    try:
+        _race_with(clients, code)
+    finally:
+        for c in clients:
+            c.close()
+
+
+def _race_with(clients: list[httpx2.Client], code: str) -> None:
+    owner_client = clients[-1]
+    owner = redeem(owner_client, code, "owner")
+    space = owner.create_space("race")
+    members = []
+    for i in range(CLIENTS):
+        members.append(redeem(clients[i], owner.invite(space, "editor"), f"client-{i}"))
+    errors: list[str] = []
+    attempts = [0] * CLIENTS
+
+    def run(i: int) -> None:
+        m = members[i]
+        head = m.head(space)
+        for n in range(PER_CLIENT):
+            op = [put(f"page/c{i}/n{n}", f"client {i} batch {n}\n")]
+            while True:
+                attempts[i] += 1
+                r = m.post(f"/v1/spaces/{space}/batches", m.batch(space, op, head=head))
+                if r.status_code == 201:
+                    rec = r.json()["receipt"]
+                    head = dict(head, seq=rec["seq"], digest=rec["head"])
+                    break
+                err = r.json()["error"]
+                if err["code"] != "head_changed":
+                    errors.append(f"client {i}: {r.status_code} {err}")
+                    return
+                head = dict(head, seq=err["details"]["seq"], digest=err["details"]["digest"])
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(CLIENTS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert not errors, errors[:5]
+
+    total = CLIENTS * PER_CLIENT
+    head = owner.head(space)
+    assert head["seq"] == total
+    lines: list[dict[str, Any]] = []
+    after = 0
+    while True:
+        page = ndjson(owner.get(f"/v1/spaces/{space}/changes?after={after}&limit=5000").text)
+        lines += page[:-1]
+        if not page[-1]["end"]["more"]:
+            break
+        after = page[-1]["end"]["seq"]
+    assert [x["seq"] for x in lines] == list(range(1, total + 1))  # no gaps, no repeats
+    verify_chain(space, head["epoch"], [(x["seq"], x["batch"]["digest"], x["head"])
+                                        for x in lines])
+    assert lines[-1]["head"] == head["digest"]
+    per_replica: dict[str, int] = {}
+    for x in lines:
+        per_replica[x["batch"]["replica_id"]] = per_replica.get(x["batch"]["replica_id"], 0) + 1
+    assert sorted(per_replica.values()) == [PER_CLIENT] * CLIENTS
+    state = {}
+    for x in lines:
+        for op in x["batch"]["ops"]:
+            state[op["entry"]["id"]] = op["entry"]
+    snap = ndjson(owner.get(f"/v1/spaces/{space}/snapshot").text)
+    assert snap[0]["head"]["seq"] == total
+    assert {x["entry"]["id"]: x["entry"] for x in snap[1:-1]} == state
+    print(f"attempts per client: {attempts}")
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_three_processes_on_postgresql_accept_each_batch_exactly_once(tmp_path: Path) -> None:
+    if not kit.pg_available():
+        if os.environ.get("CI"):
+            pytest.fail("PostgreSQL is not reachable")
+        pytest.skip("PostgreSQL is not reachable")
+    with kit.pg_database() as url:
+        data = tmp_path / "hub"
+        code = kit.init_hub(data, url)
+        hubs = [kit.start_hub(data, db=url) for _ in range(3)]
+        try:
+            _race([h.url for h in hubs], code)
+        finally:
+            for h in hubs:
+                h.stop()
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_one_process_on_sqlite_accepts_each_batch_exactly_once(tmp_path: Path) -> None:
+    data = tmp_path / "hub"
+    code = kit.init_hub(data)
+    hub = kit.start_hub(data)
+    try:
+        _race([hub.url], code)
+    finally:
+        hub.stop()

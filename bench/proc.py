@@ -1,8 +1,11 @@
 """Processes the benchmarks start: timed commands with their peak RSS, and servers on free
 loopback ports that are always stopped (by their own process group, never by name).
 
-Peak RSS of a command comes from ``wait4`` (the kernel's ``ru_maxrss`` for that child);
-for a running server it is ``VmHWM`` from ``/proc``, which ``reset_peak`` clears, so a
+Peak RSS of a command comes from ``wait4`` (the kernel's ``ru_maxrss`` for that child).
+The kernel carries the RSS a process had before ``exec`` into that figure, and a child of
+this (large) process would start with our RSS; so commands are started through a tiny
+interpreter (``python -S``, a few MB) that spawns the command, waits, and reports the
+command's own wall time and ``ru_maxrss``. For a running server it is ``VmHWM`` from ``/proc``, which ``reset_peak`` clears, so a
 scenario can measure the peak of one phase of a long-lived process.
 """
 
@@ -12,6 +15,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -45,33 +49,49 @@ class Timed:
         return self
 
 
+# Runs argv[2:] and writes "<seconds> <ru_maxrss KiB> <exit code>" to argv[1].
+_MEASURE = """
+import os, shutil, sys, time
+out, cmd = sys.argv[1], sys.argv[2:]
+exe = shutil.which(cmd[0]) or cmd[0]
+t = time.perf_counter()
+pid = os.posix_spawn(exe, cmd, os.environ)
+_, status, ru = os.wait4(pid, 0)
+t = time.perf_counter() - t
+with open(out, "w") as f:
+    f.write(f"{t} {ru.ru_maxrss} {os.waitstatus_to_exitcode(status)}")
+"""
+
+
 def run_timed(cmd: Sequence[str], *, cwd: Path | None = None,
               env: Mapping[str, str] | None = None, timeout: float = 1800) -> Timed:
-    """Run a command to completion; wall time and the child's peak RSS (ru_maxrss)."""
-    out_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-{os.getpid()}-{time.monotonic_ns()}"
-    with open(f"{out_path}.out", "w+b") as out, open(f"{out_path}.err", "w+b") as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen(list(cmd), cwd=cwd, env=dict(env) if env else None,
-                                stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                start_new_session=True)
-        deadline = start + timeout
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.perf_counter() > deadline:
+    """Run a command to completion; its wall time and its own peak RSS (ru_maxrss)."""
+    base = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-{os.getpid()}-{time.monotonic_ns()}"
+    paths = [Path(f"{base}.{x}") for x in ("out", "err", "m")]
+    try:
+        with open(paths[0], "w+b") as out, open(paths[1], "w+b") as err:
+            proc = subprocess.Popen([sys.executable, "-S", "-c", _MEASURE, str(paths[2]),
+                                     *cmd], cwd=cwd, env=dict(env) if env else None,
+                                    stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                    start_new_session=True)
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
-                pid, status, usage = os.wait4(proc.pid, 0)
-                break
-            time.sleep(0.002)
-        seconds = time.perf_counter() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace")
-    os.unlink(f"{out_path}.out")
-    os.unlink(f"{out_path}.err")
-    return Timed(seconds, usage.ru_maxrss / 1024.0, proc.returncode, stdout, stderr)
+                proc.wait()
+            out.seek(0)
+            err.seek(0)
+            stdout = out.read().decode("utf-8", "replace")
+            stderr = err.read().decode("utf-8", "replace")
+        try:
+            sec, rss, code = paths[2].read_text().split()
+        except (OSError, ValueError):
+            return Timed(float(timeout), 0.0, proc.returncode or -1, stdout,
+                         stderr + f"\n(no measurement: {cmd[0]} did not run or timed out)")
+        return Timed(float(sec), int(rss) / 1024.0, int(code), stdout, stderr)
+    finally:
+        for p in paths:
+            p.unlink(missing_ok=True)
 
 
 class Server:

@@ -1,0 +1,184 @@
+"""End-to-end fixtures: real ``quire hub serve`` processes on loopback and the real ``quire``
+CLI in subprocesses, one ``QUIRE_HOME`` per member.
+
+- ``hub``: a hub initialized with ``quire hub init --data D --json`` and served on a free
+  port (one per test session; each test makes its own space);
+- ``owner``: the machine that redeemed the enrollment code;
+- ``team``: a fresh space on that hub, with ``team.member(name)`` joining a new machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replica import vault as vlt
+from replica.auth import BearerAuth
+from replica.client import HubClient
+from replica.home import Home
+from shared.digest import genesis_digest
+from shared.entry import Entry
+
+QUIRE = [sys.executable, "-c", "import sys; from replica.cli import main; sys.exit(main())"]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def quire(home: Path | None, *args: str, env: dict[str, str] | None = None, check: bool = True,
+          timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    e = dict(os.environ)
+    e.pop("QUIRE_TEST_CRASH_AT", None)
+    if home is not None:
+        e["QUIRE_HOME"] = str(home)
+    e.update(env or {})
+    p = subprocess.run([*QUIRE, *args], capture_output=True, text=True, env=e, cwd=ROOT,
+                       timeout=timeout)
+    if check and p.returncode != 0:
+        raise AssertionError(f"quire {' '.join(args)} failed ({p.returncode}):\n"
+                             f"{p.stdout}\n{p.stderr}")
+    return p
+
+
+def qjson(home: Path | None, *args: str, **kw: Any) -> dict[str, Any]:
+    p = quire(home, *args, "--json", **kw)
+    return json.loads(p.stdout)
+
+
+@dataclass
+class Hub:
+    url: str
+    data: Path
+    enrollment_code: str
+    proc: subprocess.Popen[bytes]
+
+
+def start_hub(data: Path) -> Hub:
+    init = qjson(None, "hub", "init", "--data", str(data))
+    port = free_port()
+    log = open(data / "serve.log", "wb")  # noqa: SIM115 - closed with the process
+    proc = subprocess.Popen([*QUIRE, "hub", "serve", "--data", str(data), "--host",
+                             "127.0.0.1", "--port", str(port)], stdout=log, stderr=log,
+                            cwd=ROOT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 20
+    with HubClient(url) as c:
+        while True:
+            try:
+                c._request("GET", "/healthz")
+                break
+            except Exception:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    proc.kill()
+                    raise AssertionError((data / "serve.log").read_text()) from None
+                time.sleep(0.1)
+    log.close()
+    return Hub(url, data, init["enrollment_code"], proc)
+
+
+@pytest.fixture(scope="session")
+def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
+    h = start_hub(tmp_path_factory.mktemp("hub"))
+    yield h
+    h.proc.terminate()
+    try:
+        h.proc.wait(10)
+    except subprocess.TimeoutExpired:
+        h.proc.kill()
+        h.proc.wait()
+
+
+@pytest.fixture(scope="session")
+def owner(hub: Hub, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("owner")
+    qjson(home, "join", hub.url, "--invite", hub.enrollment_code, "--device", "owner")
+    return home
+
+
+class Member:
+    def __init__(self, team: Team, name: str, home: Path, vault: Path):
+        self.team, self.name, self.home, self.vault = team, name, home, vault
+
+    def run(self, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+        return quire(self.home, *args, **kw)
+
+    def sync(self, **kw: Any) -> dict[str, Any]:
+        return qjson(self.home, "sync", **kw)
+
+    def status(self) -> dict[str, Any]:
+        return qjson(self.home, "status")
+
+    def path(self, eid: str) -> Path:
+        return vlt.entry_path(self.vault, eid)
+
+    def write(self, e: Entry) -> None:
+        p = self.path(e.id)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(vlt.render(e))
+
+    def read(self, eid: str) -> Entry | None:
+        p = self.path(eid)
+        return vlt.read_entry(self.vault, eid, p.read_bytes())[0] if p.exists() else None
+
+    def files(self) -> dict[str, bytes]:
+        return {p.relative_to(self.vault).as_posix(): p.read_bytes()
+                for p in sorted(self.vault.rglob("*.md"))}
+
+    def replica_id(self) -> str:
+        return Home(self.home).spaces()[0].replica_id
+
+    def client(self) -> HubClient:
+        h = Home(self.home).hubs()[0]
+        return HubClient(h.url, auth=BearerAuth(h.credential() or ""), hub_key=h.public_key)
+
+
+class Team:
+    def __init__(self, hub: Hub, owner: Path, root: Path, name: str):
+        self.hub, self.owner, self.root, self.name = hub, owner, root, name
+        self.space = qjson(owner, "admin", "space", "create", name)["space"]
+
+    def invite(self, role: str = "editor") -> str:
+        return qjson(self.owner, "admin", "invite", "create", self.name, "--role", role)["code"]
+
+    def member(self, name: str, role: str = "editor") -> Member:
+        home, vault = self.root / name / "home", self.root / name / "vault"
+        qjson(home, "join", self.hub.url, "--invite", self.invite(role), "--vault", str(vault),
+              "--device", name)
+        return Member(self, name, home, vault)
+
+    def batches(self, via: Member) -> list[dict[str, Any]]:
+        """Every batch the hub holds in the current epoch (read through ``via``)."""
+        with via.client() as c:
+            head = c.head(self.space["id"])
+            page = c.changes(head["space"], epoch=head["epoch"], after=0,
+                             after_digest=genesis_digest(head["space"], head["epoch"]),
+                             limit=5000)
+        return [ch.batch.to_wire() for ch in page.changes]
+
+    def batches_by(self, via: Member, m: Member) -> list[dict[str, Any]]:
+        rid = m.replica_id()
+        return [b for b in self.batches(via) if b["replica_id"] == rid]
+
+
+_team_counter = 0
+
+
+@pytest.fixture
+def team(hub: Hub, owner: Path, tmp_path: Path) -> Team:
+    global _team_counter
+    _team_counter += 1
+    return Team(hub, owner, tmp_path, f"t{os.getpid() % 10000}-{_team_counter}")

@@ -1,0 +1,99 @@
+"""The deployment files must stay loadable and keep the settings SSE depends on.
+
+No container engine runs here, so the compose file is checked by parsing it (and by
+``docker compose config`` / ``docker-compose config`` when a client is installed); nginx
+checks its own configuration when it is installed.
+"""
+
+from __future__ import annotations
+
+import plistlib
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+
+
+def _compose() -> dict:
+    return yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+
+
+def test_compose_runs_postgres_two_hubs_and_a_proxy() -> None:
+    services = _compose()["services"]
+    assert {"postgres", "hub-init", "hub1", "hub2", "proxy"} <= set(services)
+    for hub in ("hub1", "hub2"):
+        svc = services[hub]
+        assert svc["command"][0] == "serve"
+        assert "postgresql://" in svc["environment"]["QUIRE_HUB_DB_URL"]
+        assert svc["depends_on"]["hub-init"]["condition"] == "service_completed_successfully"
+        assert any(v.endswith(":/data") for v in svc["volumes"]), "hubs must share one hub key"
+    assert any(str(p).endswith(":80") for p in services["proxy"]["ports"])
+    assert "pg_isready" in " ".join(services["postgres"]["healthcheck"]["test"])
+
+
+def test_hub_processes_share_the_data_volume_with_init() -> None:
+    services = _compose()["services"]
+    vols = {s: services[s]["volumes"] for s in ("hub-init", "hub1", "hub2")}
+    assert len({tuple(v) for v in vols.values()}) == 1
+
+
+@pytest.mark.parametrize("cmd", [["docker", "compose"], ["docker-compose"]])
+def test_compose_config_passes_when_a_client_exists(cmd: list[str]) -> None:
+    if shutil.which(cmd[0]) is None:
+        pytest.skip(f"{cmd[0]} not installed")
+    probe = subprocess.run([*cmd, "version"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"{' '.join(cmd)} not available")
+    r = subprocess.run([*cmd, "-f", str(DEPLOY / "compose.yaml"), "config", "-q"],
+                       capture_output=True, text=True, cwd=DEPLOY)
+    assert r.returncode == 0, r.stderr
+
+
+def test_nginx_streams_events_unbuffered() -> None:
+    conf = (DEPLOY / "nginx.conf").read_text()
+    m = re.search(r"location ~ \^/v1/spaces/\[\^/\]\+/events\$ \{(.*?)\}", conf, re.S)
+    assert m, "no location for /v1/spaces/*/events"
+    block = m.group(1)
+    assert "proxy_buffering off;" in block
+    assert re.search(r"proxy_read_timeout\s+(\d+)h;", block)
+    assert "proxy_http_version 1.1;" in conf
+    assert "server hub1:8470" in conf and "server hub2:8470" in conf
+
+
+def test_nginx_accepts_the_configuration(tmp_path: Path) -> None:
+    if shutil.which("nginx") is None:
+        pytest.skip("nginx not installed")
+    conf = (DEPLOY / "nginx.conf").read_text()
+    # compose host names do not resolve here; nginx resolves upstreams at load time
+    conf = conf.replace("hub1:8470", "127.0.0.1:18471").replace("hub2:8470", "127.0.0.1:18472")
+    conf = conf.replace("listen 80;", "listen 127.0.0.1:18080;")
+    path = tmp_path / "nginx.conf"
+    path.write_text(conf)
+    r = subprocess.run(["nginx", "-t", "-q", "-c", str(path), "-p", str(tmp_path)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_launchd_plist_and_systemd_units_are_well_formed() -> None:
+    plist = plistlib.loads((DEPLOY / "launchd" / "dev.quire.watch.plist").read_bytes())
+    assert plist["ProgramArguments"][1] == "watch"
+    units = [DEPLOY / "systemd" / "quire-hub.service", DEPLOY / "systemd" / "quire-hub@.service",
+             DEPLOY / "systemd" / "user" / "quire-watch@.service"]
+    for unit in units:
+        text = unit.read_text()
+        for section in ("[Unit]", "[Service]", "[Install]"):
+            assert section in text, f"{unit.name} lacks {section}"
+        assert re.search(r"^ExecStart=.*quire (hub serve|watch)", text, re.M), unit.name
+
+
+def test_dockerfile_serves_the_hub() -> None:
+    text = (DEPLOY / "Dockerfile").read_text()
+    assert text.startswith("#") and "FROM python:3.11-slim" in text
+    assert "pip install ." in text
+    assert '"quire", "hub"' in text and '"serve"' in text
+    assert "USER quire" in text

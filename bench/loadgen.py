@@ -159,8 +159,10 @@ async def _client(i: int, t: Target, http: _Conn, state: dict[str, Any],
             code = doc.get("error", {}).get("code") if isinstance(doc, dict) else None
             if status == 409 and code == "head_changed":
                 res.retried += 1
-                _, payload = await http.request("GET", f"/v1/spaces/{t.space}/head")
-                head = json.loads(payload)
+                head = doc["error"].get("details") or {}
+                if "seq" not in head:  # older hubs: ask for the head
+                    _, payload = await http.request("GET", f"/v1/spaces/{t.space}/head")
+                    head = json.loads(payload)
                 if head["seq"] > state["seq"]:
                     state["seq"], state["digest"] = head["seq"], head["digest"]
                 batch_id = new_id()

@@ -192,7 +192,11 @@ class Publisher:
                                 parent_digest=self.digest, ops=ops)
             r = self.http.post(f"/v1/spaces/{self.space}/batches", json=batch.to_wire())
             if r.status_code == 409 and r.json().get("error", {}).get("code") == "head_changed":
-                self.refresh_head()
+                details = r.json()["error"].get("details") or {}
+                if "seq" in details:
+                    self.seq, self.digest = details["seq"], details["digest"]
+                else:
+                    self.refresh_head()
                 batch_id = new_id()
                 continue
             receipt = _raise_for(r, "publish batch")["receipt"]

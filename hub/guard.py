@@ -23,6 +23,7 @@ from typing import Any
 
 from hub import audit, policy
 from hub.access import Principal, recheck_principal_txn, space_access_txn
+from hub.events import CHANNEL, Broker
 from hub.keys import HubKey
 from hub.store import queries as q
 from hub.store.db import Store
@@ -35,6 +36,7 @@ from shared.errors import (
     Forbidden,
     HeadChanged,
     InvalidRequest,
+    NotFound,
     PolicyDenied,
 )
 from shared.wire import Batch, parse_batch, receipt_body, sign_receipt
@@ -132,7 +134,7 @@ def prepare_txn(conn: Any, batch: Batch, principal: Principal, space_ref: str
                         {"role": role, "required": "editor"})
     _check_replica_txn(conn, batch, principal, space.id)
     dev = q.device_by_id_txn(conn, principal.device_id)
-    if not batch.verify_signature(dev.public_key):
+    if dev is None or not batch.verify_signature(dev.public_key):
         raise InvalidRequest("batch signature does not verify with this device's key",
                              {"reason": "bad_signature"})
     if batch.epoch != space.epoch:
@@ -147,6 +149,8 @@ def prepare_txn(conn: Any, batch: Batch, principal: Principal, space_ref: str
 def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep: Prepared,
                now: int) -> Outcome:
     space = q.get_space_txn(conn, prep.space_id, lock=True)
+    if space is None:
+        raise NotFound("the space no longer exists")
     # a concurrent publish of the very same batch may have landed since preparation
     replay = _replay_txn(conn, batch, space.id)
     if replay is not None:
@@ -188,8 +192,11 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
                            details={"batch_id": batch.batch_id, "replica_id": batch.replica_id,
                                     "seq": seq, "digest": batch.digest, "head": head,
                                     "ops": len(batch.ops), "provenance": batch.provenance})
+    # delivered to other hub processes exactly when this transaction commits (DESIGN §5.6)
+    q.notify_txn(conn, CHANNEL, Broker.payload("head", {
+        "space": space.id, "epoch": space.epoch, "seq": seq, "digest": head, "at": now}))
     return Outcome(receipt=receipt, replayed=False, seq=seq, space_id=space.id,
-                   head_digest=head)
+                   head_digest=head, extra={"epoch": space.epoch, "at": now})
 
 
 def publish(store: Store, key: HubKey, principal: Principal, space_ref: str, raw: Any, *,

@@ -114,7 +114,7 @@ def make_entry(data: Any, *, max_body: int = DEFAULT_MAX_BODY) -> Entry:
         raise EntryError(f"unknown entry fields: {', '.join(sorted(unknown))}")
     entry_id = data.get("id")
     problem = entry_id_problem(entry_id)
-    if problem:
+    if problem or not isinstance(entry_id, str):
         raise EntryError(f"invalid entry id {entry_id!r}: {problem}")
     if data.get("deleted") is True:
         if set(data) - {"id", "deleted"}:

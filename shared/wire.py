@@ -151,7 +151,7 @@ def parse_batch(raw: Any, *, max_ops: int = DEFAULT_MAX_OPS,
              and 0 <= parent["seq"] < 2**53, "parent.seq must be a non-negative integer")
     _require(is_digest(parent["digest"]), "parent.digest must be a SHA-256 hex digest")
     ops_raw = raw["ops"]
-    _require(isinstance(ops_raw, list) and ops_raw, "ops must be a non-empty list")
+    _require(isinstance(ops_raw, list) and bool(ops_raw), "ops must be a non-empty list")
     if len(ops_raw) > max_ops:
         raise TooLarge(f"a batch holds at most {max_ops} ops; split it", {"max_ops": max_ops})
     ops = tuple(parse_op(o, i, max_body) for i, o in enumerate(ops_raw))

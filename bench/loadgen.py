@@ -57,16 +57,25 @@ class Target:
     epoch: str
     seq: int
     digest: str
+    scheme: str = "Bearer"  # or "DPoP": a fresh proof per request, as replicas send
+    public_url: str = ""
+
+    def auth_lines(self, method: str, path: str) -> str:
+        from bench.quire_side import auth_headers
+
+        headers = auth_headers(self.scheme, self.token, self.key, method,
+                               (self.public_url or self.url).rstrip("/") + path)
+        return "".join(f"{k}: {v}\r\n" for k, v in headers.items())
 
 
 class _Conn:
     """One keep-alive HTTP/1.1 connection (Content-Length or chunked responses)."""
 
-    def __init__(self, url: str, token: str):
-        u = urlsplit(url)
+    def __init__(self, target: Target):
+        u = urlsplit(target.url)
+        self.target = target
         self.host, self.port = u.hostname or "127.0.0.1", u.port or 80
-        self.headers = (f"Host: {self.host}:{self.port}\r\nAuthorization: Bearer {token}\r\n"
-                        "Accept: application/json\r\n")
+        self.headers = f"Host: {self.host}:{self.port}\r\nAccept: application/json\r\n"
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
 
@@ -75,7 +84,7 @@ class _Conn:
         if self.writer is None:
             self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
         assert self.reader is not None
-        head = f"{method} {path} HTTP/1.1\r\n{self.headers}"
+        head = f"{method} {path} HTTP/1.1\r\n{self.headers}{self.target.auth_lines(method, path)}"
         if body is not None:
             head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
         self.writer.write(head.encode("latin-1") + b"\r\n" + (body or b""))
@@ -175,7 +184,7 @@ async def _client(i: int, t: Target, http: _Conn, state: dict[str, Any],
 
 
 async def _run(t: Target, clients: int, seconds: float) -> LoadResult:
-    conns = [_Conn(t.url, t.token) for _ in range(clients)]
+    conns = [_Conn(t) for _ in range(clients)]
     state = {"seq": t.seq, "digest": t.digest}
     start = time.perf_counter()
     res = LoadResult(seconds=seconds)

@@ -139,21 +139,52 @@ def _raise_for(r: httpx.Response, what: str) -> dict[str, Any]:
     return doc
 
 
+def auth_headers(scheme: str, token: str, key: Any, method: str, url: str) -> dict[str, str]:
+    """Headers that authenticate one request: a bearer credential, or a DPoP-bound access
+    token with a fresh proof signed by the device key (docs/protocol.md)."""
+    headers = {"Authorization": f"{scheme} {token}"}
+    if scheme == "DPoP":
+        from shared.dpop import make_proof
+
+        headers["DPoP"] = make_proof(key, method, url, access_token=token)
+    return headers
+
+
+class DeviceAuth(httpx.Auth):
+    def __init__(self, scheme: str, token: str, key: Any, public_url: str):
+        self.scheme, self.token, self.key = scheme, token, key
+        self.public_url = public_url.rstrip("/")
+
+    def auth_flow(self, request: httpx.Request) -> Any:
+        request.headers.update(auth_headers(self.scheme, self.token, self.key, request.method,
+                                            self.public_url + request.url.path))
+        yield request
+
+
 class Publisher:
-    """A protocol-level publisher: redeems an invite for a device token, registers a replica
-    and publishes signed batches (the load generator and the bulk loader use it)."""
+    """A protocol-level publisher: redeems an invite for a device credential, registers a
+    replica and publishes signed batches (the load generator and the bulk loader use it).
+
+    Speaks both credential schemes the hub has had: a bearer device credential (``token``
+    in the redeem answer) and DPoP-bound access tokens (``access_token``); the bench runs
+    hubs with a long ``access_ttl`` so no refresh is needed during a run."""
 
     def __init__(self, hub_url: str, code: str, name: str = "bench-publisher"):
         self.hub_url = hub_url
         self.key = new_private_key()
         self.http = httpx.Client(base_url=hub_url, timeout=300)
+        info = _raise_for(self.http.get("/v1/hub"), "hub info")
+        self.public_url = str(info.get("url") or hub_url)
         r = self.http.post("/v1/invites/redeem", json={
             "code": code, "device_name": name, "device_key": public_b64(self.key)})
         doc = _raise_for(r, "redeem invite")
-        self.token = doc["token"]
+        if doc.get("access_token"):
+            self.scheme, self.token = "DPoP", str(doc["access_token"])
+        else:
+            self.scheme, self.token = "Bearer", str(doc["token"])
         self.space = (doc.get("space") or {}).get("id") if isinstance(doc.get("space"), dict) \
             else doc.get("space")
-        self.http.headers["Authorization"] = f"Bearer {self.token}"
+        self.http.auth = DeviceAuth(self.scheme, self.token, self.key, self.public_url)
         self.replica_id = ""
         self.versions: dict[str, str] = {}
         self.epoch = ""

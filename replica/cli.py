@@ -402,6 +402,10 @@ def build_parser() -> argparse.ArgumentParser:
     eb.add_argument("space", metavar="SPACE")
     eb.add_argument("--reason", required=True, metavar="TEXT")
     a.set_defaults(func=cmd_admin)
+
+    from replica.conflicts_cli import add_parsers  # conflicts …, mcp
+
+    add_parsers(sub, common)
     return p
 
 

@@ -31,6 +31,7 @@ from sqlalchemy import Connection
 from replica import store as st
 from replica import vault as vlt
 from replica.client import Change, HubClient, HubUnverified
+from replica.conflicts import forget_resolutions_txn, plan_batch
 from replica.crash import crash_point
 from replica.merge import merge_entry, same
 from replica.store import Conflict, EntryState, Head, Store
@@ -236,6 +237,11 @@ class Replica:
         head = self.store.head()
         hub = self.client.head(self.space_id)
         self.role = hub.get("role")
+        # role and rules as the hub applies them to us: the local guardrail check of a
+        # conflict resolution reads them (replica/conflicts.py); the hub checks again
+        access = {"role": self.role, "rules": hub.get("rules") or []}
+        if self.store.get_meta("access") != access:
+            self.store.set_meta("access", access)
         if head is None or hub["epoch"] != head.epoch:
             self.snapshot(report)
             return
@@ -267,7 +273,9 @@ class Replica:
     def _apply_change_txn(self, conn: Connection, change: Change, report: SyncReport) -> None:
         batch = change.batch
         for op in batch.ops:
-            self._merge_remote_txn(conn, op.entry, report, author=change.author,
+            # the batch provenance rides along: conflict packets show which agent wrote theirs
+            self._merge_remote_txn(conn, op.entry, report,
+                                   author=dict(change.author or {}, provenance=batch.provenance),
                                    seq=change.seq)
         head = st.head_txn(conn)
         assert head is not None
@@ -380,9 +388,10 @@ class Replica:
         ops = self._build_ops()
         if not ops:
             return None
+        ops, provenance = plan_batch(self.store, ops, self.provenance)
         batch = build_batch(self.key, batch_id=new_id(), replica_id=self.replica_id,
                             space=self.space_id, epoch=head.epoch, parent_seq=head.seq,
-                            parent_digest=head.digest, ops=ops, provenance=self.provenance)
+                            parent_digest=head.digest, ops=ops, provenance=provenance)
         with self.store.tx() as conn:
             st.add_outbox_txn(conn, batch.batch_id, batch.to_wire(), self.clock())
         return batch
@@ -458,3 +467,4 @@ class Replica:
                            batch_digest=batch.digest, accepted_at=receipt.get("accepted_at"))
         st.save_receipt_txn(conn, batch.batch_id, receipt)
         st.drop_outbox_txn(conn, batch.batch_id)
+        forget_resolutions_txn(conn, [op.entry_id for op in batch.ops])

@@ -1,0 +1,156 @@
+"""``quire conflicts list|show|claim|renew|release|resolve`` and ``quire mcp``.
+
+Registered on the main parser by ``replica/cli.py``; the work is in ``replica/conflicts.py``
+and ``replica/mcp_server.py``. With ``--json`` every verb prints one JSON document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from replica.conflicts import DEFAULT_TTL_S, Desk, Principal, entry_from_vault_text
+from replica.home import Home, SpaceConfig
+from shared.errors import InvalidRequest
+
+
+def open_desk(home: Home, space: SpaceConfig) -> Desk:
+    hub = home.hub(space.hub_id)
+    return Desk(space, principal=Principal(hub.user_id if hub else None,
+                                           hub.device_id if hub else None))
+
+
+def _human_list(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "no open conflict packets"
+    lines = []
+    for r in rows:
+        claim = r["claim"]
+        held = f"  claimed by {claim['agent']} until {claim['expires_at']}" if claim else ""
+        lines.append(f"{r['packet_id']}  {r['entry']}  {r['kind']} ({', '.join(r['fields'])})"
+                     f"{held}")
+    return "\n".join(lines)
+
+
+def _human_packet(p: dict[str, Any]) -> str:
+    if "part" in p:  # a page
+        return p["text"]
+    lines = [f"packet {p['packet_id']}  entry {p['entry']}  kind {p['kind']}",
+             f"digest {p['digest']}", f"conflicting: {', '.join(p['fields'])}",
+             f"NOTE: {p['notice']}"]
+    for side in ("base", "ours", "theirs"):
+        s = p[side]
+        who = s.get("author") or {}
+        desc = "absent" if not s["present"] else repr(s.get("title"))
+        lines.append(f"{side:6} {desc}  by {who.get('user')} agent {who.get('agent')} "
+                     f"seq {s.get('seq')}")
+    m = p.get("merged_body")
+    if m and not m["truncated"]:
+        lines += ["--- merged body with conflict markers ---", m["text"]]
+    elif m:
+        lines.append(f"merged body: {m['size']} bytes, read with --page (pages: {p['page_count']})")
+    if p.get("claim"):
+        lines.append(f"claimed by {p['claim']['agent']} until {p['claim']['expires_at']}")
+    return "\n".join(lines)
+
+
+def cmd_conflicts(args: argparse.Namespace, out: Any) -> int:
+    home = Home()
+    space = home.space(args.space)
+    with open_desk(home, space) as desk:
+        if args.verb == "list":
+            rows = desk.list()
+            out.doc({"packets": rows}, _human_list(rows))
+        elif args.verb == "show":
+            p = desk.show(args.packet, page=args.page)
+            out.doc(p, _human_packet(p))
+        elif args.verb == "claim":
+            c = desk.claim(args.packet, args.agent, args.ttl)
+            out.doc(c, f"claimed {c['packet_id']} as {c['agent']} until {c['expires_at']}\n"
+                       f"token: {c['token']}")
+        elif args.verb == "renew":
+            c = desk.renew(args.packet, args.claim, args.ttl)
+            out.doc(c, f"renewed {c['packet_id']} until {c['expires_at']}")
+        elif args.verb == "release":
+            r = desk.release(args.packet, args.claim)
+            out.doc(r, f"released {r['packet_id']}")
+        elif args.verb == "resolve":
+            how, merged = _how(args)
+            if merged is not None:
+                c = desk.show(args.packet)
+                merged = entry_from_vault_text(c["entry"], merged)
+            r = desk.resolve(args.packet, digest=args.digest, how=how, token=args.claim,
+                             merged=merged, agent=args.agent or os.environ.get("QUIRE_AGENT"))
+            out.doc(r, f"resolved {r['packet_id']} ({r['resolved']}); {r['publish']}")
+    return 0
+
+
+def _how(args: argparse.Namespace) -> tuple[str, Any]:
+    chosen = [x for x in (args.take, args.file, args.delete or None, args.keep_both or None)
+              if x]
+    if len(chosen) != 1:
+        raise InvalidRequest("choose exactly one of --take ours|theirs, --file, --delete, "
+                             "--keep-both")
+    if args.take:
+        return args.take, None
+    if args.file:
+        try:
+            return "merged", Path(args.file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise InvalidRequest(f"cannot read {args.file}: {e}") from None
+    return ("delete", None) if args.delete else ("keep_both", None)
+
+
+def cmd_mcp(args: argparse.Namespace, out: Any) -> int:
+    from replica.mcp_server import serve
+
+    serve(space=args.space, agent=args.agent)
+    return 0
+
+
+def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Add ``conflicts`` and ``mcp`` to the main parser's subcommands."""
+    cls = type(common)
+    c = sub.add_parser("conflicts", parents=[common],
+                       help="conflict packets: list, show, claim, renew, release, resolve")
+    verbs = c.add_subparsers(dest="verb", metavar="VERB", parser_class=cls)
+    verbs.required = True
+
+    def verb(name: str, help: str, packet: bool = True) -> argparse.ArgumentParser:
+        v = verbs.add_parser(name, parents=[common], help=help)
+        v.add_argument("--space", metavar="SPACE", help="space id or name (default: the only one)")
+        if packet:
+            v.add_argument("packet", metavar="PACKET", help="packet id (pk-…) or entry id")
+        return v
+
+    verb("list", "open conflict packets", packet=False)
+    s = verb("show", "a packet: base, ours, theirs, authors, merged body with markers")
+    s.add_argument("--page", type=int, metavar="N", help="page N of a truncated candidate")
+    cl = verb("claim", "take a lease on a packet; prints {token, expires_at}")
+    cl.add_argument("--agent", required=True, metavar="NAME", help="who works on it")
+    cl.add_argument("--ttl", type=int, metavar="S", help=f"lease seconds (default {DEFAULT_TTL_S})")
+    rn = verb("renew", "extend your lease")
+    rn.add_argument("--claim", required=True, metavar="TOKEN")
+    rn.add_argument("--ttl", type=int, metavar="S")
+    rl = verb("release", "give up your lease")
+    rl.add_argument("--claim", required=True, metavar="TOKEN")
+    rs = verb("resolve", "answer a packet; published on the next sync")
+    rs.add_argument("--digest", required=True, metavar="D", help="the packet digest you read")
+    rs.add_argument("--claim", metavar="TOKEN", help="your claim token (required when claimed)")
+    rs.add_argument("--take", choices=["ours", "theirs"])
+    rs.add_argument("--file", metavar="MERGED.md", help="the full merged entry in vault form")
+    rs.add_argument("--delete", action="store_true", help="delete the entry")
+    rs.add_argument("--keep-both", action="store_true",
+                    help="keep the hub's version here and yours under a new slug, linked")
+    rs.add_argument("--agent", metavar="NAME", help="resolving agent (default: the claim's "
+                                                    "agent, or $QUIRE_AGENT)")
+    c.set_defaults(func=cmd_conflicts)
+
+    m = sub.add_parser("mcp", parents=[common],
+                       help="serve this replica to an agent over MCP (stdio)")
+    m.add_argument("--space", metavar="SPACE", help="space id or name (default: the only one)")
+    m.add_argument("--agent", metavar="NAME", help="the agent's name for provenance "
+                                                   "(default: $QUIRE_AGENT)")
+    m.set_defaults(func=cmd_mcp)

@@ -1,14 +1,16 @@
 """Who is calling, and what may they do in a space.
 
-``authenticate`` turns a credential into a ``Principal``; ``space_access_txn`` re-reads the
-principal's current state and role from the database. The guard calls the latter twice:
-once while preparing and again inside the committing transaction, so a revocation that
-lands in between is seen.
+``authenticate`` turns an access token plus its DPoP proof into a ``Principal``;
+``space_access_txn`` re-reads the principal's current state and role from the database. The
+guard calls the latter twice: once while preparing and again inside the committing
+transaction, so a revocation that lands in between is seen.
 
-Credentials today are device bearer secrets (stored as SHA-256: they are 256-bit random,
-so a fast hash is enough, and the lookup by hash compares no secret bytes in Python).
-The identity work adds device-bound JWTs with DPoP and delegations; they produce the same
-``Principal`` (with ``agent`` and ``delegation_id`` set for delegated callers).
+    Authorization: DPoP <access token>     (hub/tokens.py: JWT signed by the hub key)
+    DPoP: <proof>                          (hub/dpop.py: signed by the device key)
+
+The token's ``cnf.jkt`` must equal the proof key's thumbprint and the thumbprint of the
+device key registered for ``did``; the device (and its user, and a delegation if the token
+is delegated) is re-read on every request, so revocation is effective on the next request.
 """
 
 from __future__ import annotations
@@ -19,10 +21,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from hub import policy
+from hub.dpop import JtiCache, verify_proof
+from hub.keys import HubKey
 from hub.store import queries as q
+from hub.tokens import AccessClaims, verify_access_token
 from shared.errors import Forbidden, NotFound, Unauthorized
+from shared.signing import jwk_thumbprint
 
-TOKEN_PREFIX = "qd_"
+TOKEN_PREFIX = "qd_"  # legacy bearer credentials (refused since device-bound tokens)
+REFRESH_PREFIX = "qr_"
 INVITE_PREFIX = "qi_"
 MAX_CREDENTIAL = 512
 
@@ -36,6 +43,7 @@ class Principal:
     agent: str | None = None
     delegation_id: str | None = None
     scope: str | None = None  # "read" | "write" for delegated tokens
+    space_id: str | None = None  # the one space a delegated token reaches
 
     def actor(self) -> dict[str, Any]:
         """How this caller appears in receipts and audit events."""
@@ -50,24 +58,61 @@ def secret_hash(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
-def bearer_from_header(header: str | None) -> str:
+def token_from_header(header: str | None) -> str:
     if not header:
-        raise Unauthorized("no credential: send 'Authorization: Bearer <device credential>' "
-                           "(run 'quire join' to get one)")
+        raise Unauthorized("no credential: send 'Authorization: DPoP <access token>' with a "
+                           "DPoP proof (run 'quire join' or 'quire login' to get tokens)",
+                           {"reason": "no_token"})
     scheme, _, value = header.partition(" ")
-    if scheme.lower() != "bearer" or not value or len(value) > MAX_CREDENTIAL:
-        raise Unauthorized("malformed Authorization header; expected 'Bearer <credential>'")
+    if scheme.lower() == "bearer":
+        raise Unauthorized("bearer credentials are not accepted: tokens are bound to the "
+                           "device key; send 'Authorization: DPoP <token>' and a DPoP proof",
+                           {"reason": "dpop_required"})
+    if scheme.lower() != "dpop" or not value.strip() or len(value) > 4096:
+        raise Unauthorized("malformed Authorization header; expected 'DPoP <access token>'",
+                           {"reason": "invalid_token"})
     return value.strip()
 
 
-def authenticate_txn(conn: Any, token: str) -> Principal:
-    if not token.startswith(TOKEN_PREFIX):
-        raise Unauthorized("credential not recognized")
-    dev = q.device_by_token_hash_txn(conn, secret_hash(token))
-    if dev is None:
-        raise Unauthorized("credential not recognized")
+def verify_request(key: HubKey, cache: JtiCache, *, aud: str, method: str, path: str,
+                   authorization: str | None, proof: str | None, now_ms: int,
+                   window_s: int) -> AccessClaims:
+    """The stateless half of authentication: token signature and claims, proof, binding."""
+    token = token_from_header(authorization)
+    claims = verify_access_token(token, key, aud=aud, now_ms=now_ms)
+    jkt = verify_proof(proof, method=method, url=aud.rstrip("/") + path, access_token=token,
+                       now_ms=now_ms, window_s=window_s, cache=cache)
+    if jkt != claims.jkt:
+        raise Unauthorized("the DPoP proof is signed by another key than the token is bound "
+                           "to", {"reason": "dpop_key_mismatch"})
+    return claims
+
+
+def authenticate_txn(conn: Any, claims: AccessClaims, now_ms: int) -> Principal:
+    """The stateful half: the device, its user and any delegation, as they are now."""
+    dev = q.device_by_id_txn(conn, claims.device_id)
+    if dev is None or dev.user_id != claims.user_id:
+        raise Unauthorized("credential not recognized", {"reason": "unknown_device"})
     _check_device(dev)
-    return Principal(dev.user_id, dev.id, dev.user_name, dev.is_owner)
+    if jwk_thumbprint(dev.public_key) != claims.jkt:
+        raise Unauthorized("token is bound to a key this device does not hold",
+                           {"reason": "dpop_key_mismatch"})
+    p = Principal(dev.user_id, dev.id, dev.user_name, dev.is_owner)
+    if claims.delegation_id is not None:
+        p = Principal(dev.user_id, dev.id, dev.user_name, dev.is_owner, claims.agent,
+                      claims.delegation_id, claims.scope, claims.space_id)
+        _check_delegation_txn(conn, p, now_ms)
+    return p
+
+
+def _check_delegation_txn(conn: Any, p: Principal, now_ms: int | None) -> None:
+    d = q.get_delegation_txn(conn, p.delegation_id or "")
+    if d is None or d.device_id != p.device_id or d.space_id != p.space_id:
+        raise Unauthorized("delegation not recognized", {"reason": "unknown_delegation"})
+    if d.revoked_at is not None:
+        raise Unauthorized("this delegation was revoked", {"reason": "delegation_revoked"})
+    if now_ms is not None and d.expires_at <= now_ms:
+        raise Unauthorized("this delegation expired", {"reason": "delegation_expired"})
 
 
 def _check_device(dev: Any) -> None:
@@ -84,11 +129,16 @@ def recheck_principal_txn(conn: Any, p: Principal) -> Principal:
     if dev is None:
         raise Unauthorized("device no longer exists", {"reason": "device_removed"})
     _check_device(dev)
+    if p.delegation_id is not None:
+        # expiry was checked when the request arrived; revocation must be seen at commit
+        _check_delegation_txn(conn, p, None)
     return Principal(dev.user_id, dev.id, dev.user_name, dev.is_owner, p.agent,
-                     p.delegation_id, p.scope)
+                     p.delegation_id, p.scope, p.space_id)
 
 
 def effective_role_txn(conn: Any, p: Principal, space_id: str) -> str | None:
+    if p.delegation_id is not None and p.space_id != space_id:
+        return None  # a delegated token reaches exactly one space
     if p.is_owner and p.delegation_id is None:
         return "admin"
     role = q.role_txn(conn, space_id, p.user_id)

@@ -12,6 +12,7 @@ from starlette.exceptions import HTTPException
 
 from hub.api.http import http_error_handler, quire_error_handler, unhandled_error_handler
 from hub.api.routes import ROUTES
+from hub.dpop import JtiCache
 from hub.guard import GuardHooks, Outcome
 from hub.keys import HubKey
 from hub.ratelimit import RateLimiter
@@ -33,6 +34,11 @@ class Hub:
         self.hooks = hooks or GuardHooks()
         self.now: Callable[[], int] = settings.clock
         self.redeem_limiter = RateLimiter(rate_per_s=1.0, burst=10, clock=self.now)
+        # identity (hub/access.py, hub/grants.py): DPoP replay cache and grant rate limits
+        self.jti_cache = JtiCache(settings.dpop_window, settings.dpop_jti_cache, self.now)
+        self.token_limiter = RateLimiter(rate_per_s=2.0, burst=20, clock=self.now)
+        self.login_limiter = RateLimiter(rate_per_s=0.2, burst=5, clock=self.now)
+        self.approve_limiter = RateLimiter(rate_per_s=0.1, burst=5, clock=self.now)
         self.listeners: list[Callable[[str, dict[str, Any]], None]] = []
 
     def published(self, outcome: Outcome) -> None:

@@ -35,6 +35,13 @@ class Settings:
     invite_ttl: int = 7 * 24 * 3600
     invite_ttl_max: int = 30 * 24 * 3600
     db_pool_size: int = 10
+    access_ttl: int = 600  # seconds an access token lives (docs/security.md)
+    refresh_ttl: int = 30 * 24 * 3600  # seconds a refresh credential lives unused
+    dpop_window: int = 60  # seconds a DPoP proof's iat may be off from the hub clock
+    dpop_jti_cache: int = 200_000  # DPoP jti values remembered per process
+    delegation_ttl_max: int = 24 * 3600
+    device_code_ttl: int = 600  # seconds a device login (RFC 8628) may wait for approval
+    device_code_interval: int = 5  # seconds between polls the hub asks for
     log_level: str = "info"
     clock: Callable[[], int] = field(default=_ms, repr=False)  # Unix milliseconds
 

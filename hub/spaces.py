@@ -12,14 +12,15 @@ from hub import audit, policy
 from hub.access import (
     INVITE_PREFIX,
     MAX_CREDENTIAL,
-    TOKEN_PREFIX,
     Principal,
-    authenticate_txn,
     new_secret,
+    recheck_principal_txn,
     secret_hash,
     space_access_txn,
 )
+from hub.grants import issue_tokens_txn
 from hub.keys import HubKey
+from hub.settings import Settings
 from hub.store import queries as q
 from hub.store.db import Store
 from shared.digest import genesis_digest
@@ -121,9 +122,12 @@ def invite(store: Store, p: Principal, space_ref: str | None, body: dict[str, An
     return store.run_write(txn)
 
 
-def redeem(store: Store, key: HubKey, body: dict[str, Any], bearer: str | None, now: int
-           ) -> dict[str, Any]:
-    """Redeem an invite: register a device (or use the calling one) and grant the role."""
+def redeem(store: Store, key: HubKey, settings: Settings, body: dict[str, Any],
+           caller: Principal | None, now: int) -> dict[str, Any]:
+    """Redeem an invite: register a device (or use the calling one) and grant the role.
+
+    A new device gets an access token and a refresh credential bound to ``device_key``; no
+    proof of possession is needed here because those tokens are useless without the key."""
     code = body.get("code")
     device_name = body.get("device_name", "device")
     device_key = body.get("device_key")
@@ -152,21 +156,24 @@ def redeem(store: Store, key: HubKey, body: dict[str, Any], bearer: str | None, 
         if inv.expires_at <= now:
             raise Forbidden("this invite expired; ask an admin for a new one",
                             {"reason": "invite_expired", "expired_at": inv.expires_at})
-        token = None
-        if bearer is not None:
-            p = authenticate_txn(conn, bearer)
+        tokens: dict[str, Any] = {"access_token": None, "refresh_token": None}
+        if caller is not None:
+            if caller.delegation_id is not None:
+                raise Forbidden("delegated credentials cannot redeem invites",
+                                {"reason": "delegated"})
+            p = recheck_principal_txn(conn, caller)
             dev = q.device_by_id_txn(conn, p.device_id)
             if dev.public_key != device_key:
                 raise InvalidRequest("device_key differs from the calling device's key")
             user_id, device_id = p.user_id, p.device_id
         else:
             user_id, device_id = new_id(now), new_id(now)
-            token = new_secret(TOKEN_PREFIX)
             q.insert_user_txn(conn, id=user_id, name=user_name, is_owner=inv.role == "owner",
                               active=True, created_at=now)
             q.insert_device_txn(conn, id=device_id, user_id=user_id, name=device_name,
-                                public_key=device_key, token_hash=secret_hash(token),
-                                created_at=now)
+                                public_key=device_key, token_hash=None, created_at=now)
+            tokens = issue_tokens_txn(conn, key, settings, user_id=user_id,
+                                      device_id=device_id, device_key=device_key, now=now)
         if not q.use_invite_txn(conn, inv.id, user_id, now):
             raise Forbidden("this invite was already used", {"reason": "invite_used"})
         actor = {"user": user_id, "device": device_id, "agent": None}
@@ -184,16 +191,19 @@ def redeem(store: Store, key: HubKey, body: dict[str, Any], bearer: str | None, 
                                    details={"invite": inv.id, "role": role})
             space_out = {"id": space.id, "name": space.name, "role": role,
                          "epoch": space.epoch}
-        return {"user_id": user_id, "device_id": device_id, "token": token,
-                "hub": hub_info(conn, key), "space": space_out}
+        return dict(tokens, user_id=user_id, device_id=device_id,
+                    hub=hub_info(conn, key, settings.url), space=space_out)
 
     return store.run_write(txn)
 
 
-def hub_info(conn: Any, key: HubKey) -> dict[str, Any]:
+def hub_info(conn: Any, key: HubKey, url: str | None = None) -> dict[str, Any]:
     state = q.hub_state_txn(conn)
-    return {"hub_id": state.hub_id if state else None, "protocol": 1,
-            "public_key": key.public, "key_id": key.kid}
+    out = {"hub_id": state.hub_id if state else None, "protocol": 1,
+           "public_key": key.public, "key_id": key.kid}
+    if url is not None:
+        out["url"] = url  # token audience and DPoP htu base
+    return out
 
 
 def register_replica(store: Store, p: Principal, space_ref: str, body: dict[str, Any],

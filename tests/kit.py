@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx2
 
+from shared.dpop import make_proof
 from shared.entry import make_entry
 from shared.ids import new_id
 from shared.signing import new_private_key, public_b64
@@ -124,20 +125,64 @@ def start_hub(data: Path, port: int | None = None, db: str | None = None,
     raise RuntimeError(f"hub did not start: {log.read_text()}")
 
 
+class KitSigner(httpx2.Auth):
+    """Signs a DPoP proof for every request that carries ``Authorization: DPoP <token>`` of a
+    known member and no proof of its own, so tests can pass ``member.auth`` as plain headers
+    (the replica does the same in ``replica/auth.py``). Installed as the client's auth."""
+
+    def __init__(self, base_url: str):
+        self.base_url = base_url.rstrip("/")
+        self.keys: dict[str, Any] = {}
+
+    def auth_flow(self, request: httpx2.Request) -> Any:
+        auth = request.headers.get("authorization", "")
+        if auth.startswith("DPoP ") and "dpop" not in request.headers:
+            token = auth[5:]
+            key = self.keys.get(token)
+            if key is not None:
+                request.headers["DPoP"] = make_proof(key, request.method,
+                                                     self.base_url + request.url.path,
+                                                     access_token=token)
+        yield request
+
+
+def signer(client: Any) -> KitSigner:
+    """The client's signer, installed on first use (the hub's public URL is its htu base)."""
+    auth = getattr(client, "_auth", None)
+    if isinstance(auth, KitSigner):
+        return auth
+    url = client.get("/v1/hub").json()["url"]
+    s = KitSigner(url)
+    client.auth = s
+    return s
+
+
 @dataclass
 class Member:
-    """A device on the hub, speaking the protocol with a real key and credential."""
+    """A device on the hub, speaking the protocol with a real key and device-bound tokens."""
 
     client: Any  # httpx2.Client or starlette TestClient
-    token: str
+    token: str  # access token (DPoP-bound)
     key: Any
     user_id: str
     device_id: str
     replicas: dict[str, str] = field(default_factory=dict)
+    refresh_token: str | None = None
+
+    def __post_init__(self) -> None:
+        signer(self.client).keys[self.token] = self.key
 
     @property
     def auth(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"}
+        return {"Authorization": f"DPoP {self.token}"}
+
+    def use_token(self, token: str) -> None:
+        """Switch to another access token (refreshed or delegated) bound to this key."""
+        self.token = token
+        signer(self.client).keys[token] = self.key
+
+    def proof(self, method: str, path: str, **kw: Any) -> str:
+        return make_proof(self.key, method, signer(self.client).base_url + path, **kw)
 
     def get(self, path: str, **kw: Any) -> Any:
         return self.client.get(path, headers=self.auth, **kw)
@@ -185,7 +230,8 @@ def redeem(client: Any, code: str, name: str = "dev") -> Member:
                                                 "device_key": public_b64(key)})
     assert r.status_code == 201, r.text
     d = r.json()
-    return Member(client, d["token"], key, d["user_id"], d["device_id"])
+    return Member(client, d["access_token"], key, d["user_id"], d["device_id"],
+                  refresh_token=d["refresh_token"])
 
 
 def put(entry_id: str, body: str = "text\n", base: str | None = None, **fields: Any) -> Op:

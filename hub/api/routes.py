@@ -9,8 +9,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from hub import feed, guard, spaces
-from hub.access import Principal, authenticate_txn, bearer_from_header, space_access_txn
+from hub import admin, feed, grants, guard, spaces
+from hub.access import Principal, authenticate_txn, space_access_txn, verify_request
+from hub.dpop import verify_proof
 from hub.api.http import JSON, ndjson, read_json
 from hub.store import queries as q
 from shared.errors import InvalidRequest, NotFound, RateLimited, Unavailable
@@ -24,14 +25,39 @@ def _hub(request: Request) -> Any:
 
 
 async def principal(request: Request) -> Principal:
-    token = bearer_from_header(request.headers.get("authorization"))
+    """Access token + DPoP proof (hub/access.py), then the device as it is now."""
     hub = _hub(request)
+    now = hub.now()
+    claims = verify_request(hub.key, hub.jti_cache, aud=hub.settings.url,
+                            method=request.method, path=request.url.path,
+                            authorization=request.headers.get("authorization"),
+                            proof=request.headers.get("dpop"), now_ms=now,
+                            window_s=hub.settings.dpop_window)
 
     def lookup() -> Principal:
         with hub.store.read() as conn:
-            return authenticate_txn(conn, token)
+            return authenticate_txn(conn, claims, now)
 
     return await run_in_threadpool(lookup)
+
+
+def _proof_only(request: Request) -> str:
+    """A DPoP proof without an access token (token endpoint): the key's thumbprint."""
+    hub = _hub(request)
+    return verify_proof(request.headers.get("dpop"), method=request.method,
+                        url=hub.settings.url.rstrip("/") + request.url.path, access_token=None,
+                        now_ms=hub.now(), window_s=hub.settings.dpop_window,
+                        cache=hub.jti_cache)
+
+
+def _limit(limiter: object, key: str, what: str) -> None:
+    ok, wait = limiter.allow(key)  # type: ignore[attr-defined]
+    if not ok:
+        raise RateLimited(f"too many {what}; wait and retry", {"retry_after": wait})
+
+
+def _client_addr(request: Request) -> str:
+    return request.client.host if request.client else "?"
 
 
 async def healthz(request: Request) -> Response:
@@ -60,7 +86,7 @@ async def hub_info(request: Request) -> Response:
 
     def info() -> dict[str, Any]:
         with hub.store.read() as conn:
-            return spaces.hub_info(conn, hub.key)
+            return spaces.hub_info(conn, hub.key, hub.settings.url)
 
     return JSON(await run_in_threadpool(info))
 
@@ -77,10 +103,144 @@ async def redeem(request: Request) -> Response:
         raise RateLimited("too many invite redemptions; wait and retry", {"retry_after": wait})
     body = await read_json(request, SMALL_BODY,
                            allowed={"code", "device_name", "device_key", "user_name"})
-    auth = request.headers.get("authorization")
-    bearer = bearer_from_header(auth) if auth else None
-    out = await run_in_threadpool(spaces.redeem, hub.store, hub.key, body, bearer, hub.now())
+    caller = await principal(request) if request.headers.get("authorization") else None
+    out = await run_in_threadpool(spaces.redeem, hub.store, hub.key, hub.settings, body, caller,
+                                  hub.now())
     return JSON(out, status_code=201)
+
+
+async def token(request: Request) -> Response:
+    """``POST /v1/token``: refresh_token or device_code grant, with a DPoP proof."""
+    hub = _hub(request)
+    _limit(hub.token_limiter, _client_addr(request), "token requests")
+    body = await read_json(request, SMALL_BODY,
+                           allowed={"grant_type", "refresh_token", "device_code"})
+    grant = body.get("grant_type")
+    if grant == "refresh_token":
+        jkt = _proof_only(request)
+        out = await run_in_threadpool(grants.refresh, hub.store, hub.key, hub.settings, body,
+                                      jkt, hub.now())
+    elif grant == grants.DEVICE_GRANT:
+        jkt = _proof_only(request)
+        out = await run_in_threadpool(grants.redeem_device_code, hub.store, hub.key,
+                                      hub.settings, body, jkt, hub.now())
+    else:
+        raise InvalidRequest(f"grant_type must be refresh_token or {grants.DEVICE_GRANT}")
+    return JSON(out, headers={"Cache-Control": "no-store"})
+
+
+async def device_start(request: Request) -> Response:
+    hub = _hub(request)
+    _limit(hub.login_limiter, _client_addr(request), "device logins")
+    body = await read_json(request, SMALL_BODY, allowed={"device_name", "device_key"})
+    out = await run_in_threadpool(grants.start_device, hub.store, hub.settings, body, hub.now())
+    return JSON(out, status_code=201, headers={"Cache-Control": "no-store"})
+
+
+async def device_approve(request: Request) -> Response:
+    p = await principal(request)
+    hub = _hub(request)
+    # per user: user codes are short, so guesses are what this bounds
+    _limit(hub.approve_limiter, p.user_id, "approval attempts")
+    body = await read_json(request, SMALL_BODY, allowed={"user_code"})
+    return JSON(await run_in_threadpool(grants.approve_device, hub.store, p, body, hub.now()))
+
+
+# ---------------------------------------------------------------- administration
+
+
+def _admin(fn: Any, *, body: set[str] | None = None, params: tuple[str, ...] = (),
+           status: int = 200, query: tuple[str, ...] = (), access: bool = False) -> Any:
+    """A handler: authenticate, read the body (if any), call ``fn`` in a thread; with
+    ``access``, tell open event streams that someone's access changed."""
+
+    async def handler(request: Request) -> Response:
+        p = await principal(request)
+        hub = _hub(request)
+        args: list[Any] = [request.path_params[k] for k in params]
+        for k in query:
+            args.append(request.query_params.get(k))
+        if body is not None:
+            data = await read_json(request, SMALL_BODY, allowed=body)
+            args.append(data)
+        out = await run_in_threadpool(lambda: fn(hub, p, *args))
+        changed = getattr(hub, "access_changed", None)
+        if access and not out.get("dry_run") and changed is not None:
+            changed(request.path_params.get("space"))
+        return JSON(out, status_code=status)
+
+    return handler
+
+
+def _bool(v: str | None) -> bool:
+    return v in ("1", "true", "yes")
+
+
+async def audit_export(request: Request) -> Response:
+    p = await principal(request)
+    hub = _hub(request)
+    qp = request.query_params
+    unknown = set(qp) - {"since", "space"}
+    if unknown:
+        raise InvalidRequest(f"unknown query parameters: {', '.join(sorted(unknown))}")
+    since = qp.get("since", "0")
+    if not since.isdigit() or len(since) > 16:
+        raise InvalidRequest("since must be Unix milliseconds")
+    return await ndjson(admin.audit_lines(hub.store, p, qp.get("space"), int(since)))
+
+
+_DRY = {"dry_run"}
+ADMIN_ROUTES = [
+    Route("/v1/spaces/{space}/rules", _admin(
+        lambda h, p, s: admin.list_rules(h.store, p, s), params=("space",)), methods=["GET"]),
+    Route("/v1/spaces/{space}/rules", _admin(
+        lambda h, p, s, b: admin.add_rule(h.store, p, s, b, h.now()), params=("space",),
+        body={"effect", "who", "actions", "entries"}, status=201), methods=["POST"]),
+    Route("/v1/spaces/{space}/rules/{rule}/remove", _admin(
+        lambda h, p, s, r, b: admin.remove_rule(h.store, p, s, r, b, h.now()),
+        params=("space", "rule"), body=_DRY, access=True), methods=["POST"]),
+    Route("/v1/spaces/{space}/members", _admin(
+        lambda h, p, s: admin.list_members(h.store, p, s), params=("space",)), methods=["GET"]),
+    Route("/v1/spaces/{space}/members/{user}/role", _admin(
+        lambda h, p, s, u, b: admin.set_role(h.store, p, s, u, b, h.now()),
+        params=("space", "user"), body={"role", "dry_run"}, access=True), methods=["POST"]),
+    Route("/v1/spaces/{space}/members/{user}/remove", _admin(
+        lambda h, p, s, u, b: admin.remove_member(h.store, p, s, u, b, h.now()),
+        params=("space", "user"), body=_DRY, access=True), methods=["POST"]),
+    Route("/v1/spaces/{space}/invites", _admin(
+        lambda h, p, s: admin.list_invites(h.store, p, s), params=("space",)),
+        methods=["GET"]),
+    Route("/v1/invites/{invite}/revoke", _admin(
+        lambda h, p, i, b: admin.revoke_invite(h.store, p, i, b, h.now()),
+        params=("invite",), body=_DRY), methods=["POST"]),
+    Route("/v1/devices", _admin(
+        lambda h, p, a: admin.list_devices(h.store, p, _bool(a)), query=("all",)),
+        methods=["GET"]),
+    Route("/v1/devices/{device}/revoke", _admin(
+        lambda h, p, d, b: admin.revoke_device(h.store, p, d, b, h.now()),
+        params=("device",), body=_DRY, access=True), methods=["POST"]),
+    Route("/v1/spaces/{space}/replicas", _admin(
+        lambda h, p, s: admin.list_replicas(h.store, p, s), params=("space",)),
+        methods=["GET"]),
+    Route("/v1/spaces/{space}/replicas/{replica}/revoke", _admin(
+        lambda h, p, s, r, b: admin.revoke_replica(h.store, p, s, r, b, h.now()),
+        params=("space", "replica"), body=_DRY, access=True), methods=["POST"]),
+    Route("/v1/delegations", _admin(
+        lambda h, p: admin.list_delegations(h.store, p)), methods=["GET"]),
+    Route("/v1/delegations", _admin(
+        lambda h, p, b: admin.create_delegation(h.store, h.key, h.settings, p, b, h.now()),
+        body={"space", "agent", "scope", "ttl_seconds"}, status=201), methods=["POST"]),
+    Route("/v1/delegations/{delegation}/revoke", _admin(
+        lambda h, p, d, b: admin.revoke_delegation(h.store, p, d, b, h.now()),
+        params=("delegation",), body=_DRY, access=True), methods=["POST"]),
+    Route("/v1/audit", audit_export, methods=["GET"]),
+    Route("/v1/audit/verify", _admin(
+        lambda h, p, s: admin.verify_audit(h.store, p, s), query=("space",)),
+        methods=["GET"]),
+    Route("/v1/token", token, methods=["POST"]),
+    Route("/v1/device/code", device_start, methods=["POST"]),
+    Route("/v1/device/approve", device_approve, methods=["POST"]),
+]
 
 
 async def list_spaces(request: Request) -> Response:

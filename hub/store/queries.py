@@ -13,11 +13,14 @@ from sqlalchemy.engine import Connection
 from hub.store.schema import (
     audit,
     batches,
+    delegations,
+    device_codes,
     devices,
     entries,
     hub_state,
     invites,
     members,
+    refresh_tokens,
     replicas,
     rules,
     spaces,
@@ -301,3 +304,159 @@ def list_rules_txn(conn: Connection, space_id: str) -> list[dict[str, Any]]:
                         .order_by(rules.c.created_at, rules.c.id)).all()
     return [{"id": r.id, "effect": r.effect, "who": r.who, "actions": r.actions.split(","),
              "entries": r.entries} for r in rows]
+
+
+# ---------------------------------------------------------------- identity (refresh tokens,
+# delegations, device codes) and the admin listings
+
+
+def insert_refresh_txn(conn: Connection, **values: Any) -> None:
+    conn.execute(insert(refresh_tokens).values(**values))
+
+
+def refresh_by_hash_txn(conn: Connection, token_hash: str) -> Any:
+    return conn.execute(select(refresh_tokens)
+                        .where(refresh_tokens.c.token_hash == token_hash)).first()
+
+
+def use_refresh_txn(conn: Connection, refresh_id: str, now: int) -> bool:
+    """Mark a refresh credential used; False when another use got there first."""
+    res = conn.execute(update(refresh_tokens).where(and_(refresh_tokens.c.id == refresh_id,
+                                                         refresh_tokens.c.used_at.is_(None)))
+                       .values(used_at=now))
+    return res.rowcount == 1
+
+
+def revoke_refresh_family_txn(conn: Connection, family_id: str, now: int) -> int:
+    return conn.execute(update(refresh_tokens).where(and_(
+        refresh_tokens.c.family_id == family_id, refresh_tokens.c.revoked_at.is_(None)))
+        .values(revoked_at=now)).rowcount
+
+
+def revoke_device_refresh_txn(conn: Connection, device_id: str, now: int) -> int:
+    return conn.execute(update(refresh_tokens).where(and_(
+        refresh_tokens.c.device_id == device_id, refresh_tokens.c.revoked_at.is_(None)))
+        .values(revoked_at=now)).rowcount
+
+
+def insert_delegation_txn(conn: Connection, **values: Any) -> None:
+    conn.execute(insert(delegations).values(**values))
+
+
+def get_delegation_txn(conn: Connection, delegation_id: str) -> Any:
+    return conn.execute(select(delegations).where(delegations.c.id == delegation_id)).first()
+
+
+def list_delegations_txn(conn: Connection, *, user_id: str | None = None,
+                         space_id: str | None = None) -> list[dict[str, Any]]:
+    q = select(delegations, spaces.c.name.label("space_name")).join(
+        spaces, spaces.c.id == delegations.c.space_id)
+    if user_id is not None:
+        q = q.where(delegations.c.user_id == user_id)
+    if space_id is not None:
+        q = q.where(delegations.c.space_id == space_id)
+    rows = conn.execute(q.order_by(delegations.c.created_at, delegations.c.id)).all()
+    return [{"id": r.id, "user_id": r.user_id, "device_id": r.device_id, "space": r.space_id,
+             "space_name": r.space_name, "agent": r.agent, "scope": r.scope,
+             "created_at": r.created_at, "expires_at": r.expires_at,
+             "revoked_at": r.revoked_at} for r in rows]
+
+
+def revoke_delegation_txn(conn: Connection, delegation_id: str, now: int) -> int:
+    return conn.execute(update(delegations).where(and_(delegations.c.id == delegation_id,
+                                                       delegations.c.revoked_at.is_(None)))
+                        .values(revoked_at=now)).rowcount
+
+
+def insert_device_code_txn(conn: Connection, **values: Any) -> None:
+    conn.execute(insert(device_codes).values(**values))
+
+
+def device_code_by_txn(conn: Connection, *, device_code_hash: str | None = None,
+                       user_code_hash: str | None = None) -> Any:
+    q = select(device_codes)
+    if device_code_hash is not None:
+        q = q.where(device_codes.c.device_code_hash == device_code_hash)
+    else:
+        q = q.where(device_codes.c.user_code_hash == user_code_hash)
+    return conn.execute(q).first()
+
+
+def approve_device_code_txn(conn: Connection, code_id: str, user_id: str, now: int) -> bool:
+    res = conn.execute(update(device_codes).where(and_(device_codes.c.id == code_id,
+                                                       device_codes.c.approved_at.is_(None)))
+                       .values(approved_by=user_id, approved_at=now))
+    return res.rowcount == 1
+
+
+def use_device_code_txn(conn: Connection, code_id: str, device_id: str, now: int) -> bool:
+    """Single use, enforced here: only the first token request for a code succeeds."""
+    res = conn.execute(update(device_codes).where(and_(device_codes.c.id == code_id,
+                                                       device_codes.c.used_at.is_(None)))
+                       .values(used_at=now, device_id=device_id))
+    return res.rowcount == 1
+
+
+def list_devices_txn(conn: Connection, user_id: str | None) -> list[dict[str, Any]]:
+    q = (select(devices.c.id, devices.c.name, devices.c.user_id, devices.c.created_at,
+                devices.c.revoked_at, users.c.name.label("user_name"))
+         .join(users, users.c.id == devices.c.user_id))
+    if user_id is not None:
+        q = q.where(devices.c.user_id == user_id)
+    rows = conn.execute(q.order_by(devices.c.created_at, devices.c.id)).all()
+    return [{"id": r.id, "name": r.name, "user_id": r.user_id, "user_name": r.user_name,
+             "created_at": r.created_at, "revoked_at": r.revoked_at} for r in rows]
+
+
+def revoke_device_txn(conn: Connection, device_id: str, now: int) -> int:
+    return conn.execute(update(devices).where(and_(devices.c.id == device_id,
+                                                   devices.c.revoked_at.is_(None)))
+                        .values(revoked_at=now)).rowcount
+
+
+def list_replicas_txn(conn: Connection, space_id: str) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        select(replicas.c.id, replicas.c.name, replicas.c.device_id, replicas.c.created_at,
+               replicas.c.revoked_at, devices.c.name.label("device_name"), devices.c.user_id)
+        .join(devices, devices.c.id == replicas.c.device_id)
+        .where(replicas.c.space_id == space_id)
+        .order_by(replicas.c.created_at, replicas.c.id)).all()
+    return [{"id": r.id, "name": r.name, "device_id": r.device_id,
+             "device_name": r.device_name, "user_id": r.user_id, "created_at": r.created_at,
+             "revoked_at": r.revoked_at} for r in rows]
+
+
+def revoke_replica_txn(conn: Connection, replica_id: str, now: int) -> int:
+    return conn.execute(update(replicas).where(and_(replicas.c.id == replica_id,
+                                                    replicas.c.revoked_at.is_(None)))
+                        .values(revoked_at=now)).rowcount
+
+
+def list_invites_txn(conn: Connection, space_id: str | None) -> list[dict[str, Any]]:
+    q = select(invites)
+    q = q.where(invites.c.space_id.is_(None) if space_id is None
+                else invites.c.space_id == space_id)
+    rows = conn.execute(q.order_by(invites.c.created_at, invites.c.id)).all()
+    return [{"id": r.id, "space": r.space_id, "role": r.role, "created_by": r.created_by,
+             "created_at": r.created_at, "expires_at": r.expires_at, "used_at": r.used_at,
+             "used_by": r.used_by, "revoked_at": r.revoked_at} for r in rows]
+
+
+def get_invite_txn(conn: Connection, invite_id: str) -> Any:
+    return conn.execute(select(invites).where(invites.c.id == invite_id)).first()
+
+
+def revoke_invite_txn(conn: Connection, invite_id: str, now: int) -> int:
+    return conn.execute(update(invites).where(and_(invites.c.id == invite_id,
+                                                   invites.c.revoked_at.is_(None),
+                                                   invites.c.used_at.is_(None)))
+                        .values(revoked_at=now)).rowcount
+
+
+def insert_rule_txn(conn: Connection, **values: Any) -> None:
+    conn.execute(insert(rules).values(**values))
+
+
+def delete_rule_txn(conn: Connection, space_id: str, rule_id: str) -> int:
+    return conn.execute(rules.delete().where(and_(rules.c.space_id == space_id,
+                                                  rules.c.id == rule_id))).rowcount

@@ -46,7 +46,8 @@ devices = Table(
     Column("user_id", ID, ForeignKey("users.id"), nullable=False, index=True),
     Column("name", String(100), nullable=False),
     Column("public_key", String(64), nullable=False),
-    Column("token_hash", DIGEST, nullable=False, unique=True),
+    # legacy bearer credential hash (0001); device-bound tokens (0002) leave it NULL
+    Column("token_hash", DIGEST, nullable=True, unique=True),
     Column("created_at", BigInteger, nullable=False),
     Column("revoked_at", BigInteger, nullable=True),
 )
@@ -151,4 +152,46 @@ rules = Table(
     Column("actions", String(64), nullable=False),  # comma-separated create,update,delete
     Column("entries", String(240), nullable=False),  # glob on entry ids
     Column("created_at", BigInteger, nullable=False),
+)
+
+# ---------------------------------------------------------------- identity (0002)
+
+refresh_tokens = Table(
+    "refresh_tokens", metadata,
+    Column("id", ID, primary_key=True),
+    Column("family_id", ID, nullable=False, index=True),  # one login; reuse revokes it all
+    Column("device_id", ID, ForeignKey("devices.id"), nullable=False, index=True),
+    Column("token_hash", DIGEST, nullable=False, unique=True),  # SHA-256 of the secret
+    Column("created_at", BigInteger, nullable=False),
+    Column("expires_at", BigInteger, nullable=False),
+    Column("used_at", BigInteger, nullable=True),  # rotated: a second use is theft
+    Column("revoked_at", BigInteger, nullable=True),
+)
+
+delegations = Table(
+    "delegations", metadata,
+    Column("id", ID, primary_key=True),
+    Column("user_id", ID, ForeignKey("users.id"), nullable=False, index=True),
+    Column("device_id", ID, ForeignKey("devices.id"), nullable=False, index=True),
+    Column("space_id", ID, ForeignKey("spaces.id"), nullable=False, index=True),
+    Column("agent", String(64), nullable=False),
+    Column("scope", String(8), nullable=False),  # read | write
+    Column("created_at", BigInteger, nullable=False),
+    Column("expires_at", BigInteger, nullable=False),
+    Column("revoked_at", BigInteger, nullable=True),
+)
+
+device_codes = Table(
+    "device_codes", metadata,
+    Column("id", ID, primary_key=True),
+    Column("device_code_hash", DIGEST, nullable=False, unique=True),
+    Column("user_code_hash", DIGEST, nullable=False, unique=True),
+    Column("device_name", String(100), nullable=False),
+    Column("device_key", String(64), nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("expires_at", BigInteger, nullable=False),
+    Column("approved_by", ID, nullable=True),  # the user whose new device this becomes
+    Column("approved_at", BigInteger, nullable=True),
+    Column("used_at", BigInteger, nullable=True),  # tokens issued: never again
+    Column("device_id", ID, nullable=True),
 )

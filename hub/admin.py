@@ -1,0 +1,408 @@
+"""Administration: rules, members, invites, devices, replicas, delegations and the audit
+export. Every change is audited in the transaction that makes it; destructive verbs take
+``dry_run`` (every check runs, nothing is written, the answer says what would happen).
+
+Who may do what:
+- space admins (and hub owners): rules, members, invites and replicas of their space;
+- hub owners: every device; a member: their own devices, replicas and delegations;
+- delegated callers: nothing here (``direct`` refuses them first), except listing nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from hub import audit, policy
+from hub.access import Principal, space_access_txn
+from hub.keys import HubKey
+from hub.settings import Settings
+from hub.store import queries as q
+from hub.store.db import Store
+from hub.tokens import issue_access_token
+from shared.canonical import canonical_str
+from shared.errors import Forbidden, InvalidRequest, NotFound
+from shared.ids import is_id, new_id
+from shared.signing import jwk_thumbprint
+
+GLOB = re.compile(r"^[a-z0-9*?\[\]_./-]{1,200}$")
+AGENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,63}$")
+
+
+def direct(p: Principal) -> None:
+    """Delegated tokens never reach administration."""
+    if p.delegation_id is not None:
+        raise Forbidden("delegated credentials cannot use administrative endpoints",
+                        {"reason": "delegated"})
+
+
+def _dry(body: dict[str, Any]) -> bool:
+    v = body.get("dry_run", False)
+    if not isinstance(v, bool):
+        raise InvalidRequest("dry_run must be true or false")
+    return v
+
+
+class _DryRun(Exception):
+    """Raised inside a write transaction to roll it back after every check passed."""
+
+    def __init__(self, result: dict[str, Any]):
+        self.result = result
+
+
+def _write(store: Store, fn: Any, dry_run: bool) -> dict[str, Any]:
+    try:
+        out = store.run_write(lambda conn: fn(conn, dry_run))
+    except _DryRun as d:
+        return dict(d.result, dry_run=True)
+    return dict(out, dry_run=False)
+
+
+def _finish(out: dict[str, Any], dry_run: bool) -> dict[str, Any]:
+    if dry_run:
+        raise _DryRun(out)
+    return out
+
+
+# ---------------------------------------------------------------- rules
+
+
+def list_rules(store: Store, p: Principal, space_ref: str) -> dict[str, Any]:
+    direct(p)
+    with store.read() as conn:
+        space, _ = space_access_txn(conn, p, space_ref, "admin")
+        return {"space": space.id, "rules_version": space.rules_version,
+                "rules": q.list_rules_txn(conn, space.id)}
+
+
+def parse_rule(body: dict[str, Any]) -> dict[str, Any]:
+    effect = body.get("effect", "deny")
+    who, actions, entries = body.get("who"), body.get("actions"), body.get("entries")
+    if effect != "deny":
+        raise InvalidRequest("only deny rules exist (effect: deny)")
+    if not (isinstance(who, str) and (who in policy.ROLES or who == "agents" or is_id(who))):
+        raise InvalidRequest("who must be viewer, editor, admin, agents or a user id")
+    if not (isinstance(actions, list) and actions
+            and all(a in policy.ACTIONS for a in actions) and len(set(actions)) == len(actions)):
+        raise InvalidRequest("actions must be a non-empty list of create, update, delete")
+    if not (isinstance(entries, str) and GLOB.match(entries)):
+        raise InvalidRequest("entries must be a glob on entry ids, e.g. guardrail/*")
+    ordered = [a for a in policy.ACTIONS if a in actions]
+    return {"effect": "deny", "who": who, "actions": ordered, "entries": entries}
+
+
+def add_rule(store: Store, p: Principal, space_ref: str, body: dict[str, Any], now: int
+             ) -> dict[str, Any]:
+    direct(p)
+    rule = parse_rule(body)
+
+    def txn(conn: Any) -> dict[str, Any]:
+        space, _ = space_access_txn(conn, p, space_ref, "admin", lock=True)
+        rule_id = new_id(now)
+        q.insert_rule_txn(conn, id=rule_id, space_id=space.id, effect=rule["effect"],
+                          who=rule["who"], actions=",".join(rule["actions"]),
+                          entries=rule["entries"], created_at=now)
+        # the guard compares rules_version at commit: a batch prepared under the old rules
+        # is refused with head_changed and retried under these
+        q.bump_rules_version_txn(conn, space.id)
+        audit.record_space_txn(conn, space, at=now, action="rule.add", actor=p.actor(),
+                               details=dict(rule, id=rule_id))
+        return {"rule": dict(rule, id=rule_id), "rules_version": space.rules_version + 1}
+
+    return store.run_write(txn)
+
+
+def remove_rule(store: Store, p: Principal, space_ref: str, rule_id: str,
+                body: dict[str, Any], now: int) -> dict[str, Any]:
+    direct(p)
+
+    def txn(conn: Any, dry_run: bool) -> dict[str, Any]:
+        space, _ = space_access_txn(conn, p, space_ref, "admin", lock=True)
+        found = [r for r in q.list_rules_txn(conn, space.id) if r["id"] == rule_id]
+        if not found:
+            raise NotFound(f"no rule {rule_id} in this space")
+        out = {"rule": found[0], "rules_version": space.rules_version + 1}
+        _finish(out, dry_run)
+        q.delete_rule_txn(conn, space.id, rule_id)
+        q.bump_rules_version_txn(conn, space.id)
+        audit.record_space_txn(conn, space, at=now, action="rule.remove", actor=p.actor(),
+                               details=found[0])
+        return out
+
+    return _write(store, txn, _dry(body))
+
+
+# ---------------------------------------------------------------- members and invites
+
+
+def list_members(store: Store, p: Principal, space_ref: str) -> dict[str, Any]:
+    direct(p)
+    with store.read() as conn:
+        space, _ = space_access_txn(conn, p, space_ref, "admin")
+        return {"space": space.id, "members": q.list_members_txn(conn, space.id)}
+
+
+def set_role(store: Store, p: Principal, space_ref: str, user_id: str, body: dict[str, Any],
+             now: int) -> dict[str, Any]:
+    direct(p)
+    role = body.get("role")
+    if role not in policy.ROLES:
+        raise InvalidRequest("role must be viewer, editor or admin")
+
+    def txn(conn: Any, dry_run: bool) -> dict[str, Any]:
+        space, _ = space_access_txn(conn, p, space_ref, "admin", lock=True)
+        before = q.role_txn(conn, space.id, user_id)
+        if before is None:
+            raise NotFound(f"user {user_id} is not a member of this space")
+        out = {"user_id": user_id, "role": role, "previous": before}
+        _finish(out, dry_run)
+        q.set_member_txn(conn, space.id, user_id, role, now)
+        audit.record_space_txn(conn, space, at=now, action="member.role", actor=p.actor(),
+                               details=out)
+        return out
+
+    return _write(store, txn, _dry(body))
+
+
+def remove_member(store: Store, p: Principal, space_ref: str, user_id: str,
+                  body: dict[str, Any], now: int) -> dict[str, Any]:
+    direct(p)
+
+    def txn(conn: Any, dry_run: bool) -> dict[str, Any]:
+        space, _ = space_access_txn(conn, p, space_ref, "admin", lock=True)
+        before = q.role_txn(conn, space.id, user_id)
+        if before is None:
+            raise NotFound(f"user {user_id} is not a member of this space")
+        out = {"user_id": user_id, "removed": True, "previous": before}
+        _finish(out, dry_run)
+        q.remove_member_txn(conn, space.id, user_id)
+        audit.record_space_txn(conn, space, at=now, action="member.remove", actor=p.actor(),
+                               details=out)
+        return out
+
+    return _write(store, txn, _dry(body))
+
+
+def list_invites(store: Store, p: Principal, space_ref: str) -> dict[str, Any]:
+    direct(p)
+    with store.read() as conn:
+        space, _ = space_access_txn(conn, p, space_ref, "admin")
+        return {"space": space.id, "invites": q.list_invites_txn(conn, space.id)}
+
+
+def revoke_invite(store: Store, p: Principal, invite_id: str, body: dict[str, Any], now: int
+                  ) -> dict[str, Any]:
+    direct(p)
+
+    def txn(conn: Any, dry_run: bool) -> dict[str, Any]:
+        inv = q.get_invite_txn(conn, invite_id) if is_id(invite_id) else None
+        if inv is None:
+            raise NotFound(f"no invite {invite_id}")
+        if inv.space_id is None:
+            if not p.is_owner:
+                raise NotFound(f"no invite {invite_id}")
+            space = None
+        else:
+            space, _ = space_access_txn(conn, p, inv.space_id, "admin", lock=True)
+        if inv.used_at is not None or inv.revoked_at is not None:
+            raise Forbidden("this invite was already used or revoked",
+                            {"reason": "invite_used" if inv.used_at else "invite_revoked"})
+        out = {"invite": invite_id, "revoked": True}
+        _finish(out, dry_run)
+        q.revoke_invite_txn(conn, invite_id, now)
+        if space is None:
+            audit.record_hub_txn(conn, at=now, action="invite.revoke", actor=p.actor(),
+                                 details=out)
+        else:
+            audit.record_space_txn(conn, space, at=now, action="invite.revoke",
+                                   actor=p.actor(), details=out)
+        return out
+
+    return _write(store, txn, _dry(body))
+
+
+# ---------------------------------------------------------------- devices and replicas
+
+
+def list_devices(store: Store, p: Principal, all_users: bool) -> dict[str, Any]:
+    direct(p)
+    if all_users and not p.is_owner:
+        raise Forbidden("only hub owners list every device")
+    with store.read() as conn:
+        rows = q.list_devices_txn(conn, None if all_users else p.user_id)
+    for r in rows:
+        r["current"] = r["id"] == p.device_id
+    return {"devices": rows}
+
+
+def revoke_device(store: Store, p: Principal, device_id: str, body: dict[str, Any], now: int
+                  ) -> dict[str, Any]:
+    """Revoke a device: its tokens stop working on the next request, its refresh
+    credentials are revoked, and the guard refuses its in-flight publications."""
+    direct(p)
+
+    def txn(conn: Any, dry_run: bool) -> dict[str, Any]:
+        dev = q.device_by_id_txn(conn, device_id) if is_id(device_id) else None
+        if dev is None or (dev.user_id != p.user_id and not p.is_owner):
+            raise NotFound(f"no device {device_id} you may manage")
+        if dev.revoked_at is not None:
+            raise Forbidden("this device is already revoked", {"reason": "device_revoked"})
+        out = {"device": device_id, "name": dev.name, "user_id": dev.user_id, "revoked": True}
+        _finish(out, dry_run)
+        q.revoke_device_txn(conn, device_id, now)
+        q.revoke_device_refresh_txn(conn, device_id, now)
+        audit.record_hub_txn(conn, at=now, action="device.revoke", actor=p.actor(),
+                             details=out)
+        return out
+
+    return _write(store, txn, _dry(body))
+
+
+def list_replicas(store: Store, p: Principal, space_ref: str) -> dict[str, Any]:
+    direct(p)
+    with store.read() as conn:
+        space, role = space_access_txn(conn, p, space_ref, "viewer")
+        rows = q.list_replicas_txn(conn, space.id)
+    if role != "admin":
+        rows = [r for r in rows if r["user_id"] == p.user_id]
+    return {"space": space.id, "replicas": rows}
+
+
+def revoke_replica(store: Store, p: Principal, space_ref: str, replica_id: str,
+                   body: dict[str, Any], now: int) -> dict[str, Any]:
+    direct(p)
+
+    def txn(conn: Any, dry_run: bool) -> dict[str, Any]:
+        space, role = space_access_txn(conn, p, space_ref, "viewer", lock=True)
+        rep = q.get_replica_txn(conn, replica_id) if is_id(replica_id) else None
+        owner = q.device_by_id_txn(conn, rep.device_id) if rep is not None else None
+        if rep is None or rep.space_id != space.id or (
+                role != "admin" and (owner is None or owner.user_id != p.user_id)):
+            raise NotFound(f"no replica {replica_id} you may manage in this space")
+        if rep.revoked_at is not None:
+            raise Forbidden("this replica is already revoked", {"reason": "replica_revoked"})
+        out = {"replica": replica_id, "name": rep.name, "device_id": rep.device_id,
+               "revoked": True}
+        _finish(out, dry_run)
+        q.revoke_replica_txn(conn, replica_id, now)
+        audit.record_space_txn(conn, space, at=now, action="replica.revoke", actor=p.actor(),
+                               details=out)
+        return out
+
+    return _write(store, txn, _dry(body))
+
+
+# ---------------------------------------------------------------- delegations
+
+
+def parse_ttl(v: Any, maximum: int) -> int:
+    if not (isinstance(v, int) and not isinstance(v, bool) and 60 <= v <= maximum):
+        raise InvalidRequest(f"ttl_seconds must be an integer between 60 and {maximum}",
+                             {"max": maximum})
+    return v
+
+
+def create_delegation(store: Store, key: HubKey, settings: Settings, p: Principal,
+                      body: dict[str, Any], now: int) -> dict[str, Any]:
+    """Mint a token for an agent on the calling device: one space, read or write, bound to
+    the device key, at most ``delegation_ttl_max``; its ``act`` claim names the agent."""
+    if p.delegation_id is not None:
+        raise Forbidden("delegated credentials cannot mint delegations", {"reason": "delegated"})
+    agent, scope = body.get("agent"), body.get("scope", "read")
+    if not (isinstance(agent, str) and AGENT.match(agent)):
+        raise InvalidRequest("agent must be 1-64 of letters, digits, '_.@:-'")
+    if scope not in ("read", "write"):
+        raise InvalidRequest("scope must be read or write")
+    ttl = parse_ttl(body.get("ttl_seconds", 8 * 3600), settings.delegation_ttl_max)
+    space_ref = body.get("space")
+    if not isinstance(space_ref, str):
+        raise InvalidRequest("space is required")
+
+    def txn(conn: Any) -> dict[str, Any]:
+        space, _ = space_access_txn(conn, p, space_ref, "editor" if scope == "write"
+                                    else "viewer", lock=True)
+        dev = q.device_by_id_txn(conn, p.device_id)
+        d = {"id": new_id(now), "agent": agent, "space_id": space.id, "scope": scope}
+        expires = now + ttl * 1000
+        q.insert_delegation_txn(conn, id=d["id"], user_id=p.user_id, device_id=p.device_id,
+                                space_id=space.id, agent=agent, scope=scope, created_at=now,
+                                expires_at=expires)
+        audit.record_space_txn(conn, space, at=now, action="delegation.create",
+                               actor=p.actor(), details={"delegation": d["id"], "agent": agent,
+                                                         "scope": scope, "expires_at": expires})
+        token, _ = issue_access_token(key, aud=settings.url, user_id=p.user_id,
+                                      device_id=p.device_id, jkt=jwk_thumbprint(dev.public_key),
+                                      now_ms=now, ttl_s=ttl, delegation=d)
+        return {"delegation": {"id": d["id"], "space": space.id, "space_name": space.name,
+                               "agent": agent, "scope": scope, "expires_at": expires},
+                "token": token}
+
+    return store.run_write(txn)
+
+
+def list_delegations(store: Store, p: Principal) -> dict[str, Any]:
+    direct(p)
+    with store.read() as conn:
+        return {"delegations": q.list_delegations_txn(conn, user_id=p.user_id)}
+
+
+def revoke_delegation(store: Store, p: Principal, delegation_id: str, body: dict[str, Any],
+                      now: int) -> dict[str, Any]:
+    direct(p)
+
+    def txn(conn: Any, dry_run: bool) -> dict[str, Any]:
+        d = q.get_delegation_txn(conn, delegation_id) if is_id(delegation_id) else None
+        space = role = None
+        if d is not None:
+            try:
+                space, role = space_access_txn(conn, p, d.space_id, "viewer", lock=True)
+            except (NotFound, Forbidden):
+                space = None
+        if d is None or space is None or (d.user_id != p.user_id and role != "admin"):
+            raise NotFound(f"no delegation {delegation_id} you may manage")
+        if d.revoked_at is not None:
+            raise Forbidden("this delegation is already revoked",
+                            {"reason": "delegation_revoked"})
+        out = {"delegation": delegation_id, "agent": d.agent, "revoked": True}
+        _finish(out, dry_run)
+        q.revoke_delegation_txn(conn, delegation_id, now)
+        audit.record_space_txn(conn, space, at=now, action="delegation.revoke",
+                               actor=p.actor(), details=out)
+        return out
+
+    return _write(store, txn, _dry(body))
+
+
+# ---------------------------------------------------------------- audit
+
+
+def audit_lines(store: Store, p: Principal, space_ref: str | None, since: int
+                ) -> Iterator[bytes]:
+    """NDJSON export: one event per line, then ``{"end": {"count"}}``. Owners export every
+    chain (or one space); a space admin exports that space's chain."""
+    direct(p)
+    with store.read(snapshot=True) as conn:
+        chain = None
+        if space_ref is not None:
+            space, _ = space_access_txn(conn, p, space_ref, "admin")
+            chain = space.id
+        elif not p.is_owner:
+            raise Forbidden("only hub owners export the whole audit; name a space you admin")
+        n = 0
+        for row in q.iter_audit_txn(conn, since, chain):
+            n += 1
+            yield (canonical_str(audit.row_to_event(row)) + "\n").encode()
+        yield (canonical_str({"end": {"count": n}}) + "\n").encode()
+
+
+def verify_audit(store: Store, p: Principal, space_ref: str | None) -> dict[str, Any]:
+    events = []
+    for line in audit_lines(store, p, space_ref, 0):
+        import json
+
+        obj = json.loads(line)
+        if "end" not in obj:
+            events.append(obj)
+    ok, bad = audit.verify_events(events)
+    return {"ok": ok, "events": len(events), "first_bad": bad}

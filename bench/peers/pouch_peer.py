@@ -31,7 +31,8 @@ def ensure_installed(timeout: float = 600) -> None:
         return
     if shutil.which("npm") is None or shutil.which("node") is None:
         raise Unavailable("node/npm not installed")
-    t = run_timed(["npm", "install", "--prefix", str(NODE_DIR), "--no-audit", "--no-fund"],
+    t = run_timed(["npm", "ci", "--prefix", str(NODE_DIR), "--no-audit", "--no-fund",
+                   "--ignore-scripts"],
                   timeout=timeout)
     if t.returncode != 0 or not SERVER_BIN.exists():
         raise Unavailable(f"npm install failed: {t.stderr.strip()[-200:]}")

@@ -374,4 +374,5 @@ ROUTES = [
     Route("/v1/spaces/{space}/batches", publish, methods=["POST"]),
     Route("/v1/spaces/{space}/receipts/{replica}/{batch}", receipt, methods=["GET"]),
     Route("/v1/spaces/{space}/epoch", bump_epoch, methods=["POST"]),
+    *ADMIN_ROUTES,  # identity and administration (hub/admin.py, hub/grants.py)
 ]

@@ -17,9 +17,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from replica.auth import BearerAuth
+from replica import identity_cli
+from replica.auth import auth_for, delegated
+from replica.identity import CredentialFile
 from replica.client import HubClient
-from replica.home import Home, HubConfig, SpaceConfig, space_lock, write_json, write_secret
+from replica.home import Home, HubConfig, SpaceConfig, space_lock, write_json
 from replica.store import Store
 from replica.sync import Replica, SyncReport, now_ms
 from shared.errors import InvalidRequest, LocalError, NotJoined, QuireError
@@ -78,11 +80,16 @@ def error_doc(e: QuireError) -> dict[str, Any]:
 
 
 def _client(hub: HubConfig, transport: Any = None) -> HubClient:
-    cred = hub.credential()
-    if cred is None:
+    """A client with this device's DPoP auth flow (replica/auth.py); an agent given a
+    delegated token (``quire delegate create``) runs with QUIRE_DELEGATION_TOKEN set."""
+    creds = CredentialFile(hub.credential_path, hub.key_path)
+    auth = auth_for(hub.key_path, creds)
+    if auth is None:
         raise NotJoined(f"no device credential for hub {hub.url}; join it again")
-    return HubClient(hub.url, auth=BearerAuth(cred), hub_key=hub.public_key,
-                     transport=transport)
+    token = os.environ.get("QUIRE_DELEGATION_TOKEN")
+    if token:
+        auth = delegated(hub.key_path, token, auth.tokens.htu_base)
+    return HubClient(hub.url, auth=auth, hub_key=hub.public_key, transport=transport)
 
 
 def _hub_for(home: Home, args: argparse.Namespace) -> HubConfig:
@@ -222,15 +229,15 @@ def cmd_join(args: argparse.Namespace, out: Out) -> int:
                              "join; refusing to trust it",
                              {"pinned": known.public_key, "offered": public_key})
         key = load_private(known.key_path)
-        cred = known.credential()
     else:
         key = new_private_key()
         save_private(key, hub_dir / "device.pem")  # before redeeming: never lose the key
-        cred = None
-    with HubClient(url, auth=BearerAuth(cred) if cred else None, hub_key=public_key) as c:
+    creds = CredentialFile(hub_dir / "credential", hub_dir / "device.pem")
+    auth = auth_for(creds.key_path, creds) if known is not None else None
+    with HubClient(url, auth=auth, hub_key=public_key) as c:
         res = c.redeem(args.invite, device_name, public_b64(key))
-    if res.get("token"):
-        write_secret(hub_dir / "credential", res["token"])
+    if res.get("access_token"):  # a new device: tokens bound to its key (docs/security.md)
+        creds.save_grant(res, str(info.get("url") or url))
     hub = HubConfig(hub_id, url, public_key, info.get("key_id"), res.get("user_id"),
                     res.get("device_id"), device_name, hub_dir)
     if known is not None:
@@ -325,7 +332,7 @@ def cmd_admin(args: argparse.Namespace, out: Out) -> int:
             res = c.bump_epoch(args.space, args.reason)
             out.doc(res, f"epoch of {args.space} is now {res.get('epoch')} "
                          f"(was {res.get('previous')})")
-        else:
+        elif not identity_cli.admin(args, out, c, hub):
             raise UsageError(f"unknown admin command {args.noun} {args.verb}")
     return 0
 
@@ -394,6 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
     ic.add_argument("--role", choices=["viewer", "editor", "admin"])
     ic.add_argument("--owner", action="store_true", help="an owner enrollment code (no space)")
     ic.add_argument("--ttl", type=int, metavar="SECONDS", help="lifetime of the code")
+    identity_cli.add_invite_verbs(inv, common)
     ep = nouns.add_parser("epoch", parents=[common], help="epochs").add_subparsers(
         dest="verb", metavar="VERB", parser_class=_Parser)
     ep.required = True
@@ -401,7 +409,15 @@ def build_parser() -> argparse.ArgumentParser:
                        help="start a new epoch (replicas re-snapshot and replay local changes)")
     eb.add_argument("space", metavar="SPACE")
     eb.add_argument("--reason", required=True, metavar="TEXT")
+    identity_cli.add_admin_parsers(nouns, common, _Parser)
     a.set_defaults(func=cmd_admin)
+    identity_cli.add_parsers(sub, common, _Parser)
+    for name, fn in (("delegate", identity_cli.cmd_delegate),
+                     ("devices", identity_cli.cmd_devices)):
+        sub.choices[name].set_defaults(func=lambda args, out, fn=fn: fn(
+            args, out, _client(_hub_for(Home(), args))))
+    sub.choices["login"].set_defaults(func=lambda args, out: identity_cli.cmd_login(
+        args, out, Home()))
 
     from replica.conflicts_cli import add_parsers  # conflicts …, mcp
 

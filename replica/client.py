@@ -159,6 +159,37 @@ class HubClient:
     def bump_epoch(self, space: str, reason: str) -> dict[str, Any]:
         return self._request("POST", f"/v1/spaces/{_q(space)}/epoch", {"reason": reason})
 
+    # ------------------------------------------------------------ identity and administration
+    # (docs/protocol.md; destructive verbs take dry_run)
+
+    def admin_get(self, path: str, params: dict[str, Any] | None = None) -> Any:
+        """GET an administrative resource (``path`` built with ``q()`` by the caller)."""
+        return self._request("GET", path, params=params)
+
+    def admin_post(self, path: str, body: dict[str, Any]) -> Any:
+        return self._request("POST", path, body)
+
+    def audit(self, space: str | None, since: int = 0) -> Iterator[dict[str, Any]]:
+        """Audit events as exported (NDJSON), without the end line."""
+        params: dict[str, Any] = {"since": since}
+        if space:
+            params["space"] = space
+        for line in self._stream("/v1/audit", params):
+            if "end" not in line:
+                yield line
+
+    def grant(self, body: dict[str, Any], path: str, proof: str) -> tuple[int, Any]:
+        """An unauthenticated call carrying only a DPoP proof (token endpoint, device login).
+        Returns ``(status, body)`` undecoded: RFC 8628 polling reads codes such as
+        ``authorization_pending`` that are not errors of ours."""
+        try:
+            resp = self._http.request("POST", path, json=body, headers={"DPoP": proof})
+            return resp.status_code, (resp.json() if resp.content else None)
+        except (httpx2.TransportError, httpx2.StreamError) as e:
+            raise TransferFailed(f"POST {path}: {type(e).__name__}: {e}") from e
+        except ValueError as e:
+            raise TransferFailed(f"POST {path}: response is not JSON") from e
+
     # ------------------------------------------------------------ sync
 
     def _need_key(self) -> str:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -13,8 +15,10 @@ from starlette.exceptions import HTTPException
 from hub.api.http import http_error_handler, quire_error_handler, unhandled_error_handler
 from hub.api.routes import ROUTES
 from hub.dpop import JtiCache
+from hub.events import Broker
 from hub.guard import GuardHooks, Outcome
 from hub.keys import HubKey
+from hub.metrics import Metrics
 from hub.ratelimit import RateLimiter
 from hub.settings import Settings
 from hub.store.db import Store
@@ -40,14 +44,35 @@ class Hub:
         self.login_limiter = RateLimiter(rate_per_s=0.2, burst=5, clock=self.now)
         self.approve_limiter = RateLimiter(rate_per_s=0.1, burst=5, clock=self.now)
         self.listeners: list[Callable[[str, dict[str, Any]], None]] = []
+        self.metrics = Metrics()
+        # on PostgreSQL other hub processes publish too: LISTEN for their heads (hub/events.py)
+        dsn = None if store.sqlite else store.url.replace("postgresql+psycopg://",
+                                                          "postgresql://", 1)
+        self.broker = Broker(pg_dsn=dsn, on_notify_lag=self.metrics.notify_lag.observe,
+                             clock=self.now)
+        self.listeners.append(self.broker.local)
 
     def published(self, outcome: Outcome) -> None:
-        """After commit: tell in-process listeners (watchers' event streams)."""
+        """After commit: tell in-process listeners (watchers' event streams). Other hub
+        processes heard it from the committing transaction's NOTIFY."""
+        self.metrics.publications.inc()
         self._emit("head", {"space": outcome.space_id, "seq": outcome.seq,
-                            "digest": outcome.head_digest})
+                            "digest": outcome.head_digest, **outcome.extra})
 
     def epoch_changed(self, info: dict[str, Any]) -> None:
         self._emit("epoch", info)
+        self._notify_others("epoch", info)
+
+    def access_changed(self, space_id: str | None = None) -> None:
+        """After a revocation or membership change commits: open event streams re-check
+        their caller now (they also re-check every ``events_recheck_ms``)."""
+        info = {"space": space_id} if space_id else {}
+        self._emit("access", info)
+        self._notify_others("access", info)
+
+    def _notify_others(self, kind: str, data: dict[str, Any]) -> None:
+        if self.broker.pg_dsn:  # a short connection of its own, off the event loop
+            threading.Thread(target=self.broker.notify, args=(kind, data), daemon=True).start()
 
     def _emit(self, kind: str, data: dict[str, Any]) -> None:
         for fn in list(self.listeners):
@@ -65,11 +90,17 @@ def create_app(settings: Settings, *, store: Store | None = None, key: HubKey | 
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        hub.broker.start(asyncio.get_running_loop())
         yield
+        hub.broker.stop()
         store.dispose()
 
+    async def counted_error_handler(request: Any, exc: Exception) -> Any:
+        hub.metrics.refusals.labels(code=getattr(exc, "code", "internal")).inc()
+        return await quire_error_handler(request, exc)
+
     app = Starlette(routes=ROUTES, lifespan=lifespan, exception_handlers={
-        QuireError: quire_error_handler,
+        QuireError: counted_error_handler,
         HTTPException: http_error_handler,
         Exception: unhandled_error_handler,
     })

@@ -10,6 +10,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from hub import admin, feed, grants, guard, spaces
+from hub.api import events as live
 from hub.access import Principal, authenticate_txn, space_access_txn, verify_request
 from hub.dpop import verify_proof
 from hub.api.http import JSON, ndjson, read_json
@@ -279,6 +280,8 @@ async def register_replica(request: Request) -> Response:
 async def head(request: Request) -> Response:
     p = await principal(request)
     hub = _hub(request)
+    if request.query_params:  # ?wait=S&after=SEQ: long-poll (hub/api/events.py)
+        return JSON(await live.long_poll_head(request, p, hub))
     out = await run_in_threadpool(spaces.head, hub.store, hub.key, p,
                                   request.path_params["space"], hub.now())
     return JSON(out)
@@ -374,5 +377,7 @@ ROUTES = [
     Route("/v1/spaces/{space}/batches", publish, methods=["POST"]),
     Route("/v1/spaces/{space}/receipts/{replica}/{batch}", receipt, methods=["GET"]),
     Route("/v1/spaces/{space}/epoch", bump_epoch, methods=["POST"]),
+    Route("/v1/spaces/{space}/events", live.events, methods=["GET"]),
+    Route("/metrics", live.metrics, methods=["GET"]),
     *ADMIN_ROUTES,  # identity and administration (hub/admin.py, hub/grants.py)
 ]

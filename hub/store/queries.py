@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, func, insert, select, update
+from sqlalchemy import and_, func, insert, select, text, update
 from sqlalchemy.engine import Connection
 
 from hub.store.schema import (
@@ -460,3 +460,11 @@ def insert_rule_txn(conn: Connection, **values: Any) -> None:
 def delete_rule_txn(conn: Connection, space_id: str, rule_id: str) -> int:
     return conn.execute(rules.delete().where(and_(rules.c.space_id == space_id,
                                                   rules.c.id == rule_id))).rowcount
+
+
+def notify_txn(conn: Connection, channel: str, payload: str) -> None:
+    """PostgreSQL: queue a notification, delivered to every LISTENing process exactly when
+    this transaction commits (and never if it rolls back). SQLite: nothing to do."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_notify(:channel, :payload)"),
+                     {"channel": channel, "payload": payload})

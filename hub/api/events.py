@@ -1,0 +1,221 @@
+"""Live endpoints: the server-sent event stream of a space, the long-poll form of ``head``,
+and ``/metrics``. Handlers only: the broker (``hub/events.py``) decides who hears what.
+
+Event stream (``GET /v1/spaces/{space}/events``, ``text/event-stream``)::
+
+    retry: 1000
+
+    id: <epoch>:<seq>
+    event: head
+    data: {"space", "epoch", "seq", "digest", "at"}
+
+    event: epoch
+    data: {"space", "epoch", "previous"}
+
+    event: revoked
+    data: {"code", "message"}          (then the hub closes the stream)
+
+    : keepalive                        (a comment, every ``events_keepalive_ms``)
+
+The first event is the current head, unless ``Last-Event-ID`` already names it (a resumed
+stream then gets nothing until the head moves). Heads are state, not a log: intermediate
+heads may be skipped, and a client pulls every batch after its own head anyway. Head
+events are hints; clients verify what they pull (hub-signed heads, hash chain).
+
+The caller's access (device, user, membership) is re-read every ``events_recheck_ms``, and
+at once when an ``access`` event arrives; when it is gone, the stream ends with
+``revoked``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from hub import spaces
+from hub.access import Principal, recheck_principal_txn, space_access_txn
+from hub.events import Event
+from shared.errors import Forbidden, InvalidRequest, NotFound, Unauthorized
+
+REFUSED = (Unauthorized, Forbidden, NotFound)
+
+
+def _sse(event: str | None, data: dict[str, Any] | None = None, id: str | None = None) -> str:
+    lines = []
+    if id is not None:
+        lines.append(f"id: {id}")
+    if event is not None:
+        lines.append(f"event: {event}")
+    lines.append("data: " + json.dumps(data or {}, separators=(",", ":"), sort_keys=True))
+    return "\n".join(lines) + "\n\n"
+
+
+def _head_of(space: Any) -> dict[str, Any]:
+    return {"space": space.id, "epoch": space.epoch, "seq": int(space.head_seq),
+            "digest": space.head_digest}
+
+
+def _check(hub: Any, p: Principal, space_ref: str) -> dict[str, Any]:
+    """Re-read the caller and their membership; the space's head if access holds."""
+    with hub.store.read() as conn:
+        p = recheck_principal_txn(conn, p)
+        space, _ = space_access_txn(conn, p, space_ref, "viewer")
+        return _head_of(space)
+
+
+def _parse_last_id(value: str | None) -> tuple[str, int] | None:
+    if not value:
+        return None
+    epoch, _, seq = value.strip().partition(":")
+    try:
+        return epoch, int(seq)
+    except ValueError:
+        return None
+
+
+async def events(request: Request) -> Response:
+    from hub.api.routes import _hub, principal  # routes imports this module
+
+    p = await principal(request)
+    hub = _hub(request)
+    space_ref = request.path_params["space"]
+    s = hub.settings
+    sub = hub.broker.subscribe(None)  # before reading the head: nothing slips in between
+    try:
+        head = await run_in_threadpool(_check, hub, p, space_ref)
+    except BaseException:
+        sub.close()
+        raise
+    space_id = head["space"]
+    sub.space = space_id
+    resume = _parse_last_id(request.headers.get("last-event-id"))
+    metrics = hub.metrics
+
+    async def stream() -> AsyncIterator[str]:
+        nonlocal head
+        metrics.streams_open.inc()
+        sent: tuple[str, int] | None = resume
+        try:
+            yield "retry: 1000\n\n"
+
+            def head_events(h: dict[str, Any]) -> list[str]:
+                nonlocal sent
+                key = (h["epoch"], h["seq"])
+                if sent == key:
+                    return []
+                out = []
+                if sent is not None and sent[0] != h["epoch"]:
+                    out.append(_sse("epoch", {"space": space_id, "epoch": h["epoch"],
+                                              "previous": sent[0]}))
+                    metrics.events_sent.labels(type="epoch").inc()
+                elif sent is not None and sent[1] > h["seq"]:
+                    return []  # an older head arriving late
+                sent = key
+                out.append(_sse("head", dict(h, at=hub.now()), id=f"{key[0]}:{key[1]}"))
+                metrics.events_sent.labels(type="head").inc()
+                return out
+
+            for chunk in head_events(head):
+                yield chunk
+            keepalive = s.events_keepalive_ms / 1000
+            recheck = s.events_recheck_ms / 1000
+            next_check = time.monotonic() + recheck
+            last_write = time.monotonic()
+            while True:
+                now = time.monotonic()
+                timeout = max(0.0, min(last_write + keepalive, next_check) - now)
+                evs = await sub.next(timeout)
+                check_now = time.monotonic() >= next_check
+                chunks: list[str] = []
+                for ev in evs:
+                    if ev.kind == "head" and ev.data.get("space") == space_id:
+                        chunks += head_events({k: ev.data[k] for k in
+                                               ("space", "epoch", "seq", "digest")})
+                    elif ev.kind in ("epoch", "access", "poke"):
+                        check_now = True  # re-read: the head moved or access may be gone
+                if check_now:
+                    next_check = time.monotonic() + recheck
+                    try:
+                        head = await run_in_threadpool(_check, hub, p, space_id)
+                    except REFUSED as e:
+                        for chunk in chunks:
+                            yield chunk
+                        metrics.events_sent.labels(type="revoked").inc()
+                        yield _sse("revoked", {"code": e.code, "message": e.message})
+                        return
+                    except Exception:
+                        pass  # database unreachable: keep the stream, check again later
+                    else:
+                        chunks += head_events(head)
+                if not chunks and time.monotonic() - last_write >= keepalive:
+                    chunks.append(": keepalive\n\n")
+                for chunk in chunks:
+                    yield chunk
+                if chunks:
+                    last_write = time.monotonic()
+        finally:
+            sub.close()
+            metrics.streams_open.dec()
+
+    return StreamingResponse(stream(), media_type="text/event-stream", headers={
+        "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+def parse_long_poll(qp: Any, max_wait_s: int) -> tuple[float, int | None, str | None]:
+    unknown = set(qp) - {"wait", "after", "epoch"}
+    if unknown:
+        raise InvalidRequest(f"unknown query parameters: {', '.join(sorted(unknown))}")
+    try:
+        wait = float(qp.get("wait", "0"))
+        after = int(qp["after"]) if "after" in qp else None
+    except ValueError:
+        raise InvalidRequest("wait must be a number of seconds and after an integer seq"
+                             ) from None
+    if not 0 <= wait <= max_wait_s or (after is not None and after < 0):
+        raise InvalidRequest(f"wait must be between 0 and {max_wait_s} seconds, after >= 0",
+                             {"max_wait": max_wait_s})
+    return wait, after, qp.get("epoch")
+
+
+async def long_poll_head(request: Request, p: Principal, hub: Any) -> dict[str, Any]:
+    """``head?wait=S&after=SEQ[&epoch=E]``: answer at once when the head is not
+    ``(E, SEQ)``; otherwise when it moves, or after ``S`` seconds with the same head."""
+    wait, after, epoch = parse_long_poll(request.query_params, hub.settings.longpoll_max_s)
+    space_ref = request.path_params["space"]
+
+    def read() -> dict[str, Any]:
+        return spaces.head(hub.store, hub.key, p, space_ref, hub.now())
+
+    sub = hub.broker.subscribe(None)  # before the read: a publication cannot slip between
+    hub.metrics.longpolls.inc()
+    try:
+        h = await run_in_threadpool(read)
+        deadline = time.monotonic() + wait
+        while (after is None or h["seq"] == after) and (epoch is None or h["epoch"] == epoch):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            evs = await sub.next(left)
+            if any(_concerns(ev, h["space"]) for ev in evs):
+                h = await run_in_threadpool(read)
+        return h
+    finally:
+        hub.metrics.longpolls.dec()
+        sub.close()
+
+
+def _concerns(ev: Event, space_id: str) -> bool:
+    return ev.kind == "poke" or ev.data.get("space") in (None, space_id)
+
+
+async def metrics(request: Request) -> Response:
+    from hub.api.routes import _hub
+
+    m = _hub(request).metrics
+    return Response(m.render(), media_type=m.content_type)

@@ -1,0 +1,235 @@
+"""The event broker: tells open event streams (and long-polls) that a space changed.
+
+    publication commits ──► Hub.published() ──► Broker.local()  ──► subscriptions (this process)
+          │                                                   ▲
+          └─ pg_notify('quire_events', …) in the same txn     │ (deduplicated by head)
+                      │                                       │
+                      ▼                                       │
+           every hub process: listener thread (LISTEN) ───────┘
+
+Kinds of event: ``head`` (``{space, epoch, seq, digest, at}``), ``epoch`` (``{space, epoch,
+previous}``) and ``access`` (``{space?}``: somebody's access may have changed; streams
+re-check their caller now instead of at the next periodic check).
+
+PostgreSQL: the head notification is sent by ``SELECT pg_notify(…)`` inside the transaction
+that advances the head, so it is delivered exactly when (and only if) that transaction
+commits, to every process that LISTENs on the channel, this one included. The in-process
+path delivers first (no round trip); the echo is dropped because the broker remembers the
+newest head it has seen per space. A process whose LISTEN connection drops reconnects and
+then *pokes* every subscription, which re-reads the head from the database: notifications
+sent while it was deaf are not replayed by PostgreSQL, so this is what keeps a stream from
+missing a head.
+
+SQLite: one hub process serves one SQLite file (the file lock makes a second writer
+process slow and the design does not support it), so the in-process fan-out is all there
+is; nothing listens.
+
+Subscriptions are mailboxes that coalesce: a slow stream never makes a publication wait
+and never grows memory, it only skips intermediate heads (the newest head is what a
+watcher needs; it pulls every batch after its own head anyway).
+
+This module imports neither Starlette nor SQLAlchemy; the store hands it a DSN.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger("quire.hub.events")
+
+CHANNEL = "quire_events"
+MAILBOX = 32  # pending events per subscription before they collapse into one poke
+
+
+@dataclass
+class Event:
+    kind: str  # head | epoch | access | poke
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+class Subscription:
+    """One stream's mailbox. ``space`` None: every space (long-polls name one)."""
+
+    def __init__(self, broker: Broker, space: str | None):
+        self.broker = broker
+        self.space = space
+        self._pending: list[Event] = []
+        self._wake = asyncio.Event()
+
+    def push(self, ev: Event) -> None:  # event loop thread only
+        if len(self._pending) >= MAILBOX:
+            self._pending = [Event("poke")]
+        else:
+            self._pending.append(ev)
+        self._wake.set()
+
+    async def next(self, timeout: float | None) -> list[Event]:
+        """Events since the last call; ``[]`` when ``timeout`` passes first."""
+        if not self._pending:
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            except TimeoutError:
+                return []
+        out, self._pending = self._pending, []
+        self._wake.clear()
+        return out
+
+    def close(self) -> None:
+        self.broker.unsubscribe(self)
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Broker:
+    """Fan-out of hub events to this process's subscriptions, and across processes on
+    PostgreSQL through ``LISTEN``. Thread-safe entry points: ``local`` and the listener."""
+
+    def __init__(self, *, pg_dsn: str | None = None,
+                 on_notify_lag: Callable[[float], None] | None = None,
+                 clock: Callable[[], int] | None = None):
+        self.pg_dsn = pg_dsn
+        self.on_notify_lag = on_notify_lag
+        self.clock = clock or (lambda: int(time.time() * 1000))
+        self._subs: set[Subscription] = set()
+        self._seen: dict[str, tuple[str, int]] = {}  # space -> newest (epoch, seq) delivered
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.listening = threading.Event()  # set while a LISTEN connection is up
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        if self.pg_dsn and self._thread is None:
+            self._thread = threading.Thread(target=self._listen_forever, name="quire-listen",
+                                            daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=3)
+            self._thread = None
+
+    @property
+    def open_streams(self) -> int:
+        return len(self._subs)
+
+    def subscribe(self, space: str | None) -> Subscription:
+        sub = Subscription(self, space)
+        self._subs.add(sub)
+        return sub
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        self._subs.discard(sub)
+
+    # ------------------------------------------------------------ delivery
+
+    def local(self, kind: str, data: dict[str, Any]) -> None:
+        """A change committed in this process (``Hub.listeners`` calls this)."""
+        self._deliver_threadsafe(Event(kind, dict(data)))
+
+    def _deliver_threadsafe(self, ev: Event) -> None:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self._deliver(ev)
+        else:
+            loop.call_soon_threadsafe(self._deliver, ev)
+
+    def _fresh(self, ev: Event) -> bool:
+        """Drop heads already delivered (the NOTIFY echo of a local publication)."""
+        space = ev.data.get("space")
+        if ev.kind == "head" and isinstance(space, str):
+            key = (str(ev.data.get("epoch")), int(ev.data.get("seq", -1)))
+            prev = self._seen.get(space)
+            if prev is not None and prev[0] == key[0] and prev[1] >= key[1]:
+                return False
+            self._seen[space] = key
+        elif ev.kind == "epoch" and isinstance(space, str):
+            prev = self._seen.get(space)
+            if prev is not None and prev[0] == ev.data.get("epoch"):
+                return False
+            self._seen[space] = (str(ev.data.get("epoch")), 0)
+        return True
+
+    def _deliver(self, ev: Event) -> None:  # event loop thread
+        if not self._fresh(ev):
+            return
+        space = ev.data.get("space")
+        for sub in list(self._subs):
+            if ev.kind in ("poke", "access") or sub.space is None or space is None or sub.space == space:
+                sub.push(ev)
+
+    # ------------------------------------------------------------ PostgreSQL
+
+    @staticmethod
+    def payload(kind: str, data: dict[str, Any]) -> str:
+        return json.dumps({"k": kind, **data}, separators=(",", ":"), sort_keys=True)
+
+    def notify(self, kind: str, data: dict[str, Any]) -> None:
+        """Send one notification outside any transaction (epoch and access events, which
+        are announced after their transaction committed). No-op without PostgreSQL."""
+        if not self.pg_dsn:
+            return
+        import psycopg
+
+        try:
+            with psycopg.connect(self.pg_dsn, autocommit=True, connect_timeout=5) as conn:
+                conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, self.payload(kind, data)))
+        except Exception:  # streams still re-check access periodically
+            log.exception("could not send %s notification", kind)
+
+    def _on_notification(self, payload: str) -> None:
+        try:
+            msg = json.loads(payload)
+            kind = msg.pop("k")
+        except (ValueError, KeyError, TypeError, AttributeError):
+            log.warning("ignoring malformed notification %r", payload[:200])
+            return
+        at = msg.get("at")
+        if kind == "head" and isinstance(at, int) and self.on_notify_lag is not None:
+            self.on_notify_lag(max(0, self.clock() - at) / 1000.0)
+        self._deliver_threadsafe(Event(kind, msg))
+
+    def _listen_forever(self) -> None:
+        import psycopg
+
+        delay = 0.2
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(self.pg_dsn, autocommit=True, connect_timeout=5) as conn:
+                    conn.execute(f"LISTEN {CHANNEL}")
+                    self.listening.set()
+                    delay = 0.2
+                    # we may have been deaf: every stream re-reads its head
+                    self._deliver_threadsafe(Event("poke"))
+                    while not self._stop.is_set():
+                        for n in conn.notifies(timeout=1.0):
+                            self._on_notification(n.payload)
+            except Exception as e:
+                self.listening.clear()
+                if self._stop.is_set():
+                    break
+                log.warning("LISTEN connection lost (%s); reconnecting in %.1fs",
+                            type(e).__name__, delay)
+                self._stop.wait(delay)
+                delay = min(delay * 2, 5.0)
+        self.listening.clear()

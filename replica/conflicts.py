@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,7 @@ from sqlalchemy.pool import NullPool
 from replica import store as st
 from replica.crash import crash_point
 from replica.home import SpaceConfig, space_lock
-from replica.merge import END_MARKER, START_MARKER, live
+from replica.merge import END_MARKER, START_MARKER, live, merge_entry
 from replica.store import Conflict, Store
 from shared.digest import digest_of, sha256_hex
 from shared.entry import Entry, EntryError, guardrail_rank, make_entry, parse_markdown
@@ -84,8 +85,25 @@ def now_ms() -> int:
 
 def packet_digest(c: Conflict) -> str:
     """Digest over (entry, base, ours, theirs): changes when any input changes."""
-    return digest_of({"entry": c.entry_id, "base": st.version_of(c.base),
-                      "ours": st.version_of(c.ours), "theirs": st.version_of(c.theirs)})
+    key = (c.base, c.ours, c.theirs)
+    cached = getattr(c, "_packet_digest", None)  # versions of big bodies cost ~0.1 s each
+    if cached is not None and all(a is b for a, b in zip(cached[0], key, strict=True)):
+        return cached[1]
+    d = digest_of({"entry": c.entry_id, "base": st.version_of(c.base),
+                   "ours": st.version_of(c.ours), "theirs": st.version_of(c.theirs)})
+    c._packet_digest = (key, d)  # type: ignore[attr-defined]
+    return d
+
+
+def with_current_ours(c: Conflict, local: Entry | None) -> Conflict:
+    """The conflict as it stands now: a local edit of a held entry (its vault file, marker
+    kept) replaces ``ours``, so the packet, its digest and its merged body follow it."""
+    if st.version_of(local) == st.version_of(c.ours):
+        return c
+    r = merge_entry(c.base, local, c.theirs)
+    fields = list(r.conflicts) or c.fields
+    return Conflict(c.entry_id, fields, c.base, local, c.theirs, c.theirs_author,
+                    c.theirs_seq, r.body_with_markers, c.created_at)
 
 
 def packet_id_of(digest: str) -> str:
@@ -100,7 +118,8 @@ def conflict_kind(c: Conflict) -> str:
     return "edit"
 
 
-def split_pages(text: str, size: int = PAGE_BYTES) -> list[str]:
+@lru_cache(maxsize=16)  # paging a packet re-splits the same candidates page after page
+def split_pages(text: str, size: int = PAGE_BYTES) -> tuple[str, ...]:
     """UTF-8 chunks of at most ``size`` bytes cut on character boundaries: joining the pages
     and encoding gives the original bytes exactly."""
     data = text.encode("utf-8")
@@ -112,7 +131,7 @@ def split_pages(text: str, size: int = PAGE_BYTES) -> list[str]:
             j -= 1  # never split a multi-byte character
         out.append(data[i:j].decode("utf-8"))
         i = j
-    return out
+    return tuple(out)
 
 
 def _preview(text: str) -> str:
@@ -197,7 +216,8 @@ def packet_page(c: Conflict, n: int) -> dict[str, Any]:
         if p["first"] <= n < p["first"] + p["count"]:
             text = dict(_parts(c))[p["part"]]
             i = n - p["first"]
-            return {"packet_id": packet_id_of(packet_digest(c)), "digest": packet_digest(c),
+            digest = packet_digest(c)
+            return {"packet_id": packet_id_of(digest), "digest": digest,
                     "part": p["part"], "page": n, "part_page": i + 1, "part_pages": p["count"],
                     "part_size": len(text.encode("utf-8")),
                     "part_sha256": sha256_hex(text.encode("utf-8")),
@@ -328,6 +348,18 @@ def forget_resolutions_txn(conn: Connection, entry_ids: list[str]) -> None:
 
 # ---------------------------------------------------------------- the desk (I/O)
 
+
+def open_conflicts_txn(conn: Connection) -> list[Conflict]:
+    ids = conn.execute(select(st.conflicts_t.c.entry_id).order_by(
+        st.conflicts_t.c.entry_id)).scalars().all()
+    out = []
+    for eid in ids:
+        c = st.get_conflict_txn(conn, eid)
+        if c is not None:
+            out.append(with_current_ours(c, st.get_state_txn(conn, eid).local))
+    return out
+
+
 _claims_md = MetaData()
 claims_t = Table(
     "claims", _claims_md,
@@ -441,10 +473,14 @@ class Desk:
         return build_packet(c, base_author=base_author, base_seq=base_seq, ours_author=me,
                             claim=claim)
 
+    def open_conflicts(self) -> list[Conflict]:
+        with self.store.engine.connect() as conn:
+            return open_conflicts_txn(conn)
+
     def list(self) -> list[dict[str, Any]]:
         """A short line per open packet (read the full packet with ``show``)."""
         out = []
-        conflicts = self.store.conflicts()
+        conflicts = self.open_conflicts()
         with self._claims_tx() as conn:
             for c in conflicts:
                 digest = packet_digest(c)
@@ -461,7 +497,7 @@ class Desk:
         """The open conflict a packet id or entry id names; stale ids raise ``packet_stale``."""
         if not isinstance(ref, str) or not ref:
             raise InvalidRequest("give a packet id (pk-…) or an entry id")
-        conflicts = self.store.conflicts()
+        conflicts = self.open_conflicts()
         for c in conflicts:
             if ref in (c.entry_id, packet_id_of(packet_digest(c))):
                 return c
@@ -615,6 +651,7 @@ class Desk:
             c = st.get_conflict_txn(conn, c0.entry_id)
             if c is None:
                 raise NotFound(f"{c0.entry_id} is no longer in conflict", {"entry": c0.entry_id})
+            c = with_current_ours(c, st.get_state_txn(conn, c.entry_id).local)
             fresh = packet_digest(c)
             if fresh != digest:
                 raise PacketStale(

@@ -188,7 +188,8 @@ class Conflict:
 class Store:
     """One space's store. Open with ``Store(path)``; ``tx()`` gives a transaction."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, *, durable: bool = True):
+        """``durable=False`` skips fsync (tests only: a crash may then lose the last commit)."""
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self.engine = create_engine(f"sqlite:///{path}", poolclass=NullPool)
@@ -197,7 +198,7 @@ class Store:
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute("PRAGMA synchronous=FULL")
+            cur.execute("PRAGMA synchronous=FULL" if durable else "PRAGMA synchronous=OFF")
             cur.execute("PRAGMA busy_timeout=10000")
             cur.close()
 
@@ -373,6 +374,12 @@ def drop_conflict_txn(conn: Connection, entry_id: str) -> None:
 
 def add_vault_write_txn(conn: Connection, entry_id: str, content: str | None,
                         prev_hash: str | None) -> None:
+    """Journal a vault write. ``prev_hash`` is what the file holds now; when a write is
+    already pending, the file still holds what *that* write expected, so keep its hash."""
+    row = conn.execute(select(vault_pending_t.c.prev_hash).where(
+        vault_pending_t.c.entry_id == entry_id)).first()
+    if row is not None:
+        prev_hash = row.prev_hash
     conn.execute(delete(vault_pending_t).where(vault_pending_t.c.entry_id == entry_id))
     conn.execute(insert(vault_pending_t).values(entry_id=entry_id, content=content,
                                                 prev_hash=prev_hash))

@@ -24,6 +24,7 @@ import pytest
 
 from replica import vault as vlt
 from replica.auth import BearerAuth
+from replica.cli import status_doc
 from replica.client import HubClient
 from replica.home import Home
 from shared.digest import genesis_digest
@@ -122,6 +123,10 @@ class Member:
     def status(self) -> dict[str, Any]:
         return qjson(self.home, "status")
 
+    def local_status(self) -> dict[str, Any]:
+        """The same document as ``quire status --json``, computed in-process (faster)."""
+        return status_doc(Home(self.home).spaces()[0])
+
     def path(self, eid: str) -> Path:
         return vlt.entry_path(self.vault, eid)
 
@@ -152,13 +157,32 @@ class Team:
         self.space = qjson(owner, "admin", "space", "create", name)["space"]
 
     def invite(self, role: str = "editor") -> str:
-        return qjson(self.owner, "admin", "invite", "create", self.name, "--role", role)["code"]
+        # in-process with the owner's credential: the CLI verb is covered elsewhere, and each
+        # CLI start costs ~0.5 s of imports
+        h = Home(self.owner).hubs()[0]
+        with HubClient(h.url, auth=BearerAuth(h.credential() or ""),
+                       hub_key=h.public_key) as c:
+            return c.create_invite(self.space["id"], role)["code"]
 
     def member(self, name: str, role: str = "editor") -> Member:
-        home, vault = self.root / name / "home", self.root / name / "vault"
-        qjson(home, "join", self.hub.url, "--invite", self.invite(role), "--vault", str(vault),
-              "--device", name)
-        return Member(self, name, home, vault)
+        return self.members(name, role=role)[0]
+
+    def members(self, *names: str, role: str = "editor") -> list[Member]:
+        """Join several machines at once (the joins run in parallel processes)."""
+        procs, out = [], []
+        for name in names:
+            home, vault = self.root / name / "home", self.root / name / "vault"
+            env = dict(os.environ, QUIRE_HOME=str(home))
+            env.pop("QUIRE_TEST_CRASH_AT", None)
+            procs.append(subprocess.Popen(
+                [*QUIRE, "join", self.hub.url, "--invite", self.invite(role), "--vault",
+                 str(vault), "--device", name, "--json"], cwd=ROOT, env=env,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+            out.append(Member(self, name, home, vault))
+        for p in procs:
+            stdout, stderr = p.communicate(timeout=60)
+            assert p.returncode == 0, (stdout, stderr)
+        return out
 
     def batches(self, via: Member) -> list[dict[str, Any]]:
         """Every batch the hub holds in the current epoch (read through ``via``)."""

@@ -15,10 +15,10 @@ from tests.replica.fakehub import FakeHub
 
 
 class Local:
-    def __init__(self, root: Path, hub: FakeHub, name: str):
+    def __init__(self, root: Path, hub: FakeHub, name: str, durable: bool = True):
         self.name = name
         self.vault = root / name / "vault"
-        self.store = Store(root / name / "store.sqlite")
+        self.store = Store(root / name / "store.sqlite", durable=durable)
         self.client = HubClient("http://hub.test", transport=hub.transport(),
                                 hub_key=hub.public_key)
         self.engine = Replica(space_id=hub.space_id, replica_id=new_id(), vault=self.vault,

@@ -16,22 +16,23 @@ pytestmark = pytest.mark.e2e
 BODY = "one\ntwo\nthree\nfour\nfive\nsix\n"
 
 
-def converge(*members) -> None:
-    for _ in range(2):
-        for m in members:
-            m.sync()
+def converge(a, b) -> None:
+    """a pushes, b merges and pushes, a pulls: enough for two members."""
+    a.sync()
+    b.sync()
+    a.sync()
 
 
 def assert_identical(a, b) -> None:
     assert a.files() == b.files()
-    sa, sb = a.status(), b.status()
+    sa, sb = a.local_status(), b.local_status()
     assert sa["store_digest"] == sb["store_digest"]
     assert sa["head"] == sb["head"]
     assert not sa["conflicts"] and not sb["conflicts"]
 
 
 def test_concurrent_non_overlapping_edits_on_one_page_converge(team: Team):
-    a, b = team.member("a"), team.member("b")
+    a, b = team.members("a", "b")
     a.write(Entry(id="page/deploy", title="Deploy", body=BODY))
     converge(a, b)
     a.write(Entry(id="page/deploy", title="Deploy", body=BODY.replace("one", "ONE")))
@@ -45,7 +46,7 @@ def test_concurrent_non_overlapping_edits_on_one_page_converge(team: Team):
 
 
 def test_tag_and_link_edits_on_both_sides_converge(team: Team):
-    a, b = team.member("a"), team.member("b")
+    a, b = team.members("a", "b")
     a.write(Entry(id="page/p", title="P", tags=("x", "y"), links=("page/q",)))
     converge(a, b)
     a.write(Entry(id="page/p", title="P", tags=("y", "a-side"), links=("page/q", "page/r")))
@@ -57,7 +58,7 @@ def test_tag_and_link_edits_on_both_sides_converge(team: Team):
 
 
 def test_guardrail_raised_on_one_side_and_body_edited_on_the_other_converge(team: Team):
-    a, b = team.member("a"), team.member("b")
+    a, b = team.members("a", "b")
     a.write(Entry(id="guardrail/no-force-push", title="No force push", body="Never.\n",
                   meta={"severity": "warn"}))
     converge(a, b)
@@ -72,7 +73,7 @@ def test_guardrail_raised_on_one_side_and_body_edited_on_the_other_converge(team
 
 
 def test_conflicts_are_held_on_the_last_syncer_and_other_entries_still_publish(team: Team):
-    a, b = team.member("a"), team.member("b")
+    a, b = team.members("a", "b")
     a.write(Entry(id="page/overlap", title="O", body=BODY))
     a.write(Entry(id="page/gone", title="G", body=BODY))
     converge(a, b)
@@ -105,18 +106,17 @@ def test_conflicts_are_held_on_the_last_syncer_and_other_entries_still_publish(t
     assert len(team.batches_by(a, b)) == 1
 
 
-@pytest.mark.parametrize("point", ["after_scan", "after_pull", "before_push",
-                                   "after_push_before_receipt", "after_receipt",
-                                   "before_vault_write", "mid_vault_write"])
+# every point is also killed in-process (test_sync_inproc.py); these four run the real thing
+@pytest.mark.parametrize("point", ["after_pull", "before_push", "after_push_before_receipt",
+                                   "mid_vault_write"])
 def test_sync_killed_at_any_point_loses_nothing_and_publishes_once(team: Team, point: str):
     assert point in POINTS
-    a, b = team.member("a"), team.member("b")
+    a, b = team.members("a", "b")
     a.write(Entry(id="page/remote", title="from a", body="a\n"))
     a.sync()
     b.write(Entry(id="page/local", title="from b", body="b\n"))
     p = quire(b.home, "sync", "--json", env={"QUIRE_TEST_CRASH_AT": point}, check=False)
     assert p.returncode == -9, (p.stdout, p.stderr)
-    b.sync()
     b.sync()
     assert len(team.batches_by(a, b)) == 1
     assert b.read("page/remote").title == "from a"
@@ -128,10 +128,10 @@ def test_sync_killed_at_any_point_loses_nothing_and_publishes_once(team: Team, p
 
 
 def test_epoch_bump_with_unpublished_edits_lands_them_in_the_new_epoch(team: Team):
-    a, b = team.member("a"), team.member("b")
+    a, b = team.members("a", "b")
     a.write(Entry(id="page/p", title="P", body=BODY))
     converge(a, b)
-    old_epoch = a.status()["head"]["epoch"]
+    old_epoch = a.local_status()["head"]["epoch"]
     a.write(Entry(id="page/p", title="P edited offline", body=BODY))
     a.write(Entry(id="note/offline", title="made offline"))
     bumped = qjson(team.owner, "admin", "epoch", "bump", team.name, "--reason",
@@ -148,7 +148,7 @@ def test_epoch_bump_with_unpublished_edits_lands_them_in_the_new_epoch(team: Tea
 
 
 def test_bad_vault_input_is_reported_and_never_published_or_overwritten(team: Team, tmp_path):
-    a, b = team.member("a"), team.member("b")
+    a, b = team.members("a", "b")
     a.write(Entry(id="page/p", title="P", body=BODY))
     converge(a, b)
     broken = b"---\ntitle: [broken\n---\nmy text\n"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,6 +78,17 @@ def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
 def team_db(tmp_path: Path, db_url: str | None) -> Iterator[Team]:
     """A fresh team on SQLite and on PostgreSQL (the ``db_url`` parametrization)."""
     yield from make_team(tmp_path / "data", db_url)
+
+
+@pytest.fixture
+def team_pg(tmp_path: Path) -> Iterator[Team]:
+    """A fresh team on PostgreSQL only (where several connections truly race)."""
+    if not kit.pg_available():
+        if os.environ.get("CI"):
+            pytest.fail("PostgreSQL is not reachable at " + kit.PG_ADMIN_URL)
+        pytest.skip("PostgreSQL is not reachable at " + kit.PG_ADMIN_URL)
+    with kit.pg_database() as url:
+        yield from make_team(tmp_path / "data", url)
 
 
 def b64(obj: Any) -> str:

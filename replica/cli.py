@@ -19,9 +19,9 @@ from typing import Any, NoReturn
 
 from replica import identity_cli
 from replica.auth import auth_for, delegated
-from replica.identity import CredentialFile
 from replica.client import HubClient
 from replica.home import Home, HubConfig, SpaceConfig, space_lock, write_json
+from replica.identity import CredentialFile
 from replica.store import Store
 from replica.sync import Replica, SyncReport, now_ms
 from shared.errors import InvalidRequest, LocalError, NotJoined, QuireError
@@ -301,10 +301,31 @@ def cmd_sync(args: argparse.Namespace, out: Out) -> int:
 
 
 def cmd_status(args: argparse.Namespace, out: Out) -> int:
+    from replica.status import human_watcher, watcher_status
+
     space = Home().space(args.space)
     doc = status_doc(space)
-    out.doc(doc, _human_status(doc))
+    doc["watcher"] = watcher_status(space)  # the watcher's own status file (watch.json)
+    out.doc(doc, "\n".join([_human_status(doc), *human_watcher(doc["watcher"])]))
     return 1 if doc["state"] == "error" and args.strict else 0
+
+
+def cmd_watch(args: argparse.Namespace, out: Out) -> int:
+    """Keep spaces current (replica/watch.py); --install writes the systemd user unit."""
+    from replica import watch
+
+    home = Home()
+    spaces = [home.space(s) for s in args.spaces] if args.spaces else home.spaces()
+    if not spaces and not args.uninstall:
+        home.space(None)  # raises not_joined with the usual advice
+    names = [s.name for s in spaces]
+    if args.install or args.uninstall:
+        res = (watch.install_unit(home.root, names) if args.install
+               else watch.uninstall_unit(names))
+        out.doc(res, f"{'wrote' if args.install else 'removed'} {res['unit']}\n" +
+                "\n".join("  " + c for c in res["commands"]))
+        return 0
+    return watch.run_watch(home, spaces, say=out.say)
 
 
 def cmd_admin(args: argparse.Namespace, out: Out) -> int:
@@ -377,6 +398,15 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("space", nargs="?", metavar="SPACE", help="space id or name")
     st.add_argument("--strict", action="store_true", help="exit 1 when the last sync failed")
     st.set_defaults(func=cmd_status)
+
+    w = sub.add_parser("watch", parents=[common],
+                       help="keep spaces current: hub events, vault edits, backoff")
+    w.add_argument("spaces", nargs="*", metavar="SPACE", help="space ids or names "
+                   "(default: every joined space)")
+    w.add_argument("--install", action="store_true",
+                   help="write the systemd user unit for this machine")
+    w.add_argument("--uninstall", action="store_true", help="remove that unit")
+    w.set_defaults(func=cmd_watch)
 
     d = sub.add_parser("demo", parents=[common],
                        help="two replicas on an embedded hub: a clean merge and a held conflict")

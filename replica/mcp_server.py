@@ -272,6 +272,7 @@ class Session:
                     f"{entry_id} changed since you read it (expected_version does not match)",
                     {"current_version": current_version})
             vlt.write_atomic(space.vault, path, vlt.render(entry))
+        self._scan()  # the store (and so status and signals) sees the new version now
         return {"id": entry_id, "version": entry.version,
                 "created": current is None, "published": False,
                 "next": "call sync to publish it to the team"}

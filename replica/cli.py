@@ -111,6 +111,18 @@ def _replica(home: Home, space: SpaceConfig, progress: Any = None) -> tuple[Repl
     return rep, client, store
 
 
+SUSPENDING = ("unauthorized", "forbidden", "not_found")
+
+
+def _refusal(err: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Why the hub no longer accepts this replica, from the last sync error (or None)."""
+    if not err or err.get("code") not in SUSPENDING:
+        return None
+    reason = (err.get("details") or {}).get("reason") or (
+        "not_a_member" if err["code"] == "not_found" else err["code"])
+    return {"reason": reason, "message": err.get("message"), "since": err.get("at")}
+
+
 def status_doc(space: SpaceConfig) -> dict[str, Any]:
     saved: dict[str, Any] = {}
     if space.status_path.exists():
@@ -139,7 +151,13 @@ def status_doc(space: SpaceConfig) -> dict[str, Any]:
         }
     finally:
         store.close()
-    if doc["last_error"]:
+    refusal = _refusal(doc["last_error"])
+    if refusal is not None:
+        # the hub refused this device or replica (revoked, removed): nothing is published,
+        # local edits and the outbox stay; the next sync after access returns resumes
+        doc["state"] = "suspended"
+        doc["suspended"] = refusal
+    elif doc["last_error"]:
         doc["state"] = "error"
     elif head is None:
         doc["state"] = "never_synced"
@@ -186,6 +204,9 @@ def _human_status(doc: dict[str, Any]) -> str:
     if doc["last_error"]:
         e = doc["last_error"]
         lines.append(f"  last error: {e['code']}: {e['message']}")
+    if doc.get("suspended"):
+        lines.append(f"  suspended: {doc['suspended']['reason']}: the hub refuses this replica; "
+                     "local edits and the outbox are kept and publish once access returns")
     return "\n".join(lines)
 
 
@@ -251,8 +272,12 @@ def cmd_join(args: argparse.Namespace, out: Out) -> int:
         return 0
     space_id = space_info["id"]
     if any(s.space_id == space_id for s in home.spaces()):
-        raise LocalError(f"space {space_info['name']} is already joined on this machine",
-                         {"space": space_id})
+        # a new invite for a space this machine keeps (access was removed, now restored):
+        # the membership is back; the next sync publishes what waited in the outbox
+        out.doc({"hub": {"id": hub_id, "url": url}, "user_id": hub.user_id,
+                 "device_id": hub.device_id, "space": space_info, "rejoined": True},
+                f"access to {space_info['name']} restored; run 'quire sync'")
+        return 0
     vault = Path(args.vault) if args.vault else Path.cwd() / space_info["name"]
     vault = vault.resolve()
     with _client(hub) as c:

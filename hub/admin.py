@@ -323,6 +323,8 @@ def create_delegation(store: Store, key: HubKey, settings: Settings, p: Principa
         space, _ = space_access_txn(conn, p, space_ref, "editor" if scope == "write"
                                     else "viewer", lock=True)
         dev = q.device_by_id_txn(conn, p.device_id)
+        if dev is None:
+            raise NotFound("the calling device no longer exists")
         d = {"id": new_id(now), "agent": agent, "space_id": space.id, "scope": scope}
         expires = now + ttl * 1000
         q.insert_delegation_txn(conn, id=d["id"], user_id=p.user_id, device_id=p.device_id,

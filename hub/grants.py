@@ -114,7 +114,7 @@ def start_device(store: Store, settings: Settings, body: dict[str, Any], now: in
     if not (isinstance(name, str) and 0 < len(name) <= 100):
         raise InvalidRequest("device_name must be 1-100 characters")
     try:
-        load_public(device_key)
+        load_public(device_key)  # type: ignore[arg-type]  # checked right here
     except (ValueError, TypeError) as e:
         raise InvalidRequest("device_key must be a base64url Ed25519 public key") from e
     device_code = new_secret(DEVICE_CODE_PREFIX)

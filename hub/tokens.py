@@ -96,7 +96,7 @@ def verify_access_token(token: str, key: HubKey, *, aud: str, now_ms: int) -> Ac
     if header.get("kid") != key.kid:
         raise _bad("access token was not signed by this hub's key", "unknown_kid")
     try:
-        tok = jwt.decode(token, OKPKey.import_key(key.jwk()), algorithms=[ALG])
+        tok = jwt.decode(token, OKPKey.import_key(key.private.public_key()), algorithms=[ALG])
     except (JoseError, ValueError, TypeError) as e:
         raise _bad("access token signature does not verify", "bad_signature") from e
     c = tok.claims

@@ -288,6 +288,70 @@ class HubClient:
             raise HubUnverified(f"receipt does not extend the parent head: {e}") from e
         return receipt
 
+    # ------------------------------------------------------------ live
+
+    def events(self, space: str, *, last_event_id: str | None = None,
+               read_timeout: float = 60.0) -> Iterator[dict[str, Any]]:
+        """The space's server-sent events, each ``{"event", "id"?, "data"}``, until the
+        stream drops (``TransferFailed``) or the hub refuses (its error). The hub sends a
+        keep-alive comment every 15 s by default: ``read_timeout`` must exceed that."""
+        path = f"/v1/spaces/{_q(space)}/events"
+        headers = {"Accept": "text/event-stream"}
+        if last_event_id:
+            headers["Last-Event-ID"] = last_event_id
+        auth = self._http.auth
+        try:
+            with self._http.stream("GET", path, headers=headers,
+                                   auth=_StreamAuth(auth) if auth is not None else None,
+                                   timeout=httpx2.Timeout(self._http.timeout.connect or 30,
+                                                          read=read_timeout)) as resp:
+                if resp.status_code >= 400:
+                    resp.read()
+                    self._decode(resp, "GET", path)
+                ev: dict[str, Any] = {}
+                for line in resp.iter_lines():
+                    if line == "":
+                        if "data" in ev:
+                            yield ev
+                        ev = {}
+                    elif not line.startswith(":"):
+                        k, _, v = line.partition(":")
+                        v = v[1:] if v.startswith(" ") else v
+                        if k == "data":
+                            try:
+                                ev["data"] = json.loads(v)
+                            except ValueError:
+                                raise TransferFailed(f"GET {path}: event data is not JSON"
+                                                     ) from None
+                        elif k in ("event", "id"):
+                            ev[k] = v
+        except (httpx2.TransportError, httpx2.StreamError) as e:
+            raise TransferFailed(f"GET {path}: {type(e).__name__}: {e}") from e
+        raise TransferFailed(f"GET {path}: the event stream ended")
+
+
+class _StreamAuth(httpx2.Auth):
+    """Runs another auth flow (DPoP proofs, token refresh) on a request whose response is a
+    never-ending stream: bodies are read only for the flow's own requests (refresh) and for
+    errors, never for the stream itself (httpx would otherwise read it to the end)."""
+
+    requires_response_body = False
+
+    def __init__(self, inner: httpx2.Auth):
+        self.inner = inner
+
+    def auth_flow(self, request: httpx2.Request) -> Iterator[httpx2.Request]:
+        flow = self.inner.auth_flow(request)
+        req = next(flow)
+        while True:
+            response = yield req
+            if req is not request or response.status_code >= 400:
+                response.read()
+            try:
+                req = flow.send(response)
+            except StopIteration:
+                return
+
 
 def is_retryable(e: BaseException) -> bool:
     return isinstance(e, QuireError) and e.retryable

@@ -1,0 +1,82 @@
+"""Helpers for the watcher's end-to-end tests: hub processes (kit), machines joined with the
+real CLI (tests/replica/conftest.py's Team), and ``quire watch`` subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from replica.home import Home
+from tests.replica.conftest import QUIRE, ROOT, Member
+
+# fast pacing so the tests stay short; bounds are asserted against these
+WATCH_ENV = {
+    "QUIRE_WATCH_DEBOUNCE_MS": "200",
+    "QUIRE_WATCH_BACKOFF_INITIAL_MS": "200",
+    "QUIRE_WATCH_BACKOFF_MAX_MS": "1600",
+    "QUIRE_WATCH_BACKOFF_JITTER": "0.5",
+    "QUIRE_WATCH_POLL_MS": "1000",
+    "QUIRE_WATCH_SUSPENDED_RETRY_MS": "1000",
+    "QUIRE_WATCH_STREAM_READ_TIMEOUT_S": "5",
+}
+HUB_ENV = {"QUIRE_HUB_EVENTS_KEEPALIVE_MS": "1000", "QUIRE_HUB_EVENTS_RECHECK_MS": "1000"}
+
+
+class WatchProc:
+    def __init__(self, m: Member, env: dict[str, str] | None = None):
+        self.member = m
+        e = dict(os.environ, QUIRE_HOME=str(m.home), **WATCH_ENV, **(env or {}))
+        e.pop("QUIRE_TEST_CRASH_AT", None)
+        self.log = m.home.parent / "watch.log"
+        self._f = open(self.log, "ab")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen([*QUIRE, "watch"], cwd=ROOT, env=e, stdout=self._f,
+                                     stderr=subprocess.STDOUT)
+
+    @property
+    def status_path(self) -> Path:
+        return Path(Home(self.member.home).spaces()[0].dir) / "watch.json"
+
+    def status(self) -> dict[str, Any]:
+        try:
+            return json.loads(self.status_path.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def wait_ready(self, timeout: float = 30) -> None:
+        wait_for(lambda: self.status().get("stream") == "up"
+                 and self.status().get("state") in ("idle", "conflicts"), timeout,
+                 lambda: f"watcher of {self.member.name} not ready: {self.status()}\n"
+                         f"{self.log.read_text()[-2000:]}")
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self._f.close()
+        return self.proc.returncode
+
+
+def wait_for(cond: Callable[[], Any], timeout: float, why: Callable[[], str] | str = "",
+             step: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(why() if callable(why) else why or "timed out")
+        time.sleep(step)
+
+
+def page(slug: str, body: str) -> str:
+    return f"---\ntitle: {slug}\n---\n{body}"

@@ -1,0 +1,236 @@
+"""The watcher's decisions under a fake clock: backoff pacing and bounds, debounce, the
+reactions to hub events, errors, refusals and stream loss. Nothing sleeps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from replica.watch import Backoff, Debouncer, SyncResult, Watcher, WatchSettings
+from shared.errors import (
+    Forbidden,
+    LockHeld,
+    NotFound,
+    PolicyDenied,
+    TransferFailed,
+    Unauthorized,
+    Unavailable,
+)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1_000_000
+
+    def __call__(self) -> int:
+        return self.t
+
+    def advance(self, ms: int) -> None:
+        self.t += ms
+
+
+@pytest.mark.parametrize("jitter_draw", [0.0, 0.5, 0.999])
+def test_backoff_doubles_within_jitter_bounds_and_never_passes_the_cap(
+        jitter_draw: float) -> None:
+    b = Backoff(500, 8000, 0.5, rand=lambda: jitter_draw)
+    delays = [b.next() for _ in range(8)]
+    bases = [500, 1000, 2000, 4000, 8000, 8000, 8000, 8000]
+    for d, base in zip(delays, bases, strict=True):
+        assert base * 0.5 <= d <= base
+    assert max(delays) <= 8000
+
+
+def test_backoff_reset_starts_again_from_the_first_delay() -> None:
+    b = Backoff(100, 10_000, 0.0)
+    assert [b.next() for _ in range(4)] == [100, 200, 400, 800]
+    b.reset()
+    assert b.next() == 100
+
+
+def test_backoff_with_no_jitter_is_exact_and_huge_attempts_do_not_overflow() -> None:
+    b = Backoff(250, 60_000, 0.0)
+    b.attempt = 10_000
+    assert b.next() == 60_000
+
+
+def test_debounce_waits_for_quiet_after_the_last_edit() -> None:
+    c = Clock()
+    d = Debouncer(500, 5000, c)
+    assert not d.pending and d.deadline() is None and not d.due()
+    d.touch()
+    c.advance(300)
+    d.touch()  # a second save restarts the quiet period
+    c.advance(499)
+    assert not d.due()
+    c.advance(1)
+    assert d.due()
+
+
+def test_debounce_of_a_continuous_burst_fires_at_the_max_wait() -> None:
+    c = Clock()
+    d = Debouncer(500, 2000, c)
+    fired_at = None
+    for _ in range(100):  # an edit every 100 ms, never quiet
+        d.touch()
+        c.advance(100)
+        if d.due():
+            fired_at = c.t
+            break
+    assert fired_at is not None and fired_at - (1_000_000) == 2000
+
+
+class FakeSync:
+    def __init__(self, clock: Clock) -> None:
+        self.calls: list[bool] = []
+        self.errors: list[BaseException] = []
+        self.head: dict[str, Any] = {"epoch": "e", "seq": 0}
+        self.clock = clock
+
+    def __call__(self, local_only: bool) -> SyncResult:
+        self.calls.append(local_only)
+        if self.errors:
+            raise self.errors.pop(0)
+        return SyncResult(dict(self.head), 0, 0)
+
+
+def make(settings: WatchSettings | None = None) -> tuple[Watcher, FakeSync, Clock, list[dict]]:
+    c = Clock()
+    sync = FakeSync(c)
+    statuses: list[dict[str, Any]] = []
+    w = Watcher(sync=sync, write_status=statuses.append,
+                settings=settings or WatchSettings(backoff_initial_ms=500, backoff_max_ms=4000,
+                                                   backoff_jitter=0.5, debounce_ms=500,
+                                                   poll_ms=10_000, idle_poll_ms=300_000,
+                                                   suspended_retry_ms=60_000),
+                clock=c, rand=lambda: 0.5)
+    return w, sync, c, statuses
+
+
+def test_a_head_event_for_a_newer_head_syncs_at_once_and_an_old_one_does_not() -> None:
+    w, sync, c, _ = make()
+    w.handle(("stream", "up"))
+    w.tick()  # the start-up catch-up
+    assert sync.calls == [False] and w.state == "idle"
+    w.handle(("remote", {"epoch": "e", "seq": 0}))
+    assert w.next_wake() > c.t
+    w.tick()
+    assert len(sync.calls) == 1  # already there
+    sync.head = {"epoch": "e", "seq": 1}
+    w.handle(("remote", {"epoch": "e", "seq": 1}))
+    assert w.next_wake() == c.t
+    w.tick()
+    assert len(sync.calls) == 2 and w.status()["lag"] == {"seq": 0, "ms": 0}
+
+
+def test_local_edits_publish_once_after_the_debounce() -> None:
+    w, sync, c, _ = make()
+    w.handle(("stream", "up"))
+    w.tick()
+    for _ in range(5):
+        w.handle(("local", 1))
+        c.advance(100)
+        w.tick()
+    assert sync.calls == [False]
+    c.advance(400)
+    assert w.next_wake() == c.t
+    w.tick()
+    assert sync.calls == [False, True]  # one local-only sync for the burst
+
+
+def test_errors_back_off_within_the_configured_bounds_and_success_resets() -> None:
+    s = WatchSettings(backoff_initial_ms=200, backoff_max_ms=1600, backoff_jitter=0.5,
+                      poll_ms=1000)
+    w, sync, c, statuses = make(s)
+    sync.errors = [TransferFailed("down")] * 6 + [Unavailable("starting")]
+    for _ in range(7):
+        w.tick()
+        assert w.state == "backoff" and w.retry_at is not None
+        c.t = w.next_wake()
+    w.tick()
+    assert w.state == "idle" and w.backoff.attempt == 0 and w.last_error is None
+    delays = statuses[-1]["backoff"]["delays"]
+    assert [a for a, _ in delays] == list(range(7))
+    b = Backoff(200, 1600, 0.5)
+    for attempt, ms in delays:
+        lo, hi = b.bounds(attempt)
+        assert lo <= ms <= hi <= 1600
+    assert [ms for _, ms in delays] == [150, 300, 600, 1200, 1200, 1200, 1200]
+
+
+def test_the_stream_coming_back_cuts_the_backoff_short() -> None:
+    w, sync, c, _ = make()
+    sync.errors = [TransferFailed("down")] * 3
+    for _ in range(3):
+        w.tick()
+        c.t = w.next_wake()
+    assert w.state == "backoff"
+    sync.errors = []
+    w.handle(("stream", "up"))
+    assert w.next_wake() <= c.t
+    w.tick()
+    assert w.state == "idle"
+
+
+def test_losing_the_stream_polls_at_once_then_every_poll_interval() -> None:
+    w, sync, c, _ = make()
+    w.handle(("stream", "up"))
+    w.tick()
+    c.advance(1000)
+    w.handle(("stream", "down"))
+    w.tick()
+    assert len(sync.calls) == 2
+    c.advance(9_999)
+    w.tick()
+    assert len(sync.calls) == 2
+    c.advance(1)
+    w.tick()
+    assert len(sync.calls) == 3
+
+
+@pytest.mark.parametrize("err", [Unauthorized("revoked"), NotFound("not a member"),
+                                 Forbidden("replica revoked")])
+def test_refused_access_suspends_keeps_state_and_resumes_when_access_returns(
+        err: Exception) -> None:
+    w, sync, c, _ = make()
+    resumed: list[bool] = []
+    w.on_resume = lambda: resumed.append(True)
+    sync.errors = [err, err]
+    w.tick()
+    assert w.state == "suspended" and w.last_error["code"] == err.code  # type: ignore[attr-defined]
+    assert w.backoff.attempt == 0  # refusals are not retried at error pace
+    c.advance(59_999)
+    w.handle(("remote", {"epoch": "e", "seq": 9}))
+    w.handle(("local", 1))
+    w.tick()
+    assert len(sync.calls) == 1  # nothing is sent while suspended
+    c.advance(1)
+    w.tick()
+    assert len(sync.calls) == 2 and w.state == "suspended"
+    c.t = w.next_wake()
+    w.tick()
+    assert w.state == "idle" and resumed == [True]
+
+
+def test_a_revoked_event_suspends_without_a_request() -> None:
+    w, sync, _, _ = make()
+    w.handle(("refused", "not_found", "gone"))
+    w.tick()
+    assert sync.calls == [] and w.state == "suspended"
+
+
+def test_policy_denial_is_an_error_not_a_suspension() -> None:
+    w, sync, _, _ = make()
+    sync.errors = [PolicyDenied("no guardrails for you")]
+    w.tick()
+    assert w.state == "backoff" and w.last_error["retryable"] is False  # type: ignore[index]
+
+
+def test_a_manual_sync_holding_the_lock_is_waited_for_not_counted_as_an_error() -> None:
+    w, sync, c, _ = make()
+    sync.errors = [LockHeld("busy")]
+    w.tick()
+    assert w.backoff.attempt == 0 and w.last_error is None
+    c.advance(250)
+    w.tick()
+    assert len(sync.calls) == 2 and w.state == "idle"

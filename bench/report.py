@@ -153,7 +153,7 @@ def print_table(results: Results, cfg: dict[str, Any], goal_list: list[Goal],
         ratio = ""
         if r.system not in QUIRE:
             v = results.ratio(r.scenario, r.size, quire_sys, r.system)
-            ratio = "—" if v is None else (f"{v:.0%}" if r.scenario == "publish_rate"
+            ratio = "—" if v is None else (f"{v:.1%}" if r.scenario == "publish_rate"
                                            else f"{v:.2f}×")
         size = "" if r.scenario == "publish_rate" else f"{r.size:,}"
         t.add_row(label if label != last else "", size, r.system, _fmt(r.value, r.unit),

@@ -34,16 +34,24 @@ from bench.report import Results, Row, goals, machine, print_table, write_json
 HERE = Path(__file__).resolve().parent
 RESULTS_DIR = HERE / "results"
 
+# Quick mode is a smoke run with a wall-clock budget: Quire scenarios that would start
+# after it are reported as skipped (peers run first; they take seconds).
 QUICK: dict[str, Any] = {
     "clients": 16, "publish_seconds": 3.0, "bulk": 2000, "batch": 500, "changed": 10,
-    "clone_sizes": [1000], "large": 1000, "noop_sizes": [100, 1000], "noop_repeats": 2,
+    "clone_sizes": [500], "large": 500, "noop_sizes": [50, 500], "noop_repeats": 2,
+    "budget_s": 105,
 }
 FULL: dict[str, Any] = {
     "clients": 16, "publish_seconds": 20.0, "bulk": 20000, "batch": 500, "changed": 10,
     "clone_sizes": [20000, 100000], "large": 100000, "noop_sizes": [1000, 100000],
-    "noop_repeats": 5,
+    "noop_repeats": 5, "budget_s": None,
 }
+SYSTEMS = ("bare", "quire", "git", "pouchdb")
 PG_ADMIN_URL = os.environ.get("QUIRE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+class Skipped(Exception):
+    """A scenario not run on purpose (not selected, or quick mode's budget spent)."""
 
 
 def log(msg: str) -> None:
@@ -51,8 +59,10 @@ def log(msg: str) -> None:
 
 
 class Bench:
-    def __init__(self, cfg: dict[str, Any], root: Path):
+    def __init__(self, cfg: dict[str, Any], root: Path, systems: tuple[str, ...] = SYSTEMS):
         self.cfg = cfg
+        self.t0 = time.monotonic()
+        self.systems = systems
         self.root = root
         self.results = Results()
         self.down: dict[str, str] = {}  # system -> why it cannot run at all
@@ -63,6 +73,12 @@ class Bench:
         self.env.setdefault("QUIRE_HUB_ACCESS_TTL", str(6 * 3600))
         self.info: dict[str, Any] = {}
         self.cleanups: list[Callable[[], None]] = []
+        for family, names in (("bare", ["bare-starlette"]), ("git", ["git"]),
+                              ("pouchdb", ["pouchdb"]),
+                              ("quire", ["quire", "quire-sqlite", "quire-pg"])):
+            if family not in systems:
+                for name in names:
+                    self.down[name] = "skipped: not selected (--systems)"
 
     # ------------------------------------------------------------ bookkeeping
 
@@ -76,6 +92,8 @@ class Bench:
             row.status = down
         try:
             yield row
+        except Skipped as e:
+            row.status = f"skipped: {e}"
         except Unavailable as e:
             if not down:
                 row.status = f"unavailable: {e}"
@@ -89,6 +107,18 @@ class Bench:
             row.status = "failed: no value recorded"
         self.results.add(row)
         log(f"{scenario} {size} {system}: {row.value} {unit} {row.status}")
+
+    def gate(self, system: str) -> None:
+        """Called first in every scenario body: refuse to start what must not run."""
+        family = "quire" if system.startswith("quire") else \
+            "bare" if system == "bare-starlette" else system
+        if family not in self.systems:
+            raise Skipped("not selected (--systems)")
+        if system in self.down:
+            raise Unavailable(self.down[system].split(": ", 1)[-1])
+        budget = self.cfg.get("budget_s")
+        if budget and family == "quire" and time.monotonic() - self.t0 > budget:
+            raise Skipped(f"quick-mode budget ({budget} s) spent")
 
     def setup(self, system: str, fn: Callable[[], Any]) -> Any:
         """Run a setup step; on failure mark the system down with the reason."""
@@ -117,9 +147,9 @@ class Bench:
                                "digests": {str(n): corpus_mod.digest(e) for n, e in data.items()}}
         log(f"corpus: base {len(base)} entries; sizes {self.sizes()}")
         self.publish_rates()
-        self.quire_scenarios(data)
         self.git_scenarios(data)
         self.pouch_scenarios(data)
+        self.quire_scenarios(data)
         self.results.rows.sort(key=lambda r: (list(ORDER).index(r.scenario), r.size,
                                               SYSTEM_ORDER.get(r.system, 9)))
 
@@ -134,8 +164,7 @@ class Bench:
         ]
         for system, make in targets:
             with self.attempt("publish_rate", 1, system, "batches/s", True) as row:
-                if system in self.down:
-                    continue
+                self.gate(system)
                 target = make()
                 log(f"publish rate: {system}, {c['clients']} clients, {c['publish_seconds']}s")
                 res = publish_rate(target, c["clients"], c["publish_seconds"])
@@ -218,8 +247,7 @@ class Bench:
         spaces: dict[int, tuple[str, Publisher]] = {}
         for size in self.sizes():
             with self.attempt("bulk_publish", size, "quire", "entries/s", True) as row:
-                if "quire" in self.down:
-                    continue
+                self.gate("quire")
                 space = self.owner.create_space(f"s{size}")
                 pub = Publisher(self.hub.url, self.owner.invite(space), name=f"bulk-{size}")
                 self.cleanups.append(pub.close)
@@ -234,38 +262,9 @@ class Bench:
                 row.details = {"seconds": round(seconds, 3), "batches": pub.seq}
             if size != c["bulk"]:  # loading the other sizes is setup, not the scenario
                 self.results.rows.pop()
-        replicas: dict[int, Member] = {}
-        for size in sorted({*c["clone_sizes"], *c["noop_sizes"], c["large"]}):
-            scenario = "clone" if size in c["clone_sizes"] else "setup_clone"
-            with self.attempt(scenario, size, "quire", "s") as row:
-                if size not in spaces:
-                    raise Unavailable("space was not loaded")
-                space, _pub = spaces[size]
-                member = Member(f"m{size}", self.root, self.env)
-                vault = self.root / f"vault-{size}"
-                assert self.hub.server is not None
-                self.hub.server.reset_peak()
-                join = member.join(self.hub.url, self.owner.invite(space), vault)
-                sync = member.sync()
-                hub_peak = self.hub.server.peak_rss_mb()
-                files = sum(1 for _ in vault.rglob("*.md"))
-                if files < size:
-                    raise Unavailable(f"vault has {files} of {size} entries after join+sync")
-                replicas[size] = member
-                row.value = join.seconds + sync.seconds
-                row.details = {"join_s": round(join.seconds, 3), "sync_s": round(sync.seconds, 3),
-                               "replica_peak_rss_mb": round(max(join.peak_rss_mb,
-                                                                sync.peak_rss_mb), 1),
-                               "hub_peak_rss_mb": hub_peak, "files": files}
-            if scenario == "setup_clone":
-                self.results.rows.pop()
-            elif size == c["large"]:
-                with self.attempt("replica_rss_clone", size, "quire", "MB") as mrow:
-                    if not row.ok:
-                        raise Unavailable(row.status)
-                    mrow.value = row.details["replica_peak_rss_mb"]
         big = c["large"]
         with self.attempt("hub_rss_snapshot", big, "quire", "MB") as row:
+            self.gate("quire")
             if big not in spaces:
                 raise Unavailable("space was not loaded")
             assert self.hub.server is not None
@@ -276,7 +275,62 @@ class Bench:
             row.details = {"lines": lines, "seconds": round(time.perf_counter() - start, 3),
                            "rss_before_mb": before}
             row.value = self.hub.server.peak_rss_mb()
+        # the large space first (clone, incremental, no-op), then the other sizes, so a
+        # quick run that spends its budget loses the least informative rows
+        replicas: dict[int, Member] = {}
+        order = [big] + sorted({*c["clone_sizes"], *c["noop_sizes"]} - {big}, reverse=True)
+        for size in order:
+            self._quire_clone(size, spaces, replicas)
+            if size == big:
+                self._quire_incremental(big, spaces, replicas, data)
+            if size in c["noop_sizes"]:
+                with self.attempt("noop_sync", size, "quire", "s") as row:
+                    self.gate("quire")
+                    if size not in replicas:
+                        raise Unavailable("no replica of this size")
+                    times = [replicas[size].sync().seconds for _ in range(c["noop_repeats"])]
+                    row.value = statistics.median(times)
+                    row.details = {"runs_s": [round(x, 3) for x in times]}
+
+    def _quire_clone(self, size: int, spaces: dict[int, tuple[str, Publisher]],
+                     replicas: dict[int, Member]) -> None:
+        c = self.cfg
+        scenario = "clone" if size in c["clone_sizes"] else "setup_clone"
+        with self.attempt(scenario, size, "quire", "s") as row:
+            self.gate("quire")
+            if size not in spaces:
+                raise Unavailable("space was not loaded")
+            space, _pub = spaces[size]
+            member = Member(f"m{size}", self.root, self.env)
+            vault = self.root / f"vault-{size}"
+            assert self.hub.server is not None
+            self.hub.server.reset_peak()
+            join = member.join(self.hub.url, self.owner.invite(space), vault)
+            sync = member.sync()
+            hub_peak = self.hub.server.peak_rss_mb()
+            files = sum(1 for _ in vault.rglob("*.md"))
+            if files < size:
+                raise Unavailable(f"vault has {files} of {size} entries after join+sync")
+            replicas[size] = member
+            row.value = join.seconds + sync.seconds
+            row.details = {"join_s": round(join.seconds, 3), "sync_s": round(sync.seconds, 3),
+                           "replica_peak_rss_mb": round(max(join.peak_rss_mb,
+                                                            sync.peak_rss_mb), 1),
+                           "hub_peak_rss_mb": hub_peak, "files": files}
+        if scenario == "setup_clone":
+            self.results.rows.pop()
+        elif size == c["large"]:
+            with self.attempt("replica_rss_clone", size, "quire", "MB") as mrow:
+                if not row.ok:
+                    raise Unavailable(row.status)
+                mrow.value = row.details["replica_peak_rss_mb"]
+
+    def _quire_incremental(self, big: int, spaces: dict[int, tuple[str, Publisher]],
+                           replicas: dict[int, Member],
+                           data: dict[int, list[dict[str, Any]]]) -> None:
+        c = self.cfg
         with self.attempt("incremental", big, "quire", "s") as row:
+            self.gate("quire")
             if big not in replicas:
                 raise Unavailable("no replica of the large space")
             space, pub = spaces[big]
@@ -288,13 +342,6 @@ class Bench:
                 raise Unavailable("the change did not reach the vault after one sync")
             row.value = t.seconds
             row.details = {"peak_rss_mb": round(t.peak_rss_mb, 1)}
-        for size in c["noop_sizes"]:
-            with self.attempt("noop_sync", size, "quire", "s") as row:
-                if size not in replicas:
-                    raise Unavailable("no replica of this size")
-                times = [replicas[size].sync().seconds for _ in range(c["noop_repeats"])]
-                row.value = statistics.median(times)
-                row.details = {"runs_s": [round(x, 3) for x in times]}
 
     # ------------------------------------------------------------ git
 
@@ -307,6 +354,7 @@ class Bench:
             self.cleanups.append(git.stop)
             self.info["git"] = git.version
         with self.attempt("bulk_publish", c["bulk"], "git", "entries/s", True) as row:
+            self.gate("git")
             seconds = git.bulk_push("bulk", data[c["bulk"]], c["batch"])
             row.value = c["bulk"] / seconds
             row.details = {"seconds": round(seconds, 3),
@@ -316,6 +364,7 @@ class Bench:
         for size in sorted({*c["clone_sizes"], *c["noop_sizes"], c["large"]}):
             scenario = "clone" if size in c["clone_sizes"] else "setup_clone"
             with self.attempt(scenario, size, "git", "s") as row:
+                self.gate("git")
                 works[size] = git.create(f"s{size}", data[size])
                 dest = root / f"clone-{size}"
                 t = git.clone(f"s{size}", dest)
@@ -331,6 +380,7 @@ class Bench:
                     mrow.value = row.details["peak_rss_mb"]
         big = c["large"]
         with self.attempt("incremental", big, "git", "s") as row:
+            self.gate("git")
             if big not in clones:
                 raise Unavailable("no clone of the large repository")
             push = git.change_and_push(works[big], corpus_mod.edited(data[big], c["changed"]))
@@ -339,6 +389,7 @@ class Bench:
             row.details = {"push_s": round(push.seconds, 3), "peak_rss_mb": round(t.peak_rss_mb, 1)}
         for size in c["noop_sizes"]:
             with self.attempt("noop_sync", size, "git", "s") as row:
+                self.gate("git")
                 if size not in clones:
                     raise Unavailable("no clone of this size")
                 times = [git.pull(clones[size]).seconds for _ in range(c["noop_repeats"])]
@@ -359,6 +410,7 @@ class Bench:
         loaded: set[int] = set()
         for size in self.sizes():
             with self.attempt("bulk_publish", size, "pouchdb", "entries/s", True) as row:
+                self.gate("pouchdb")
                 seconds = pouch.bulk_load(f"s{size}", data[size], c["batch"])
                 loaded.add(size)
                 row.value = size / seconds
@@ -369,6 +421,7 @@ class Bench:
         for size in sorted({*c["clone_sizes"], *c["noop_sizes"], c["large"]}):
             scenario = "clone" if size in c["clone_sizes"] else "setup_clone"
             with self.attempt(scenario, size, "pouchdb", "s") as row:
+                self.gate("pouchdb")
                 if size not in loaded:
                     raise Unavailable("database was not loaded")
                 target = root / f"local-{size}"
@@ -396,6 +449,7 @@ class Bench:
                     mrow.details = {"how": "pouchdb-server (in memory) peak while replicating"}
         big = c["large"]
         with self.attempt("incremental", big, "pouchdb", "s") as row:
+            self.gate("pouchdb")
             if big not in targets:
                 raise Unavailable("no local copy of the large database")
             pouch.bulk_load(f"s{big}", corpus_mod.edited(data[big], c["changed"]), c["batch"])
@@ -404,6 +458,7 @@ class Bench:
             row.details = dict(t.details)  # type: ignore[attr-defined]
         for size in c["noop_sizes"]:
             with self.attempt("noop_sync", size, "pouchdb", "s") as row:
+                self.gate("pouchdb")
                 if size not in targets:
                     raise Unavailable("no local copy of this size")
                 times = [pouch.replicate(f"s{size}", targets[size]).seconds
@@ -431,12 +486,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="small sizes, whole run under 2 min")
     p.add_argument("--out", type=Path, default=None, help="JSON result path")
     p.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    p.add_argument("--systems", default=",".join(SYSTEMS),
+                   help=f"comma-separated subset of {','.join(SYSTEMS)} (default: all)")
     args = p.parse_args(argv)
     mode = "quick" if args.quick else "full"
     cfg = dict(QUICK if args.quick else FULL)
     started = time.time()
     root = Path(tempfile.mkdtemp(prefix=f"quire-bench-{mode}-"))
-    bench = Bench(cfg, root)
+    systems = tuple(x.strip() for x in args.systems.split(",") if x.strip())
+    unknown = set(systems) - set(SYSTEMS)
+    if unknown:
+        p.error(f"unknown systems: {', '.join(sorted(unknown))}")
+    bench = Bench(cfg, root, systems)
     log(f"{mode} run in {root}")
     try:
         bench.run()

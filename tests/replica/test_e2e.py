@@ -11,7 +11,7 @@ from replica.crash import POINTS
 from shared.entry import Entry
 from tests.replica.conftest import Team, qjson, quire
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 BODY = "one\ntwo\nthree\nfour\nfive\nsix\n"
 

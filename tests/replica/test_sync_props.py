@@ -73,7 +73,8 @@ def check_not_lost(r: Local, hub: FakeHub, writes: dict[str, Entry | None],
         assert eid in new_ops or hub_same or kept_held, (r.name, eid, w)
 
 
-@settings(max_examples=30, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
+@pytest.mark.slow
+@settings(max_examples=20, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(n=st.integers(2, 3), steps=st.lists(step, max_size=25))
 def test_random_edits_converge_and_no_local_edit_is_lost(n, steps):

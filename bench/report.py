@@ -194,6 +194,7 @@ def machine() -> dict[str, Any]:
             return ""
 
     return {"cpu": cpu, "cores": os.cpu_count(), "memory_mb": mem,
+            "load_avg_1_5_15": [round(x, 2) for x in os.getloadavg()],
             "os": platform.platform(), "python": platform.python_version(),
             "git": version(["git", "--version"]), "node": version(["node", "--version"])}
 

@@ -492,6 +492,7 @@ def main(argv: list[str] | None = None) -> int:
     mode = "quick" if args.quick else "full"
     cfg = dict(QUICK if args.quick else FULL)
     started = time.time()
+    load_at_start = [round(x, 2) for x in os.getloadavg()]
     root = Path(tempfile.mkdtemp(prefix=f"quire-bench-{mode}-"))
     systems = tuple(x.strip() for x in args.systems.split(",") if x.strip())
     unknown = set(systems) - set(SYSTEMS)
@@ -508,12 +509,13 @@ def main(argv: list[str] | None = None) -> int:
     goal_list = goals(bench.results, cfg)
     elapsed = time.time() - started
     title = (f"Quire benchmarks ({mode}, {elapsed:.0f} s, {os.cpu_count()} cores, "
+             f"load {load_at_start[0]:.1f}→{os.getloadavg()[0]:.1f}, "
              f"Python {corpus_mod.python_tag()})")
     print_table(bench.results, cfg, goal_list, title)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(started))
     out = args.out or RESULTS_DIR / f"{stamp}-{mode}.json"
     doc = {"mode": mode, "started_at": stamp, "elapsed_s": round(elapsed, 1), "config": cfg,
-           "machine": machine(), "peers": {k: v for k, v in bench.info.items()
+           "machine": dict(machine(), load_avg_at_start=load_at_start), "peers": {k: v for k, v in bench.info.items()
                                            if k in ("git", "pouchdb_server")},
            "corpus": bench.info.get("corpus"), "down": bench.down}
     write_json(out, doc, bench.results, goal_list)

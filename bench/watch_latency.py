@@ -1,0 +1,266 @@
+"""Watcher propagation latency and idle cost (standalone; not a timed test).
+
+    python -m bench.watch_latency [--watchers 20] [--publications 200] [--idle 100]
+                                  [--idle-seconds 60] [--db postgresql://…]
+
+1. Starts a hub (SQLite in a temp folder, or ``--db``), joins ``--watchers`` machines with
+   the real CLI (one ``QUIRE_HOME`` each) and runs one ``quire watch`` process per machine.
+2. Publishes ``--publications`` batches through the protocol (one new page each, one at a
+   time) and measures, per publication, from its commit (the receipt's ``accepted_at``, hub
+   clock = this machine's clock) to the moment the *last* watcher's vault holds the page
+   (polled every 2 ms). Reports p50/p95/p99/max.
+3. Stops those watchers, starts ``--idle`` watchers (more machines joined as needed) and
+   measures the hub process's CPU time (``/proc/PID/stat`` utime+stime) over
+   ``--idle-seconds`` while nothing is published.
+
+Writes ``bench/results/watch_latency.json`` and prints a table. Goals (issue 6): p95 under
+250 ms with 20 watchers; idle hub CPU under 2 % of one core with 100 watchers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def quire(home: Path | None, *args: str, timeout: float = 120) -> dict[str, Any]:
+    env = dict(os.environ)
+    if home is not None:
+        env["QUIRE_HOME"] = str(home)
+    p = subprocess.run([PY, "-m", "replica.cli", *args, "--json"], capture_output=True,
+                       text=True, env=env, cwd=ROOT, timeout=timeout)
+    if p.returncode != 0:
+        raise RuntimeError(f"quire {' '.join(args)}: {p.stdout}{p.stderr}")
+    return json.loads(p.stdout)
+
+
+def hub_cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime
+
+
+def pct(xs: list[float], p: float) -> float:
+    s = sorted(xs)
+    k = max(0, min(len(s) - 1, round(p / 100 * (len(s) - 1))))
+    return s[k]
+
+
+class Bench:
+    def __init__(self, root: Path, db: str | None):
+        self.root = root
+        self.data = root / "hub"
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        init = [PY, "-m", "hub.cli", "init", "--data", str(self.data), "--json"]
+        if db:
+            init += ["--db", db]
+        self.code = json.loads(subprocess.run(init, check=True, capture_output=True,
+                                              text=True, cwd=ROOT).stdout)["enrollment_code"]
+        self.log = open(root / "hub.log", "ab")  # noqa: SIM115
+        self.hub = subprocess.Popen([PY, "-m", "hub.cli", "serve", "--data", str(self.data),
+                                     "--port", str(self.port)], cwd=ROOT, stdout=self.log,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+        import httpx2
+
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx2.get(self.url + "/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx2.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("hub did not start")
+            time.sleep(0.1)
+        self.owner = root / "owner"
+        quire(self.owner, "join", self.url, "--invite", self.code, "--device", "owner")
+        self.space = quire(self.owner, "admin", "space", "create", "bench")["space"]
+        self.members: list[tuple[Path, Path]] = []
+        self.watchers: list[subprocess.Popen[bytes]] = []
+
+    def invite(self) -> str:
+        from replica.cli import _client
+        from replica.home import Home
+
+        with _client(Home(self.owner).hubs()[0]) as c:
+            return str(c.create_invite(self.space["id"], "viewer")["code"])
+
+    def join(self, n: int, parallel: int = 4) -> None:
+        """Join machines until there are ``n`` (the joins run ``parallel`` at a time)."""
+        todo = list(range(len(self.members), n))
+        while todo:
+            chunk, todo = todo[:parallel], todo[parallel:]
+            procs = []
+            for i in chunk:
+                home, vault = self.root / f"m{i}" / "home", self.root / f"m{i}" / "vault"
+                code = self.invite()
+                env = dict(os.environ, QUIRE_HOME=str(home))
+                procs.append(subprocess.Popen(
+                    [PY, "-m", "replica.cli", "join", self.url, "--invite", code, "--vault",
+                     str(vault), "--device", f"m{i}", "--json"], cwd=ROOT, env=env,
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+                self.members.append((home, vault))
+            for p in procs:
+                out, err = p.communicate(timeout=120)
+                if p.returncode:
+                    raise RuntimeError(f"join failed: {out!r} {err!r}")
+
+    def start_watchers(self, n: int) -> None:
+        for home, _ in self.members[:n]:
+            env = dict(os.environ, QUIRE_HOME=str(home))
+            log = open(home.parent / "watch.log", "ab")  # noqa: SIM115
+            self.watchers.append(subprocess.Popen([PY, "-m", "replica.cli", "watch"], cwd=ROOT,
+                                                  env=env, stdout=log, stderr=log))
+        deadline = time.monotonic() + 60 + n
+        for home, _ in self.members[:n]:
+            status = next((home / "spaces").iterdir()) / "watch.json"
+            while True:
+                try:
+                    s = json.loads(status.read_text())
+                    if s.get("stream") == "up" and s.get("state") == "idle":
+                        break
+                except (OSError, ValueError):
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"watcher of {home} not ready")
+                time.sleep(0.05)
+
+    def stop_watchers(self) -> None:
+        for w in self.watchers:
+            w.send_signal(signal.SIGTERM)
+        for w in self.watchers:
+            try:
+                w.wait(30)
+            except subprocess.TimeoutExpired:
+                w.kill()
+        self.watchers = []
+
+    def close(self) -> None:
+        self.stop_watchers()
+        os.killpg(self.hub.pid, signal.SIGTERM)
+        try:
+            self.hub.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.hub.pid, signal.SIGKILL)
+        self.log.close()
+
+
+def publish_and_time(b: Bench, n_watchers: int, count: int) -> list[float]:
+    from replica.cli import _client
+    from replica.home import Home
+    from shared.entry import make_entry
+    from shared.ids import new_id
+    from shared.signing import load_private
+    from shared.wire import Op, build_batch
+
+    home = Home(b.owner)
+    hub = home.hubs()[0]
+    key = load_private(hub.key_path)
+    vaults = [v for _, v in b.members[:n_watchers]]
+    out: list[float] = []
+    with _client(hub) as c:
+        replica = c.register_replica(b.space["id"], "bench-publisher")
+        h = c.head(b.space["id"])
+        parent = (h["seq"], h["digest"])
+        for i in range(count):
+            entry = make_entry({"id": f"page/bench-{i}", "title": f"bench {i}",
+                                "body": f"publication {i}\n"})
+            batch = build_batch(key, batch_id=new_id(), replica_id=replica,
+                                space=h["space"], epoch=h["epoch"], parent_seq=parent[0],
+                                parent_digest=parent[1], ops=[Op(entry, None)])
+            receipt = c.push(b.space["id"], batch)
+            parent = (receipt["seq"], receipt["head"])
+            committed = receipt["accepted_at"]
+            paths = [v / "page" / f"bench-{i}.md" for v in vaults]
+            deadline = time.monotonic() + 30
+            while paths:
+                paths = [p for p in paths if not p.exists()]
+                if paths and time.monotonic() > deadline:
+                    raise RuntimeError(f"publication {i} did not reach {len(paths)} vaults")
+                if paths:
+                    time.sleep(0.002)
+            out.append(time.time() * 1000 - committed)
+            time.sleep(0.02)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--watchers", type=int, default=20)
+    ap.add_argument("--publications", type=int, default=200)
+    ap.add_argument("--idle", type=int, default=100)
+    ap.add_argument("--idle-seconds", type=float, default=60)
+    ap.add_argument("--db", default=None, help="PostgreSQL URL (default: SQLite)")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "watch_latency.json"))
+    args = ap.parse_args(argv)
+    root = Path(tempfile.mkdtemp(prefix="quire-watch-bench-"))
+    b = Bench(root, args.db)
+    result: dict[str, Any] = {"watchers": args.watchers, "publications": args.publications,
+                              "backend": "postgresql" if args.db else "sqlite",
+                              "cores": os.cpu_count()}
+    try:
+        t = time.monotonic()
+        b.join(max(args.watchers, 1))
+        b.start_watchers(args.watchers)
+        result["setup_s"] = round(time.monotonic() - t, 1)
+        lat = publish_and_time(b, args.watchers, args.publications)
+        result["latency_ms"] = {"p50": round(pct(lat, 50), 1), "p95": round(pct(lat, 95), 1),
+                                "p99": round(pct(lat, 99), 1), "max": round(max(lat), 1),
+                                "mean": round(sum(lat) / len(lat), 1)}
+        result["latency_goal_p95_ms"] = 250
+        b.stop_watchers()
+        if args.idle:
+            b.join(args.idle)
+            b.start_watchers(args.idle)
+            time.sleep(2)  # connections settled
+            c0, t0 = hub_cpu_s(b.hub.pid), time.monotonic()
+            time.sleep(args.idle_seconds)
+            c1, t1 = hub_cpu_s(b.hub.pid), time.monotonic()
+            result["idle"] = {"watchers": args.idle, "seconds": round(t1 - t0, 1),
+                              "hub_cpu_s": round(c1 - c0, 3),
+                              "hub_cpu_pct_of_one_core": round(100 * (c1 - c0) / (t1 - t0), 2),
+                              "goal_pct": 2.0}
+    finally:
+        b.close()
+        shutil.rmtree(root, ignore_errors=True)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    lat = result["latency_ms"]
+    rows = [("watchers", str(args.watchers)), ("publications", str(args.publications)),
+            ("backend", result["backend"]),
+            ("commit → last watcher p50", f"{lat['p50']} ms"),
+            ("p95 (goal < 250 ms)", f"{lat['p95']} ms"), ("p99", f"{lat['p99']} ms"),
+            ("max", f"{lat['max']} ms")]
+    if "idle" in result:
+        i = result["idle"]
+        rows.append((f"hub CPU, {i['watchers']} idle watchers, {i['seconds']} s",
+                     f"{i['hub_cpu_pct_of_one_core']} % of one core (goal < 2 %)"))
+    w = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{k:<{w}}  {v}")
+    print(f"written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,28 @@
+"""The agent guide covers every MCP tool, and the CLI reference every conflicts verb."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from replica.mcp_server import TOOLS, Session, build_server
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def test_every_mcp_tool_is_documented_for_agents():
+    text = (DOCS / "agents.md").read_text()
+    assert not [t for t in TOOLS if f"`{t}`" not in text]
+    for host in ("Claude Code", "Claude Desktop", "Cursor", "stdio"):
+        assert host in text
+
+
+def test_the_server_registers_exactly_the_documented_tools():
+    server = build_server(Session())
+    assert {t.name for t in server._tool_manager.list_tools()} == set(TOOLS)
+
+
+def test_every_conflicts_verb_is_in_the_cli_reference():
+    text = (DOCS / "cli.md").read_text()
+    for verb in ("list", "show", "claim", "renew", "release", "resolve"):
+        assert f"quire conflicts {verb}" in text
+    assert "quire mcp" in text

@@ -86,41 +86,33 @@ class Session:
 
     def signals(self) -> list[str]:
         """What needs the agent's attention now (short, at most five lines)."""
-        out: list[str] = []
+        from replica.cli import status_doc
+
         try:
-            space = self.space()
+            doc = status_doc(self.space())
         except QuireError as e:
             return [f"not ready: {e.message}"]
-        saved: dict[str, Any] = {}
-        if space.status_path.exists():
-            try:
-                saved = json.loads(space.status_path.read_text(encoding="utf-8"))
-            except ValueError:
-                saved = {}
-        store = st.Store(space.store_path)
-        try:
-            conflicts = store.conflicts()
-            dirty = store.dirty_count()
-        finally:
-            store.close()
+        out: list[str] = []
+        conflicts = doc.get("conflicts") or []
         if conflicts:
             out.append(f"{len(conflicts)} conflict packet(s) open ("
-                       + ", ".join(c.entry_id for c in conflicts[:3])
+                       + ", ".join(c["entry"] for c in conflicts[:3])
                        + (", …" if len(conflicts) > 3 else "")
                        + "): conflicts_list, conflict_claim, conflict_show, conflict_resolve")
-        err = saved.get("last_error") or {}
+        err = doc.get("last_error") or {}
         code = err.get("code")
-        if code in ("unauthorized",):
-            out.append("access suspended: the hub no longer accepts this device "
-                       f"({err.get('message')}); tell a person, do not retry")
+        if doc.get("suspended") or code == "unauthorized":
+            out.append("access suspended: the hub refuses this device or replica "
+                       f"({code}: {err.get('message')}); local changes are kept; tell a "
+                       "person, do not retry")
         elif code in ("forbidden", "policy_denied", "too_large"):
             out.append(f"publication refused ({code}: {err.get('message')}); local changes "
                        "are kept; fix or revert them, do not retry blindly")
         elif code:
             out.append(f"last sync failed ({code}); sync again later")
-        if dirty:
-            out.append(f"{dirty} local change(s) not yet published: call sync")
-        problems = saved.get("problems") or []
+        if doc.get("outbox"):
+            out.append(f"{doc['outbox']} local change(s) not yet published: call sync")
+        problems = doc.get("problems") or []
         if problems:
             out.append(f"{len(problems)} vault file(s) cannot be published (see status)")
         return out[:5]

@@ -23,7 +23,7 @@ from replica.cli import Out, run_sync
 from replica.conflicts_cli import open_desk
 from replica.home import Home
 from replica.mcp_server import TOOLS
-from shared.errors import ClaimHeld, PacketStale
+from shared.errors import ClaimHeld, PacketStale, PolicyDenied
 from tests.conflicts.conftest import entry, qjson, quire
 from tests.replica.conftest import QUIRE, ROOT, Member, Team
 
@@ -42,7 +42,11 @@ SCENE = {
     "page/crash": ("c1\n", "alice c2\n", "bob c2\n"),
     "page/crash-late": ("c1\n", "alice c2\n", "bob c2\n"),
     "page/claim": ("k1\n", "alice k2\n", "bob k2\n"),
+    "guardrail/no-force-push": ("g1\n", "alice g2\n", "bob g2\n"),
 }
+GUARD = "guardrail/no-force-push"
+# alice lowers the severity while bob edits the same line: resolving with ours would weaken it
+SEVERITY = {GUARD: ("block", "warn", "block")}
 
 
 def sync(m: Member) -> dict[str, Any]:
@@ -56,9 +60,11 @@ def desk(m: Member):
     return open_desk(home, home.spaces()[0])
 
 
-def put(m: Member, eid: str, body: str | None) -> None:
+def put(m: Member, eid: str, body: str | None, side: int = 0) -> None:
     if body is None:
         m.path(eid).unlink()
+    elif eid in SEVERITY:
+        m.write(entry(eid, body, meta={"severity": SEVERITY[eid][side]}))
     else:
         m.write(entry(eid, body))
 
@@ -79,10 +85,10 @@ def scene(hub, owner, tmp_path_factory) -> Scene:
     sync(alice)
     sync(bob)
     for eid, (_, _, theirs) in SCENE.items():
-        put(bob, eid, theirs)
+        put(bob, eid, theirs, 2)
     sync(bob)
     for eid, (_, mine, _) in SCENE.items():
-        put(alice, eid, mine)
+        put(alice, eid, mine, 1)
     held = sync(alice)["sync"]["held"]
     assert sorted(held) == sorted(SCENE)  # the later syncer holds every overlapping edit
     return Scene(team, alice, bob)
@@ -385,6 +391,23 @@ def test_200_kib_conflict_packet_stays_under_40_kib_and_pages_reassemble(scene: 
     with desk(alice) as d:
         d.resolve("page/big", digest=pkt["digest"], how="theirs")
     assert alice.read("page/big").body == bob.read("page/big").body
+
+
+def test_resolution_cannot_weaken_a_guardrail_the_space_rules_protect(scene: Scene):
+    alice, team = scene.alice, scene.team
+    qjson(team.owner, "admin", "rules", "add", team.name, "--deny", "update,delete", "--who",
+          "editor", "--entries", "guardrail/*")
+    sync(alice)  # the head brings the rules that apply to alice
+    with desk(alice) as d:
+        pkt = d.show(GUARD)
+        assert pkt["ours"]["meta"]["severity"] == "warn"
+        for how in ("ours", "delete"):
+            with pytest.raises(PolicyDenied) as e:
+                d.resolve(GUARD, digest=pkt["digest"], how=how, agent="eager-bot")
+            assert e.value.details["denied"][0]["id"] == GUARD
+        assert packet_for(alice, GUARD)["digest"] == pkt["digest"]  # nothing changed
+        d.resolve(GUARD, digest=pkt["digest"], how="theirs", agent="careful-bot")
+    assert alice.read(GUARD).meta["severity"] == "block"
 
 
 def test_every_replica_converges_once_all_packets_are_resolved(scene: Scene):

@@ -165,7 +165,7 @@ class Bench:
         self.log.close()
 
 
-def publish_and_time(b: Bench, n_watchers: int, count: int) -> list[float]:
+def publish_and_time(b: Bench, n_watchers: int, count: int, first: int = 0) -> list[float]:
     from replica.cli import _client
     from replica.home import Home
     from shared.entry import make_entry
@@ -182,7 +182,7 @@ def publish_and_time(b: Bench, n_watchers: int, count: int) -> list[float]:
         replica = c.register_replica(b.space["id"], "bench-publisher")
         h = c.head(b.space["id"])
         parent = (h["seq"], h["digest"])
-        for i in range(count):
+        for i in range(first, first + count):
             entry = make_entry({"id": f"page/bench-{i}", "title": f"bench {i}",
                                 "body": f"publication {i}\n"})
             batch = build_batch(key, batch_id=new_id(), replica_id=replica,

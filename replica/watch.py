@@ -205,6 +205,7 @@ class Watcher:
         now = self.clock()
         if kind == "remote":  # a head event: {"space", "epoch", "seq", "digest"}
             h = msg[1]
+            log.debug("head event seq %s (at %s)", h.get("seq"), h.get("at"))
             self.hub_head = {"epoch": h.get("epoch"), "seq": h.get("seq")}
             if not self._has(self.hub_head):
                 self.want_sync = True
@@ -265,6 +266,7 @@ class Watcher:
         self.debounce.clear()  # edits from now on start a new window
         self.want_sync = False
         started = self.clock()
+        log.debug("sync start (local_only=%s)", local_only)
         try:
             res = self.sync(local_only)
         except LockHeld:
@@ -277,6 +279,7 @@ class Watcher:
             return
         self.syncs += 0 if res.skipped else 1
         now = self.clock()
+        log.debug("sync done in %d ms (skipped=%s)", now - started, res.skipped)
         if self.suspended:
             log.info("access is back: resuming")
             self.on_resume()
@@ -536,6 +539,7 @@ class Running:
     inbox: queue.Queue[tuple[Any, ...]]
     lock: WatchLock
     threads: list[threading.Thread]
+    syncer: SpaceSyncer
 
 
 def status_path(space: Any) -> Path:
@@ -546,34 +550,60 @@ def lock_path(space: Any) -> Path:
     return Path(space.dir) / "watch.lock"
 
 
-def space_syncer(home: Any, space: Any) -> Callable[[bool], SyncResult]:
-    """One locked sync of ``space`` through the CLI's own path (so ``status.json`` and
-    ``quire status`` agree with ``quire sync``). ``local_only``: scan the vault first and
-    skip the hub when nothing local changed (our own vault writes wake the file watcher)."""
-    from replica import cli
-    from replica.home import space_lock
-    from replica.sync import SyncReport
+class SpaceSyncer:
+    """Locked syncs of one space for its watcher, through the same engine and status file
+    as ``quire sync`` (so ``quire status`` agrees). The replica, its hub client (one TLS
+    context, one connection pool, one token refresher) and its store stay open between
+    syncs: a sync after a head event then costs two requests and the vault work, nothing
+    more. ``local_only``: scan the vault first and skip the hub when nothing local changed
+    (our own vault writes wake the file watcher too)."""
 
-    def run(local_only: bool) -> SyncResult:
-        if local_only:
-            with space_lock(space):
-                rep, client, store = cli._replica(home, space)
-                try:
-                    rep.vault.mkdir(parents=True, exist_ok=True)
+    def __init__(self, home: Any, space: Any):
+        self.home, self.space = home, space
+        self._parts: tuple[Any, Any, Any] | None = None
+
+    def _open(self) -> tuple[Any, Any, Any]:
+        from replica import cli
+
+        if self._parts is None:
+            self._parts = cli._replica(self.home, self.space)
+        return self._parts
+
+    def close(self) -> None:
+        if self._parts is not None:
+            _, client, store = self._parts
+            client.close()
+            store.close()
+            self._parts = None
+
+    def __call__(self, local_only: bool) -> SyncResult:
+        from replica import cli
+        from replica.home import space_lock
+        from replica.sync import SyncReport
+
+        with space_lock(self.space):
+            rep, _, store = self._open()
+            try:
+                if local_only:
+                    self.space.vault.mkdir(parents=True, exist_ok=True)
                     rep.flush_vault()
                     rep.scan(SyncReport())
-                    pending = store.dirty_count() + len(store.outbox())
-                    conflicts = len(store.conflicts())
-                finally:
-                    client.close()
-                    store.close()
-            if not pending:
-                return SyncResult(None, 0, conflicts, skipped=True)
-        _, doc = cli.run_sync(home, space, cli.Out(True))
-        return SyncResult(doc.get("head"), int(doc.get("outbox") or 0),
-                          len(doc.get("conflicts") or []))
-
-    return run
+                    if not store.dirty_count() and not store.outbox():
+                        return SyncResult(None, 0, len(store.conflicts()), skipped=True)
+                try:
+                    report = rep.sync()
+                except QuireError as e:
+                    cli._write_status(self.space, report=None, error=e, role=rep.role)
+                    raise
+                cli._write_status(self.space, report=report, error=None, role=rep.role)
+                head = store.head()
+                return SyncResult(head.to_json() if head else None, store.dirty_count(),
+                                  len(store.conflicts()))
+            except QuireError:
+                raise
+            except Exception:
+                self.close()  # something unexpected: start from fresh objects next time
+                raise
 
 
 def start(home: Any, space: Any, settings: WatchSettings, stop: threading.Event) -> Running:
@@ -584,7 +614,8 @@ def start(home: Any, space: Any, settings: WatchSettings, stop: threading.Event)
     lock = WatchLock(lock_path(space))
     inbox: queue.Queue[tuple[Any, ...]] = queue.Queue()
     kick = threading.Event()
-    watcher = Watcher(sync=space_syncer(home, space),
+    syncer = SpaceSyncer(home, space)
+    watcher = Watcher(sync=syncer,
                       write_status=lambda doc: write_json(status_path(space), dict(
                           doc, space={"id": space.space_id, "name": space.name})),
                       settings=settings, on_resume=kick.set)
@@ -604,7 +635,7 @@ def start(home: Any, space: Any, settings: WatchSettings, stop: threading.Event)
     ]
     for t in threads:
         t.start()
-    return Running(space.name, watcher, inbox, lock, threads)
+    return Running(space.name, watcher, inbox, lock, threads, syncer)
 
 
 def run_watch(home: Any, spaces: list[Any], settings: WatchSettings | None = None,
@@ -612,6 +643,8 @@ def run_watch(home: Any, spaces: list[Any], settings: WatchSettings | None = Non
     """``quire watch``: watch every space given until SIGINT/SIGTERM."""
     import signal
 
+    logging.basicConfig(level=os.environ.get("QUIRE_LOG_LEVEL", "WARNING").upper(),
+                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     settings = settings or WatchSettings.from_env()
     stop = threading.Event()
     running: list[Running] = []
@@ -634,6 +667,7 @@ def run_watch(home: Any, spaces: list[Any], settings: WatchSettings | None = Non
             r.inbox.put(("stop",))
         for r in running:
             r.threads[0].join(timeout=60)
+            r.syncer.close()
         say("watcher stopped")
         return 0
     finally:

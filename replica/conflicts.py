@@ -497,9 +497,17 @@ class Desk:
         """The open conflict a packet id or entry id names; stale ids raise ``packet_stale``."""
         if not isinstance(ref, str) or not ref:
             raise InvalidRequest("give a packet id (pk-…) or an entry id")
+        if is_entry_id(ref):  # one entry: load only its conflict (candidates may be large)
+            with self.store.engine.connect() as conn:
+                one = st.get_conflict_txn(conn, ref)
+                if one is not None:
+                    return with_current_ours(one, st.get_state_txn(conn, ref).local)
         conflicts = self.open_conflicts()
         for c in conflicts:
-            if ref in (c.entry_id, packet_id_of(packet_digest(c))):
+            if ref == c.entry_id:
+                return c
+        for c in conflicts:
+            if ref == packet_id_of(packet_digest(c)):
                 return c
         entry_id = None
         if ref.startswith("pk-"):

@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field
+from sqlalchemy import select
 
 from replica import store as st
 from replica import vault as vlt
@@ -34,7 +35,7 @@ from replica.conflicts import (
     with_current_ours,
 )
 from replica.home import Home, SpaceConfig, space_lock
-from shared.entry import EntryError, make_entry
+from shared.entry import EntryError, make_entry, tombstone
 from shared.errors import InvalidRequest, LocalError, LockHeld, NotFound, QuireError
 from shared.ids import entry_id_problem, is_agent_name
 
@@ -85,34 +86,52 @@ class Session:
                                                hub.device_id if hub else None))
 
     def signals(self) -> list[str]:
-        """What needs the agent's attention now (short, at most five lines)."""
-        from replica.cli import status_doc
+        """What needs the agent's attention now (short, at most five lines).
 
+        Every tool result carries these, so this reads only ids and versions with plain SQL
+        (never the entries themselves) and the status file the last sync wrote."""
         try:
-            doc = status_doc(self.space())
+            space = self.space()
         except QuireError as e:
             return [f"not ready: {e.message}"]
+        saved: dict[str, Any] = {}
+        try:
+            saved = json.loads(space.status_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            saved = {}
+        store = st.Store(space.store_path)
+        try:
+            with store.engine.connect() as conn:
+                held = list(conn.execute(select(st.conflicts_t.c.entry_id).order_by(
+                    st.conflicts_t.c.entry_id)).scalars())
+                rows = conn.execute(select(
+                    st.entries_t.c.id, st.entries_t.c.local_version,
+                    st.entries_t.c.synced_version).where(
+                    st.entries_t.c.held.is_(False))).all()
+        finally:
+            store.close()
+        # dirty = local differs from synced, where absent and a tombstone compare equal
+        dirty = sum(1 for eid, lv, sv in rows if lv != sv and not (
+            lv is None and sv == tombstone(eid).version))
         out: list[str] = []
-        conflicts = doc.get("conflicts") or []
-        if conflicts:
-            out.append(f"{len(conflicts)} conflict packet(s) open ("
-                       + ", ".join(c["entry"] for c in conflicts[:3])
-                       + (", …" if len(conflicts) > 3 else "")
+        if held:
+            out.append(f"{len(held)} conflict packet(s) open (" + ", ".join(held[:3])
+                       + (", …" if len(held) > 3 else "")
                        + "): conflicts_list, conflict_claim, conflict_show, conflict_resolve")
-        err = doc.get("last_error") or {}
+        err = saved.get("last_error") or {}
         code = err.get("code")
-        if doc.get("suspended") or code == "unauthorized":
+        if code in ("unauthorized", "forbidden", "not_found"):
             out.append("access suspended: the hub refuses this device or replica "
                        f"({code}: {err.get('message')}); local changes are kept; tell a "
                        "person, do not retry")
-        elif code in ("forbidden", "policy_denied", "too_large"):
+        elif code in ("policy_denied", "too_large"):
             out.append(f"publication refused ({code}: {err.get('message')}); local changes "
                        "are kept; fix or revert them, do not retry blindly")
         elif code:
             out.append(f"last sync failed ({code}); sync again later")
-        if doc.get("outbox"):
-            out.append(f"{doc['outbox']} local change(s) not yet published: call sync")
-        problems = doc.get("problems") or []
+        if dirty:
+            out.append(f"{dirty} local change(s) not yet published: call sync")
+        problems = saved.get("problems") or []
         if problems:
             out.append(f"{len(problems)} vault file(s) cannot be published (see status)")
         return out[:5]

@@ -20,6 +20,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from replica import vault as vlt
 from replica.cli import Out, run_sync
+from replica.conflicts import packet_page
 from replica.conflicts_cli import open_desk
 from replica.home import Home
 from replica.mcp_server import TOOLS
@@ -382,9 +383,10 @@ def test_200_kib_conflict_packet_stays_under_40_kib_and_pages_reassemble(scene: 
     first = qjson(alice.home, "conflicts", "show", "page/big", "--page",
                   str(theirs["pages"]["first"]))
     assert first["part"] == "theirs" and first["part_page"] == 1
-    with desk(alice) as d:
+    with desk(alice) as d:  # the rest through the same paging code, on one loaded packet
+        c = d._locate(pkt["packet_id"])
         pages = [first["text"]] + [
-            d.show("page/big", page=n)["text"]
+            packet_page(c, n)["text"]
             for n in range(theirs["pages"]["first"] + 1,
                            theirs["pages"]["first"] + theirs["pages"]["count"])]
     assert "".join(pages).encode() == bob.read("page/big").body.encode()

@@ -1,0 +1,136 @@
+"""The desk on a real store and vault, without a hub: claims under an injected clock,
+resolutions applied into the held state, staleness from local edits, the publication plan."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from replica import store as st
+from replica import vault as vlt
+from replica.conflicts import Desk, packet_digest, plan_batch
+from replica.home import SpaceConfig
+from replica.merge import merge_entry
+from replica.store import Conflict, EntryState, Store
+from replica.sync import conflict_marker
+from shared.entry import make_entry
+from shared.errors import ClaimHeld, InvalidRequest, NotFound, PacketStale
+from shared.ids import new_id
+from shared.wire import Op
+
+EID = "page/deploy"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def e(body: str, eid: str = EID):
+    return make_entry({"id": eid, "title": "Deploy", "body": body})
+
+
+@pytest.fixture
+def space(tmp_path: Path) -> SpaceConfig:
+    sp = SpaceConfig(new_id(), "t", new_id(), new_id(), tmp_path / "vault", "editor",
+                     tmp_path / "space")
+    sp.dir.mkdir(parents=True)
+    base, ours, theirs = e("one\n"), e("one (ours)\n"), e("one (theirs)\n")
+    r = merge_entry(base, ours, theirs)
+    c = Conflict(EID, list(r.conflicts), base, ours, theirs,
+                 {"user": "u2", "device": "d2", "agent": None}, 3, r.body_with_markers, 1)
+    store = Store(sp.store_path)
+    data = vlt.render(ours, conflict_marker(c))
+    path = vlt.entry_path(sp.vault, EID)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(data)
+    with store.tx() as conn:
+        st.put_state_txn(conn, EntryState(EID, theirs, ours, vlt.file_hash(data), None, None,
+                                          True))
+        st.put_conflict_txn(conn, c)
+        st.set_meta_txn(conn, "access", {"role": "editor", "rules": []})
+    store.close()
+    return sp
+
+
+def test_claim_is_exclusive_until_the_lease_expires_then_anyone_may_take_it(space):
+    clock = Clock()
+    with Desk(space, clock=clock) as d:
+        pid = d.list()[0]["packet_id"]
+        a = d.claim(pid, "ann", ttl=10)
+        assert a["expires_at"] == clock.now + 10_000
+        with pytest.raises(ClaimHeld) as held:
+            d.claim(pid, "ben")
+        assert held.value.details == {"holder": "ann", "expires_at": a["expires_at"],
+                                      "packet_id": pid}
+        clock.now += 9_000
+        d.renew(pid, a["token"], 10)
+        clock.now += 9_000
+        with pytest.raises(ClaimHeld):
+            d.claim(pid, "ben")
+        clock.now += 2_000
+        b = d.claim(pid, "ben", ttl=5)
+        with pytest.raises(ClaimHeld):
+            d.renew(pid, a["token"])  # ann's lease was taken over
+        with pytest.raises(InvalidRequest):
+            d.claim(pid, "ben", ttl=0)
+        with pytest.raises(InvalidRequest):
+            d.claim(pid, "not a name!")
+        d.release(pid, b["token"])
+        assert d.list()[0]["claim"] is None
+
+
+def test_resolution_needs_the_live_claims_token_and_names_its_agent(space):
+    clock = Clock()
+    with Desk(space, clock=clock) as d:
+        pkt = d.show(EID)
+        claim = d.claim(EID, "ann")
+        with pytest.raises(ClaimHeld):
+            d.resolve(EID, digest=pkt["digest"], how="theirs")
+        with pytest.raises(ClaimHeld):
+            d.resolve(EID, digest=pkt["digest"], how="theirs", token="forged")
+        r = d.resolve(EID, digest=pkt["digest"], how="merged", token=claim["token"],
+                      merged=e("one (ours and theirs)\n"))
+        assert r["agent"] == "ann" and r["publish"] == "on the next sync"
+        with pytest.raises(NotFound):
+            d.show(pkt["packet_id"])  # closed
+        store = d.store
+        s = store.states()[EID]
+        assert not s.held and s.local.body == "one (ours and theirs)\n"
+        assert store.conflicts() == []
+        assert vlt.entry_path(space.vault, EID).read_text().endswith("one (ours and theirs)\n")
+        # the next batch carries the resolution alone, with the resolving agent
+        ops, prov = plan_batch(store, [Op(s.local, s.synced.version),
+                                       Op(e("x\n", "page/other"), None)], {"agent": "cli"})
+        assert [op.entry_id for op in ops] == [EID]
+        assert prov["agent"] == "ann" and pkt["packet_id"] in prov["note"]
+
+
+def test_local_edit_of_the_held_file_makes_the_packet_stale(space):
+    with Desk(space, clock=Clock()) as d:
+        pkt = d.show(EID)
+        path = vlt.entry_path(space.vault, EID)
+        path.write_text(path.read_text().replace("one (ours)", "one (ours, edited)"))
+        with pytest.raises(PacketStale) as stale:
+            d.resolve(pkt["packet_id"], digest=pkt["digest"], how="ours")
+        fresh = d.show(stale.value.details["packet_id"])
+        assert fresh["ours"]["body"]["text"] == "one (ours, edited)\n"
+        assert fresh["digest"] == packet_digest(d.open_conflicts()[0])
+        d.resolve(fresh["packet_id"], digest=fresh["digest"], how="ours")
+        assert d.store.states()[EID].local.body == "one (ours, edited)\n"
+
+
+def test_keep_both_refuses_to_overwrite_an_existing_entry(space):
+    with Desk(space, clock=Clock()) as d:
+        pkt = d.show(EID)
+        from replica.conflicts import keep_both_id
+        taken = keep_both_id(EID, e("one (ours)\n"))
+        with d.store.tx() as conn:
+            st.put_state_txn(conn, EntryState(taken, None, e("someone's\n", taken)))
+        with pytest.raises(InvalidRequest):
+            d.resolve(EID, digest=pkt["digest"], how="keep_both")
+        assert d.list()[0]["digest"] == pkt["digest"]  # nothing applied

@@ -504,8 +504,15 @@ def main(argv: list[str] | None = None) -> int:
         bench.run()
     finally:
         bench.close()
-        if not args.keep:
+    try:
+        return _report(bench, cfg, mode, started, load_at_start, args.out)
+    finally:
+        if not args.keep:  # hundreds of thousands of files: after the results are out
             shutil.rmtree(root, ignore_errors=True)
+
+
+def _report(bench: Bench, cfg: dict[str, Any], mode: str, started: float,
+            load_at_start: list[float], out: Path | None) -> int:
     goal_list = goals(bench.results, cfg)
     elapsed = time.time() - started
     title = (f"Quire benchmarks ({mode}, {elapsed:.0f} s, {os.cpu_count()} cores, "
@@ -513,10 +520,12 @@ def main(argv: list[str] | None = None) -> int:
              f"Python {corpus_mod.python_tag()})")
     print_table(bench.results, cfg, goal_list, title)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(started))
-    out = args.out or RESULTS_DIR / f"{stamp}-{mode}.json"
-    doc = {"mode": mode, "started_at": stamp, "elapsed_s": round(elapsed, 1), "config": cfg,
-           "machine": dict(machine(), load_avg_at_start=load_at_start), "peers": {k: v for k, v in bench.info.items()
-                                           if k in ("git", "pouchdb_server")},
+    label = mode if set(bench.systems) == set(SYSTEMS) else f"{mode}-{'+'.join(bench.systems)}"
+    out = out or RESULTS_DIR / f"{stamp}-{label}.json"
+    peers = {k: v for k, v in bench.info.items() if k in ("git", "pouchdb_server")}
+    doc = {"mode": mode, "systems": list(bench.systems), "started_at": stamp,
+           "elapsed_s": round(elapsed, 1), "config": cfg,
+           "machine": dict(machine(), load_avg_at_start=load_at_start), "peers": peers,
            "corpus": bench.info.get("corpus"), "down": bench.down}
     write_json(out, doc, bench.results, goal_list)
     print(f"results: {out}")

@@ -61,7 +61,7 @@ def cmd_conflicts(args: argparse.Namespace, out: Any) -> int:
     space = home.space(args.space)
     with open_desk(home, space) as desk:
         if args.verb == "list":
-            rows = desk.list()
+            rows = desk.list_packets()
             out.doc({"packets": rows}, _human_list(rows))
         elif args.verb == "show":
             p = desk.show(args.packet, page=args.page)

@@ -60,7 +60,7 @@ def space(tmp_path: Path) -> SpaceConfig:
 def test_claim_is_exclusive_until_the_lease_expires_then_anyone_may_take_it(space):
     clock = Clock()
     with Desk(space, clock=clock) as d:
-        pid = d.list()[0]["packet_id"]
+        pid = d.list_packets()[0]["packet_id"]
         a = d.claim(pid, "ann", ttl=10)
         assert a["expires_at"] == clock.now + 10_000
         with pytest.raises(ClaimHeld) as held:
@@ -81,7 +81,7 @@ def test_claim_is_exclusive_until_the_lease_expires_then_anyone_may_take_it(spac
         with pytest.raises(InvalidRequest):
             d.claim(pid, "not a name!")
         d.release(pid, b["token"])
-        assert d.list()[0]["claim"] is None
+        assert d.list_packets()[0]["claim"] is None
 
 
 def test_resolution_needs_the_live_claims_token_and_names_its_agent(space):
@@ -127,10 +127,10 @@ def test_local_edit_of_the_held_file_makes_the_packet_stale(space):
 def test_keep_both_refuses_to_overwrite_an_existing_entry(space):
     with Desk(space, clock=Clock()) as d:
         pkt = d.show(EID)
-        from replica.conflicts import keep_both_id
+        from replica.packets import keep_both_id
         taken = keep_both_id(EID, e("one (ours)\n"))
         with d.store.tx() as conn:
             st.put_state_txn(conn, EntryState(taken, None, e("someone's\n", taken)))
         with pytest.raises(InvalidRequest):
             d.resolve(EID, digest=pkt["digest"], how="keep_both")
-        assert d.list()[0]["digest"] == pkt["digest"]  # nothing applied
+        assert d.list_packets()[0]["digest"] == pkt["digest"]  # nothing applied

@@ -9,7 +9,6 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -20,10 +19,10 @@ from mcp.client.stdio import StdioServerParameters
 
 from replica import vault as vlt
 from replica.cli import Out, run_sync
-from replica.conflicts import packet_page
 from replica.conflicts_cli import open_desk
 from replica.home import Home
 from replica.mcp_server import TOOLS
+from replica.packets import packet_page
 from shared.errors import ClaimHeld, PacketStale, PolicyDenied
 from tests.conflicts.conftest import entry, qjson, quire
 from tests.replica.conftest import QUIRE, ROOT, Member, Team
@@ -98,7 +97,7 @@ def scene(hub, owner, tmp_path_factory) -> Scene:
 def packet_for(m: Member, eid: str) -> dict[str, Any] | None:
     """The open packet of ``eid`` (in-process: the CLI's list is covered once below)."""
     with desk(m) as d:
-        rows = [p for p in d.list() if p["entry"] == eid]
+        rows = [p for p in d.list_packets() if p["entry"] == eid]
     assert len(rows) <= 1, rows
     return rows[0] if rows else None
 
@@ -415,7 +414,7 @@ def test_resolution_cannot_weaken_a_guardrail_the_space_rules_protect(scene: Sce
 def test_every_replica_converges_once_all_packets_are_resolved(scene: Scene):
     alice, bob = scene.alice, scene.bob
     with desk(alice) as d:
-        assert d.list() == []
+        assert d.list_packets() == []
     sync(alice)
     sync(bob)
     sync(alice)

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from replica.conflicts import (
+from replica.merge import merge_entry
+from replica.packets import (
     NOTICE,
     build_packet,
     guardrail_weakening,
@@ -17,7 +18,6 @@ from replica.conflicts import (
     rule_denies,
     split_pages,
 )
-from replica.merge import merge_entry
 from replica.store import Conflict
 from shared.entry import Entry, make_entry, tombstone
 from shared.errors import InvalidRequest

@@ -63,7 +63,7 @@ from replica.packets import (
     with_current_ours,
 )
 from replica.store import Conflict, Store
-from shared.entry import Entry
+from shared.entry import Entry, tombstone
 from shared.errors import ClaimHeld, InvalidRequest, NotFound, PacketStale, PolicyDenied
 from shared.ids import is_agent_name, is_entry_id
 from shared.wire import MAX_PROVENANCE_VALUE, Op
@@ -88,7 +88,9 @@ def plan_batch(store: Store, ops: list[Op], provenance: dict[str, str] | None
     """Pick the next batch's ops and provenance: resolutions go out first, in a batch of
     their own per resolving agent, so the hub's history says which agent resolved what."""
     res = store.get_meta("resolutions") or {}
-    mine = [op for op in ops if op.entry_id in res]
+    # only the resolved version itself: an edit made after the resolution is not the agent's
+    mine = [op for op in ops if op.entry_id in res
+            and res[op.entry_id].get("version") in (None, op.entry.version)]
     if not mine:
         return ops, provenance
     first = res[mine[0].entry_id]
@@ -457,7 +459,8 @@ class Desk:
                 st.put_state_txn(conn, s)
                 if s.dirty:
                     res[eid] = {"agent": agent, "packet_id": pid, "how": how,
-                                "at": self.clock()}
+                                "at": self.clock(),
+                                "version": (entry or tombstone(eid)).version}
             st.set_meta_txn(conn, "resolutions", res)
         return {"packet_id": pid, "entry": c.entry_id, "resolved": how, "agent": agent,
                 "entries": {eid: (None if e is None else e.version) for eid, e in

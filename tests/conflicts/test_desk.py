@@ -108,6 +108,9 @@ def test_resolution_needs_the_live_claims_token_and_names_its_agent(space):
                                        Op(e("x\n", "page/other"), None)], {"agent": "cli"})
         assert [op.entry_id for op in ops] == [EID]
         assert prov["agent"] == "ann" and pkt["packet_id"] in prov["note"]
+        # an edit made after the resolution is not attributed to the resolving agent
+        later = [Op(e("edited later\n"), s.synced.version)]
+        assert plan_batch(store, later, {"agent": "cli"}) == (later, {"agent": "cli"})
 
 
 def test_local_edit_of_the_held_file_makes_the_packet_stale(space):

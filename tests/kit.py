@@ -72,7 +72,10 @@ def init_hub(data: Path, db: str | None = None) -> str:
     cmd = hub_cmd("init", "--data", str(data), "--json")
     if db:
         cmd += ["--db", db]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=REPO)
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    if out.returncode != 0:
+        raise RuntimeError(f"quire hub init failed ({out.returncode}):\n{out.stdout}\n"
+                           f"{out.stderr}")
     return json.loads(out.stdout)["enrollment_code"]
 
 

@@ -91,8 +91,10 @@ def test_revoked_device_suspends_and_removed_member_resumes(hub: kit.HubProcess,
     # the audit of the whole run verifies, and names the revocation and the removal
     assert q(owner, "admin", "audit", "--verify")["ok"] is True
     env = dict(os.environ, QUIRE_HOME=str(owner))
-    lines = subprocess.run([*QUIRE, "admin", "audit", "--json"], capture_output=True,
-                           text=True, env=env, cwd=kit.REPO, check=True).stdout.splitlines()
+    p = subprocess.run([*QUIRE, "admin", "audit", "--json"], capture_output=True, text=True,
+                       env=env, cwd=kit.REPO, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = p.stdout.splitlines()
     actions = [json.loads(x)["action"] for x in lines]
     assert "device.revoke" in actions and "member.remove" in actions and "publish" in actions
 

@@ -353,7 +353,7 @@ PacketRef = Annotated[str, Field(description="packet id (pk-…) from conflicts_
 
 
 def build_server(session: Session) -> MCPServer:
-    mcp = MCPServer(name="quire", instructions=INSTRUCTIONS)
+    mcp = MCPServer(name="quire", instructions=INSTRUCTIONS, log_level="WARNING")
 
     @mcp.tool(description="Where this replica stands: space, head, unpublished local changes, "
                           "held conflicts, last sync error. Cheap; works offline.")
@@ -454,7 +454,18 @@ def build_server(session: Session) -> MCPServer:
                          claim_token: Annotated[str, Field(min_length=1)]) -> CallToolResult:
         return _result(session, lambda: session.conflict_release(packet, claim_token))
 
+    _refuse_unknown_arguments(mcp)
     return mcp
+
+
+def _refuse_unknown_arguments(mcp: MCPServer) -> None:
+    """A misspelled argument (``token`` for ``claim_token``) must be an error the model sees,
+    not silently dropped: forbid extra arguments and say so in every input schema."""
+    for tool in mcp._tool_manager.list_tools():
+        model = tool.fn_metadata.arg_model
+        model.model_config["extra"] = "forbid"
+        model.model_rebuild(force=True)
+        tool.parameters = model.model_json_schema(by_alias=True)
 
 
 TOOLS = ("status", "sync", "search", "read", "write", "conflicts_list", "conflict_show",

@@ -259,6 +259,32 @@ def revoke_device(store: Store, p: Principal, device_id: str, body: dict[str, An
     return _write(store, txn, _dry(body))
 
 
+def deactivate_user(store: Store, p: Principal, user_id: str, body: dict[str, Any],
+                    now: int) -> dict[str, Any]:
+    """Hub owners revoke a user everywhere: every device's tokens stop on the next request,
+    refresh credentials are revoked, and the guard refuses their in-flight publications."""
+    direct(p)
+    if not p.is_owner:
+        raise Forbidden("only hub owners deactivate users")
+    if user_id == p.user_id:
+        raise Forbidden("you cannot deactivate yourself", {"reason": "self"})
+
+    def txn(conn: Any, dry_run: bool) -> dict[str, Any]:
+        user = q.get_user_txn(conn, user_id) if is_id(user_id) else None
+        if user is None:
+            raise NotFound(f"no user {user_id}")
+        if not user.active:
+            raise Forbidden("this user is already deactivated", {"reason": "user_inactive"})
+        out = {"user_id": user_id, "name": user.name, "deactivated": True}
+        _finish(out, dry_run)
+        q.deactivate_user_txn(conn, user_id, now)
+        audit.record_hub_txn(conn, at=now, action="user.deactivate", actor=p.actor(),
+                             details=out)
+        return out
+
+    return _write(store, txn, _dry(body))
+
+
 def list_replicas(store: Store, p: Principal, space_ref: str) -> dict[str, Any]:
     direct(p)
     with store.read() as conn:

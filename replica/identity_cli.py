@@ -3,6 +3,7 @@
     quire admin rules list|add|remove SPACE …      quire admin member list|role|remove SPACE …
     quire admin invite list|revoke …               quire admin devices list|revoke
     quire admin replicas list|revoke SPACE …       quire admin delegations list|revoke
+    quire admin users deactivate USER_ID
     quire admin audit [--space S] [--since MS] [--json] [--verify]
     quire delegate create|list|revoke              quire devices approve CODE
     quire login URL [--device NAME]
@@ -127,6 +128,9 @@ def admin(args: argparse.Namespace, out: Any, c: HubClient, hub: HubConfig) -> b
         else:
             res = c.admin_post(f"/v1/devices/{_q(args.device)}/revoke", dry)
             _done(out, res, f"revoked device {args.device}")
+    elif noun == "users":
+        res = c.admin_post(f"/v1/users/{_q(args.user)}/deactivate", dry)
+        _done(out, res, f"deactivated user {args.user}")
     elif noun == "replicas":
         base = f"/v1/spaces/{_q(args.space)}/replicas"
         if verb == "list":
@@ -211,6 +215,11 @@ def add_admin_parsers(nouns: Any, common: argparse.ArgumentParser, parser_class:
     d = verbs("devices", "devices (yours; --all for owners)")
     d.add_parser("list", parents=[common]).add_argument("--all", action="store_true")
     dry(d.add_parser("revoke", parents=[common])).add_argument("device", metavar="DEVICE_ID")
+
+    us = verbs("users", "users of the hub (owners)")
+    dry(us.add_parser("deactivate", parents=[common],
+                      help="revoke a user on every device")).add_argument("user",
+                                                                          metavar="USER_ID")
 
     rp = verbs("replicas", "replicas of a space")
     rp.add_parser("list", parents=[common]).add_argument("space", metavar="SPACE")

@@ -10,10 +10,10 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from hub import admin, feed, grants, guard, spaces
-from hub.api import events as live
 from hub.access import Principal, authenticate_txn, space_access_txn, verify_request
-from hub.dpop import verify_proof
+from hub.api import events as live
 from hub.api.http import JSON, ndjson, read_json
+from hub.dpop import verify_proof
 from hub.store import queries as q
 from shared.errors import InvalidRequest, NotFound, RateLimited, Unavailable
 from shared.ids import is_id
@@ -220,6 +220,9 @@ ADMIN_ROUTES = [
     Route("/v1/devices/{device}/revoke", _admin(
         lambda h, p, d, b: admin.revoke_device(h.store, p, d, b, h.now()),
         params=("device",), body=_DRY, access=True), methods=["POST"]),
+    Route("/v1/users/{user}/deactivate", _admin(
+        lambda h, p, u, b: admin.deactivate_user(h.store, p, u, b, h.now()),
+        params=("user",), body=_DRY, access=True), methods=["POST"]),
     Route("/v1/spaces/{space}/replicas", _admin(
         lambda h, p, s: admin.list_replicas(h.store, p, s), params=("space",)),
         methods=["GET"]),
@@ -377,7 +380,7 @@ ROUTES = [
     Route("/v1/spaces/{space}/batches", publish, methods=["POST"]),
     Route("/v1/spaces/{space}/receipts/{replica}/{batch}", receipt, methods=["GET"]),
     Route("/v1/spaces/{space}/epoch", bump_epoch, methods=["POST"]),
+    *ADMIN_ROUTES,  # identity and administration (hub/admin.py, hub/grants.py)
     Route("/v1/spaces/{space}/events", live.events, methods=["GET"]),
     Route("/metrics", live.metrics, methods=["GET"]),
-    *ADMIN_ROUTES,  # identity and administration (hub/admin.py, hub/grants.py)
 ]

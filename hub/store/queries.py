@@ -333,6 +333,20 @@ def revoke_refresh_family_txn(conn: Connection, family_id: str, now: int) -> int
         .values(revoked_at=now)).rowcount
 
 
+def deactivate_user_txn(conn: Connection, user_id: str, now: int) -> int:
+    """Deactivate a user and revoke the refresh credentials of all their devices."""
+    n = conn.execute(update(users).where(and_(users.c.id == user_id, users.c.active.is_(True)))
+                     .values(active=False)).rowcount
+    conn.execute(update(refresh_tokens).where(and_(
+        refresh_tokens.c.device_id.in_(select(devices.c.id).where(devices.c.user_id == user_id)),
+        refresh_tokens.c.revoked_at.is_(None))).values(revoked_at=now))
+    return n
+
+
+def get_user_txn(conn: Connection, user_id: str) -> Any:
+    return conn.execute(select(users).where(users.c.id == user_id)).first()
+
+
 def revoke_device_refresh_txn(conn: Connection, device_id: str, now: int) -> int:
     return conn.execute(update(refresh_tokens).where(and_(
         refresh_tokens.c.device_id == device_id, refresh_tokens.c.revoked_at.is_(None)))

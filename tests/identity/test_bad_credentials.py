@@ -250,6 +250,17 @@ def revoked_device(t: Team) -> Any:
     return m.get(_head(t))
 
 
+def deactivated_user(t: Team) -> Any:
+    m = t.member("editor", "departed")
+    dry = t.owner.post(f"/v1/users/{m.user_id}/deactivate", {"dry_run": True})
+    assert dry.json()["dry_run"] is True and m.get(_head(t)).status_code == 200
+    r = t.owner.post(f"/v1/users/{m.user_id}/deactivate", {})
+    assert r.status_code == 200, r.text
+    assert _refresh(t, m, m.refresh_token).json()["error"]["details"]["reason"] == \
+        "device_revoked"
+    return m.get(_head(t))
+
+
 def revoked_replica(t: Team) -> Any:
     m = t.member("editor", "replica-owner")
     rid = m.replica(t.space)
@@ -353,6 +364,7 @@ CASES: list[tuple[Callable[[Team], Any], int, str, str | None]] = [
     (delegated_read_token_publishing, 403, "forbidden", None),
     (revoked_delegation, 401, "unauthorized", "delegation_revoked"),
     (revoked_device, 401, "unauthorized", "device_revoked"),
+    (deactivated_user, 401, "unauthorized", "user_inactive"),
     (revoked_replica, 403, "forbidden", "replica_revoked"),
     (removed_member, 404, "not_found", None),
     (expired_invite, 403, "forbidden", "invite_expired"),

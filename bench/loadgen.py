@@ -42,6 +42,10 @@ class LoadResult:
         return {"accepted": self.accepted, "head_changed_retries": self.retried,
                 "errors": self.errors, "seconds": round(self.seconds, 2),
                 "batches_per_s": round(self.accepted / self.seconds, 1) if self.seconds else 0,
+                # every answered request, accepted or refused with head_changed: the
+                # server's request rate, apart from compare-and-swap contention
+                "requests_per_s": round((self.accepted + self.retried) / self.seconds, 1)
+                if self.seconds else 0,
                 "p50_ms": pct(0.5), "p99_ms": pct(0.99),
                 "mean_ms": round(statistics.fmean(lat) * 1000, 2) if lat else None,
                 "first_error": self.first_error}

@@ -39,7 +39,7 @@ RESULTS_DIR = HERE / "results"
 QUICK: dict[str, Any] = {
     "clients": 16, "publish_seconds": 3.0, "bulk": 2000, "batch": 500, "changed": 10,
     "clone_sizes": [500], "large": 500, "noop_sizes": [50, 500], "noop_repeats": 2,
-    "budget_s": 105,
+    "budget_s": 90,
 }
 FULL: dict[str, Any] = {
     "clients": 16, "publish_seconds": 20.0, "bulk": 20000, "batch": 500, "changed": 10,

@@ -69,6 +69,9 @@ entries_t = Table(
     Column("file_size", BigInteger, nullable=True),
     Column("file_mtime_ns", BigInteger, nullable=True),
     Column("held", Boolean, nullable=False, default=False),
+    # the entry the vault file was last written from or last read as: what a person's
+    # edit of that file is based on (scan merges three-way when the store moved on)
+    Column("file_base", Text, nullable=True),
 )
 
 outbox_t = Table(
@@ -149,6 +152,7 @@ class EntryState:
     file_size: int | None = None
     file_mtime_ns: int | None = None
     held: bool = False
+    file_base: Entry | None = None
 
     @property
     def dirty(self) -> bool:
@@ -203,6 +207,8 @@ class Store:
             cur.close()
 
         metadata.create_all(self.engine)
+        with self.tx() as conn:
+            _upgrade_txn(conn)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -267,6 +273,18 @@ class Store:
 # ---------------------------------------------------------------- transaction functions
 
 
+def _upgrade_txn(conn: Connection) -> None:
+    """Bring a store made by an older version up to this schema (idempotent)."""
+    cols = {r[1] for r in conn.exec_driver_sql("PRAGMA table_info(entries)")}
+    if "file_base" not in cols:
+        conn.exec_driver_sql("ALTER TABLE entries ADD COLUMN file_base TEXT")
+        # a file with no pending write and no conflict block was written from (or read as)
+        # the local state; elsewhere the base is unknown and stays NULL (no merge on scan)
+        conn.exec_driver_sql(
+            "UPDATE entries SET file_base = local WHERE file_hash IS NOT NULL AND NOT held"
+            " AND id NOT IN (SELECT entry_id FROM vault_pending)")
+
+
 def get_meta_txn(conn: Connection, key: str, default: Any = None) -> Any:
     row = conn.execute(select(meta_t.c.value).where(meta_t.c.key == key)).first()
     return default if row is None else json.loads(row[0])
@@ -288,7 +306,7 @@ def set_head_txn(conn: Connection, head: Head) -> None:
 
 def _state(r: Any) -> EntryState:
     return EntryState(r.id, entry_from_json(r.synced), entry_from_json(r.local), r.file_hash,
-                      r.file_size, r.file_mtime_ns, bool(r.held))
+                      r.file_size, r.file_mtime_ns, bool(r.held), entry_from_json(r.file_base))
 
 
 def states_txn(conn: Connection) -> dict[str, EntryState]:
@@ -304,7 +322,7 @@ def put_state_txn(conn: Connection, s: EntryState) -> None:
     values = dict(synced=entry_json(s.synced), synced_version=version_of(s.synced),
                   local=entry_json(s.local), local_version=version_of(s.local),
                   file_hash=s.file_hash, file_size=s.file_size, file_mtime_ns=s.file_mtime_ns,
-                  held=s.held)
+                  held=s.held, file_base=entry_json(s.file_base))
     if s.synced is None and s.local is None and s.file_hash is None:
         conn.execute(delete(entries_t).where(entries_t.c.id == s.id))
         return

@@ -145,13 +145,23 @@ class Replica:
                     report.problems.append(vlt.Problem(fs.path.relative_to(self.vault)
                                                        .as_posix(), e.line, str(e), entry_id))
                     continue
-                s.local = entry
+                file_base = s.file_base
+                s.file_base = entry
                 s.file_hash = h
                 self._record_stat(s, fs.size, fs.mtime_ns, now_ns)
-                if s.held and not markers.get("conflict"):
-                    # the person removed the marker: the file is the resolution
-                    s.held = False
-                    st.drop_conflict_txn(conn, entry_id)
+                if s.held:
+                    s.local = entry
+                    if not markers.get("conflict"):
+                        # the person removed the marker: the file is the resolution
+                        s.held = False
+                        st.drop_conflict_txn(conn, entry_id)
+                elif file_base is not None and not same(file_base, s.local):
+                    # the store moved on since this file was written or read (a remote
+                    # change while the file did not parse, or a vault write skipped over
+                    # the person's edit): their edit is based on file_base, not on local
+                    self._merge_file_txn(conn, s, file_base, entry, report)
+                else:
+                    s.local = entry
                 st.put_state_txn(conn, s)
                 report.local_changes.append(entry_id)
             for entry_id, s in states.items():
@@ -160,12 +170,31 @@ class Replica:
                 # the file is gone: a local delete (a held entry deleted = resolved by delete)
                 s.local = None
                 s.file_hash = s.file_size = s.file_mtime_ns = None
+                s.file_base = None
                 if s.held:
                     s.held = False
                     st.drop_conflict_txn(conn, entry_id)
                 st.put_state_txn(conn, s)
                 report.local_changes.append(entry_id)
         report.problems.sort(key=lambda p: p.path)
+
+    def _merge_file_txn(self, conn: Connection, s: EntryState, file_base: Entry,
+                        entry: Entry, report: SyncReport) -> None:
+        """Fold a vault file read as ``entry`` into ``s`` three-way (base: ``file_base``,
+        ours: the file, theirs: the local state the file never showed): a clean merge is
+        taken (and written back to the file), a conflict is held with all three kept."""
+        result = merge_entry(file_base, entry, s.local)
+        if result.clean:
+            s.local = result.entry
+            report.merged.append(s.id)
+        else:
+            st.put_conflict_txn(conn, Conflict(
+                s.id, list(result.conflicts), file_base, entry, s.local, None, None,
+                result.body_with_markers, self.clock()))
+            s.local = entry
+            s.held = True
+            report.held.append(s.id)
+        self._schedule_write_txn(conn, s)
 
     @staticmethod
     def _record_stat(s: EntryState, size: int, mtime_ns: int, now_ns: int) -> None:
@@ -226,8 +255,11 @@ class Replica:
                     stat = path.stat()
                     if current in (prev_hash, new_hash):
                         self._record_stat(s, stat.st_size, stat.st_mtime_ns, time.time_ns())
+                        # the file now shows this entry: a later edit of it is based on it
+                        s.file_base = vlt.read_entry(self.vault, entry_id, data)[0]
                 elif data is None and current in (prev_hash, new_hash):
                     s.file_hash = s.file_size = s.file_mtime_ns = None
+                    s.file_base = None
                 st.put_state_txn(conn, s)
                 st.done_vault_write_txn(conn, entry_id)
 

@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DATA ?= .quire/hub
 PORT ?= 8470
 
-.PHONY: setup run test test-fast lint demo bench bench-quick clean
+.PHONY: setup run test test-fast lint demo clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -34,11 +34,9 @@ lint: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/quire demo
 
-bench: $(STAMP)
-	$(BIN)/python -m bench.run
-
-bench-quick: $(STAMP)
-	$(BIN)/python -m bench.run --quick
+# bench, bench-quick and bench-deps (pouchdb-server from npm) live with the benchmarks
+bench bench-quick: $(STAMP)
+include bench/Makefile.inc
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

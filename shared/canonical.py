@@ -91,14 +91,61 @@ def _value(v: Any, out: list[str], depth: int) -> None:
         raise CanonicalError(f"type {type(v).__name__} has no canonical JSON form")
 
 
+def _fast_ok(v: Any, depth: int = 0) -> bool:
+    """True when ``json.dumps`` gives the canonical form: no floats, ints in range, no
+    object key that sorts differently by UTF-16 code units than by code points (only keys
+    with characters at or above U+E000 can), no odd types. Lone surrogates are caught when
+    the result is encoded."""
+    if depth > 64:
+        return False
+    if isinstance(v, str) or v is None or v is True or v is False:
+        return True
+    if isinstance(v, int):
+        return abs(v) <= MAX_SAFE_INT
+    if isinstance(v, dict):
+        for k, x in v.items():
+            if not isinstance(k, str) or (k and max(k) >= "\ue000"):
+                return False
+            if not (isinstance(x, str) or _fast_ok(x, depth + 1)):
+                return False
+        return True
+    if isinstance(v, (list, tuple)):
+        return all(isinstance(x, str) or _fast_ok(x, depth + 1) for x in v)
+    return False
+
+
+_fast_dumps = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"),
+                               check_circular=False, allow_nan=False).encode
+
+
 def canonical_str(value: Any) -> str:
+    if _fast_ok(value):
+        # the standard encoder escapes exactly what RFC 8785 escapes (", \, control
+        # characters, short forms where JSON has them) when ensure_ascii is off
+        text = _fast_dumps(value)
+        if not _has_surrogate(text):
+            return text
     out: list[str] = []
     _value(value, out, 0)
     return "".join(out)
 
 
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+        return False
+    except UnicodeEncodeError:
+        return True
+
+
 def canonical_bytes(value: Any) -> bytes:
     """The canonical UTF-8 encoding of ``value``."""
+    if _fast_ok(value):
+        text = _fast_dumps(value)
+        try:
+            return text.encode("utf-8")
+        except UnicodeEncodeError:
+            pass  # a lone surrogate: the slow path names it
     return canonical_str(value).encode("utf-8")
 
 

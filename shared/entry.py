@@ -71,7 +71,12 @@ class Entry:
 
     @property
     def version(self) -> str:
-        return sha256_hex(canonical_bytes(self.to_dict()))
+        # frozen, so computed once: versions are asked for on every hot path
+        cached = self.__dict__.get("_version")
+        if cached is None:
+            cached = sha256_hex(canonical_bytes(self.to_dict()))
+            object.__setattr__(self, "_version", cached)
+        return cached
 
     def __hash__(self) -> int:  # meta is a dict; hash on the version
         return hash(self.version)

@@ -143,6 +143,7 @@ def status_doc(space: SpaceConfig) -> dict[str, Any]:
                            "theirs_author": c.theirs_author, "theirs_seq": c.theirs_seq}
                           for c in conflicts],
             "problems": saved.get("problems", []),
+            "policy_denied": saved.get("policy_denied", []),
             "last_error": saved.get("last_error"),
             "last_success": saved.get("last_success"),
             "last_sync": saved.get("last_sync"),
@@ -185,6 +186,8 @@ def _write_status(space: SpaceConfig, *, report: SyncReport | None, error: Quire
         "problems": [p.to_json() for p in report.problems] if report else prev.get(
             "problems", []),
         "role": role or prev.get("role"),
+        # local changes the space rules deny (replica/sync.py): kept here, not published
+        "policy_denied": report.policy_denied if report else prev.get("policy_denied", []),
     }
     write_json(space.status_path, doc)
 
@@ -201,6 +204,9 @@ def _human_status(doc: dict[str, Any]) -> str:
     for p in doc["problems"]:
         where = f"{p['path']}:{p['line']}" if p.get("line") else p["path"]
         lines.append(f"  problem: {where}: {p['reason']}")
+    for d in doc.get("policy_denied") or []:
+        lines.append(f"  policy_denied: {d['id']} ({d['action']}, rule {d['rule']}): kept "
+                     "locally, not published")
     if doc["last_error"]:
         e = doc["last_error"]
         lines.append(f"  last error: {e['code']}: {e['message']}")
@@ -321,6 +327,8 @@ def cmd_sync(args: argparse.Namespace, out: Out) -> int:
     for p in r["problems"]:
         where = f"{p['path']}:{p['line']}" if p.get("line") else p["path"]
         human.append(f"  not published: {where}: {p['reason']}")
+    for d in r["policy_denied"]:
+        human.append(f"  refused locally (policy_denied): {d['message']}")
     out.doc(dict(status, sync=r), "\n".join(human))
     return 0
 

@@ -13,13 +13,13 @@ hub, tested by tables. ``replica/conflicts.py`` stores claims and applies resolu
 
 from __future__ import annotations
 
-from fnmatch import fnmatchcase
 from functools import lru_cache
 from typing import Any
 
 from replica import store as st
 from replica.merge import END_MARKER, START_MARKER, live, merge_entry
 from replica.store import Conflict
+from shared import policy
 from shared.digest import digest_of, sha256_hex
 from shared.entry import Entry, EntryError, guardrail_rank, make_entry, parse_markdown
 from shared.errors import InvalidRequest, NotFound
@@ -249,17 +249,13 @@ def guardrail_weakening(c: Conflict, result: Entry | None) -> str | None:
 def rule_denies(rules: list[dict[str, Any]], *, role: str | None, user_id: str | None,
                 agent: str | None, entry_id: str, action: str) -> str | None:
     """The id of the first deny rule that forbids ``action`` on ``entry_id`` for this
-    principal (the hub's rule semantics, re-stated: the replica never imports the hub)."""
-    if role not in ("editor", "admin"):
+    principal (``shared/policy.py``: the same evaluation as the hub's)."""
+    if not policy.at_least(role, "editor"):
         return "role:" + str(role)
-    for r in rules:
-        who = r.get("who")
-        applies = (agent is not None) if who == "agents" else (
-            who == role if who in ("viewer", "editor", "admin") else who == user_id)
-        if (r.get("effect") == "deny" and applies and action in (r.get("actions") or [])
-                and fnmatchcase(entry_id, str(r.get("entries", "")))):
-            return str(r.get("id"))
-    return None
+    actor = policy.Actor(user_id or "", role, agent)
+    hit = policy.denied_ops([policy.Rule.from_dict(r) for r in rules], actor,
+                            [(entry_id, action)])
+    return hit[0]["rule"] if hit else None
 
 
 def entry_from_vault_text(entry_id: str, text: str) -> Entry:

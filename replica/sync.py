@@ -35,6 +35,7 @@ from replica.conflicts import forget_resolutions_txn, plan_batch
 from replica.crash import crash_point
 from replica.merge import merge_entry, same
 from replica.store import Conflict, EntryState, Head, Store
+from shared import policy
 from shared.entry import Entry, EntryError, tombstone
 from shared.errors import (
     BaseMismatch,
@@ -62,13 +63,16 @@ class SyncReport:
     merged: list[str] = field(default_factory=list)
     held: list[str] = field(default_factory=list)
     local_changes: list[str] = field(default_factory=list)
+    # local changes the space rules (as the head states them) deny: kept, not pushed
+    policy_denied: list[dict[str, Any]] = field(default_factory=list)
     problems: list[vlt.Problem] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"pulled": self.pulled, "pushed": self.pushed, "batches": self.batches,
                 "snapshot": self.snapshot, "merged": sorted(set(self.merged)),
                 "held": sorted(set(self.held)), "local_changes": sorted(self.local_changes),
-                "problems": [p.to_json() for p in self.problems]}
+                "problems": [p.to_json() for p in self.problems],
+                "policy_denied": list(self.policy_denied)}
 
 
 def now_ms() -> int:
@@ -390,8 +394,10 @@ class Replica:
 
     # ------------------------------------------------------------ push
 
-    def _build_ops(self) -> list[Op]:
+    def _build_ops(self, report: SyncReport | None = None) -> list[Op]:
         ops = []
+        denied: list[dict[str, Any]] = []
+        access = self.store.get_meta("access") or {}
         for s in self.store.states().values():
             if s.held or not s.dirty:
                 continue
@@ -399,14 +405,42 @@ class Replica:
             if s.local is None or s.local.deleted:
                 if s.synced is None or s.synced.deleted:
                     continue
-                ops.append(Op(tombstone(s.id), base))
+                op = Op(tombstone(s.id), base)
             else:
-                ops.append(Op(s.local, base))
+                op = Op(s.local, base)
+            refusal = self._local_denial(access, s, op)
+            if refusal is not None:
+                denied.append(refusal)  # kept dirty in the store and the vault, not pushed
+                continue
+            ops.append(op)
             if len(ops) >= MAX_OPS_PER_BATCH:
                 break
+        if report is not None:
+            report.policy_denied = denied
         return ops
 
-    def _next_batch(self) -> Batch | None:
+    @staticmethod
+    def _local_denial(access: dict[str, Any], s: EntryState, op: Op
+                      ) -> dict[str, Any] | None:
+        """Would the hub deny this op? Judged with the role and rules of this sync's head
+        (already narrowed to this caller) against the synced content, as the guard does;
+        the hub still checks. None when allowed or when the head did not say."""
+        role = access.get("role")
+        if role is None:
+            return None
+        current = None if s.synced is None else (s.synced.version, s.synced.deleted)
+        action = policy.op_action(op.entry.deleted, current)
+        if not policy.at_least(role, "editor"):
+            return {"id": s.id, "action": action, "rule": f"role:{role}",
+                    "message": f"a {role} cannot publish; kept locally"}
+        rules = [policy.Rule.from_dict(r) for r in access.get("rules") or []]
+        hit = policy.denied_by_applying(rules, [(s.id, action)])
+        if not hit:
+            return None
+        return dict(hit[0], message=f"the space rules do not let you {action} {s.id} "
+                                    f"(rule {hit[0]['rule']}); kept locally, not published")
+
+    def _next_batch(self, report: SyncReport | None = None) -> Batch | None:
         head = self.store.head()
         assert head is not None
         for row in self.store.outbox():
@@ -417,7 +451,7 @@ class Replica:
             # its parent is gone and our pull did not contain it: never accepted, never will be
             with self.store.tx() as conn:
                 st.drop_outbox_txn(conn, batch.batch_id)
-        ops = self._build_ops()
+        ops = self._build_ops(report)
         if not ops:
             return None
         ops, provenance = plan_batch(self.store, ops, self.provenance)
@@ -454,7 +488,7 @@ class Replica:
     def push(self, report: SyncReport) -> None:
         rounds = 0
         while True:
-            batch = self._next_batch()
+            batch = self._next_batch(report)
             if batch is None:
                 return
             crash_point("before_push")

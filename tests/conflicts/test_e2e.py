@@ -396,7 +396,7 @@ def test_200_kib_conflict_packet_stays_under_40_kib_and_pages_reassemble(scene: 
 
 
 def test_resolution_cannot_weaken_a_guardrail_the_space_rules_protect(scene: Scene):
-    alice, team = scene.alice, scene.team
+    alice, bob, team = scene.alice, scene.bob, scene.team
     qjson(team.owner, "admin", "rules", "add", team.name, "--deny", "update,delete", "--who",
           "editor", "--entries", "guardrail/*")
     sync(alice)  # the head brings the rules that apply to alice
@@ -410,6 +410,22 @@ def test_resolution_cannot_weaken_a_guardrail_the_space_rules_protect(scene: Sce
         assert packet_for(alice, GUARD)["digest"] == pkt["digest"]  # nothing changed
         d.resolve(GUARD, digest=pkt["digest"], how="theirs", agent="careful-bot")
     assert alice.read(GUARD).meta["severity"] == "block"
+
+    # the hub refuses what the rule denies; the agent sees it in the result's signals
+    async def agent_edits_the_guardrail() -> tuple[dict[str, Any], dict[str, Any]]:
+        async with Client(_mcp(alice, "eager-bot")) as client:
+            err, w = await _call(client, "write", {"entry_id": GUARD, "title": "G",
+                                                   "body": "relaxed\n",
+                                                   "meta": {"severity": "info"}})
+            assert not err
+            err, refused = await _call(client, "sync", {})
+            assert err and refused["error"]["code"] == "policy_denied"
+            err, st = await _call(client, "status", {})
+            return refused, st
+    refused, st = asyncio.run(agent_edits_the_guardrail())
+    assert any("publication refused" in x for x in refused["signals"] + st["signals"])
+    alice.write(bob.read(GUARD))  # put it back as the hub has it: nothing left to publish
+    sync(alice)
 
 
 def test_every_replica_converges_once_all_packets_are_resolved(scene: Scene):

@@ -125,6 +125,11 @@ def _check_device(dev: Any) -> None:
 
 def recheck_principal_txn(conn: Any, p: Principal) -> Principal:
     """Re-read the device and user behind ``p``; raises when either is no longer valid."""
+    return recheck_device_txn(conn, p)[0]
+
+
+def recheck_device_txn(conn: Any, p: Principal) -> tuple[Principal, Any]:
+    """``recheck_principal_txn`` that also returns the device row (its public key)."""
     dev = q.device_by_id_txn(conn, p.device_id)
     if dev is None:
         raise Unauthorized("device no longer exists", {"reason": "device_removed"})
@@ -133,7 +138,7 @@ def recheck_principal_txn(conn: Any, p: Principal) -> Principal:
         # expiry was checked when the request arrived; revocation must be seen at commit
         _check_delegation_txn(conn, p, None)
     return Principal(dev.user_id, dev.id, dev.user_name, dev.is_owner, p.agent,
-                     p.delegation_id, p.scope, p.space_id)
+                     p.delegation_id, p.scope, p.space_id), dev
 
 
 def effective_role_txn(conn: Any, p: Principal, space_id: str) -> str | None:

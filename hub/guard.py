@@ -22,7 +22,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hub import audit, policy
-from hub.access import Principal, recheck_principal_txn, space_access_txn
+from hub.access import (
+    Principal,
+    effective_role_txn,
+    recheck_device_txn,
+    recheck_principal_txn,
+    space_access_txn,
+)
 from hub.events import CHANNEL, Broker
 from hub.keys import HubKey
 from hub.store import queries as q
@@ -121,7 +127,7 @@ def _replay_txn(conn: Any, batch: Batch, space_id: str) -> Outcome | None:
 
 def prepare_txn(conn: Any, batch: Batch, principal: Principal, space_ref: str
                 ) -> tuple[Prepared | None, Outcome | None]:
-    principal = recheck_principal_txn(conn, principal)
+    principal, dev = recheck_device_txn(conn, principal)
     space, role = space_access_txn(conn, principal, space_ref, "viewer")
     if batch.space != space.id:
         raise InvalidRequest("batch.space does not match the space in the path",
@@ -133,8 +139,7 @@ def prepare_txn(conn: Any, batch: Batch, principal: Principal, space_ref: str
         raise Forbidden(f"your role in this space is {role}; publishing needs editor",
                         {"role": role, "required": "editor"})
     _check_replica_txn(conn, batch, principal, space.id)
-    dev = q.device_by_id_txn(conn, principal.device_id)
-    if dev is None or not batch.verify_signature(dev.public_key):
+    if not batch.verify_signature(dev.public_key):
         raise InvalidRequest("batch signature does not verify with this device's key",
                              {"reason": "bad_signature"})
     if batch.epoch != space.epoch:
@@ -156,7 +161,13 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
     if replay is not None:
         return replay
     principal = recheck_principal_txn(conn, principal)
-    _, role = space_access_txn(conn, principal, space.id, "editor")
+    # the space row is already locked and read: check the role on it, not a fresh lookup
+    role = effective_role_txn(conn, principal, space.id)
+    if role is None:
+        raise NotFound("you are no longer a member of this space")
+    if not policy.at_least(role, "editor"):
+        raise Forbidden(f"your role in this space is now {role}; publishing needs editor",
+                        {"role": role, "required": "editor"})
     _check_replica_txn(conn, batch, principal, space.id)
     if space.epoch != prep.epoch or batch.epoch != space.epoch:
         raise EpochChanged("the space moved to another epoch; take a snapshot and replay "

@@ -223,6 +223,10 @@ def run_sync(home: Home, space: SpaceConfig, out: Out) -> tuple[SyncReport, dict
         rep, client, store = _replica(home, space, update)
         report = None
         try:
+            from replica.rejoin import ensure_current_replica
+
+            # a new device login since the replica was registered: register a new one
+            ensure_current_replica(space, home.hub(space.hub_id), rep)  # type: ignore[arg-type]
             report = rep.sync()
         except QuireError as e:
             _write_status(space, report=None, error=e, role=rep.role)
@@ -289,7 +293,7 @@ def cmd_join(args: argparse.Namespace, out: Out) -> int:
     with _client(hub) as c:
         replica_id = c.register_replica(space_id, device_name)
     space = SpaceConfig(space_id, space_info["name"], hub_id, replica_id, vault,
-                        space_info.get("role"), home.space_dir(space_id))
+                        space_info.get("role"), home.space_dir(space_id), hub.device_id)
     space.dir.mkdir(parents=True, exist_ok=True)
     space.save()
     out.say(f"joined space {space.name} as {space.role}; taking the first snapshot …")

@@ -101,6 +101,9 @@ class SpaceConfig:
     vault: Path
     role: str | None
     dir: Path
+    # the device the replica was registered from: after a new device login it differs from
+    # the hub's, and the next sync registers a new replica (replica/rejoin.py)
+    device_id: str | None = None
 
     @property
     def store_path(self) -> Path:
@@ -117,7 +120,8 @@ class SpaceConfig:
     def save(self) -> None:
         write_json(self.dir / "space.json", {
             "space_id": self.space_id, "name": self.name, "hub_id": self.hub_id,
-            "replica_id": self.replica_id, "vault": str(self.vault), "role": self.role})
+            "replica_id": self.replica_id, "vault": str(self.vault), "role": self.role,
+            "device_id": self.device_id})
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.space_id, "name": self.name, "hub": self.hub_id,
@@ -186,7 +190,7 @@ class Home:
                 data = json.loads(f.read_text(encoding="utf-8"))
                 out.append(SpaceConfig(data["space_id"], data["name"], data["hub_id"],
                                        data["replica_id"], Path(data["vault"]),
-                                       data.get("role"), p))
+                                       data.get("role"), p, data.get("device_id")))
         return out
 
     def space(self, ref: str | None) -> SpaceConfig:

@@ -276,6 +276,23 @@ def cmd_devices(args: argparse.Namespace, out: Any, client: Any) -> int:
     return 0
 
 
+def _refused(known: HubConfig, public_key: str) -> bool:
+    """Does the hub refuse this machine's current device credential (revoked device,
+    revoked login, unknown device)? False when it has none or the hub accepts it."""
+    from replica.auth import auth_for
+
+    creds = CredentialFile(known.credential_path, known.key_path)
+    auth = auth_for(known.key_path, creds)
+    if auth is None:
+        return False
+    try:
+        with HubClient(known.url, auth=auth, hub_key=public_key) as c:
+            c.spaces()
+    except Unauthorized:
+        return True
+    return False
+
+
 def cmd_login(args: argparse.Namespace, out: Any, home: Home) -> int:
     """RFC 8628 on the new machine: show a code, poll until a signed-in device approves."""
     url = args.url.rstrip("/")
@@ -290,6 +307,11 @@ def cmd_login(args: argparse.Namespace, out: Any, home: Home) -> int:
             raise LocalError("the hub's signing key differs from the one pinned earlier")
         hub_dir = home.hub_dir(hub_id)
         key_path = hub_dir / "device.pem"
+        if key_path.exists() and known is not None and _refused(known, public_key):
+            # this device was revoked (or its login is otherwise refused for good): its key
+            # can never sign in again, so this login makes a new device; the old key is kept
+            # aside, and the next sync re-registers the space replicas (replica/rejoin.py)
+            key_path.rename(hub_dir / f"device-{known.device_id or 'old'}.pem.refused")
         if key_path.exists():
             key = load_private(key_path)
         else:

@@ -130,12 +130,3 @@ def delegated(key_path: Any, token: str, htu_base: str) -> DPoPAuth:
     """An agent's flow: a delegated token (no refresh) with proofs by the device key."""
     return DPoPAuth(load_private(key_path), Tokens(token, None, 2**62, htu_base))
 
-
-def BearerAuth(credential: str) -> DPoPAuth:  # noqa: N802 - kept for old call sites
-    """Deprecated name: the credential file now holds device-bound tokens (JSON naming the
-    device key), so this returns the DPoP flow for it."""
-    creds = CredentialFile.from_document(credential)
-    auth = auth_for(creds.key_path, creds)
-    if auth is None:
-        raise ValueError("credential holds no tokens")
-    return auth

@@ -36,12 +36,6 @@ class CredentialFile:
         self.path = path
         self.key_path = key_path
 
-    @classmethod
-    def from_document(cls, text: str) -> CredentialFile:
-        doc = json.loads(text)
-        key_path = Path(doc["device_key"])
-        return cls(key_path.with_name("credential"), key_path)
-
     def load(self) -> Tokens | None:
         try:
             doc: dict[str, Any] = json.loads(self.path.read_text(encoding="utf-8"))

@@ -23,15 +23,23 @@ from typing import Any
 import pytest
 
 from replica import vault as vlt
-from replica.auth import BearerAuth
+from replica.auth import DPoPAuth, auth_for
 from replica.cli import status_doc
 from replica.client import HubClient
-from replica.home import Home
+from replica.home import Home, HubConfig
+from replica.identity import CredentialFile
 from shared.digest import genesis_digest
 from shared.entry import Entry
 
 QUIRE = [sys.executable, "-c", "import sys; from replica.cli import main; sys.exit(main())"]
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def device_auth(h: HubConfig) -> DPoPAuth:
+    """The DPoP flow of the machine that holds ``h`` (its device key and tokens)."""
+    auth = auth_for(h.key_path, CredentialFile(h.credential_path, h.key_path))
+    assert auth is not None, "this machine holds no tokens for the hub"
+    return auth
 
 
 def free_port() -> int:
@@ -148,7 +156,7 @@ class Member:
 
     def client(self) -> HubClient:
         h = Home(self.home).hubs()[0]
-        return HubClient(h.url, auth=BearerAuth(h.credential() or ""), hub_key=h.public_key)
+        return HubClient(h.url, auth=device_auth(h), hub_key=h.public_key)
 
 
 class Team:
@@ -160,7 +168,7 @@ class Team:
         # in-process with the owner's credential: the CLI verb is covered elsewhere, and each
         # CLI start costs ~0.5 s of imports
         h = Home(self.owner).hubs()[0]
-        with HubClient(h.url, auth=BearerAuth(h.credential() or ""),
+        with HubClient(h.url, auth=device_auth(h),
                        hub_key=h.public_key) as c:
             return c.create_invite(self.space["id"], role)["code"]
 

@@ -129,7 +129,13 @@ class Session:
                        "are kept; fix or revert them, do not retry blindly")
         elif code:
             out.append(f"last sync failed ({code}); sync again later")
-        if dirty:
+        denied = saved.get("policy_denied") or []
+        if denied:
+            out.append(f"publication refused for {len(denied)} local change(s) by the space "
+                       f"rules (e.g. {denied[0].get('action')} {denied[0].get('id')}): kept "
+                       "locally; revert them or ask an admin, do not retry")
+            dirty -= len(denied)
+        if dirty > 0:
             out.append(f"{dirty} local change(s) not yet published: call sync")
         problems = saved.get("problems") or []
         if problems:
@@ -173,6 +179,8 @@ class Session:
         return {"pulled_batches": r["pulled"], "pushed_changes": r["pushed"],
                 "merged": r["merged"][:50], "held_in_conflict": r["held"][:50],
                 "problems": r["problems"][:20], "head": status["head"],
+                # local changes the space rules deny: kept here, never sent (docs/replica.md)
+                "policy_denied": list(r.get("policy_denied") or [])[:20],
                 "state": status["state"]}
 
     def search(self, query: str, limit: int = 10, kind: str | None = None

@@ -91,6 +91,8 @@ def scene(hub, owner, tmp_path_factory) -> Scene:
         put(alice, eid, mine, 1)
     held = sync(alice)["sync"]["held"]
     assert sorted(held) == sorted(SCENE)  # the later syncer holds every overlapping edit
+    with desk(bob) as d:
+        assert d.list_packets() == []  # the earlier one published and holds nothing
     return Scene(team, alice, bob)
 
 

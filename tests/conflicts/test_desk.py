@@ -137,3 +137,47 @@ def test_keep_both_refuses_to_overwrite_an_existing_entry(space):
         with pytest.raises(InvalidRequest):
             d.resolve(EID, digest=pkt["digest"], how="keep_both")
         assert d.list_packets()[0]["digest"] == pkt["digest"]  # nothing applied
+
+
+_RACER = """
+import json, sys, time
+from pathlib import Path
+from replica.conflicts import Desk
+from replica.home import SpaceConfig
+from shared.errors import QuireError
+args = json.loads(sys.argv[1])
+space = SpaceConfig(args["id"], "t", args["hub"], args["replica"], Path(args["vault"]), "editor",
+                    Path(args["dir"]))
+desk = Desk(space)
+time.sleep(max(0.0, args["start"] - time.time()))  # everyone claims at the same instant
+try:
+    print(json.dumps({"ok": desk.claim("page/deploy", args["agent"], ttl=60)}))
+except QuireError as e:
+    print(json.dumps({"error": e.code, "details": e.details}))
+"""
+
+
+def test_many_processes_claiming_at_the_same_instant_yield_exactly_one_holder(space):
+    import json
+    import subprocess
+    import sys
+    import time
+
+    start = time.time() + 4
+    procs = [subprocess.Popen(
+        [sys.executable, "-c", _RACER, json.dumps({
+            "id": space.space_id, "hub": space.hub_id, "replica": space.replica_id,
+            "vault": str(space.vault), "dir": str(space.dir), "start": start,
+            "agent": f"racer-{i}"})],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=Path(__file__).resolve().parents[2]) for i in range(5)]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        results.append(json.loads(out))
+    winners = [r["ok"] for r in results if "ok" in r]
+    losers = [r for r in results if "error" in r]
+    assert len(winners) == 1 and len(losers) == 4
+    assert all(r["error"] == "claim_held" and r["details"]["holder"] == winners[0]["agent"]
+               and r["details"]["expires_at"] == winners[0]["expires_at"] for r in losers)

@@ -3,6 +3,10 @@ resolutions applied into the held state, staleness from local edits, the publica
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -12,6 +16,7 @@ from replica import vault as vlt
 from replica.conflicts import Desk, packet_digest, plan_batch
 from replica.home import SpaceConfig
 from replica.merge import merge_entry
+from replica.packets import keep_both_id
 from replica.store import Conflict, EntryState, Store
 from replica.sync import conflict_marker
 from shared.entry import make_entry
@@ -130,7 +135,6 @@ def test_local_edit_of_the_held_file_makes_the_packet_stale(space):
 def test_keep_both_refuses_to_overwrite_an_existing_entry(space):
     with Desk(space, clock=Clock()) as d:
         pkt = d.show(EID)
-        from replica.packets import keep_both_id
         taken = keep_both_id(EID, e("one (ours)\n"))
         with d.store.tx() as conn:
             st.put_state_txn(conn, EntryState(taken, None, e("someone's\n", taken)))
@@ -158,11 +162,6 @@ except QuireError as e:
 
 
 def test_many_processes_claiming_at_the_same_instant_yield_exactly_one_holder(space):
-    import json
-    import subprocess
-    import sys
-    import time
-
     start = time.time() + 4
     procs = [subprocess.Popen(
         [sys.executable, "-c", _RACER, json.dumps({

@@ -98,8 +98,13 @@ class HubClient:
     def _stream(self, path: str, params: dict[str, Any] | None = None
                 ) -> Iterator[dict[str, Any]]:
         """Yield NDJSON lines; raise TransferFailed if the stream ends without ``end``."""
+        # the auth flow wants response bodies (to see a refused token): wrapped so it never
+        # reads this one, which would hold a whole snapshot in memory before the first line
+        auth = self._http.auth
         try:
-            with self._http.stream("GET", path, params=params) as resp:
+            with self._http.stream("GET", path, params=params,
+                                   auth=_StreamAuth(auth) if auth is not None else None
+                                   ) as resp:
                 if resp.status_code >= 400:
                     resp.read()
                     self._decode(resp, "GET", path)

@@ -40,6 +40,7 @@ from sqlalchemy import (
     create_engine,
     delete,
     event,
+    func,
     insert,
     select,
     update,
@@ -48,7 +49,7 @@ from sqlalchemy.pool import NullPool
 
 from shared.canonical import canonical_str
 from shared.digest import digest_of
-from shared.entry import Entry, make_entry
+from shared.entry import Entry, make_entry, tombstone
 
 metadata = MetaData()
 
@@ -132,6 +133,25 @@ def entry_json(e: Entry | None) -> str | None:
 
 def entry_from_json(s: str | None) -> Entry | None:
     return None if s is None else make_entry(json.loads(s))
+
+
+TOMBSTONE_PREFIX = '{"deleted":true,'  # canonical JSON of a tombstone starts so; nothing else
+
+
+def stored_entry(s: str | None, version: str | None = None) -> Entry | None:
+    """An entry this store wrote (canonical JSON of a validated entry): rebuilt without
+    validating it again, and with its stored version, so nothing is recomputed."""
+    if s is None:
+        return None
+    d = json.loads(s)
+    if d.get("deleted") is True:
+        e = tombstone(d["id"])
+    else:
+        e = Entry(id=d["id"], title=d["title"], body=d["body"], tags=tuple(d["tags"]),
+                  links=tuple(d["links"]), meta=d["meta"])
+    if version is not None:
+        object.__setattr__(e, "_version", version)  # Entry.version's cache
+    return e
 
 
 def version_of(e: Entry | None) -> str | None:
@@ -260,14 +280,18 @@ class Store:
     def digest(self) -> str:
         """Digest of the synced state: equal on two replicas that hold the same hub state."""
         head = self.head()
-        states = self.states()
-        live = sorted((i, s.synced.version) for i, s in states.items()
-                      if s.synced is not None and not s.synced.deleted)
-        return digest_of({"head": head.to_json() if head else None,
-                          "entries": [list(x) for x in live]})
+        with self.engine.connect() as conn:
+            live = [[i, sv] for i, sv, _lv, _h in live_versions_txn(conn) if sv is not None]
+        return digest_of({"head": head.to_json() if head else None, "entries": live})
 
     def dirty_count(self) -> int:
-        return sum(1 for s in self.states().values() if s.dirty and not s.held)
+        with self.engine.connect() as conn:
+            return sum(1 for _i, sv, lv, held in live_versions_txn(conn)
+                       if sv != lv and not held)
+
+    def dirty_states(self) -> dict[str, EntryState]:
+        with self.engine.connect() as conn:
+            return dirty_states_txn(conn)
 
 
 # ---------------------------------------------------------------- transaction functions
@@ -305,12 +329,72 @@ def set_head_txn(conn: Connection, head: Head) -> None:
 
 
 def _state(r: Any) -> EntryState:
-    return EntryState(r.id, entry_from_json(r.synced), entry_from_json(r.local), r.file_hash,
-                      r.file_size, r.file_mtime_ns, bool(r.held), entry_from_json(r.file_base))
+    return EntryState(r.id, stored_entry(r.synced, r.synced_version),
+                      stored_entry(r.local, r.local_version), r.file_hash,
+                      r.file_size, r.file_mtime_ns, bool(r.held), stored_entry(r.file_base))
 
 
 def states_txn(conn: Connection) -> dict[str, EntryState]:
     return {r.id: _state(r) for r in conn.execute(select(entries_t).order_by(entries_t.c.id))}
+
+
+def dirty_states_txn(conn: Connection) -> dict[str, EntryState]:
+    """The non-held entries whose local state differs from the synced one (by id): only
+    those rows are read and rebuilt."""
+    c = entries_t.c
+    q = select(entries_t).where(c.held.is_(False),
+                                c.local_version.is_distinct_from(c.synced_version))
+    out = {}
+    for r in conn.execute(q.order_by(c.id)):
+        s = _state(r)
+        if s.dirty:
+            out[s.id] = s
+    return out
+
+
+def file_stats_txn(conn: Connection) -> dict[str, tuple[str | None, int | None, int | None,
+                                                         bool]]:
+    """Per entry (file hash, size, mtime, held): what a vault scan compares, nothing parsed."""
+    c = entries_t.c
+    return {r.id: (r.file_hash, r.file_size, r.file_mtime_ns, bool(r.held))
+            for r in conn.execute(select(c.id, c.file_hash, c.file_size, c.file_mtime_ns,
+                                         c.held))}
+
+
+def live_versions_txn(conn: Connection) -> Iterator[tuple[str, str | None, str | None, bool]]:
+    """(id, live synced version, live local version, held) per entry, from the stored
+    versions (a tombstone counts as absent), without reading any entry."""
+    c = entries_t.c
+    q = select(c.id, c.synced_version, c.local_version, c.held,
+               func.substr(c.synced, 1, len(TOMBSTONE_PREFIX)).label("s"),
+               func.substr(c.local, 1, len(TOMBSTONE_PREFIX)).label("l"))
+    for r in conn.execute(q.order_by(c.id)):
+        yield (r.id, None if r.s == TOMBSTONE_PREFIX else r.synced_version,
+               None if r.l == TOMBSTONE_PREFIX else r.local_version, bool(r.held))
+
+
+def snapshot_index_txn(conn: Connection) -> dict[str, tuple[str | None, str | None, bool,
+                                                            bool]]:
+    """Per entry (synced version, local version, held, has a file), plus every entry with
+    a journaled vault write as (None, None, True, True): what applying a snapshot needs to
+    tell an unchanged or new entry from one that must be merged."""
+    c = entries_t.c
+    out = {r.id: (r.synced_version, r.local_version, bool(r.held), r.file_hash is not None)
+           for r in conn.execute(select(c.id, c.synced_version, c.local_version, c.held,
+                                        c.file_hash))}
+    for r in conn.execute(select(vault_pending_t.c.entry_id)):
+        out[r.entry_id] = (None, None, True, True)
+    return out
+
+
+def insert_new_states_txn(conn: Connection, states: list[EntryState]) -> None:
+    """Insert entries this store has no row for, in one statement (executemany)."""
+    if states:
+        conn.execute(insert(entries_t), [dict(
+            id=s.id, synced=entry_json(s.synced), synced_version=version_of(s.synced),
+            local=entry_json(s.local), local_version=version_of(s.local),
+            file_hash=s.file_hash, file_size=s.file_size, file_mtime_ns=s.file_mtime_ns,
+            held=s.held, file_base=entry_json(s.file_base)) for s in states])
 
 
 def get_state_txn(conn: Connection, entry_id: str) -> EntryState:

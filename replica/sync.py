@@ -50,6 +50,13 @@ from shared.wire import Batch, Op, build_batch, parse_batch
 MAX_ROUNDS = 8  # push attempts per sync when the head keeps moving
 MAX_OPS_PER_BATCH = 500
 RACY_NS = 2_000_000_000  # a file modified this recently is hashed even if its stat matches
+CHUNK = 2000  # snapshot entries and vault writes per transaction
+
+
+def settled_mtime_ns() -> int:
+    """The mtime given to the files a sync writes: older than the racy window, so their
+    stat is trusted at once, and older than any later edit, which therefore changes it."""
+    return time.time_ns() - RACY_NS - 1_000_000_000
 
 Progress = Callable[[int, int | None], None]
 
@@ -131,12 +138,15 @@ class Replica:
         bad = scan.problem_ids()
         now_ns = time.time_ns()
         with self.store.tx() as conn:
-            states = st.states_txn(conn)
+            # (hash, size, mtime, held) per entry: an unchanged file costs its stat, nothing
+            # is read or parsed (DESIGN §7)
+            stats = st.file_stats_txn(conn)
             for entry_id, fs in scan.files.items():
-                s = states.get(entry_id) or EntryState(entry_id, None, None)
-                if (s.file_hash and s.file_size == fs.size
-                        and s.file_mtime_ns == fs.mtime_ns):
+                known = stats.get(entry_id)
+                if (known is not None and known[0] and known[1] == fs.size
+                        and known[2] == fs.mtime_ns):
                     continue
+                s = st.get_state_txn(conn, entry_id)
                 data = fs.path.read_bytes()
                 h = vlt.file_hash(data)
                 if h == s.file_hash:
@@ -168,9 +178,10 @@ class Replica:
                     s.local = entry
                 st.put_state_txn(conn, s)
                 report.local_changes.append(entry_id)
-            for entry_id, s in states.items():
-                if entry_id in scan.files or entry_id in bad or s.file_hash is None:
+            for entry_id, known in stats.items():
+                if entry_id in scan.files or entry_id in bad or known[0] is None:
                     continue
+                s = st.get_state_txn(conn, entry_id)
                 # the file is gone: a local delete (a held entry deleted = resolved by delete)
                 s.local = None
                 s.file_hash = s.file_size = s.file_mtime_ns = None
@@ -211,16 +222,24 @@ class Replica:
 
     def _render(self, conn: Connection, s: EntryState) -> tuple[str | None, bool]:
         """What the vault file of ``s`` should hold (None: no file)."""
+        shown, marker = self._shown(conn, s)
+        if shown is None:
+            return None, True
+        return vlt.render(shown, marker).decode("utf-8"), True
+
+    @staticmethod
+    def _shown(conn: Connection, s: EntryState) -> tuple[Entry | None, dict[str, Any] | None]:
+        """The entry the vault file of ``s`` shows, with its local marker (None: no file)."""
         if s.held:
             c = st.get_conflict_txn(conn, s.id)
             shown = s.local if s.local is not None and not s.local.deleted else (
                 c.theirs if c is not None else None)
             if shown is None or shown.deleted or c is None:
-                return None, True
-            return vlt.render(shown, conflict_marker(c)).decode("utf-8"), True
+                return None, None
+            return shown, conflict_marker(c)
         if s.local is None or s.local.deleted:
-            return None, True
-        return vlt.render(s.local).decode("utf-8"), True
+            return None, None
+        return s.local, None
 
     def _schedule_write_txn(self, conn: Connection, s: EntryState) -> None:
         content, _ = self._render(conn, s)
@@ -237,6 +256,15 @@ class Replica:
         if not pending:
             return
         crash_point("before_vault_write")
+        for i in range(0, len(pending), CHUNK):
+            self._flush_chunk(pending[i:i + CHUNK])
+
+    def _flush_chunk(self, pending: list[tuple[str, str | None, str | None]]) -> None:
+        """Journaled writes, files first (two file-system flushes for the chunk), then one
+        transaction recording them and clearing the journal. A crash in between leaves the
+        journal: the next run finds the files already written and only records them."""
+        decided = []
+        writes = []
         for entry_id, content, prev_hash in pending:
             path = vlt.entry_path(self.vault, entry_id)
             data = None if content is None else content.encode("utf-8")
@@ -246,22 +274,31 @@ class Replica:
                 current = "symlink"
             elif path.is_file():
                 current = vlt.file_hash(path.read_bytes())
-            if current in (prev_hash, new_hash):
+            ok = current in (prev_hash, new_hash)
+            if ok:
                 if data is None:
                     vlt.remove(self.vault, path)
                 elif current != new_hash:
-                    vlt.write_atomic(self.vault, path, data,
-                                     crash_hook=lambda: crash_point("mid_vault_write"))
+                    writes.append((path, data))
             # else: the file changed since we decided; the person's edit wins (next scan)
-            with self.store.tx() as conn:
+            decided.append((entry_id, path, data, new_hash, ok))
+        if writes:
+            vlt.write_many(self.vault, writes, crash_hook=lambda: crash_point("mid_vault_write"),
+                           mtime_ns=settled_mtime_ns())
+        with self.store.tx() as conn:
+            now_ns = time.time_ns()
+            for entry_id, path, data, new_hash, ok in decided:
                 s = st.get_state_txn(conn, entry_id)
                 if data is not None and path.is_file() and not path.is_symlink():
                     stat = path.stat()
-                    if current in (prev_hash, new_hash):
-                        self._record_stat(s, stat.st_size, stat.st_mtime_ns, time.time_ns())
+                    if ok:
+                        self._record_stat(s, stat.st_size, stat.st_mtime_ns, now_ns)
                         # the file now shows this entry: a later edit of it is based on it
-                        s.file_base = vlt.read_entry(self.vault, entry_id, data)[0]
-                elif data is None and current in (prev_hash, new_hash):
+                        shown, marker = self._shown(conn, s)
+                        if shown is None or vlt.file_hash(vlt.render(shown, marker)) != new_hash:
+                            shown = vlt.read_entry(self.vault, entry_id, data)[0]
+                        s.file_base = shown
+                elif data is None and ok:
                     s.file_hash = s.file_size = s.file_mtime_ns = None
                     s.file_base = None
                 st.put_state_txn(conn, s)
@@ -369,19 +406,29 @@ class Replica:
             raise HubUnverified("snapshot is for another space")
         new_head = Head(head_line["epoch"], int(head_line["seq"]), head_line["digest"])
         count = 0
+        # applied in transactions of CHUNK entries as the stream arrives (nothing held in
+        # memory but ids); the head is set only in the last one, so a crash or a cut stream
+        # midway leaves the old head and the next sync takes the snapshot again (applying
+        # an entry twice is harmless: its synced version is then already the hub's)
         with self.store.tx() as conn:
-            old = st.states_txn(conn)
-            st.set_head_txn(conn, new_head)
-            seen: set[str] = set()
-            for item in lines:
-                assert isinstance(item, tuple)
-                entry, seq = item
-                seen.add(entry.id)
-                self._merge_remote_txn(conn, entry, report, seq=seq)
-                count += 1
+            index = st.snapshot_index_txn(conn)
+        seen: set[str] = set()
+        chunk: list[tuple[Entry, int]] = []
+        for item in lines:
+            assert isinstance(item, tuple)
+            seen.add(item[0].id)
+            chunk.append(item)
+            count += 1
+            if len(chunk) >= CHUNK:
+                with self.store.tx() as conn:
+                    self._snapshot_chunk_txn(conn, chunk, index, report)
+                chunk = []
                 if self.progress:
                     self.progress(count, None)
-            for eid in old:
+        with self.store.tx() as conn:
+            self._snapshot_chunk_txn(conn, chunk, index, report)
+            st.set_head_txn(conn, new_head)
+            for eid in index:
                 if eid not in seen:
                     self._merge_remote_txn(conn, None, report, entry_id=eid)
             for row in st.outbox_txn(conn):
@@ -392,13 +439,47 @@ class Replica:
             st.add_history_txn(conn, epoch=new_head.epoch, seq=new_head.seq,
                                head=new_head.digest, kind="snapshot", entries=sorted(seen))
 
+    def _snapshot_chunk_txn(self, conn: Connection, items: list[tuple[Entry, int]],
+                            index: dict[str, tuple[str | None, str | None, bool, bool]],
+                            report: SyncReport) -> None:
+        """Apply snapshot entries: an entry unchanged here and on the hub is skipped; one
+        this replica has never seen (no row, no journaled write, no file at its path) is
+        written to the vault directly (temp files, renames, flushed for the whole chunk)
+        and recorded as synced; anything else is merged one by one."""
+        fresh: list[tuple[Entry, Path, bytes]] = []
+        for entry, seq in items:
+            known = index.get(entry.id)
+            if known is None:
+                path = vlt.entry_path(self.vault, entry.id)
+                if not (path.exists() or path.is_symlink()):
+                    fresh.append((entry, path, vlt.render(entry)))
+                    continue
+            elif known == (entry.version, entry.version, False, True):
+                continue  # same here and there, file written: nothing to do
+            self._merge_remote_txn(conn, entry, report, seq=seq)
+        if not fresh:
+            return
+        crash_point("before_vault_write")
+        mtime = settled_mtime_ns()
+        written = set(vlt.write_many(
+            self.vault, [(p, d) for _e, p, d in fresh], exclusive=True, mtime_ns=mtime,
+            crash_hook=lambda: crash_point("mid_vault_write")))
+        states = []
+        for entry, path, data in fresh:
+            if path not in written:  # a file appeared meanwhile: merged, never overwritten
+                self._merge_remote_txn(conn, entry, report)
+                continue
+            states.append(EntryState(entry.id, entry, entry, vlt.file_hash(data), len(data),
+                                     mtime, False, entry))
+        st.insert_new_states_txn(conn, states)
+
     # ------------------------------------------------------------ push
 
     def _build_ops(self, report: SyncReport | None = None) -> list[Op]:
         ops = []
         denied: list[dict[str, Any]] = []
         access = self.store.get_meta("access") or {}
-        for s in self.store.states().values():
+        for s in self.store.dirty_states().values():
             if s.held or not s.dirty:
                 continue
             base = s.synced.version if s.synced is not None else None

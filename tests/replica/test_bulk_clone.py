@@ -1,0 +1,148 @@
+"""The bulk paths of the replica: a clone applied in chunks with vault files written
+straight from the snapshot, crash safety of that, the fast vault renderer, and a sync with
+nothing to do that reads and parses nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+import replica.store as store_mod
+import replica.sync as sync_mod
+from replica import vault as vlt
+from shared.entry import Entry, make_entry, parse_markdown, to_markdown
+from tests.replica.fakehub import FakeHub
+from tests.replica.inproc import Local
+
+N = 23
+
+
+class Crash(BaseException):
+    """Stands in for SIGKILL in-process."""
+
+
+def _team(tmp_path, n: int = N) -> tuple[FakeHub, Local]:
+    hub = FakeHub()
+    a = Local(tmp_path, hub, "a")
+    a.sync()
+    for i in range(n):
+        a.write(Entry(id=f"page/p{i:03d}", title=f"page {i}", body=f"body {i}\n",
+                      tags=(f"n{i % 3}", "t"), meta={"n": i, "python": "3.11"}))
+    a.sync()
+    return hub, a
+
+
+def test_clone_in_chunks_matches_the_hub_and_publishes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(sync_mod, "CHUNK", 5)
+    hub, a = _team(tmp_path)
+    b = Local(tmp_path, hub, "b")
+    rep = b.sync()
+    assert rep.snapshot and not rep.local_changes
+    assert a.files() == b.files() and len(b.files()) == N
+    assert a.store.digest() == b.store.digest()
+    assert b.store.dirty_count() == 0 and not b.store.pending_vault_writes()
+    assert not list(b.vault.rglob("*" + vlt.TMP_SUFFIX))
+    batches = len(hub.batches)
+    b.sync()
+    assert len(hub.batches) == batches
+    # every state recorded the file it wrote: the file's entry is its base
+    for s in b.store.states().values():
+        assert s.file_base == s.local == s.synced and s.file_mtime_ns is not None
+    a.close()
+    b.close()
+
+
+@pytest.mark.parametrize("point", ["before_vault_write", "mid_vault_write"])
+def test_clone_killed_midway_is_completed_by_the_next_sync(tmp_path, monkeypatch, point):
+    monkeypatch.setattr(sync_mod, "CHUNK", 5)
+    hub, a = _team(tmp_path)
+    b = Local(tmp_path, hub, "b")
+    calls = []
+
+    def crash(name: str) -> None:
+        if name == point:
+            calls.append(name)
+            if len(calls) == 3:  # in the third chunk: two are committed, one is half done
+                raise Crash(name)
+
+    monkeypatch.setattr(sync_mod, "crash_point", crash)
+    with pytest.raises(Crash):
+        b.sync()
+    monkeypatch.setattr(sync_mod, "crash_point", lambda name: None)
+    assert b.store.head() is None  # the head is only set with the last chunk
+    b.close()
+    b2 = Local(tmp_path, hub, "b")
+    b2.sync()
+    assert a.files() == b2.files() and a.store.digest() == b2.store.digest()
+    assert not list(b2.vault.rglob("*" + vlt.TMP_SUFFIX))
+    assert b2.store.dirty_count() == 0
+    # nothing was published by b, and a later local edit publishes just that
+    assert not [x for x in hub.batches if x["replica_id"] == b2.engine.replica_id]
+    b2.write(Entry(id="page/p004", title="edited on b", body="b\n"))
+    b2.sync()
+    mine = [x for x in hub.batches if x["replica_id"] == b2.engine.replica_id]
+    assert [[op["entry"]["id"] for op in x["ops"]] for x in mine] == [["page/p004"]]
+    a.sync()
+    assert a.files() == b2.files()
+    a.close()
+    b2.close()
+
+
+def test_clone_never_overwrites_a_file_already_at_an_entry_path(tmp_path):
+    hub, a = _team(tmp_path, 3)
+    b = Local(tmp_path, hub, "b")
+    p = b.path("page/p001")
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text("---\ntitle: [broken\n---\nmine\n")
+    b.sync()
+    assert p.read_text() == "---\ntitle: [broken\n---\nmine\n"
+    assert b.read("page/p000") == a.read("page/p000")
+    a.close()
+    b.close()
+
+
+def test_a_sync_with_nothing_to_do_reads_and_parses_nothing(tmp_path, monkeypatch):
+    hub, a = _team(tmp_path)
+    b = Local(tmp_path, hub, "b")
+    b.sync()
+
+    def boom(*_a, **_k):
+        raise AssertionError("parsed on a no-op sync")
+
+    monkeypatch.setattr(vlt, "read_entry", boom)
+    monkeypatch.setattr(store_mod, "make_entry", boom)
+    monkeypatch.setattr(sync_mod.Path, "read_bytes", boom)
+    rep = b.sync()
+    assert not rep.local_changes and not rep.pulled
+    assert b.store.dirty_count() == 0
+    monkeypatch.undo()
+    # the digest from stored versions equals the one recomputed from the entries
+    from shared.digest import digest_of
+
+    head = b.store.head()
+    live = sorted((i, make_entry(s.synced.to_dict()).version)
+                  for i, s in b.store.states().items() if s.synced and not s.synced.deleted)
+    assert b.store.digest() == digest_of({"head": head.to_json(),
+                                          "entries": [list(x) for x in live]})
+    a.close()
+    b.close()
+
+
+TRICKY = ["", "yes", "no", "null", "~", "1.5", "0x1F", "2024-01-01", " lead", "trail ", "a: b",
+          "a #b", "#x", "- x", "'q'", '"dq"', "ü ñ 中文", "\t tab", "x" * 300, "é" * 200, ":",
+          "?", "|", ">", "@x", "`x", "%x", "!x", "&x", "*x", "{x}", "[x]", "a,b", "1e3", "+1",
+          "-1", ".inf", "NaN", "on", "off", "Y", "n", "\u2028", "\x85", "\ufeffx",
+          "a" * 200 + ": x", "<<", "=", "-", "---", "...", "😀 emoji", "a\\b"]
+
+
+@pytest.mark.parametrize("title", TRICKY)
+def test_fast_render_is_byte_identical_to_to_markdown(title):
+    metas = [{}, {"k": title, "n": 5, "b": True, "z": None, "neg": -7, "big": 2 ** 40},
+             {title or "e": title, "l": [1, "x"]}, {"d": {"x": title}, "m": "two\nlines"}]
+    for meta in metas:
+        e = Entry(id="page/x", title=title, tags=("a", "b-c"), links=("page/y",), meta=meta,
+                  body="# body\n\ntext\n")
+        assert vlt.render(e) == to_markdown(e).encode("utf-8"), (title, meta)
+        assert vlt.render(e, {"conflict": {"fields": ["title"]}}) == to_markdown(
+            e, {"conflict": {"fields": ["title"]}}).encode("utf-8")
+        if "\x85" not in title:  # PyYAML itself does not read that one back
+            assert parse_markdown(e.id, vlt.render(e).decode("utf-8"))[0] == e

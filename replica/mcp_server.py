@@ -150,7 +150,11 @@ class Session:
                 with self.desk() as desk:
                     from replica.sync import SyncReport
 
-                    desk._engine_replica().scan(SyncReport())
+                    rep = desk._engine_replica()
+                    # journaled vault writes first: a file not yet written (a keep-both
+                    # copy, say) would otherwise look like a local delete
+                    rep.flush_vault()
+                    rep.scan(SyncReport())
         except LockHeld:
             pass
 

@@ -35,8 +35,8 @@ class Settings:
     invite_ttl: int = 7 * 24 * 3600
     invite_ttl_max: int = 30 * 24 * 3600
     db_pool_size: int = 10
-    events_keepalive_ms: int = 15000  # comment line on idle event streams
-    events_recheck_ms: int = 30000  # re-read an event stream caller's access this often
+    events_keepalive_ms: int = 20000  # comment line on idle event streams
+    events_recheck_ms: int = 60000  # re-read an event stream caller's access this often
     longpoll_max_s: int = 60  # longest head?wait=
     access_ttl: int = 600  # seconds an access token lives (docs/security.md)
     refresh_ttl: int = 30 * 24 * 3600  # seconds a refresh credential lives unused

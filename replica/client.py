@@ -299,7 +299,7 @@ class HubClient:
                read_timeout: float = 60.0) -> Iterator[dict[str, Any]]:
         """The space's server-sent events, each ``{"event", "id"?, "data"}``, until the
         stream drops (``TransferFailed``) or the hub refuses (its error). The hub sends a
-        keep-alive comment every 15 s by default: ``read_timeout`` must exceed that."""
+        keep-alive comment every 20 s by default: ``read_timeout`` must exceed that."""
         path = f"/v1/spaces/{_q(space)}/events"
         headers = {"Accept": "text/event-stream"}
         if last_event_id:

@@ -72,7 +72,9 @@ class WatchSettings:
     backoff_max_ms: int = 60_000  # cap of the exponential backoff
     backoff_jitter: float = 0.5  # each delay is drawn from [base*(1-jitter), base]
     poll_ms: int = 10_000  # sync this often while the event stream is down
-    idle_poll_ms: int = 300_000  # and this often even while it is up (a safety net)
+    # and this often while it is up: only a safety net, since an open stream already gets
+    # the current head whenever the hub re-checks it (events_recheck_ms)
+    idle_poll_ms: int = 1_800_000
     suspended_retry_ms: int = 60_000  # retry this often while access is refused
     stream_read_timeout_s: float = 60.0  # no byte (not even a keep-alive) this long: drop
 

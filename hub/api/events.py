@@ -117,7 +117,9 @@ async def events(request: Request) -> Response:
                 elif sent is not None and sent[1] > h["seq"]:
                     return []  # an older head arriving late
                 sent = key
-                out.append(_sse("head", dict(h, at=hub.now()), id=f"{key[0]}:{key[1]}"))
+                # at: the commit time when this process heard of the commit, else now
+                out.append(_sse("head", dict(h, at=h.get("at") or hub.now()),
+                                id=f"{key[0]}:{key[1]}"))
                 metrics.events_sent.labels(type="head").inc()
                 return out
 
@@ -135,8 +137,8 @@ async def events(request: Request) -> Response:
                 chunks: list[str] = []
                 for ev in evs:
                     if ev.kind == "head" and ev.data.get("space") == space_id:
-                        chunks += head_events({k: ev.data[k] for k in
-                                               ("space", "epoch", "seq", "digest")})
+                        chunks += head_events({k: ev.data.get(k) for k in
+                                               ("space", "epoch", "seq", "digest", "at")})
                     elif ev.kind in ("epoch", "access", "poke"):
                         check_now = True  # re-read: the head moved or access may be gone
                 if check_now:

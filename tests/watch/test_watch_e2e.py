@@ -103,10 +103,18 @@ def test_an_edit_in_one_vault_reaches_the_other_two_without_any_command(
     assert st["watcher"]["state"] == "stopped" and st["watcher"]["running"] is False
 
 
-def test_a_second_watcher_for_a_space_exits_naming_the_holder(
-        shared_hub: tuple[HubHandle, Path], tmp_path: Path) -> None:
-    team = _team(*shared_hub, tmp_path)
+@pytest.fixture(scope="module")
+def solo(shared_hub: tuple[HubHandle, Path], tmp_path_factory: pytest.TempPathFactory
+         ) -> tuple[Team, Member]:
+    """One joined machine for the tests that need a space but no traffic."""
+    team = _team(*shared_hub, tmp_path_factory.mktemp("solo"))
     (m,) = team.members("solo")
+    return team, m
+
+
+def test_a_second_watcher_for_a_space_exits_naming_the_holder(
+        solo: tuple[Team, Member]) -> None:
+    _, m = solo
     first = WatchProc(m)
     try:
         first.wait_ready()
@@ -241,9 +249,8 @@ def test_watchers_on_two_hub_processes_converge(tmp_path: Path) -> None:
 
 
 def test_install_writes_a_user_unit_for_this_machine_and_uninstall_removes_it(
-        shared_hub: tuple[HubHandle, Path], tmp_path: Path) -> None:
-    team = _team(*shared_hub, tmp_path)
-    (m,) = team.members("svc")
+        solo: tuple[Team, Member], tmp_path: Path) -> None:
+    team, m = solo
     env = {"XDG_CONFIG_HOME": str(tmp_path / "config")}
     res = qjson(m.home, "watch", "--install", env=env)
     unit = Path(res["unit"])

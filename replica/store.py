@@ -40,7 +40,6 @@ from sqlalchemy import (
     create_engine,
     delete,
     event,
-    func,
     insert,
     select,
     update,
@@ -73,7 +72,14 @@ entries_t = Table(
     # the entry the vault file was last written from or last read as: what a person's
     # edit of that file is based on (scan merges three-way when the store moved on)
     Column("file_base", Text, nullable=True),
+    # whether synced / local is a tombstone: with the versions and the file stat these make
+    # the covering index below, so scans, dirty counts and the digest never read an entry
+    Column("synced_deleted", Boolean, nullable=True),
+    Column("local_deleted", Boolean, nullable=True),
 )
+ENTRIES_COVER = ("CREATE INDEX IF NOT EXISTS entries_cover ON entries (id, synced_version,"
+                 " local_version, held, synced_deleted, local_deleted, file_hash, file_size,"
+                 " file_mtime_ns)")
 
 outbox_t = Table(
     "outbox", metadata,
@@ -226,9 +232,11 @@ class Store:
             cur.execute("PRAGMA busy_timeout=10000")
             cur.close()
 
-        metadata.create_all(self.engine)
         with self.tx() as conn:
             _upgrade_txn(conn)
+        metadata.create_all(self.engine)
+        with self.tx() as conn:
+            conn.exec_driver_sql(ENTRIES_COVER)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -286,8 +294,10 @@ class Store:
 
     def dirty_count(self) -> int:
         with self.engine.connect() as conn:
-            return sum(1 for _i, sv, lv, held in live_versions_txn(conn)
-                       if sv != lv and not held)
+            return conn.exec_driver_sql(
+                "SELECT count(*) FROM entries INDEXED BY entries_cover WHERE NOT held AND"
+                " (CASE WHEN synced_deleted THEN NULL ELSE synced_version END) IS NOT"
+                " (CASE WHEN local_deleted THEN NULL ELSE local_version END)").scalar_one()
 
     def dirty_states(self) -> dict[str, EntryState]:
         with self.engine.connect() as conn:
@@ -300,6 +310,14 @@ class Store:
 def _upgrade_txn(conn: Connection) -> None:
     """Bring a store made by an older version up to this schema (idempotent)."""
     cols = {r[1] for r in conn.exec_driver_sql("PRAGMA table_info(entries)")}
+    if not cols:
+        return  # a new store: create_all makes it
+    if "synced_deleted" not in cols:
+        for col in ("synced", "local"):
+            conn.exec_driver_sql(f"ALTER TABLE entries ADD COLUMN {col}_deleted BOOLEAN")
+            conn.exec_driver_sql(
+                f"UPDATE entries SET {col}_deleted = substr({col}, 1, {len(TOMBSTONE_PREFIX)})"
+                f" = '{TOMBSTONE_PREFIX}' WHERE {col} IS NOT NULL")
     if "file_base" not in cols:
         conn.exec_driver_sql("ALTER TABLE entries ADD COLUMN file_base TEXT")
         # a file with no pending write and no conflict block was written from (or read as)
@@ -341,36 +359,25 @@ def states_txn(conn: Connection) -> dict[str, EntryState]:
 def dirty_states_txn(conn: Connection) -> dict[str, EntryState]:
     """The non-held entries whose local state differs from the synced one (by id): only
     those rows are read and rebuilt."""
-    c = entries_t.c
-    q = select(entries_t).where(c.held.is_(False),
-                                c.local_version.is_distinct_from(c.synced_version))
-    out = {}
-    for r in conn.execute(q.order_by(c.id)):
-        s = _state(r)
-        if s.dirty:
-            out[s.id] = s
-    return out
+    ids = [i for i, sv, lv, held in live_versions_txn(conn) if sv != lv and not held]
+    return {i: get_state_txn(conn, i) for i in ids}
 
 
 def file_stats_txn(conn: Connection) -> dict[str, tuple[str | None, int | None, int | None,
                                                          bool]]:
     """Per entry (file hash, size, mtime, held): what a vault scan compares, nothing parsed."""
-    c = entries_t.c
-    return {r.id: (r.file_hash, r.file_size, r.file_mtime_ns, bool(r.held))
-            for r in conn.execute(select(c.id, c.file_hash, c.file_size, c.file_mtime_ns,
-                                         c.held))}
+    return {r[0]: (r[1], r[2], r[3], bool(r[4])) for r in conn.exec_driver_sql(
+        "SELECT id, file_hash, file_size, file_mtime_ns, held"
+        " FROM entries INDEXED BY entries_cover").fetchall()}
 
 
-def live_versions_txn(conn: Connection) -> Iterator[tuple[str, str | None, str | None, bool]]:
+def live_versions_txn(conn: Connection) -> list[tuple[str, str | None, str | None, bool]]:
     """(id, live synced version, live local version, held) per entry, from the stored
-    versions (a tombstone counts as absent), without reading any entry."""
-    c = entries_t.c
-    q = select(c.id, c.synced_version, c.local_version, c.held,
-               func.substr(c.synced, 1, len(TOMBSTONE_PREFIX)).label("s"),
-               func.substr(c.local, 1, len(TOMBSTONE_PREFIX)).label("l"))
-    for r in conn.execute(q.order_by(c.id)):
-        yield (r.id, None if r.s == TOMBSTONE_PREFIX else r.synced_version,
-               None if r.l == TOMBSTONE_PREFIX else r.local_version, bool(r.held))
+    versions (a tombstone counts as absent), from the covering index alone."""
+    return [(r[0], r[1], r[2], bool(r[3])) for r in conn.exec_driver_sql(
+        "SELECT id, CASE WHEN synced_deleted THEN NULL ELSE synced_version END,"
+        " CASE WHEN local_deleted THEN NULL ELSE local_version END, held"
+        " FROM entries INDEXED BY entries_cover ORDER BY id").fetchall()]
 
 
 def snapshot_index_txn(conn: Connection) -> dict[str, tuple[str | None, str | None, bool,
@@ -378,10 +385,9 @@ def snapshot_index_txn(conn: Connection) -> dict[str, tuple[str | None, str | No
     """Per entry (synced version, local version, held, has a file), plus every entry with
     a journaled vault write as (None, None, True, True): what applying a snapshot needs to
     tell an unchanged or new entry from one that must be merged."""
-    c = entries_t.c
-    out = {r.id: (r.synced_version, r.local_version, bool(r.held), r.file_hash is not None)
-           for r in conn.execute(select(c.id, c.synced_version, c.local_version, c.held,
-                                        c.file_hash))}
+    out = {r[0]: (r[1], r[2], bool(r[3]), r[4] is not None) for r in conn.exec_driver_sql(
+        "SELECT id, synced_version, local_version, held, file_hash"
+        " FROM entries INDEXED BY entries_cover").fetchall()}
     for r in conn.execute(select(vault_pending_t.c.entry_id)):
         out[r.entry_id] = (None, None, True, True)
     return out
@@ -394,7 +400,12 @@ def insert_new_states_txn(conn: Connection, states: list[EntryState]) -> None:
             id=s.id, synced=entry_json(s.synced), synced_version=version_of(s.synced),
             local=entry_json(s.local), local_version=version_of(s.local),
             file_hash=s.file_hash, file_size=s.file_size, file_mtime_ns=s.file_mtime_ns,
-            held=s.held, file_base=entry_json(s.file_base)) for s in states])
+            held=s.held, file_base=entry_json(s.file_base), **_deleted(s)) for s in states])
+
+
+def _deleted(s: EntryState) -> dict[str, bool | None]:
+    return {"synced_deleted": None if s.synced is None else s.synced.deleted,
+            "local_deleted": None if s.local is None else s.local.deleted}
 
 
 def get_state_txn(conn: Connection, entry_id: str) -> EntryState:
@@ -406,7 +417,7 @@ def put_state_txn(conn: Connection, s: EntryState) -> None:
     values = dict(synced=entry_json(s.synced), synced_version=version_of(s.synced),
                   local=entry_json(s.local), local_version=version_of(s.local),
                   file_hash=s.file_hash, file_size=s.file_size, file_mtime_ns=s.file_mtime_ns,
-                  held=s.held, file_base=entry_json(s.file_base))
+                  held=s.held, file_base=entry_json(s.file_base), **_deleted(s))
     if s.synced is None and s.local is None and s.file_hash is None:
         conn.execute(delete(entries_t).where(entries_t.c.id == s.id))
         return

@@ -133,7 +133,10 @@ class Replica:
     # ------------------------------------------------------------ vault → store
 
     def scan(self, report: SyncReport) -> None:
-        scan = vlt.scan(self.vault)
+        with self.store.engine.connect() as conn:
+            known = st.file_stats_txn(conn)
+        scan = vlt.scan(self.vault, known)
+        del known
         report.problems = list(scan.problems)
         bad = scan.problem_ids()
         now_ns = time.time_ns()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Container
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,9 +42,13 @@ class Problem:
 @dataclass(frozen=True)
 class FileStat:
     entry_id: str
-    path: Path
+    os_path: str
     size: int
     mtime_ns: int
+
+    @property
+    def path(self) -> Path:
+        return Path(self.os_path)
 
 
 @dataclass(frozen=True)
@@ -86,37 +91,46 @@ def _ignored(name: str) -> bool:
     return name.startswith(".") or name.endswith(TMP_SUFFIX) or name.endswith("~")
 
 
-def scan(vault: Path) -> Scan:
-    """Every entry file in the vault, and every file that cannot be one."""
+def scan(vault: Path, known: Container[str] = ()) -> Scan:
+    """Every entry file in the vault, and every file that cannot be one.
+
+    One ``scandir`` a folder and one ``lstat`` a file, on strings (no ``Path`` a file: a
+    sync with nothing to do is mostly this). ``known``: entry ids already valid (the
+    store's), whose paths need no checking again."""
     files: dict[str, FileStat] = {}
     problems: list[Problem] = []
     if not vault.is_dir():
         return Scan(files, problems)
     root = vault.resolve()
-    for dirpath, dirnames, filenames in os.walk(vault, followlinks=False):
-        here = Path(dirpath)
-        for d in list(dirnames):
-            p = here / d
-            if _ignored(d):
-                dirnames.remove(d)
-            elif p.is_symlink():
-                dirnames.remove(d)
-                problems.append(Problem(_rel(vault, p), None, _symlink_reason(root, p)))
-        for name in filenames:
-            if _ignored(name):
-                continue
-            p = here / name
-            rel = _rel(vault, p)
-            entry_id, reason = path_entry_id(rel)
-            if p.is_symlink():
-                problems.append(Problem(rel, None, _symlink_reason(root, p), entry_id))
-                continue
-            if reason:
-                problems.append(Problem(rel, None, reason))
-                continue
-            assert entry_id is not None
-            st = p.stat()
-            files[entry_id] = FileStat(entry_id, p, st.st_size, st.st_mtime_ns)
+    stack = [(os.fspath(vault), "")]
+    while stack:
+        folder, prefix = stack.pop()
+        with os.scandir(folder) as it:
+            for de in it:
+                name = de.name
+                if _ignored(name):
+                    continue
+                rel = prefix + name
+                if de.is_symlink():
+                    if de.is_dir():  # a link to a folder: not followed
+                        problems.append(Problem(rel, None, _symlink_reason(root, Path(de.path))))
+                    else:
+                        problems.append(Problem(rel, None, _symlink_reason(root, Path(de.path)),
+                                                path_entry_id(rel)[0]))
+                    continue
+                if de.is_dir(follow_symlinks=False):
+                    stack.append((de.path, rel + "/"))
+                    continue
+                if rel.endswith(".md") and rel[:-3] in known:
+                    entry_id, reason = rel[:-3], None
+                else:
+                    entry_id, reason = path_entry_id(rel)
+                if reason:
+                    problems.append(Problem(rel, None, reason))
+                    continue
+                assert entry_id is not None
+                st = de.stat(follow_symlinks=False)
+                files[entry_id] = FileStat(entry_id, de.path, st.st_size, st.st_mtime_ns)
     problems.sort(key=lambda pr: pr.path)
     return Scan(files, problems)
 

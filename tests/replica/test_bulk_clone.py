@@ -146,3 +146,32 @@ def test_fast_render_is_byte_identical_to_to_markdown(title):
             e, {"conflict": {"fields": ["title"]}}).encode("utf-8")
         if "\x85" not in title:  # PyYAML itself does not read that one back
             assert parse_markdown(e.id, vlt.render(e).decode("utf-8"))[0] == e
+
+
+def test_store_without_deleted_columns_is_upgraded_in_place(tmp_path):
+    import sqlite3
+
+    from replica.store import EntryState, Store, put_state_txn
+    from shared.entry import tombstone
+
+    path = tmp_path / "store.sqlite"
+    store = Store(path)
+    live = Entry(id="page/live", title="x")
+    with store.tx() as conn:
+        put_state_txn(conn, EntryState("page/gone", tombstone("page/gone"), None))
+        put_state_txn(conn, EntryState("page/live", live, live))
+        put_state_txn(conn, EntryState("page/new", None, Entry(id="page/new")))
+    digest, dirty = store.digest(), store.dirty_count()
+    store.close()
+    con = sqlite3.connect(path)
+    con.execute("DROP INDEX entries_cover")
+    con.execute("ALTER TABLE entries DROP COLUMN synced_deleted")
+    con.execute("ALTER TABLE entries DROP COLUMN local_deleted")
+    con.commit()
+    con.close()
+    store = Store(path)
+    try:
+        assert (store.digest(), store.dirty_count()) == (digest, dirty) and dirty == 1
+        assert list(store.dirty_states()) == ["page/new"]
+    finally:
+        store.close()

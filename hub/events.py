@@ -212,6 +212,7 @@ class Broker:
     def _listen_forever(self) -> None:
         import psycopg
 
+        assert self.pg_dsn is not None
         delay = 0.2
         while not self._stop.is_set():
             try:

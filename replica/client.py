@@ -14,7 +14,7 @@ fails these checks raises ``HubUnverified`` (permanent: a person must look).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -345,7 +345,8 @@ class _StreamAuth(httpx2.Auth):
     def __init__(self, inner: httpx2.Auth):
         self.inner = inner
 
-    def auth_flow(self, request: httpx2.Request) -> Iterator[httpx2.Request]:
+    def auth_flow(self, request: httpx2.Request
+                  ) -> Generator[httpx2.Request, httpx2.Response, None]:
         flow = self.inner.auth_flow(request)
         req = next(flow)
         while True:

@@ -35,7 +35,7 @@ import random
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -79,11 +79,11 @@ class WatchSettings:
     stream_read_timeout_s: float = 60.0  # no byte (not even a keep-alive) this long: drop
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> WatchSettings:
-        env = os.environ if env is None else env
+    def from_env(cls, env: Mapping[str, str] | None = None) -> WatchSettings:
+        source: Mapping[str, str] = os.environ if env is None else env
         s = cls()
         for f in fields(cls):
-            raw = env.get(f"QUIRE_WATCH_{f.name.upper()}")
+            raw = source.get(f"QUIRE_WATCH_{f.name.upper()}")
             if raw is not None:
                 kind = type(getattr(s, f.name))
                 setattr(s, f.name, kind(raw))
@@ -706,9 +706,9 @@ WantedBy=default.target
 """
 
 
-def unit_dir(env: dict[str, str] | None = None) -> Path:
-    env = os.environ if env is None else env
-    base = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+def unit_dir(env: Mapping[str, str] | None = None) -> Path:
+    source: Mapping[str, str] = os.environ if env is None else env
+    base = source.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     return Path(base) / "systemd" / "user"
 
 

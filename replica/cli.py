@@ -15,17 +15,18 @@ import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from replica import identity_cli
-from replica.auth import auth_for, delegated
-from replica.client import HubClient
 from replica.home import Home, HubConfig, SpaceConfig, space_lock, write_json
-from replica.identity import CredentialFile
-from replica.store import Store
-from replica.sync import Replica, SyncReport, now_ms
 from shared.errors import InvalidRequest, LocalError, NotJoined, QuireError
-from shared.signing import load_private, new_private_key, public_b64, save_private
+
+if TYPE_CHECKING:
+    from replica.client import HubClient
+    from replica.store import Store
+    from replica.sync import Replica, SyncReport
+
+# Everything heavier (the HTTP client, SQLAlchemy, the sync engine, key handling) is
+# imported by the commands that use it: every `quire` run pays for what it imports.
 
 
 class UsageError(QuireError):
@@ -82,6 +83,10 @@ def error_doc(e: QuireError) -> dict[str, Any]:
 def _client(hub: HubConfig, transport: Any = None) -> HubClient:
     """A client with this device's DPoP auth flow (replica/auth.py); an agent given a
     delegated token (``quire delegate create``) runs with QUIRE_DELEGATION_TOKEN set."""
+    from replica.auth import auth_for, delegated
+    from replica.client import HubClient
+    from replica.identity import CredentialFile
+
     creds = CredentialFile(hub.credential_path, hub.key_path)
     auth = auth_for(hub.key_path, creds)
     if auth is None:
@@ -99,6 +104,10 @@ def _hub_for(home: Home, args: argparse.Namespace) -> HubConfig:
 
 def _replica(home: Home, space: SpaceConfig, progress: Any = None) -> tuple[Replica, HubClient,
                                                                           Store]:
+    from replica.store import Store
+    from replica.sync import Replica
+    from shared.signing import load_private
+
     hub = home.hub(space.hub_id)
     if hub is None:
         raise NotJoined(f"space {space.name} belongs to a hub this machine no longer knows")
@@ -124,6 +133,8 @@ def _refusal(err: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def status_doc(space: SpaceConfig) -> dict[str, Any]:
+    from replica.store import Store
+
     saved: dict[str, Any] = {}
     if space.status_path.exists():
         saved = json.loads(space.status_path.read_text(encoding="utf-8"))
@@ -175,6 +186,8 @@ def status_doc(space: SpaceConfig) -> dict[str, Any]:
 
 def _write_status(space: SpaceConfig, *, report: SyncReport | None, error: QuireError | None,
                   role: str | None) -> None:
+    from replica.sync import now_ms
+
     prev: dict[str, Any] = {}
     if space.status_path.exists():
         prev = json.loads(space.status_path.read_text(encoding="utf-8"))
@@ -243,6 +256,11 @@ def run_sync(home: Home, space: SpaceConfig, out: Out) -> tuple[SyncReport, dict
 
 
 def cmd_join(args: argparse.Namespace, out: Out) -> int:
+    from replica.auth import auth_for
+    from replica.client import HubClient
+    from replica.identity import CredentialFile
+    from shared.signing import load_private, new_private_key, public_b64, save_private
+
     home = Home()
     url = args.url.rstrip("/")
     with HubClient(url) as anon:
@@ -366,6 +384,8 @@ def cmd_watch(args: argparse.Namespace, out: Out) -> int:
 
 
 def cmd_admin(args: argparse.Namespace, out: Out) -> int:
+    from replica import identity_cli
+
     home = Home()
     hub = _hub_for(home, args)
     with _client(hub) as c:
@@ -405,6 +425,8 @@ def cmd_demo(args: argparse.Namespace, out: Out) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from replica import identity_cli
+
     common = _Parser(add_help=False)
     common.add_argument("--json", action="store_true",
                         help="print one JSON document (errors included); non-zero exit on failure")

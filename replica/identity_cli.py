@@ -18,16 +18,15 @@ import hashlib
 import json
 import socket
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from replica.client import HubClient
 from replica.home import Home, HubConfig
-from replica.identity import CredentialFile
 from shared.canonical import canonical_bytes
-from shared.dpop import make_proof
 from shared.errors import InvalidRequest, LocalError, QuireError, Unauthorized, from_wire
-from shared.signing import load_private, new_private_key, public_b64, save_private
+
+if TYPE_CHECKING:  # imported where used: every quire command loads this module
+    from replica.client import HubClient
 
 AUDIT_GENESIS = "0" * 64
 TTL_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -280,6 +279,8 @@ def _refused(known: HubConfig, public_key: str) -> bool:
     """Does the hub refuse this machine's current device credential (revoked device,
     revoked login, unknown device)? False when it has none or the hub accepts it."""
     from replica.auth import auth_for
+    from replica.client import HubClient
+    from replica.identity import CredentialFile
 
     creds = CredentialFile(known.credential_path, known.key_path)
     auth = auth_for(known.key_path, creds)
@@ -295,6 +296,11 @@ def _refused(known: HubConfig, public_key: str) -> bool:
 
 def cmd_login(args: argparse.Namespace, out: Any, home: Home) -> int:
     """RFC 8628 on the new machine: show a code, poll until a signed-in device approves."""
+    from replica.client import HubClient
+    from replica.identity import CredentialFile
+    from shared.dpop import make_proof
+    from shared.signing import load_private, new_private_key, public_b64, save_private
+
     url = args.url.rstrip("/")
     with HubClient(url) as anon:
         info = anon.hub_info()

@@ -395,12 +395,17 @@ def snapshot_index_txn(conn: Connection) -> dict[str, tuple[str | None, str | No
 
 def insert_new_states_txn(conn: Connection, states: list[EntryState]) -> None:
     """Insert entries this store has no row for, in one statement (executemany)."""
-    if states:
-        conn.execute(insert(entries_t), [dict(
-            id=s.id, synced=entry_json(s.synced), synced_version=version_of(s.synced),
-            local=entry_json(s.local), local_version=version_of(s.local),
-            file_hash=s.file_hash, file_size=s.file_size, file_mtime_ns=s.file_mtime_ns,
-            held=s.held, file_base=entry_json(s.file_base), **_deleted(s)) for s in states])
+    rows = []
+    for s in states:
+        synced = entry_json(s.synced)  # one encoding when the three are the same entry
+        local = synced if s.local is s.synced else entry_json(s.local)
+        base = synced if s.file_base is s.synced else entry_json(s.file_base)
+        rows.append(dict(
+            id=s.id, synced=synced, synced_version=version_of(s.synced), local=local,
+            local_version=version_of(s.local), file_hash=s.file_hash, file_size=s.file_size,
+            file_mtime_ns=s.file_mtime_ns, held=s.held, file_base=base, **_deleted(s)))
+    if rows:
+        conn.execute(insert(entries_t), rows)
 
 
 def _deleted(s: EntryState) -> dict[str, bool | None]:

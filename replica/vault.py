@@ -313,10 +313,12 @@ def write_many(vault: Path, items: list[tuple[Path, bytes]], crash_hook: Any = N
     made: set[Path] = set()
     try:
         for path, data in items:
-            _safe_target(vault, path)
-            if path.parent not in made:
+            if path.parent not in made:  # the folder is checked once, each target too
+                _safe_target(vault, path)
                 path.parent.mkdir(parents=True, exist_ok=True)
                 made.add(path.parent)
+            elif path.is_symlink():
+                raise OSError(f"refusing to write through symlink {path}")
             tmp = path.with_name(path.name + TMP_SUFFIX)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             tmps.append((tmp, path))

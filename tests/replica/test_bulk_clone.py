@@ -51,7 +51,7 @@ def test_clone_in_chunks_matches_the_hub_and_publishes_nothing(tmp_path, monkeyp
     b.close()
 
 
-@pytest.mark.parametrize("point", ["before_vault_write", "mid_vault_write"])
+@pytest.mark.parametrize("point", ["before_vault_write", "mid_vault_write", "files_renamed"])
 def test_clone_killed_midway_is_completed_by_the_next_sync(tmp_path, monkeypatch, point):
     monkeypatch.setattr(sync_mod, "CHUNK", 5)
     hub, a = _team(tmp_path)
@@ -65,9 +65,17 @@ def test_clone_killed_midway_is_completed_by_the_next_sync(tmp_path, monkeypatch
                 raise Crash(name)
 
     monkeypatch.setattr(sync_mod, "crash_point", crash)
+    insert = store_mod.insert_new_states_txn
+
+    def crash_after_files(conn, states):  # the chunk's files are renamed, not yet recorded
+        crash("files_renamed")
+        insert(conn, states)
+
+    monkeypatch.setattr(store_mod, "insert_new_states_txn", crash_after_files)
     with pytest.raises(Crash):
         b.sync()
     monkeypatch.setattr(sync_mod, "crash_point", lambda name: None)
+    monkeypatch.setattr(store_mod, "insert_new_states_txn", insert)
     assert b.store.head() is None  # the head is only set with the last chunk
     b.close()
     b2 = Local(tmp_path, hub, "b")

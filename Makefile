@@ -21,10 +21,11 @@ run: $(STAMP)  ## set up, initialize an embedded SQLite hub on first run, serve 
 	else echo "hub already initialized in $(DATA) (new owner code: $(BIN)/quire hub enroll --data $(DATA))"; fi
 	$(BIN)/quire hub serve --data $(DATA) --host 127.0.0.1 --port $(PORT)
 
-# three workers: most end-to-end time is spent waiting on hub and CLI processes
+# three workers, one file each (a file's tests share module fixtures and run in order);
+# most end-to-end time is spent waiting on hub and CLI processes
 TEST_WORKERS ?= 3
 test: $(STAMP)  ## the whole suite (unit, in-process API, end-to-end; SQLite and PostgreSQL)
-	$(BIN)/pytest -q -n $(TEST_WORKERS)
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 test-fast: $(STAMP)
 	$(BIN)/pytest -q -m "not slow"

@@ -209,7 +209,7 @@ def _human_status(doc: dict[str, Any]) -> str:
     h = doc["head"]
     lines = [f"space {doc['space']['name']} ({doc['space']['id']})  state: {doc['state']}",
              f"  vault:  {doc['vault']}",
-             f"  head:   " + (f"epoch {h['epoch']} seq {h['seq']} {h['digest'][:12]}" if h
+             "  head:   " + (f"epoch {h['epoch']} seq {h['seq']} {h['digest'][:12]}" if h
                               else "none (never synced)"),
              f"  outbox: {doc['outbox']} unpublished local change(s)"]
     for c in doc["conflicts"]:

@@ -294,10 +294,8 @@ class Store:
 
     def dirty_count(self) -> int:
         with self.engine.connect() as conn:
-            return conn.exec_driver_sql(
-                "SELECT count(*) FROM entries INDEXED BY entries_cover WHERE NOT held AND"
-                " (CASE WHEN synced_deleted THEN NULL ELSE synced_version END) IS NOT"
-                " (CASE WHEN local_deleted THEN NULL ELSE local_version END)").scalar_one()
+            return int(_rows(conn, "SELECT count(*) FROM entries INDEXED BY entries_cover"
+                                   " WHERE NOT held AND " + _DIRTY)[0][0])
 
     def dirty_states(self) -> dict[str, EntryState]:
         with self.engine.connect() as conn:
@@ -359,25 +357,40 @@ def states_txn(conn: Connection) -> dict[str, EntryState]:
 def dirty_states_txn(conn: Connection) -> dict[str, EntryState]:
     """The non-held entries whose local state differs from the synced one (by id): only
     those rows are read and rebuilt."""
-    ids = [i for i, sv, lv, held in live_versions_txn(conn) if sv != lv and not held]
+    ids = [r[0] for r in _rows(conn, "SELECT id FROM entries INDEXED BY entries_cover"
+                                     " WHERE NOT held AND " + _DIRTY + " ORDER BY id")]
     return {i: get_state_txn(conn, i) for i in ids}
+
+
+_DIRTY = ("(CASE WHEN synced_deleted THEN NULL ELSE synced_version END) IS NOT"
+          " (CASE WHEN local_deleted THEN NULL ELSE local_version END)")
+
+
+def _rows(conn: Connection, sql: str) -> list[tuple[Any, ...]]:
+    """Plain tuples from the DBAPI cursor (in the same transaction): the index queries
+    return a row per entry, and SQLAlchemy's row objects cost more than the query."""
+    cur = conn.connection.cursor()
+    try:
+        cur.execute(sql)
+        return cur.fetchall()
+    finally:
+        cur.close()
 
 
 def file_stats_txn(conn: Connection) -> dict[str, tuple[str | None, int | None, int | None,
                                                          bool]]:
     """Per entry (file hash, size, mtime, held): what a vault scan compares, nothing parsed."""
-    return {r[0]: (r[1], r[2], r[3], bool(r[4])) for r in conn.exec_driver_sql(
-        "SELECT id, file_hash, file_size, file_mtime_ns, held"
-        " FROM entries INDEXED BY entries_cover").fetchall()}
+    return {r[0]: r[1:] for r in _rows(
+        conn, "SELECT id, file_hash, file_size, file_mtime_ns, held"
+              " FROM entries INDEXED BY entries_cover")}
 
 
 def live_versions_txn(conn: Connection) -> list[tuple[str, str | None, str | None, bool]]:
     """(id, live synced version, live local version, held) per entry, from the stored
     versions (a tombstone counts as absent), from the covering index alone."""
-    return [(r[0], r[1], r[2], bool(r[3])) for r in conn.exec_driver_sql(
-        "SELECT id, CASE WHEN synced_deleted THEN NULL ELSE synced_version END,"
-        " CASE WHEN local_deleted THEN NULL ELSE local_version END, held"
-        " FROM entries INDEXED BY entries_cover ORDER BY id").fetchall()]
+    return _rows(conn, "SELECT id, CASE WHEN synced_deleted THEN NULL ELSE synced_version END,"
+                       " CASE WHEN local_deleted THEN NULL ELSE local_version END, held"
+                       " FROM entries INDEXED BY entries_cover ORDER BY id")
 
 
 def snapshot_index_txn(conn: Connection) -> dict[str, tuple[str | None, str | None, bool,
@@ -385,9 +398,9 @@ def snapshot_index_txn(conn: Connection) -> dict[str, tuple[str | None, str | No
     """Per entry (synced version, local version, held, has a file), plus every entry with
     a journaled vault write as (None, None, True, True): what applying a snapshot needs to
     tell an unchanged or new entry from one that must be merged."""
-    out = {r[0]: (r[1], r[2], bool(r[3]), r[4] is not None) for r in conn.exec_driver_sql(
-        "SELECT id, synced_version, local_version, held, file_hash"
-        " FROM entries INDEXED BY entries_cover").fetchall()}
+    out = {r[0]: (r[1], r[2], bool(r[3]), r[4] is not None) for r in _rows(
+        conn, "SELECT id, synced_version, local_version, held, file_hash"
+              " FROM entries INDEXED BY entries_cover")}
     for r in conn.execute(select(vault_pending_t.c.entry_id)):
         out[r.entry_id] = (None, None, True, True)
     return out

@@ -133,17 +133,15 @@ class Replica:
     # ------------------------------------------------------------ vault → store
 
     def scan(self, report: SyncReport) -> None:
-        with self.store.engine.connect() as conn:
-            known = st.file_stats_txn(conn)
-        scan = vlt.scan(self.vault, known)
-        del known
-        report.problems = list(scan.problems)
-        bad = scan.problem_ids()
-        now_ns = time.time_ns()
         with self.store.tx() as conn:
             # (hash, size, mtime, held) per entry: an unchanged file costs its stat, nothing
-            # is read or parsed (DESIGN §7)
+            # is read or parsed (DESIGN §7). Read before the walk (SQLite takes the write
+            # lock at the first write, not here); a row changed meanwhile is re-read below
             stats = st.file_stats_txn(conn)
+            scan = vlt.scan(self.vault, stats)
+            report.problems = list(scan.problems)
+            bad = scan.problem_ids()
+            now_ns = time.time_ns()
             for entry_id, fs in scan.files.items():
                 known = stats.get(entry_id)
                 if (known is not None and known[0] and known[1] == fs.size

@@ -18,7 +18,7 @@ import re
 from collections.abc import Container
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from shared.entry import Entry, EntryError, parse_markdown, to_markdown
 from shared.ids import entry_id_problem
@@ -39,8 +39,7 @@ class Problem:
                 "entry": self.entry_id}
 
 
-@dataclass(frozen=True)
-class FileStat:
+class FileStat(NamedTuple):  # one a file on every scan: a tuple is the cheapest object
     entry_id: str
     os_path: str
     size: int
@@ -108,7 +107,7 @@ def scan(vault: Path, known: Container[str] = ()) -> Scan:
         with os.scandir(folder) as it:
             for de in it:
                 name = de.name
-                if _ignored(name):
+                if not (name.endswith(".md") and name[0] != ".") and _ignored(name):
                     continue
                 rel = prefix + name
                 if de.is_symlink():

@@ -19,6 +19,7 @@ Invariants that make a SIGKILL at any point harmless:
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -452,7 +453,7 @@ class Replica:
             known = index.get(entry.id)
             if known is None:
                 path = vlt.entry_path(self.vault, entry.id)
-                if not (path.exists() or path.is_symlink()):
+                if not os.path.lexists(path):
                     fresh.append((entry, path, vlt.render(entry)))
                     continue
             elif known == (entry.version, entry.version, False, True):

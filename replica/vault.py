@@ -214,6 +214,8 @@ def _scalar(v: Any) -> str | None:
         return str(v)
     if type(v) is not str or "\n" in v or _ODD.search(v):
         return None
+    if _PLAIN.match(v) and _plain_is_str(v):
+        return v  # letters, digits, ._()/,- and single spaces, from a letter: printed as is
     out = _values.get(v, "")
     if out == "":
         text = _cdump({"k": v})
@@ -222,6 +224,22 @@ def _scalar(v: Any) -> str | None:
             _values.clear()
         _values[v] = out
     return out
+
+
+_PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9_.()/,-]*(?: [A-Za-z0-9_.()/,-]+)*\Z")
+_resolver: Any = None
+
+
+def _plain_is_str(v: str) -> bool:
+    """Does ``v`` read back as a string when printed plain (not a bool, null, number…)?"""
+    global _resolver
+    if _resolver is None:
+        import yaml
+
+        _resolver = yaml.resolver.Resolver()
+        _resolver.node_kind = yaml.ScalarNode
+    return bool(_resolver.resolve(_resolver.node_kind, v, (True, False))
+                == "tag:yaml.org,2002:str")
 
 
 def _key(k: Any) -> str | None:
@@ -308,42 +326,63 @@ def write_many(vault: Path, items: list[tuple[Path, bytes]], crash_hook: Any = N
     flushed. ``exclusive``: leave alone (and do not return) a target that exists by the
     time it would be renamed over. ``mtime_ns``: given to each file before its rename (so a
     later edit of the file always changes it). Returns the paths written."""
-    tmps: list[tuple[Path, Path]] = []
     made: set[Path] = set()
-    try:
-        for path, data in items:
-            if path.parent not in made:  # the folder is checked once, each target too
-                _safe_target(vault, path)
-                path.parent.mkdir(parents=True, exist_ok=True)
-                made.add(path.parent)
-            elif path.is_symlink():
-                raise OSError(f"refusing to write through symlink {path}")
-            tmp = path.with_name(path.name + TMP_SUFFIX)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            tmps.append((tmp, path))
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
+    todo: list[tuple[str, str, Path, bytes]] = []  # temp, target, target path, bytes
+    for path, data in items:
+        target = os.fspath(path)
+        if path.parent not in made:  # the folder is checked once, each target too
+            _safe_target(vault, path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            made.add(path.parent)
+        elif os.path.islink(target):
+            raise OSError(f"refusing to write through symlink {path}")
+        todo.append((target + TMP_SUFFIX, target, path, data))
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+
+    def put(item: tuple[str, str, Path, bytes]) -> None:
+        fd = os.open(item[0], flags, 0o644)
+        try:
+            view = memoryview(item[3])
+            while view:
+                view = view[os.write(fd, view):]
             if mtime_ns is not None:
-                os.utime(tmp, ns=(mtime_ns, mtime_ns))
-        _sync_files(vault, [t for t, _ in tmps])
+                os.utime(fd, ns=(mtime_ns, mtime_ns))
+        finally:
+            os.close(fd)
+
+    try:
+        if len(todo) > 64:
+            # creating a file costs ~100 µs in the kernel, without the GIL: a few threads
+            # overlap that with each other and with the caller's Python work
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(WRITERS) as pool:
+                list(pool.map(put, todo))
+        else:
+            for item in todo:
+                put(item)
+        _sync_files(vault, [Path(t[0]) for t in todo])
         if crash_hook is not None:
             crash_hook()
         done: list[Path] = []
-        for tmp, path in tmps:
-            if exclusive and (path.exists() or path.is_symlink()):
+        for tmp, target, path, _data in todo:
+            if exclusive and os.path.lexists(target):
                 os.unlink(tmp)
                 continue
-            os.replace(tmp, path)
+            os.replace(tmp, target)
             done.append(path)
         _sync_files(vault, [], dirs={p.parent for p in done})
-        tmps = []
+        todo = []
         return done
     finally:
-        for tmp, _ in tmps:
+        for tmp, *_rest in todo:
             try:
                 os.unlink(tmp)
             except OSError:
                 pass
+
+
+WRITERS = 4
 
 
 _syncfs: Any = None

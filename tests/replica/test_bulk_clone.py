@@ -139,7 +139,9 @@ TRICKY = ["", "yes", "no", "null", "~", "1.5", "0x1F", "2024-01-01", " lead", "t
           "a #b", "#x", "- x", "'q'", '"dq"', "ü ñ 中文", "\t tab", "x" * 300, "é" * 200, ":",
           "?", "|", ">", "@x", "`x", "%x", "!x", "&x", "*x", "{x}", "[x]", "a,b", "1e3", "+1",
           "-1", ".inf", "NaN", "on", "off", "Y", "n", "\u2028", "\x85", "\ufeffx",
-          "a" * 200 + ": x", "<<", "=", "-", "---", "...", "😀 emoji", "a\\b"]
+          "a" * 200 + ": x", "<<", "=", "-", "---", "...", "😀 emoji", "a\\b",
+          "No", "Off", "TRUE", "Null", "a, b", "x (y)", "A.b/c-d_e", "e1", "E", "x  y", "yes no",
+          "argparse.ArgumentParser (class)"]
 
 
 @pytest.mark.parametrize("title", TRICKY)

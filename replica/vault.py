@@ -351,16 +351,10 @@ def write_many(vault: Path, items: list[tuple[Path, bytes]], crash_hook: Any = N
             os.close(fd)
 
     try:
-        if len(todo) > 64:
-            # creating a file costs ~100 µs in the kernel, without the GIL: a few threads
-            # overlap that with each other and with the caller's Python work
-            from concurrent.futures import ThreadPoolExecutor
-
-            with ThreadPoolExecutor(WRITERS) as pool:
-                list(pool.map(put, todo))
-        else:
-            for item in todo:
-                put(item)
+        # sequential: creates in one folder serialize on its lock in the kernel, and threads
+        # measured slower (45.7 s against 30.0 s for a 100k clone)
+        for item in todo:
+            put(item)
         _sync_files(vault, [Path(t[0]) for t in todo])
         if crash_hook is not None:
             crash_hook()
@@ -381,8 +375,6 @@ def write_many(vault: Path, items: list[tuple[Path, bytes]], crash_hook: Any = N
             except OSError:
                 pass
 
-
-WRITERS = 4
 
 
 _syncfs: Any = None

@@ -160,6 +160,14 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
     replay = _replay_txn(conn, batch, space.id)
     if replay is not None:
         return replay
+    if space.epoch != prep.epoch or batch.epoch != space.epoch:
+        raise EpochChanged("the space moved to another epoch; take a snapshot and replay "
+                           "local changes", {"epoch": space.epoch})
+    # a stale parent can never be accepted: answer it before the re-reads, so losers of a
+    # race hold the space lock for as short a time as possible
+    if (batch.parent_seq, batch.parent_digest) != (space.head_seq, space.head_digest):
+        raise HeadChanged("the head moved since this batch was made; pull, merge, push again",
+                          {"seq": space.head_seq, "digest": space.head_digest})
     principal = recheck_principal_txn(conn, principal)
     # the space row is already locked and read: check the role on it, not a fresh lookup
     role = effective_role_txn(conn, principal, space.id)
@@ -169,17 +177,11 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
         raise Forbidden(f"your role in this space is now {role}; publishing needs editor",
                         {"role": role, "required": "editor"})
     _check_replica_txn(conn, batch, principal, space.id)
-    if space.epoch != prep.epoch or batch.epoch != space.epoch:
-        raise EpochChanged("the space moved to another epoch; take a snapshot and replay "
-                           "local changes", {"epoch": space.epoch})
     if space.rules_version != prep.rules_version or role != prep.role:
         # evaluated under other rules: the client retries and is judged by the new ones
         raise HeadChanged("the space rules changed while this batch was prepared; retry",
                           {"reason": "rules_changed", "seq": space.head_seq,
                            "digest": space.head_digest})
-    if (batch.parent_seq, batch.parent_digest) != (space.head_seq, space.head_digest):
-        raise HeadChanged("the head moved since this batch was made; pull, merge, push again",
-                          {"seq": space.head_seq, "digest": space.head_digest})
     current = q.current_versions_txn(conn, space.id, [op.entry_id for op in batch.ops])
     check_bases(batch, current)
 

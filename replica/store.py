@@ -372,7 +372,7 @@ def _rows(conn: Connection, sql: str) -> list[tuple[Any, ...]]:
     cur = conn.connection.cursor()
     try:
         cur.execute(sql)
-        return cur.fetchall()
+        return list(cur.fetchall())
     finally:
         cur.close()
 

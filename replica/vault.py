@@ -120,6 +120,7 @@ def scan(vault: Path, known: Container[str] = ()) -> Scan:
                 if de.is_dir(follow_symlinks=False):
                     stack.append((de.path, rel + "/"))
                     continue
+                entry_id: str | None
                 if rel.endswith(".md") and rel[:-3] in known:
                     entry_id, reason = rel[:-3], None
                 else:
@@ -355,7 +356,7 @@ def write_many(vault: Path, items: list[tuple[Path, bytes]], crash_hook: Any = N
         # measured slower (45.7 s against 30.0 s for a 100k clone)
         for item in todo:
             put(item)
-        _sync_files(vault, [Path(t[0]) for t in todo])
+        _sync_files(vault, [t[0] for t in todo])
         if crash_hook is not None:
             crash_hook()
         done: list[Path] = []
@@ -380,7 +381,7 @@ def write_many(vault: Path, items: list[tuple[Path, bytes]], crash_hook: Any = N
 _syncfs: Any = None
 
 
-def _sync_files(vault: Path, files: list[Path], dirs: set[Path] | None = None) -> None:
+def _sync_files(vault: Path, files: list[str], dirs: set[Path] | None = None) -> None:
     """Make ``files`` (and the entries of ``dirs``) durable: one ``syncfs`` of the vault's
     file system where Linux has it, else an fsync of each."""
     global _syncfs

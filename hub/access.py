@@ -28,7 +28,6 @@ from hub.tokens import AccessClaims, verify_access_token
 from shared.errors import Forbidden, NotFound, Unauthorized
 from shared.signing import jwk_thumbprint
 
-TOKEN_PREFIX = "qd_"  # legacy bearer credentials (refused since device-bound tokens)
 REFRESH_PREFIX = "qr_"
 INVITE_PREFIX = "qi_"
 MAX_CREDENTIAL = 512

@@ -57,7 +57,8 @@ class Hub:
         processes heard it from the committing transaction's NOTIFY."""
         self.metrics.publications.inc()
         self._emit("head", {"space": outcome.space_id, "seq": outcome.seq,
-                            "digest": outcome.head_digest, **outcome.extra})
+                            "digest": outcome.head_digest, "epoch": outcome.epoch,
+                            "at": outcome.at})
 
     def epoch_changed(self, info: dict[str, Any]) -> None:
         self._emit("epoch", info)

@@ -16,9 +16,8 @@ lock, in the transaction that advances the head, is true when the batch lands.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from hub import audit, policy
@@ -72,7 +71,8 @@ class Outcome:
     seq: int = 0
     space_id: str = ""
     head_digest: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
+    epoch: str = ""
+    at: int = 0
 
 
 def check_bases(batch: Batch, current: dict[str, tuple[str, bool]]) -> None:
@@ -209,7 +209,7 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
     q.notify_txn(conn, CHANNEL, Broker.payload("head", {
         "space": space.id, "epoch": space.epoch, "seq": seq, "digest": head, "at": now}))
     return Outcome(receipt=receipt, replayed=False, seq=seq, space_id=space.id,
-                   head_digest=head, extra={"epoch": space.epoch, "at": now})
+                   head_digest=head, epoch=space.epoch, at=now)
 
 
 def publish(store: Store, key: HubKey, principal: Principal, space_ref: str, raw: Any, *,
@@ -225,7 +225,3 @@ def publish(store: Store, key: HubKey, principal: Principal, space_ref: str, raw
     if hooks is not None and hooks.after_prepare is not None:
         hooks.after_prepare(batch)
     return store.run_write(lambda conn: commit_txn(conn, key, batch, principal, prep, now()))
-
-
-def receipt_json(outcome: Outcome) -> dict[str, Any]:
-    return {"receipt": json.loads(outcome.receipt), "replayed": outcome.replayed}

@@ -24,7 +24,7 @@ from hub.settings import Settings
 from hub.store import queries as q
 from hub.store.db import Store
 from shared.digest import genesis_digest
-from shared.errors import Forbidden, InvalidRequest, RateLimited, Unauthorized
+from shared.errors import Forbidden, InvalidRequest, Unauthorized
 from shared.ids import is_space_name, new_id
 from shared.signing import load_public
 from shared.wire import head_body, sign_head
@@ -253,8 +253,3 @@ def bump_epoch(store: Store, p: Principal, space_ref: str, body: dict[str, Any],
         return {"space": space.id, "epoch": epoch, "previous": space.epoch}
 
     return store.run_write(txn)
-
-
-def check_rate(ok: bool, retry_after: int = 1) -> None:
-    if not ok:
-        raise RateLimited("too many attempts; wait and retry", {"retry_after": retry_after})

@@ -29,7 +29,6 @@ from shared.wire import Op, build_batch
 
 PG_ADMIN_URL = os.environ.get("QUIRE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 REPO = Path(__file__).resolve().parent.parent
-QUIRE = [sys.executable, "-m", "replica.cli"] if (REPO / "replica" / "cli.py").exists() else None
 
 
 def pg_available() -> bool:

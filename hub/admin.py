@@ -11,7 +11,7 @@ Who may do what:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from hub import audit, policy
@@ -143,45 +143,43 @@ def list_members(store: Store, p: Principal, space_ref: str) -> dict[str, Any]:
         return {"space": space.id, "members": q.list_members_txn(conn, space.id)}
 
 
-def set_role(store: Store, p: Principal, space_ref: str, user_id: str, body: dict[str, Any],
-             now: int) -> dict[str, Any]:
+def _change_member(store: Store, p: Principal, space_ref: str, user_id: str,
+                   body: dict[str, Any], now: int, *, action: str,
+                   change: Callable[[Any, str], None], out: dict[str, Any]) -> dict[str, Any]:
+    """One audited, dry-runnable change to an existing member of a space."""
     direct(p)
-    role = body.get("role")
-    if role not in policy.ROLES:
-        raise InvalidRequest("role must be viewer, editor or admin")
 
     def txn(conn: Any, dry_run: bool) -> dict[str, Any]:
         space, _ = space_access_txn(conn, p, space_ref, "admin", lock=True)
         before = q.role_txn(conn, space.id, user_id)
         if before is None:
             raise NotFound(f"user {user_id} is not a member of this space")
-        out = {"user_id": user_id, "role": role, "previous": before}
-        _finish(out, dry_run)
-        q.set_member_txn(conn, space.id, user_id, role, now)
-        audit.record_space_txn(conn, space, at=now, action="member.role", actor=p.actor(),
-                               details=out)
-        return out
+        doc = {"user_id": user_id, **out, "previous": before}
+        _finish(doc, dry_run)
+        change(conn, space.id)
+        audit.record_space_txn(conn, space, at=now, action=action, actor=p.actor(),
+                               details=doc)
+        return doc
 
     return _write(store, txn, _dry(body))
+
+
+def set_role(store: Store, p: Principal, space_ref: str, user_id: str, body: dict[str, Any],
+             now: int) -> dict[str, Any]:
+    role = body.get("role")
+    if role not in policy.ROLES:
+        raise InvalidRequest("role must be viewer, editor or admin")
+    return _change_member(store, p, space_ref, user_id, body, now, action="member.role",
+                          change=lambda conn, sid: q.set_member_txn(conn, sid, user_id, role,
+                                                                    now),
+                          out={"role": role})
 
 
 def remove_member(store: Store, p: Principal, space_ref: str, user_id: str,
                   body: dict[str, Any], now: int) -> dict[str, Any]:
-    direct(p)
-
-    def txn(conn: Any, dry_run: bool) -> dict[str, Any]:
-        space, _ = space_access_txn(conn, p, space_ref, "admin", lock=True)
-        before = q.role_txn(conn, space.id, user_id)
-        if before is None:
-            raise NotFound(f"user {user_id} is not a member of this space")
-        out = {"user_id": user_id, "removed": True, "previous": before}
-        _finish(out, dry_run)
-        q.remove_member_txn(conn, space.id, user_id)
-        audit.record_space_txn(conn, space, at=now, action="member.remove", actor=p.actor(),
-                               details=out)
-        return out
-
-    return _write(store, txn, _dry(body))
+    return _change_member(store, p, space_ref, user_id, body, now, action="member.remove",
+                          change=lambda conn, sid: q.remove_member_txn(conn, sid, user_id),
+                          out={"removed": True})
 
 
 def list_invites(store: Store, p: Principal, space_ref: str) -> dict[str, Any]:

@@ -61,6 +61,16 @@ def _bounded(doc: dict[str, Any]) -> str:
     return text
 
 
+
+def _state_and_conflict(space: Any, entry_id: str) -> tuple[Any, Any]:
+    """An entry's replica state and its held conflict (or None), in one store read."""
+    store = st.Store(space.store_path)
+    try:
+        with store.tx() as conn:
+            return st.get_state_txn(conn, entry_id), st.get_conflict_txn(conn, entry_id)
+    finally:
+        store.close()
+
 class Session:
     """The replica one MCP server serves; each tool is a method returning a plain dict."""
 
@@ -231,13 +241,7 @@ class Session:
             raise InvalidRequest("offset >= 0 and max_chars from 1 to 32768")
         space = self.space()
         path = vlt.entry_path(space.vault, entry_id)
-        store = st.Store(space.store_path)
-        try:
-            with store.tx() as conn:
-                s = st.get_state_txn(conn, entry_id)
-                c = st.get_conflict_txn(conn, entry_id)
-        finally:
-            store.close()
+        s, c = _state_and_conflict(space, entry_id)
         entry = None
         if path.is_file() and not path.is_symlink():
             try:
@@ -270,13 +274,7 @@ class Session:
             raise InvalidRequest(f"not a valid entry: {e}") from None
         space = self.space()
         with space_lock(space, wait=True):
-            store = st.Store(space.store_path)
-            try:
-                with store.tx() as conn:
-                    s = st.get_state_txn(conn, entry_id)
-                    c = st.get_conflict_txn(conn, entry_id)
-            finally:
-                store.close()
+            s, c = _state_and_conflict(space, entry_id)
             if s.held or c is not None:
                 raise LocalError(
                     f"{entry_id} is in conflict; resolve its packet first (conflict_show)",

@@ -21,7 +21,8 @@ from urllib.parse import quote
 
 import httpx2
 
-from shared.digest import verify_chain
+from shared.canonical import CanonicalError, canonical_str
+from shared.digest import sha256_hex, verify_chain
 from shared.entry import Entry, EntryError, make_entry
 from shared.errors import InvalidRequest, LocalError, QuireError, TransferFailed, from_wire
 from shared.wire import Batch, head_body, parse_batch, verify_head, verify_receipt
@@ -258,15 +259,27 @@ class HubClient:
                 return
             try:
                 entry = make_entry(line["entry"])
-                if entry.version != line["version"]:
+                # the canonical JSON is made once: hashed for the version check, and kept on
+                # the entry for the store (replica/store.py), which would otherwise make it
+                # again
+                text = canonical_str(entry.to_dict())
+                version = sha256_hex(text.encode("utf-8"))
+                if version != line["version"]:
                     raise HubUnverified(f"snapshot entry {entry.id} does not match its version")
-            except (KeyError, TypeError, EntryError) as e:
+                object.__setattr__(entry, "_version", version)  # Entry.version's cache
+                object.__setattr__(entry, "_canonical", text)
+            except (KeyError, TypeError, EntryError, CanonicalError) as e:
                 raise HubUnverified(f"snapshot entry does not verify: {e}") from e
             yield entry, int(line.get("seq", 0))
 
     def push(self, space: str, batch: Batch) -> dict[str, Any]:
-        """Publish; returns the verified receipt (the same one when the batch is replayed)."""
-        res = self._request("POST", f"/v1/spaces/{_q(space)}/batches", batch.to_wire())
+        """Publish; returns the verified receipt (the same one when the batch is replayed).
+
+        Sent with ``rebase=1``: when the head moved since ``batch.parent`` but none of the
+        batch's entries changed, the hub chains it on its current head (receipt seq beyond
+        parent seq + 1); the caller must then pull the gap (docs/protocol.md)."""
+        res = self._request("POST", f"/v1/spaces/{_q(space)}/batches", batch.to_wire(),
+                            params={"rebase": "1"})
         return self._check_receipt(res, batch)
 
     def receipt(self, space: str, replica_id: str, batch: Batch) -> dict[str, Any]:
@@ -285,9 +298,18 @@ class HubClient:
                 or receipt.get("replica_id") != batch.replica_id
                 or receipt.get("epoch") != batch.epoch):
             raise HubUnverified("receipt is for another batch")
+        seq = receipt.get("seq")
+        if not isinstance(seq, int) or isinstance(seq, bool) or seq <= batch.parent_seq:
+            raise HubUnverified("receipt seq does not come after the batch's parent")
+        if seq > batch.parent_seq + 1:
+            # rebased on a later head: the link to the head before it is not known here;
+            # the pull that must follow verifies the chain through the gap, and that the
+            # change at this seq is this batch with this head (Replica.push)
+            if not isinstance(receipt.get("head"), str):
+                raise HubUnverified("receipt carries no head")
+            return receipt
         try:
-            verify_chain(batch.space, batch.epoch, [(receipt["seq"], batch.digest,
-                                                     receipt["head"])],
+            verify_chain(batch.space, batch.epoch, [(seq, batch.digest, receipt["head"])],
                          start=(batch.parent_seq, batch.parent_digest))
         except (KeyError, ValueError) as e:
             raise HubUnverified(f"receipt does not extend the parent head: {e}") from e

@@ -5,7 +5,10 @@ What it keeps (DESIGN §7):
 - ``entries``: per entry the *synced* state (the hub's version as last applied; a tombstone
   when the hub deleted it) and the *local* state (what this machine has; ``NULL`` when it
   is absent here), plus the stat and hash of the vault file last seen or written, and
-  whether the entry is *held* in conflict. An entry is dirty when local != synced.
+  whether the entry is *held* in conflict. An entry is dirty when local != synced. Each
+  state is stored once: ``local`` is ``''`` when it is the synced entry, ``file_base`` is
+  ``''`` when it is the local entry (``SAME``; never valid JSON, so a reader that does not
+  know the convention fails loudly instead of taking it for an absent entry).
 - ``outbox``: the one batch being published, saved (with its id and signature) before it
   is sent, so a crash anywhere is recovered by replaying the same batch.
 - ``meta``: the last synced head (epoch, seq, digest) and the replica's identity.
@@ -134,7 +137,24 @@ receipts_t = Table(
 
 
 def entry_json(e: Entry | None) -> str | None:
-    return None if e is None else canonical_str(e.to_dict())
+    if e is None:
+        return None
+    text = e.__dict__.get("_canonical")  # set where the canonical JSON is already at hand
+    return text if text is not None else canonical_str(e.to_dict())
+
+
+SAME = ""  # stored for local: the synced entry; for file_base: the local entry
+
+
+def _same_entry(a: Entry | None, b: Entry | None) -> bool:
+    return a is b or (a is not None and b is not None and a.version == b.version)
+
+
+def with_canonical(e: Entry, text: str, version: str) -> Entry:
+    """``e`` carrying its canonical JSON and version (computed once by the caller)."""
+    object.__setattr__(e, "_canonical", text)
+    object.__setattr__(e, "_version", version)
+    return e
 
 
 def entry_from_json(s: str | None) -> Entry | None:
@@ -157,6 +177,7 @@ def stored_entry(s: str | None, version: str | None = None) -> Entry | None:
                   links=tuple(d["links"]), meta=d["meta"])
     if version is not None:
         object.__setattr__(e, "_version", version)  # Entry.version's cache
+        object.__setattr__(e, "_canonical", s)  # stored as it was given: canonical
     return e
 
 
@@ -345,9 +366,21 @@ def set_head_txn(conn: Connection, head: Head) -> None:
 
 
 def _state(r: Any) -> EntryState:
-    return EntryState(r.id, stored_entry(r.synced, r.synced_version),
-                      stored_entry(r.local, r.local_version), r.file_hash,
-                      r.file_size, r.file_mtime_ns, bool(r.held), stored_entry(r.file_base))
+    synced = stored_entry(r.synced, r.synced_version)
+    local = synced if r.local == SAME else stored_entry(r.local, r.local_version)
+    base = local if r.file_base == SAME else stored_entry(r.file_base)
+    return EntryState(r.id, synced, local, r.file_hash, r.file_size, r.file_mtime_ns,
+                      bool(r.held), base)
+
+
+def _texts(s: EntryState) -> tuple[str | None, str | None, str | None]:
+    """(synced, local, file_base) as stored: each entry's JSON once (``SAME`` for a repeat)."""
+    synced = entry_json(s.synced)
+    local = SAME if s.synced is not None and _same_entry(s.local, s.synced) else entry_json(
+        s.local)
+    base = SAME if s.local is not None and _same_entry(s.file_base, s.local) else entry_json(
+        s.file_base)
+    return synced, local, base
 
 
 def states_txn(conn: Connection) -> dict[str, EntryState]:
@@ -406,19 +439,27 @@ def snapshot_index_txn(conn: Connection) -> dict[str, tuple[str | None, str | No
     return out
 
 
+_INSERT = ("INSERT INTO entries (id, synced, synced_version, local, local_version, file_hash,"
+           " file_size, file_mtime_ns, held, file_base, synced_deleted, local_deleted)"
+           " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+
+
 def insert_new_states_txn(conn: Connection, states: list[EntryState]) -> None:
-    """Insert entries this store has no row for, in one statement (executemany)."""
+    """Insert entries this store has no row for, in one statement (executemany on the
+    DBAPI cursor: plain tuples, no SQLAlchemy row building)."""
     rows = []
     for s in states:
-        synced = entry_json(s.synced)  # one encoding when the three are the same entry
-        local = synced if s.local is s.synced else entry_json(s.local)
-        base = synced if s.file_base is s.synced else entry_json(s.file_base)
-        rows.append(dict(
-            id=s.id, synced=synced, synced_version=version_of(s.synced), local=local,
-            local_version=version_of(s.local), file_hash=s.file_hash, file_size=s.file_size,
-            file_mtime_ns=s.file_mtime_ns, held=s.held, file_base=base, **_deleted(s)))
+        synced, local, base = _texts(s)
+        d = _deleted(s)
+        rows.append((s.id, synced, version_of(s.synced), local, version_of(s.local),
+                     s.file_hash, s.file_size, s.file_mtime_ns, s.held, base,
+                     d["synced_deleted"], d["local_deleted"]))
     if rows:
-        conn.execute(insert(entries_t), rows)
+        cur = conn.connection.cursor()
+        try:
+            cur.executemany(_INSERT, rows)
+        finally:
+            cur.close()
 
 
 def _deleted(s: EntryState) -> dict[str, bool | None]:
@@ -432,10 +473,11 @@ def get_state_txn(conn: Connection, entry_id: str) -> EntryState:
 
 
 def put_state_txn(conn: Connection, s: EntryState) -> None:
-    values = dict(synced=entry_json(s.synced), synced_version=version_of(s.synced),
-                  local=entry_json(s.local), local_version=version_of(s.local),
+    synced, local, base = _texts(s)
+    values = dict(synced=synced, synced_version=version_of(s.synced),
+                  local=local, local_version=version_of(s.local),
                   file_hash=s.file_hash, file_size=s.file_size, file_mtime_ns=s.file_mtime_ns,
-                  held=s.held, file_base=entry_json(s.file_base), **_deleted(s))
+                  held=s.held, file_base=base, **_deleted(s))
     if s.synced is None and s.local is None and s.file_hash is None:
         conn.execute(delete(entries_t).where(entries_t.c.id == s.id))
         return

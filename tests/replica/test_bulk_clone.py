@@ -185,3 +185,51 @@ def test_store_without_deleted_columns_is_upgraded_in_place(tmp_path):
         assert list(store.dirty_states()) == ["page/new"]
     finally:
         store.close()
+
+
+def test_a_cloned_entry_is_stored_once_not_three_times(tmp_path):
+    import sqlite3
+
+    hub, a = _team(tmp_path, 4)
+    b = Local(tmp_path, hub, "b")
+    b.sync()
+    states = b.store.states()
+    b.close()
+    con = sqlite3.connect(b.store.path)
+    rows = con.execute("SELECT synced, local, file_base FROM entries").fetchall()
+    con.close()
+    assert len(rows) == 4 and all(r[0].startswith("{") and r[1] == r[2] == "" for r in rows)
+    for s in states.values():
+        assert s.local == s.synced == s.file_base and s.local.version == s.synced.version
+    a.close()
+
+
+def test_store_rows_with_full_copies_read_the_same(tmp_path):
+    """Stores written before ``SAME`` keep the JSON in all three columns."""
+    import sqlite3
+
+    from replica.store import EntryState, Store, entry_json, put_state_txn
+
+    path = tmp_path / "store.sqlite"
+    store = Store(path)
+    e = Entry(id="page/x", title="x", body="b\n")
+    edited = Entry(id="page/x", title="y", body="b\n")
+    with store.tx() as conn:
+        put_state_txn(conn, EntryState("page/x", e, edited, "h", 1, 2, False, e))
+        put_state_txn(conn, EntryState("page/y", e, e, "h", 1, 2, False, e))
+    before = store.states()
+    store.close()
+    con = sqlite3.connect(path)
+    con.execute("UPDATE entries SET local = ?, file_base = ? WHERE id = 'page/y'",
+                (entry_json(e), entry_json(e)))
+    con.commit()
+    assert con.execute("SELECT local, file_base FROM entries WHERE id = 'page/x'"
+                       ).fetchone() == (entry_json(edited), entry_json(e))
+    con.close()
+    store = Store(path)
+    try:
+        after = store.states()
+        assert after == before and after["page/x"].dirty and not after["page/y"].dirty
+        assert store.dirty_count() == 1
+    finally:
+        store.close()

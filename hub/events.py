@@ -24,6 +24,11 @@ SQLite: one hub process serves one SQLite file (the file lock makes a second wri
 process slow and the design does not support it), so the in-process fan-out is all there
 is; nothing listens.
 
+Head events may carry the change(s) they announce (``hub/api/events.py``): the lines are
+read from this process's database once per head, whichever process committed it, and
+shared by every stream that sends them (``ChangeCache``); NOTIFY payloads stay small (the
+8000-byte limit of PostgreSQL never matters).
+
 Subscriptions are mailboxes that coalesce: a slow stream never makes a publication wait
 and never grows memory, it only skips intermediate heads (the newest head is what a
 watcher needs; it pulls every batch after its own head anyway).
@@ -38,7 +43,8 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +52,59 @@ log = logging.getLogger("quire.hub.events")
 
 CHANNEL = "quire_events"
 MAILBOX = 32  # pending events per subscription before they collapse into one poke
+
+
+CACHED_CHANGES = 256  # change lines kept per process (a few heads of every busy space)
+
+
+class ChangeCache:
+    """Change lines (the JSON text of a ``changes`` line) by ``(space, epoch, seq)``, read
+    once per process however many streams send them. Event loop thread only.
+
+    ``get`` returns the lines after ``after`` up to ``upto`` in order, or None when any of
+    them could not be read (the stream then sends a bare head). Concurrent callers wait for
+    the one read in flight instead of starting their own."""
+
+    def __init__(self, size: int = CACHED_CHANGES):
+        self.size = size
+        self._lines: OrderedDict[tuple[str, str, int], asyncio.Future[str | None]] = (
+            OrderedDict())
+        self.loads = 0  # database reads made (tests check the sharing)
+
+    async def get(self, space: str, epoch: str, after: int, upto: int,
+                  load: Callable[[int, int], Awaitable[dict[int, str]]]) -> list[str] | None:
+        keys = [(space, epoch, seq) for seq in range(after + 1, upto + 1)]
+        mine: dict[int, asyncio.Future[str | None]] = {}
+        loop = asyncio.get_running_loop()
+        for k in keys:
+            if k not in self._lines:
+                mine[k[2]] = self._lines[k] = loop.create_future()
+        futs = [self._lines[k] for k in keys]
+        if mine:
+            lo, hi = min(mine) - 1, max(mine)
+            self.loads += 1
+            got: dict[int, str] = {}
+            try:
+                got = await load(lo, hi)
+            except Exception:  # noqa: BLE001 - a bare head is always a correct answer
+                log.debug("could not read changes %s..%s of %s", lo + 1, hi, space,
+                          exc_info=True)
+            finally:  # also when this stream is cancelled: nobody waits forever
+                for seq, fut in mine.items():
+                    line = got.get(seq)
+                    if line is None and self._lines.get((space, epoch, seq)) is fut:
+                        del self._lines[(space, epoch, seq)]  # not cached: read next time
+                    if not fut.done():
+                        fut.set_result(line)
+                while len(self._lines) > self.size:
+                    self._lines.popitem(last=False)
+        out = []
+        for fut in futs:
+            line = await asyncio.shield(fut)
+            if line is None:
+                return None
+            out.append(line)
+        return out
 
 
 @dataclass
@@ -107,6 +166,7 @@ class Broker:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.listening = threading.Event()  # set while a LISTEN connection is up
+        self.changes = ChangeCache()  # change lines for head events, shared by streams
 
     # ------------------------------------------------------------ lifecycle
 

@@ -7,7 +7,7 @@ Event stream (``GET /v1/spaces/{space}/events``, ``text/event-stream``)::
 
     id: <epoch>:<seq>
     event: head
-    data: {"space", "epoch", "seq", "digest", "at"}
+    data: {"space", "epoch", "seq", "digest", "at", "changes"?: [<changes line>, …]}
 
     event: epoch
     data: {"space", "epoch", "previous"}
@@ -21,6 +21,14 @@ The first event is the current head, unless ``Last-Event-ID`` already names it (
 stream then gets nothing until the head moves). Heads are state, not a log: intermediate
 heads may be skipped, and a client pulls every batch after its own head anyway. Head
 events are hints; clients verify what they pull (hub-signed heads, hash chain).
+
+``changes``: when this stream already sent a head of the same epoch and the new head is at
+most ``CHANGES_MAX_COUNT`` batches further, the event carries every batch in between, each
+exactly as a line of ``GET …/changes`` (``batch``, ``seq``, ``head``, ``accepted_at``,
+``author``), as long as they total at most ``CHANGES_MAX_BYTES``; otherwise the head is
+bare and the client pulls. A watcher verifies them as it verifies pulled changes and
+applies them without a request. The lines are read once per head per hub process
+(``hub.events.ChangeCache``), whichever process committed it.
 
 The caller's access (device, user, membership) is re-read every ``events_recheck_ms``, and
 at once when an ``access`` event arrives; when it is gone, the stream ends with
@@ -38,12 +46,15 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from hub import spaces
+from hub import feed, spaces
 from hub.access import Principal, recheck_principal_txn, space_access_txn
 from hub.events import Event
 from shared.errors import Forbidden, InvalidRequest, NotFound, Unauthorized
 
 REFUSED = (Unauthorized, Forbidden, NotFound)
+CHANGES_MAX_COUNT = 16  # batches a head event may carry (more: a bare head, the client pulls)
+CHANGES_MAX_BYTES = 64 * 1024  # their total size
+_LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
 
 
 def _sse(event: str | None, data: dict[str, Any] | None = None, id: str | None = None) -> str:
@@ -67,6 +78,36 @@ def _check(hub: Any, p: Principal, space_ref: str) -> dict[str, Any]:
         p = recheck_principal_txn(conn, p)
         space, _ = space_access_txn(conn, p, space_ref, "viewer")
         return _head_of(space)
+
+
+async def _change_lines(hub: Any, p: Principal, space_id: str, epoch: str, after: int,
+                        upto: int) -> list[str] | None:
+    """The ``changes`` lines after ``after`` up to ``upto`` (None: send a bare head)."""
+    if not 0 < upto - after <= CHANGES_MAX_COUNT:
+        return None
+
+    def read(lo: int, hi: int) -> dict[int, str]:
+        out: dict[int, str] = {}
+        # the very lines GET …/changes sends, access checked as it checks it
+        for chunk in feed.changes(hub.store, p, space_id, epoch, lo, hi - lo):
+            for line in chunk.decode("utf-8").split("\n"):  # not splitlines: U+2028…
+                if not line:
+                    continue
+                obj = json.loads(line)
+                if "batch" in obj and isinstance(obj.get("seq"), int):
+                    # the characters a line reader also splits at (httpx's iter_lines
+                    # splits like str.splitlines); JSON text only has them inside strings,
+                    # where the escape means the same character
+                    out[obj["seq"]] = line.translate(_LINE_BREAKS)
+        return out
+
+    async def load(lo: int, hi: int) -> dict[int, str]:
+        return await run_in_threadpool(read, lo, hi)
+
+    lines = await hub.broker.changes.get(space_id, epoch, after, upto, load)
+    if lines is None or sum(len(line) for line in lines) > CHANGES_MAX_BYTES:
+        return None
+    return lines
 
 
 def _parse_last_id(value: str | None) -> tuple[str, int] | None:
@@ -104,7 +145,7 @@ async def events(request: Request) -> Response:
         try:
             yield "retry: 1000\n\n"
 
-            def head_events(h: dict[str, Any]) -> list[str]:
+            def head_events(h: dict[str, Any], lines: list[str] | None = None) -> list[str]:
                 nonlocal sent
                 key = (h["epoch"], h["seq"])
                 if sent == key:
@@ -118,8 +159,12 @@ async def events(request: Request) -> Response:
                     return []  # an older head arriving late
                 sent = key
                 # at: the commit time when this process heard of the commit, else now
-                out.append(_sse("head", dict(h, at=h.get("at") or hub.now()),
-                                id=f"{key[0]}:{key[1]}"))
+                chunk = _sse("head", dict(h, at=h.get("at") or hub.now()),
+                             id=f"{key[0]}:{key[1]}")
+                if lines:  # spliced in as they are: no re-encoding per stream
+                    cut = chunk.rindex("}")
+                    chunk = chunk[:cut] + ',"changes":[' + ",".join(lines) + "]" + chunk[cut:]
+                out.append(chunk)
                 metrics.events_sent.labels(type="head").inc()
                 return out
 
@@ -137,8 +182,14 @@ async def events(request: Request) -> Response:
                 chunks: list[str] = []
                 for ev in evs:
                     if ev.kind == "head" and ev.data.get("space") == space_id:
-                        chunks += head_events({k: ev.data.get(k) for k in
-                                               ("space", "epoch", "seq", "digest", "at")})
+                        h = {k: ev.data.get(k) for k in ("space", "epoch", "seq", "digest",
+                                                          "at")}
+                        lines = None
+                        if (sent is not None and sent[0] == h["epoch"]
+                                and isinstance(h["seq"], int) and sent[1] < h["seq"]):
+                            lines = await _change_lines(hub, p, space_id, h["epoch"],
+                                                        sent[1], h["seq"])
+                        chunks += head_events(h, lines)
                     elif ev.kind in ("epoch", "access", "poke"):
                         check_now = True  # re-read: the head moved or access may be gone
                 if check_now:

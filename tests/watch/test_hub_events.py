@@ -3,6 +3,8 @@ stream, its resume and revocation, LISTEN/NOTIFY across processes, long-poll hea
 
 from __future__ import annotations
 
+import asyncio
+import json
 import threading
 import time
 import uuid
@@ -13,6 +15,8 @@ from typing import Any
 import httpx2
 import pytest
 
+from hub.api.events import CHANGES_MAX_BYTES
+from hub.events import ChangeCache
 from hub.store import queries as q
 from hub.store.db import Store
 from tests import kit
@@ -207,3 +211,86 @@ def test_publication_on_one_hub_process_reaches_streams_on_another(tmp_path: Pat
                     m.client.close()
         finally:
             a.stop(), b.stop()
+
+
+def _changes_lines(member: kit.Member, space: str, epoch: str, after: int) -> list[dict]:
+    r = member.get(f"/v1/spaces/{space}/changes", params={"epoch": epoch, "after": after})
+    assert r.status_code == 200, r.text
+    return [x for x in (json.loads(line) for line in r.text.split("\n") if line)
+            if "batch" in x]
+
+
+def test_a_head_event_carries_its_changes_exactly_as_the_changes_endpoint_sends_them(
+        sqlite_hub: dict[str, Any]) -> None:
+    h, owner, member, space = (sqlite_hub[k] for k in ("hub", "owner", "member", "space"))
+    sse = SSE(_events_url(h, space), member)
+    other = SSE(_events_url(h, space), owner)  # a second stream gets the same lines
+    try:
+        first = sse.next("head")
+        other.next("head")
+        assert "changes" not in first["data"]  # nothing sent before it: a bare head
+        # characters a line reader splits at must not cut the event
+        body = "line\u2028separator \x85 next\u2029para\n"
+        r = owner.publish(space, [kit.put("page/a", body)])
+        assert r.status_code == 201, r.text
+        ev = sse.next("head", timeout=5)
+        expected = _changes_lines(member, space, first["data"]["epoch"], 0)
+        assert ev["data"]["changes"] == expected and len(expected) == 1
+        assert expected[0]["batch"]["ops"][0]["entry"]["body"] == body
+        assert other.next("head", timeout=5)["data"]["changes"] == expected
+    finally:
+        sse.close()
+        other.close()
+
+
+def test_changes_too_large_for_an_event_come_as_a_bare_head(sqlite_hub: dict[str, Any]
+                                                            ) -> None:
+    h, owner, member, space = (sqlite_hub[k] for k in ("hub", "owner", "member", "space"))
+    sse = SSE(_events_url(h, space), member)
+    try:
+        sse.next("head")
+        big = "x" * (CHANGES_MAX_BYTES + 1) + "\n"
+        assert owner.publish(space, [kit.put("page/big", big)]).status_code == 201
+        ev = sse.next("head", timeout=5)
+        assert ev["data"]["seq"] == 1 and "changes" not in ev["data"]
+        assert owner.publish(space, [kit.put("page/small")]).status_code == 201
+        ev = sse.next("head", timeout=5)
+        assert [c["seq"] for c in ev["data"]["changes"]] == [2]
+    finally:
+        sse.close()
+
+
+def test_streams_waiting_for_the_same_change_read_it_from_the_database_once() -> None:
+    cache = ChangeCache(size=4)
+    reads: list[tuple[int, int]] = []
+
+    async def load(lo: int, hi: int) -> dict[int, str]:
+        reads.append((lo, hi))
+        await asyncio.sleep(0.01)
+        return {s: f'{{"seq":{s}}}' for s in range(lo + 1, hi + 1)}
+
+    async def main() -> list[list[str] | None]:
+        got = await asyncio.gather(*(cache.get("sp", "ep", 0, 2, load) for _ in range(20)))
+        got.append(await cache.get("sp", "ep", 1, 3, load))  # only seq 3 is new
+        return got
+
+    out = asyncio.run(main())
+    assert reads == [(0, 2), (2, 3)]
+    assert out[:20] == [['{"seq":1}', '{"seq":2}']] * 20 and out[20] == ['{"seq":2}', '{"seq":3}']
+
+
+def test_a_change_that_could_not_be_read_gives_a_bare_head_and_is_read_again_later() -> None:
+    cache = ChangeCache()
+    calls = 0
+
+    async def load(lo: int, hi: int) -> dict[int, str]:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise OSError("database unreachable")
+        return {1: '{"seq":1}'}
+
+    async def main() -> tuple[Any, Any]:
+        return await cache.get("sp", "ep", 0, 1, load), await cache.get("sp", "ep", 0, 1, load)
+
+    assert asyncio.run(main()) == (None, ['{"seq":1}'])

@@ -1,10 +1,13 @@
 """Publish-rate load: N concurrent clients each publishing single-entry batches for a fixed
 window, against the hub or the bare endpoint with the very same client loop.
 
-Every client builds and signs a real batch on the last head it knows (the hub accepts a
-batch only on the current head, so concurrent publishers meet ``head_changed`` and retry on
-the new head, as replicas do). Client-side work is identical for both targets, so the
-difference in rate is the server's.
+Every client builds and signs a real batch on the last head it knows and publishes it with
+``?rebase=1``, as replicas do: the hub chains a batch made on an earlier head on its current
+head when none of its entries changed since (each client writes its own entries, so none
+does). A parent the hub never had is still ``head_changed``: the client retries on the head
+the refusal names; those retries and every other refusal are counted. Client-side work is
+identical for both targets (the bare endpoint ignores the query and parses the same body),
+so the difference in rate is the server's.
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ class Target:
     digest: str
     scheme: str = "Bearer"  # or "DPoP": a fresh proof per request, as replicas send
     public_url: str = ""
+    publish_query: str = "?rebase=1"  # "" measures the strict compare-and-swap mode
 
     def auth_lines(self, method: str, path: str) -> str:
         from bench.quire_side import auth_headers
@@ -153,7 +157,7 @@ async def _client(i: int, t: Target, http: _Conn, state: dict[str, Any],
             start = time.perf_counter()
             try:
                 status, payload = await http.request(
-                    "POST", f"/v1/spaces/{t.space}/batches",
+                    "POST", f"/v1/spaces/{t.space}/batches{t.publish_query}",
                     json.dumps(batch.to_wire()).encode("utf-8"))
                 doc = json.loads(payload) if payload else {}
             except (OSError, asyncio.IncompleteReadError, ValueError) as e:

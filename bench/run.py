@@ -147,6 +147,8 @@ class Bench:
                                "digests": {str(n): corpus_mod.digest(e) for n, e in data.items()}}
         log(f"corpus: base {len(base)} entries; sizes {self.sizes()}")
         self.publish_rates()
+        if self.cfg.get("publish_only"):
+            return
         self.git_scenarios(data)
         self.pouch_scenarios(data)
         self.quire_scenarios(data)
@@ -488,9 +490,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep", action="store_true", help="keep the temporary folder")
     p.add_argument("--systems", default=",".join(SYSTEMS),
                    help=f"comma-separated subset of {','.join(SYSTEMS)} (default: all)")
+    p.add_argument("--publish-only", action="store_true",
+                   help="run only the publish-rate scenario (bare, quire-sqlite, quire-pg)")
+    p.add_argument("--clients", type=int, default=None,
+                   help="publish-rate clients (default 16; 1 gives the single-client latency)")
+    p.add_argument("--seconds", type=float, default=None,
+                   help="publish-rate window in seconds (default 20, quick 3)")
     args = p.parse_args(argv)
     mode = "quick" if args.quick else "full"
     cfg = dict(QUICK if args.quick else FULL)
+    if args.publish_only:
+        cfg.update(publish_only=True, bulk=0, large=0, clone_sizes=[], noop_sizes=[0])
+        mode += "-publish"
+    if args.clients is not None:
+        cfg["clients"] = args.clients
+    if args.seconds is not None:
+        cfg["publish_seconds"] = args.seconds
     started = time.time()
     load_at_start = [round(x, 2) for x in os.getloadavg()]
     root = Path(tempfile.mkdtemp(prefix=f"quire-bench-{mode}-"))
@@ -514,6 +529,8 @@ def main(argv: list[str] | None = None) -> int:
 def _report(bench: Bench, cfg: dict[str, Any], mode: str, started: float,
             load_at_start: list[float], out: Path | None) -> int:
     goal_list = goals(bench.results, cfg)
+    if cfg.get("publish_only"):  # the other goals have no rows in this run
+        goal_list = [g for g in goal_list if g.text.startswith("publish rate")]
     elapsed = time.time() - started
     title = (f"Quire benchmarks ({mode}, {elapsed:.0f} s, {os.cpu_count()} cores, "
              f"load {load_at_start[0]:.1f}→{os.getloadavg()[0]:.1f}, "

@@ -33,7 +33,7 @@ from hub.keys import HubKey
 from hub.store import queries as q
 from hub.store.db import Store
 from shared.canonical import canonical_str
-from shared.digest import chain_next
+from shared.digest import chain_next, genesis_digest
 from shared.errors import (
     BaseMismatch,
     BatchConflict,
@@ -151,8 +151,22 @@ def prepare_txn(conn: Any, batch: Batch, principal: Principal, space_ref: str
     return Prepared(space.id, space.epoch, space.rules_version, role, dev.public_key), None
 
 
+def known_head_txn(conn: Any, space: q.SpaceRow, seq: int, digest: str) -> bool:
+    """Was ``(seq, digest)`` a head of the space's current epoch (genesis included)?"""
+    if seq < 0 or seq > space.head_seq:
+        return False
+    if seq == space.head_seq:
+        return digest == space.head_digest
+    if seq == 0:
+        return digest == genesis_digest(space.id, space.epoch)
+    return q.head_digest_at_txn(conn, space.id, space.epoch, seq) == digest
+
+
 def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep: Prepared,
-               now: int) -> Outcome:
+               now: int, rebase: bool = False) -> Outcome:
+    """With ``rebase``, a batch made on an earlier head of this epoch is chained on the
+    current head, provided every base is still current (checked below, under the lock):
+    per-entry bases guard concurrent edits; the head only orders them (docs/decisions.md)."""
     space = q.get_space_txn(conn, prep.space_id, lock=True)
     if space is None:
         raise NotFound("the space no longer exists")
@@ -163,9 +177,10 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
     if space.epoch != prep.epoch or batch.epoch != space.epoch:
         raise EpochChanged("the space moved to another epoch; take a snapshot and replay "
                            "local changes", {"epoch": space.epoch})
-    # a stale parent can never be accepted: answer it before the re-reads, so losers of a
-    # race hold the space lock for as short a time as possible
-    if (batch.parent_seq, batch.parent_digest) != (space.head_seq, space.head_digest):
+    # a parent that is not acceptable is answered before the re-reads, so losers of a race
+    # hold the space lock for as short a time as possible
+    if (batch.parent_seq, batch.parent_digest) != (space.head_seq, space.head_digest) and not (
+            rebase and known_head_txn(conn, space, batch.parent_seq, batch.parent_digest)):
         raise HeadChanged("the head moved since this batch was made; pull, merge, push again",
                           {"seq": space.head_seq, "digest": space.head_digest})
     principal = recheck_principal_txn(conn, principal)
@@ -214,8 +229,11 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
 
 def publish(store: Store, key: HubKey, principal: Principal, space_ref: str, raw: Any, *,
             max_ops: int, max_body: int, now: Callable[[], int],
-            hooks: GuardHooks | None = None) -> Outcome:
-    """Accept a batch exactly once, or raise the error that says why not."""
+            hooks: GuardHooks | None = None, rebase: bool = False) -> Outcome:
+    """Accept a batch exactly once, or raise the error that says why not.
+
+    ``rebase``: accept a batch whose parent is an earlier head of this epoch when its bases
+    are current, chained on the current head (``?rebase=1``, docs/protocol.md)."""
     batch = parse_batch(raw, max_ops=max_ops, max_body=max_body)
     with store.read() as conn:
         prep, replay = prepare_txn(conn, batch, principal, space_ref)
@@ -224,4 +242,5 @@ def publish(store: Store, key: HubKey, principal: Principal, space_ref: str, raw
     assert prep is not None
     if hooks is not None and hooks.after_prepare is not None:
         hooks.after_prepare(batch)
-    return store.run_write(lambda conn: commit_txn(conn, key, batch, principal, prep, now()))
+    return store.run_write(lambda conn: commit_txn(conn, key, batch, principal, prep, now(),
+                                                   rebase))

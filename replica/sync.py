@@ -37,6 +37,7 @@ from replica.crash import crash_point
 from replica.merge import merge_entry, same
 from replica.store import Conflict, EntryState, Head, Store
 from shared import policy
+from shared.digest import chain_next
 from shared.entry import Entry, EntryError, tombstone
 from shared.errors import (
     BaseMismatch,
@@ -564,16 +565,28 @@ class Replica:
         except (HeadChanged, BaseMismatch, EpochChanged, SnapshotRequired):
             return
         with self.store.tx() as conn:
-            self._apply_receipt_txn(conn, batch, receipt)
+            moved = self._apply_receipt_txn(conn, batch, receipt)
         report.pushed += len(batch.ops)
         report.batches += 1
+        if not moved:  # accepted on a later head: pull the gap, which ends with this batch
+            self.pull(report)
+            self._check_landed([(batch, receipt)])
 
     def push(self, report: SyncReport) -> None:
         rounds = 0
+        landed: list[tuple[Batch, dict[str, Any]]] = []  # accepted beyond the local head
         while True:
             batch = self._next_batch(report)
             if batch is None:
-                return
+                if not landed:
+                    return
+                # the hub chained our batches on a head we had not pulled: pull the gap
+                # (every remote batch before ours, then ours, applied as a no-op) and check
+                # that the history the hub serves holds them where the receipts said
+                self.pull(report)
+                self._check_landed(landed)
+                landed = []
+                continue  # merges made by that pull may have something to publish
             crash_point("before_push")
             try:
                 receipt = self.client.push(self.space_id, batch)
@@ -598,22 +611,64 @@ class Replica:
                 raise
             crash_point("after_push_before_receipt")
             with self.store.tx() as conn:
-                self._apply_receipt_txn(conn, batch, receipt)
+                if not self._apply_receipt_txn(conn, batch, receipt):
+                    landed.append((batch, receipt))
             crash_point("after_receipt")
             report.pushed += len(batch.ops)
             report.batches += 1
 
     def _apply_receipt_txn(self, conn: Connection, batch: Batch, receipt: dict[str, Any]
-                           ) -> None:
+                           ) -> bool:
+        """Record an accepted batch; True when the local head moved onto it.
+
+        The head moves only when the receipt's link from the local head verifies (the batch
+        landed right after it). A batch the hub rebased onto a later head (receipt seq
+        beyond local seq + 1) leaves the head where it is: its ops are marked synced and
+        the pull that follows brings every batch before it, then this one as a no-op (an
+        edit made meanwhile stays dirty). Never skip a remote batch, never lose an edit."""
+        head = st.head_txn(conn)
+        seq = receipt["seq"]
+        if head is not None and head.epoch == batch.epoch and seq <= head.seq:
+            # already pulled (the pull applied it and everything after it): nothing to mark
+            st.save_receipt_txn(conn, batch.batch_id, receipt)
+            st.drop_outbox_txn(conn, batch.batch_id)
+            return True
         for op in batch.ops:
             s = st.get_state_txn(conn, op.entry_id)
             s.synced = op.entry
             st.put_state_txn(conn, s)
-        st.set_head_txn(conn, Head(batch.epoch, receipt["seq"], receipt["head"]))
-        st.add_history_txn(conn, epoch=batch.epoch, seq=receipt["seq"], head=receipt["head"],
-                           kind="push", entries=[op.entry_id for op in batch.ops],
-                           batch_id=batch.batch_id, replica_id=batch.replica_id,
-                           batch_digest=batch.digest, accepted_at=receipt.get("accepted_at"))
+        moved = (head is not None and head.epoch == batch.epoch and seq == head.seq + 1
+                 and chain_next(head.digest, batch.digest) == receipt["head"])
+        if moved:
+            st.set_head_txn(conn, Head(batch.epoch, seq, receipt["head"]))
+            st.add_history_txn(conn, epoch=batch.epoch, seq=seq, head=receipt["head"],
+                               kind="push", entries=[op.entry_id for op in batch.ops],
+                               batch_id=batch.batch_id, replica_id=batch.replica_id,
+                               batch_digest=batch.digest,
+                               accepted_at=receipt.get("accepted_at"))
         st.save_receipt_txn(conn, batch.batch_id, receipt)
         st.drop_outbox_txn(conn, batch.batch_id)
         forget_resolutions_txn(conn, [op.entry_id for op in batch.ops])
+        return moved
+
+    def _check_landed(self, landed: list[tuple[Batch, dict[str, Any]]]) -> None:
+        """After pulling a gap: the change at each receipt's seq is that batch, with the
+        receipt's head (the pull verified the chain through it)."""
+        from sqlalchemy import select
+
+        head = self.store.head()
+        for batch, receipt in landed:
+            if head is None or head.epoch != batch.epoch:
+                return  # a new epoch: the snapshot replaced this history
+            if head.seq < receipt["seq"]:
+                raise HubUnverified("the hub's history ends before a batch it gave a receipt "
+                                    "for", {"seq": receipt["seq"], "hub_seq": head.seq})
+            h = st.history_t
+            with self.store.tx() as conn:
+                rows = conn.execute(select(h.c.batch_digest, h.c.head).where(
+                    h.c.epoch == batch.epoch, h.c.seq == receipt["seq"],
+                    h.c.kind != "snapshot")).all()
+            if rows and any((r.batch_digest, r.head) != (batch.digest, receipt["head"])
+                            for r in rows):
+                raise HubUnverified("the pulled change at a receipt's seq is not that batch",
+                                    {"seq": receipt["seq"], "batch_id": batch.batch_id})

@@ -310,14 +310,29 @@ async def snapshot(request: Request) -> Response:
     return await ndjson(feed.snapshot(hub.store, p, request.path_params["space"]))
 
 
+def _rebase_param(request: Request) -> bool:
+    """``?rebase=1``: accept the batch on the current head when its parent is an earlier
+    head and every base is still current; absent (or ``0``): strict compare-and-swap."""
+    qp = request.query_params
+    unknown = set(qp) - {"rebase"}
+    if unknown:
+        raise InvalidRequest(f"unknown query parameters: {', '.join(sorted(unknown))}")
+    value = qp.get("rebase", "0")
+    if value not in ("0", "1") or len(qp.getlist("rebase")) > 1:
+        raise InvalidRequest("rebase must be 0 or 1")
+    return value == "1"
+
+
 async def publish(request: Request) -> Response:
     p = await principal(request)
     hub = _hub(request)
     s = hub.settings
+    rebase = _rebase_param(request)
     body = await read_json(request, s.max_body_bytes)
     outcome = await run_in_threadpool(
         guard.publish, hub.store, hub.key, p, request.path_params["space"], body,
-        max_ops=s.max_ops, max_body=s.max_entry_body, now=hub.now, hooks=hub.hooks)
+        max_ops=s.max_ops, max_body=s.max_entry_body, now=hub.now, hooks=hub.hooks,
+        rebase=rebase)
     if not outcome.replayed:
         hub.published(outcome)
     # receipts are served as stored so a replay is byte-for-byte the original

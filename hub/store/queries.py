@@ -228,6 +228,13 @@ def upsert_entries_txn(conn: Connection, space_id: str, epoch: str, seq: int,
                                  content=r["content"], seq=seq, epoch=epoch))
 
 
+def head_digest_at_txn(conn: Connection, space_id: str, epoch: str, seq: int) -> str | None:
+    """The head digest the space had right after batch ``seq`` of ``epoch``."""
+    return conn.execute(select(batches.c.head_digest).where(and_(
+        batches.c.space_id == space_id, batches.c.epoch == epoch, batches.c.seq == seq))
+    ).scalar()
+
+
 def batch_by_ids_txn(conn: Connection, replica_id: str, batch_id: str) -> Any:
     return conn.execute(select(batches.c.space_id, batches.c.digest, batches.c.receipt)
                         .where(and_(batches.c.replica_id == replica_id,

@@ -186,3 +186,84 @@ def _counts(hub: Any) -> dict[str, int]:
 
     with hub.store.read() as conn:
         return q.count_rows_txn(conn)
+
+
+# ---------------------------------------------------------------- rebase on publish
+
+
+def _rebase(ed: Any, space: str, body: dict[str, Any]) -> Any:
+    return ed.post(f"/v1/spaces/{space}/batches?rebase=1", body)
+
+
+def test_rebase_accepts_a_batch_made_on_an_earlier_head_without_touching_its_entries(
+        hub_app: dict[str, Any]) -> None:
+    """Unrelated writers no longer serialize on the head: the batch is chained on the
+    current head, keeps the parent it was made on, and the chain still verifies."""
+    _, ed, space = setup_space(hub_app)
+    genesis = ed.head(space)
+    assert ed.publish(space, [put("page/a", "one\n")]).status_code == 201
+    at1 = ed.head(space)
+    assert ed.publish(space, [put("page/b")]).status_code == 201
+    body = ed.batch(space, [put("page/a", "two\n", base=put("page/a", "one\n").entry.version)],
+                    head=at1)
+    r = _rebase(ed, space, body)
+    assert r.status_code == 201, r.text
+    receipt = r.json()["receipt"]
+    assert receipt["seq"] == 3 and verify_receipt(hub_app["hub"].key.public, receipt)
+    # from genesis too
+    r = _rebase(ed, space, ed.batch(space, [put("page/c")], head=genesis))
+    assert r.status_code == 201, r.text
+    lines = ndjson(ed.get(f"/v1/spaces/{space}/changes?after=0").text)[:-1]
+    verify_chain(space, genesis["epoch"], [(x["seq"], x["batch"]["digest"], x["head"])
+                                           for x in lines])
+    assert lines[2]["batch"]["parent"] == {"seq": 1, "digest": at1["digest"]}
+    assert lines[2]["head"] == receipt["head"] and ed.head(space)["seq"] == 4
+    # a replay of the rebased batch is the same receipt, not a second acceptance
+    again = _rebase(ed, space, body)
+    assert again.status_code == 200 and again.json()["receipt"] == receipt
+    # without the parameter the very same kind of batch is strict compare-and-swap
+    r = ed.publish(space, [put("page/d")], head=at1)
+    assert r.status_code == 409 and r.json()["error"]["code"] == "head_changed"
+    assert r.json()["error"]["details"]["seq"] == 4
+
+
+def test_rebase_still_refuses_a_stale_base(hub_app: dict[str, Any]) -> None:
+    _, ed, space = setup_space(hub_app)
+    assert ed.publish(space, [put("page/a", "one\n")]).status_code == 201
+    at1 = ed.head(space)
+    v1 = put("page/a", "one\n").entry.version
+    assert ed.publish(space, [put("page/a", "two\n", base=v1)]).status_code == 201
+    before = _counts(hub_app["hub"])
+    r = _rebase(ed, space, ed.batch(space, [put("page/a", "three\n", base=v1)], head=at1))
+    assert r.status_code == 409 and r.json()["error"]["code"] == "base_mismatch", r.text
+    assert _counts(hub_app["hub"]) == before and ed.head(space)["seq"] == 2
+
+
+def test_rebase_refuses_a_parent_the_hub_never_had(hub_app: dict[str, Any]) -> None:
+    _, ed, space = setup_space(hub_app)
+    assert ed.publish(space, [put("page/a")]).status_code == 201
+    assert ed.publish(space, [put("page/b")]).status_code == 201
+    h = ed.head(space)
+    before = _counts(hub_app["hub"])
+    for parent in ({"seq": 1, "digest": "a" * 64},      # a seq it had, another digest
+                   {"seq": 0, "digest": "b" * 64},      # not this epoch's genesis
+                   {"seq": 3, "digest": h["digest"]},   # a head it has not reached
+                   {"seq": 2, "digest": "c" * 64}):     # the current seq, another digest
+        fake = dict(h, seq=parent["seq"], digest=parent["digest"])
+        r = _rebase(ed, space, ed.batch(space, [put("page/c")], head=fake))
+        assert r.status_code == 409, (parent, r.text)
+        err = r.json()["error"]
+        assert err["code"] == "head_changed" and err["details"]["seq"] == 2, parent
+    assert _counts(hub_app["hub"]) == before
+
+
+def test_publish_refuses_unknown_or_malformed_query_parameters(hub_app: dict[str, Any]
+                                                               ) -> None:
+    _, ed, space = setup_space(hub_app)
+    body = ed.batch(space, [put("page/a")])
+    before = _counts(hub_app["hub"])
+    for qs in ("rebase=yes", "rebase=", "rebase=1&rebase=1", "force=1"):
+        r = ed.post(f"/v1/spaces/{space}/batches?{qs}", body)
+        assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_request", qs
+    assert _counts(hub_app["hub"]) == before
+    assert ed.post(f"/v1/spaces/{space}/batches?rebase=0", body).status_code == 201

@@ -8,7 +8,10 @@
 2. Publishes ``--publications`` batches through the protocol (one new page each, one at a
    time) and measures, per publication, from its commit (the receipt's ``accepted_at``, hub
    clock = this machine's clock) to the moment the *last* watcher's vault holds the page
-   (polled every 5 ms). Reports p50/p95/p99/max.
+   (polled every 5 ms). Reports p50/p95/p99/max, and the CPU time spent meanwhile by
+   the watcher processes, the hub and this process (its polling loop, so one can see it
+   does not steal the CPU it measures), per publication; and how the watchers got there
+   (changes applied from head events, full syncs, vault scans: from their status files).
 3. Stops those watchers, starts ``--idle`` watchers (more machines joined as needed) and
    measures the hub process's CPU time (``/proc/PID/stat`` utime+stime) over
    ``--idle-seconds`` while nothing is published.
@@ -57,6 +60,14 @@ def quire(home: Path | None, *args: str, timeout: float = 120) -> dict[str, Any]
 def hub_cpu_s(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime
+
+
+def procs_cpu_s(pids: list[int]) -> float:
+    return sum(hub_cpu_s(p) for p in pids)
+
+
+def loadavg() -> list[float]:
+    return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -204,6 +215,20 @@ def publish_and_time(b: Bench, n_watchers: int, count: int, first: int = 0) -> l
     return out
 
 
+def watcher_paths(b: Bench, n: int) -> dict[str, int]:
+    """Summed over the watchers' status files: how they caught up."""
+    out = {"applied_from_events": 0, "full_syncs": 0, "vault_scans": 0}
+    for home, _ in b.members[:n]:
+        try:
+            s = json.loads((next((home / "spaces").iterdir()) / "watch.json").read_text())
+        except (OSError, ValueError, StopIteration):
+            continue
+        out["applied_from_events"] += int(s.get("applied") or 0)
+        out["full_syncs"] += int(s.get("syncs") or 0)
+        out["vault_scans"] += int(s.get("scans") or 0)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--watchers", type=int, default=20)
@@ -223,7 +248,22 @@ def main(argv: list[str] | None = None) -> int:
         b.join(max(args.watchers, 1))
         b.start_watchers(args.watchers)
         result["setup_s"] = round(time.monotonic() - t, 1)
+        result["loadavg_before"] = loadavg()
+        pids = [w.pid for w in b.watchers]
+        w0, h0, s0 = procs_cpu_s(pids), hub_cpu_s(b.hub.pid), time.process_time()
+        t0 = time.monotonic()
         lat = publish_and_time(b, args.watchers, args.publications) or [0.0]
+        wall = time.monotonic() - t0
+        w1, h1, s1 = procs_cpu_s(pids), hub_cpu_s(b.hub.pid), time.process_time()
+        n = max(1, args.publications)
+        result["loadavg_after"] = loadavg()
+        result["cpu_ms_per_publication"] = {
+            "each_watcher": round(1000 * (w1 - w0) / n / max(1, len(pids)), 2),
+            "all_watchers": round(1000 * (w1 - w0) / n, 1),
+            "hub": round(1000 * (h1 - h0) / n, 2),
+            "bench_process": round(1000 * (s1 - s0) / n, 2)}
+        result["bench_process_cpu_pct_of_one_core"] = round(100 * (s1 - s0) / wall, 2)
+        result["watcher_paths"] = watcher_paths(b, args.watchers)
         result["latency_ms"] = {"p50": round(pct(lat, 50), 1), "p95": round(pct(lat, 95), 1),
                                 "p99": round(pct(lat, 99), 1), "max": round(max(lat), 1),
                                 "mean": round(sum(lat) / len(lat), 1)}
@@ -250,7 +290,16 @@ def main(argv: list[str] | None = None) -> int:
             ("backend", result["backend"]),
             ("commit → last watcher p50", f"{lat['p50']} ms"),
             ("p95 (goal < 250 ms)", f"{lat['p95']} ms"), ("p99", f"{lat['p99']} ms"),
-            ("max", f"{lat['max']} ms")]
+            ("max", f"{lat['max']} ms"),
+            ("CPU per publication, each watcher",
+             f"{result['cpu_ms_per_publication']['each_watcher']} ms"),
+            ("CPU per publication, hub", f"{result['cpu_ms_per_publication']['hub']} ms"),
+            ("this process (polling)", f"{result['bench_process_cpu_pct_of_one_core']} % "
+                                        "of one core"),
+            ("load average before / after",
+             f"{result['loadavg_before']} / {result['loadavg_after']}"),
+            ("watchers: from events / full syncs / scans",
+             " / ".join(str(v) for v in result["watcher_paths"].values()))]
     if "idle" in result:
         i = result["idle"]
         rows.append((f"hub CPU, {i['watchers']} idle watchers, {i['seconds']} s",

@@ -176,6 +176,10 @@ class Watcher:
     clock: Callable[[], int] = now_ms
     rand: Callable[[], float] = random.random
     on_resume: Callable[[], None] = lambda: None  # tell the stream thread to reconnect now
+    # apply(lines): apply changes that came with head events (None: not possible, sync)
+    apply: Callable[[list[dict[str, Any]]], SyncResult | None] | None = None
+    # own(paths): these vault files show what this replica wrote (no edit to publish)
+    own: Callable[[list[str]], bool] | None = None
 
     def __post_init__(self) -> None:
         s = self.settings
@@ -199,6 +203,10 @@ class Watcher:
         self.outbox = 0
         self.conflicts = 0
         self.syncs = 0
+        self.applied = 0  # head events applied from their own changes (no request)
+        self.scans = 0  # local-only syncs (vault events that were not our own writes)
+        self.delivered: dict[int, dict[str, Any]] = {}  # seq -> change line from an event
+        self.delivered_epoch: str | None = None
 
     # ------------------------------------------------------------ inputs
 
@@ -209,11 +217,21 @@ class Watcher:
             h = msg[1]
             log.debug("head event seq %s (at %s)", h.get("seq"), h.get("at"))
             self.hub_head = {"epoch": h.get("epoch"), "seq": h.get("seq")}
+            self._keep_changes(h)
             if not self._has(self.hub_head):
                 self.want_sync = True
                 if self.behind_since is None:
                     self.behind_since = now
+                if not self.suspended and self.retry_at is None:
+                    return  # the tick that follows at once writes the status
         elif kind == "local":
+            paths = msg[2] if len(msg) > 2 else None
+            if paths and self.own is not None and not self.debounce.pending:
+                try:
+                    if self.own(paths):
+                        return  # our own vault writes: nothing to publish, no status write
+                except Exception:  # noqa: BLE001 - when unsure, the scan decides
+                    log.debug("could not check vault events", exc_info=True)
             self.debounce.touch()
         elif kind == "stream":
             up = msg[1] == "up"
@@ -225,6 +243,20 @@ class Watcher:
         elif kind == "refused":  # the stream said access is gone
             self._suspend(msg[1], msg[2] if len(msg) > 2 else "access refused")
         self._status()
+
+    def _keep_changes(self, h: dict[str, Any]) -> None:
+        """Remember the change lines a head event carried (by seq, one epoch)."""
+        lines = h.get("changes")
+        if h.get("epoch") != self.delivered_epoch:
+            self.delivered = {}
+            self.delivered_epoch = h.get("epoch")
+        if not isinstance(lines, list):
+            return
+        for line in lines:
+            if isinstance(line, dict) and isinstance(line.get("seq"), int):
+                self.delivered[line["seq"]] = line
+        if len(self.delivered) > 256:  # far behind: the full sync pulls them anyway
+            self.delivered = {}
 
     def _has(self, hub: dict[str, Any]) -> bool:
         h = self.head
@@ -262,12 +294,16 @@ class Watcher:
         go, local_only = self.due()
         if not go:
             return
+        if self._apply_delivered(local_only):
+            return
+        self.delivered = {}  # a full sync pulls whatever they held
         if not self.suspended:  # a probe while suspended stays 'suspended' until it works
             self.state = "syncing"
             self._status()
         self.debounce.clear()  # edits from now on start a new window
         self.want_sync = False
         started = self.clock()
+        self.scans += 1 if local_only else 0
         log.debug("sync start (local_only=%s)", local_only)
         try:
             res = self.sync(local_only)
@@ -280,8 +316,36 @@ class Watcher:
             self._failed(e)
             return
         self.syncs += 0 if res.skipped else 1
+        log.debug("sync done in %d ms (skipped=%s)", self.clock() - started, res.skipped)
+        self._succeeded(res, started)
+
+    def _apply_delivered(self, local_only: bool) -> bool:
+        """The fast path: apply the changes that came with head events, when nothing local
+        is waiting and nothing is unusual; False: run the full sync as usual."""
+        if (not self.delivered or self.apply is None or local_only or not self.want_sync
+                or self.suspended or self.retry_at is not None or self.debounce.pending):
+            return False
+        lines = [self.delivered[k] for k in sorted(self.delivered)]
+        self.delivered = {}
+        started = self.clock()
+        try:
+            res = self.apply(lines)
+        except LockHeld:
+            return False  # the full sync meets it too and paces itself
+        except Exception as e:  # noqa: BLE001 - gap, failed check, I/O: the full sync decides
+            log.info("changes from the event not applied (%s: %s); syncing", type(e).__name__, e)
+            return False
+        if res is None:
+            return False
+        self.want_sync = False
+        self.applied += 1
+        log.debug("applied %d delivered change(s) in %d ms", len(lines),
+                  self.clock() - started)
+        self._succeeded(res, started)
+        return True
+
+    def _succeeded(self, res: SyncResult, started: int) -> None:
         now = self.clock()
-        log.debug("sync done in %d ms (skipped=%s)", now - started, res.skipped)
         if self.suspended:
             log.info("access is back: resuming")
             self.on_resume()
@@ -362,6 +426,8 @@ class Watcher:
                         "max_ms": self.settings.backoff_max_ms,
                         "jitter": self.settings.backoff_jitter},
             "syncs": self.syncs,
+            "applied": self.applied,
+            "scans": self.scans,
         }
 
     def _status(self) -> None:
@@ -480,9 +546,9 @@ def files_thread(vault: Path, inbox: queue.Queue[tuple[Any, ...]],
     try:
         for changes in watch(vault, stop_event=stop, debounce=50, step=20,
                              raise_interrupt=False):
-            n = sum(1 for _, p in changes if _is_entry_file(vault, p))
-            if n:
-                inbox.put(("local", n))
+            paths = sorted({p for _, p in changes if _is_entry_file(vault, p)})
+            if paths:
+                inbox.put(("local", len(paths), paths))
     except Exception:  # the polling fallback still publishes local edits
         log.exception("vault watching stopped")
 
@@ -578,6 +644,81 @@ class SpaceSyncer:
             store.close()
             self._parts = None
 
+    def apply(self, lines: list[dict[str, Any]]) -> SyncResult | None:
+        """Apply changes that came with head events, as the pull of a full sync would:
+        verified by the client's own ``changes`` checks (each batch parsed, its digest
+        recomputed, chained onto this replica's head), merged by the engine's own
+        ``_apply_change_txn``, all in one store transaction, then written to the vault.
+        None (the caller runs a full sync) when they do not start right after the head,
+        or when anything local is pending: an outbox, dirty entries, held conflicts,
+        journaled vault writes. Raises ``HubUnverified`` when they do not verify."""
+        from replica import cli
+        from replica.client import HubClient
+        from replica.home import space_lock
+        from replica.sync import SyncReport
+
+        with space_lock(self.space):
+            rep, _, store = self._open()
+            head = store.head()
+            if head is None:
+                return None
+            lines = [c for c in lines if int(c["seq"]) > head.seq]
+            if not lines or lines[0]["seq"] != head.seq + 1:
+                return None  # a gap (or nothing new): only a pull can tell
+            if (store.outbox() or store.pending_vault_writes() or store.dirty_count()
+                    or store.conflicts()):
+                return None
+            page = HubClient.changes(_Delivered(lines), self.space.space_id,  # type: ignore[arg-type]
+                                     epoch=head.epoch, after=head.seq, after_digest=head.digest)
+            report = SyncReport()
+            try:
+                with store.tx() as conn:
+                    for change in page.changes:
+                        rep._apply_change_txn(conn, change, report)
+                rep.flush_vault()
+            except Exception:
+                self.close()  # something unexpected: start from fresh objects next time
+                raise
+            cli._write_status(self.space, report=None, error=None, role=None)
+            last = page.changes[-1]
+            return SyncResult({"epoch": head.epoch, "seq": last.seq, "digest": last.head},
+                              0, len(report.held))
+
+    def own_writes(self, paths: list[str]) -> bool:
+        """True when every path shows what the store recorded for it (the file this replica
+        wrote, or no file for an entry it removed): a scan would find nothing to publish.
+        Reads a few rows and stats a few files; never the whole vault."""
+        from replica import store as st
+        from replica import vault as vlt
+
+        _, _, store = self._open()
+        vault = Path(self.space.vault)
+        if store.pending_vault_writes():
+            return False  # a write is still to be carried out: let the sync see it
+        with store.engine.connect() as conn:
+            for p in paths:
+                try:
+                    rel = Path(p).relative_to(vault).as_posix()
+                except ValueError:
+                    return False
+                entry_id, _problem = vlt.path_entry_id(rel)
+                if entry_id is None:
+                    return False
+                s = st.get_state_txn(conn, entry_id)
+                try:
+                    stat = os.lstat(p)
+                except FileNotFoundError:
+                    if s.file_hash is not None:
+                        return False  # removed by someone
+                    continue
+                if not os.path.isfile(p) or os.path.islink(p) or s.file_hash is None:
+                    return False
+                if (s.file_size, s.file_mtime_ns) == (stat.st_size, stat.st_mtime_ns):
+                    continue
+                if vlt.file_hash(Path(p).read_bytes()) != s.file_hash:
+                    return False
+        return True
+
     def __call__(self, local_only: bool) -> SyncResult:
         from replica import cli
         from replica.home import space_lock
@@ -608,6 +749,20 @@ class SpaceSyncer:
                 raise
 
 
+class _Delivered:
+    """Stands in for the hub connection in ``HubClient.changes``: its lines came with head
+    events, so they go through exactly the checks a pull makes."""
+
+    def __init__(self, lines: list[dict[str, Any]]):
+        self.lines = lines
+
+    def _stream(self, path: str, params: dict[str, Any] | None = None
+                ) -> Any:
+        yield from self.lines
+        yield {"end": {"seq": self.lines[-1]["seq"], "head_seq": self.lines[-1]["seq"],
+                       "more": False}}
+
+
 def start(home: Any, space: Any, settings: WatchSettings, stop: threading.Event) -> Running:
     """Take the space's watcher lock and start its threads."""
     from replica import cli
@@ -620,7 +775,8 @@ def start(home: Any, space: Any, settings: WatchSettings, stop: threading.Event)
     watcher = Watcher(sync=syncer,
                       write_status=lambda doc: write_json(status_path(space), dict(
                           doc, space={"id": space.space_id, "name": space.name})),
-                      settings=settings, on_resume=kick.set)
+                      settings=settings, on_resume=kick.set, apply=syncer.apply,
+                      own=syncer.own_writes)
     lock.acquire(watcher.started_at)
     hub = home.hub(space.hub_id)
 

@@ -234,3 +234,85 @@ def test_a_manual_sync_holding_the_lock_is_waited_for_not_counted_as_an_error() 
     c.advance(250)
     w.tick()
     assert len(sync.calls) == 2 and w.state == "idle"
+
+
+class FakeApply:
+    def __init__(self, sync: FakeSync) -> None:
+        self.calls: list[list[dict[str, Any]]] = []
+        self.answer: str = "apply"  # apply | decline | fail
+        self.sync = sync
+
+    def __call__(self, lines: list[dict[str, Any]]) -> SyncResult | None:
+        self.calls.append(lines)
+        if self.answer == "fail":
+            raise ValueError("chain broken")
+        if self.answer == "decline":
+            return None
+        self.sync.head = {"epoch": "e", "seq": lines[-1]["seq"]}
+        return SyncResult(dict(self.sync.head), 0, 0)
+
+
+def make_fast() -> tuple[Watcher, FakeSync, FakeApply, Clock]:
+    w, sync, c, _ = make()
+    fast = FakeApply(sync)
+    w.apply = fast
+    w.handle(("stream", "up"))
+    w.tick()  # the start-up catch-up: a full sync
+    return w, sync, fast, c
+
+
+def _event(seq: int, *, changes: bool = True) -> tuple[str, dict[str, Any]]:
+    h: dict[str, Any] = {"epoch": "e", "seq": seq}
+    if changes:
+        h["changes"] = [{"seq": seq, "batch": {}}]
+    return ("remote", h)
+
+
+def test_a_head_event_carrying_its_change_is_applied_without_a_sync() -> None:
+    w, sync, fast, _ = make_fast()
+    w.handle(_event(1))
+    w.handle(_event(2))  # a burst: both lines go in one apply, in order
+    w.tick()
+    assert sync.calls == [False] and [[x["seq"] for x in ls] for ls in fast.calls] == [[1, 2]]
+    assert w.status()["head"]["seq"] == 2 and w.status()["applied"] == 1
+    assert w.state == "idle" and w.status()["lag"] == {"seq": 0, "ms": 0}
+
+
+@pytest.mark.parametrize("answer", ["decline", "fail"])
+def test_delivered_changes_that_cannot_be_applied_fall_back_to_a_full_sync(answer: str
+                                                                         ) -> None:
+    w, sync, fast, _ = make_fast()
+    fast.answer = answer
+    sync.head = {"epoch": "e", "seq": 1}
+    w.handle(_event(1))
+    w.tick()
+    assert len(fast.calls) == 1 and sync.calls == [False, False]
+    assert w.status()["head"]["seq"] == 1 and w.last_error is None
+
+
+def test_a_bare_head_event_or_pending_local_edits_take_the_full_sync() -> None:
+    w, sync, fast, c = make_fast()
+    sync.head = {"epoch": "e", "seq": 1}
+    w.handle(_event(1, changes=False))
+    w.tick()
+    assert fast.calls == [] and sync.calls == [False, False]
+    w.handle(("local", 1))  # an edit waiting for its debounce: the sync scans it first
+    sync.head = {"epoch": "e", "seq": 2}
+    w.handle(_event(2))
+    w.tick()
+    assert fast.calls == [] and sync.calls == [False, False, False]
+
+
+def test_vault_events_of_our_own_writes_cost_no_scan_and_others_are_debounced() -> None:
+    w, sync, fast, c = make_fast()
+    seen: list[list[str]] = []
+    own = {"v/page/a.md"}
+    w.own = lambda paths: seen.append(paths) or set(paths) <= own
+    w.handle(("local", 1, ["v/page/a.md"]))
+    assert not w.debounce.pending
+    w.handle(("local", 2, ["v/page/a.md", "v/page/b.md"]))
+    assert w.debounce.pending
+    c.advance(600)
+    w.tick()
+    assert sync.calls == [False, True] and w.status()["scans"] == 1
+    assert seen == [["v/page/a.md"], ["v/page/a.md", "v/page/b.md"]]

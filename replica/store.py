@@ -47,6 +47,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import NullPool
 
 from shared.canonical import canonical_str
@@ -83,6 +84,20 @@ entries_t = Table(
 ENTRIES_COVER = ("CREATE INDEX IF NOT EXISTS entries_cover ON entries (id, synced_version,"
                  " local_version, held, synced_deleted, local_deleted, file_hash, file_size,"
                  " file_mtime_ns)")
+
+# The digest of the synced state is cached in ``meta`` (with the head it was computed at):
+# any change of a synced version, by any code path, drops the cache in the same transaction
+DIGEST_KEY = "digest_cache"
+_DROP_DIGEST = f"DELETE FROM meta WHERE key = '{DIGEST_KEY}'"
+DIGEST_TRIGGERS = (
+    f"CREATE TRIGGER IF NOT EXISTS entries_digest_ins AFTER INSERT ON entries"
+    f" BEGIN {_DROP_DIGEST}; END",
+    f"CREATE TRIGGER IF NOT EXISTS entries_digest_del AFTER DELETE ON entries"
+    f" BEGIN {_DROP_DIGEST}; END",
+    f"CREATE TRIGGER IF NOT EXISTS entries_digest_upd AFTER UPDATE ON entries"
+    f" WHEN old.id IS NOT new.id OR old.synced_version IS NOT new.synced_version"
+    f" OR old.synced_deleted IS NOT new.synced_deleted BEGIN {_DROP_DIGEST}; END",
+)
 
 outbox_t = Table(
     "outbox", metadata,
@@ -258,6 +273,8 @@ class Store:
         metadata.create_all(self.engine)
         with self.tx() as conn:
             conn.exec_driver_sql(ENTRIES_COVER)
+            for trigger in DIGEST_TRIGGERS:
+                conn.exec_driver_sql(trigger)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -307,11 +324,25 @@ class Store:
                 select(vault_pending_t).order_by(vault_pending_t.c.entry_id))]
 
     def digest(self) -> str:
-        """Digest of the synced state: equal on two replicas that hold the same hub state."""
-        head = self.head()
-        with self.engine.connect() as conn:
-            live = [[i, sv] for i, sv, _lv, _h in live_versions_txn(conn) if sv is not None]
-        return digest_of({"head": head.to_json() if head else None, "entries": live})
+        """Digest of the synced state: equal on two replicas that hold the same hub state.
+
+        Computed over every entry once, then cached in ``meta`` until a synced version
+        changes (triggers drop the cache) or the head moves: a status after a sync with
+        nothing to do does not walk the space."""
+        try:
+            with self.tx() as conn:
+                head = head_txn(conn)
+                head_json = head.to_json() if head else None
+                cached = get_meta_txn(conn, DIGEST_KEY)
+                if cached is not None and cached.get("head") == head_json:
+                    return str(cached["digest"])
+                digest = digest_over_txn(conn, head_json)
+                set_meta_txn(conn, DIGEST_KEY, {"head": head_json, "digest": digest})
+                return digest
+        except OperationalError:  # a writer got in first (busy): answer without caching
+            with self.engine.connect() as conn:
+                head = head_txn(conn)
+                return digest_over_txn(conn, head.to_json() if head else None)
 
     def dirty_count(self) -> int:
         with self.engine.connect() as conn:
@@ -344,6 +375,11 @@ def _upgrade_txn(conn: Connection) -> None:
         conn.exec_driver_sql(
             "UPDATE entries SET file_base = local WHERE file_hash IS NOT NULL AND NOT held"
             " AND id NOT IN (SELECT entry_id FROM vault_pending)")
+
+
+def digest_over_txn(conn: Connection, head_json: dict[str, Any] | None) -> str:
+    live = [[i, sv] for i, sv, _lv, _h in live_versions_txn(conn) if sv is not None]
+    return digest_of({"head": head_json, "entries": live})
 
 
 def get_meta_txn(conn: Connection, key: str, default: Any = None) -> Any:
@@ -416,6 +452,13 @@ def file_stats_txn(conn: Connection) -> dict[str, tuple[str | None, int | None, 
     return {r[0]: r[1:] for r in _rows(
         conn, "SELECT id, file_hash, file_size, file_mtime_ns, held"
               " FROM entries INDEXED BY entries_cover")}
+
+
+def file_index_txn(conn: Connection) -> list[tuple[str, int | None, int | None]]:
+    """(id, size, mtime) of every entry with a recorded vault file, from the covering index:
+    what ``vault.scan_changes`` compares the vault with."""
+    return _rows(conn, "SELECT id, file_size, file_mtime_ns FROM entries INDEXED BY"
+                       " entries_cover WHERE file_hash IS NOT NULL")  # type: ignore[return-value]
 
 
 def live_versions_txn(conn: Connection) -> list[tuple[str, str | None, str | None, bool]]:

@@ -136,19 +136,15 @@ class Replica:
 
     def scan(self, report: SyncReport) -> None:
         with self.store.tx() as conn:
-            # (hash, size, mtime, held) per entry: an unchanged file costs its stat, nothing
-            # is read or parsed (DESIGN §7). Read before the walk (SQLite takes the write
-            # lock at the first write, not here); a row changed meanwhile is re-read below
-            stats = st.file_stats_txn(conn)
-            scan = vlt.scan(self.vault, stats)
+            # (id, size, mtime) of each recorded file: an unchanged file costs its stat,
+            # nothing is read or parsed (DESIGN §7). Read before the walk (SQLite takes the
+            # write lock at the first write, not here); a changed row is re-read below
+            scan = vlt.scan_changes(self.vault, st.file_index_txn(conn))
             report.problems = list(scan.problems)
             bad = scan.problem_ids()
             now_ns = time.time_ns()
-            for entry_id, fs in scan.files.items():
-                known = stats.get(entry_id)
-                if (known is not None and known[0] and known[1] == fs.size
-                        and known[2] == fs.mtime_ns):
-                    continue
+            for fs in scan.changed:
+                entry_id = fs.entry_id
                 s = st.get_state_txn(conn, entry_id)
                 data = fs.path.read_bytes()
                 h = vlt.file_hash(data)
@@ -181,9 +177,7 @@ class Replica:
                     s.local = entry
                 st.put_state_txn(conn, s)
                 report.local_changes.append(entry_id)
-            for entry_id, known in stats.items():
-                if entry_id in scan.files or entry_id in bad or known[0] is None:
-                    continue
+            for entry_id in sorted(scan.missing - bad):
                 s = st.get_state_txn(conn, entry_id)
                 # the file is gone: a local delete (a held entry deleted = resolved by delete)
                 s.local = None
@@ -449,11 +443,12 @@ class Replica:
         this replica has never seen (no row, no journaled write, no file at its path) is
         written to the vault directly (temp files, renames, flushed for the whole chunk)
         and recorded as synced; anything else is merged one by one."""
-        fresh: list[tuple[Entry, Path, bytes]] = []
+        fresh: list[tuple[Entry, str, bytes]] = []
+        vault = os.fspath(self.vault)
         for entry, seq in items:
             known = index.get(entry.id)
             if known is None:
-                path = vlt.entry_path(self.vault, entry.id)
+                path = vlt.entry_os_path(vault, entry.id)  # the id is valid (make_entry)
                 if not os.path.lexists(path):
                     fresh.append((entry, path, vlt.render(entry)))
                     continue

@@ -71,6 +71,13 @@ def entry_path(vault: Path, entry_id: str) -> Path:
     return vault.joinpath(kind, *slug.split("/")).with_name(slug.split("/")[-1] + ".md")
 
 
+def entry_os_path(vault: str, entry_id: str) -> str:
+    """``entry_path`` as a string, for an id already validated (``make_entry`` checks it):
+    the bulk paths build one a file, and ``Path`` objects cost more than the rest."""
+    kind, _, slug = entry_id.partition("/")
+    return os.path.join(vault, kind, slug) + ".md"
+
+
 def path_entry_id(rel: str) -> tuple[str | None, str | None]:
     """(entry id, None) for a relative vault path, or (None, reason)."""
     parts = rel.split("/")
@@ -133,6 +140,74 @@ def scan(vault: Path, known: Container[str] = ()) -> Scan:
                 files[entry_id] = FileStat(entry_id, de.path, st.st_size, st.st_mtime_ns)
     problems.sort(key=lambda pr: pr.path)
     return Scan(files, problems)
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What a vault scan found against the store's record of the files (``scan_changes``)."""
+    changed: list[FileStat]  # files whose stat differs from the record, or with no record
+    missing: set[str]  # entries with a recorded file that is not there any more
+    problems: list[Problem]
+
+    def problem_ids(self) -> set[str]:
+        return {p.entry_id for p in self.problems if p.entry_id}
+
+
+def scan_changes(vault: Path, recorded: list[tuple[str, int | None, int | None]]) -> Changes:
+    """The vault files that changed since the store recorded them, by (size, mtime) alone.
+
+    ``recorded``: (entry id, size, mtime) of every entry with a recorded file (an unknown
+    stat is None, so that file counts as changed). The walk is ``scan``'s (one ``scandir``
+    a folder, one ``lstat`` a file; the same problems), but an ordinary Markdown file costs
+    one tuple in a set, and the comparison is a set difference in C: a sync with nothing to
+    do, mostly this, does no Python work per file beyond its stat."""
+    problems: list[Problem] = []
+    walked: set[tuple[str, int, int]] = set()
+    if not vault.is_dir():
+        return Changes([], {r[0] for r in recorded}, problems)
+    root = vault.resolve()
+    stack = [(os.fspath(vault), "")]
+    while stack:
+        folder, prefix = stack.pop()
+        with os.scandir(folder) as it:
+            entries = list(it)
+        plain = [de for de in entries if de.name.endswith(".md") and de.name[0] != "."
+                 and de.is_file(follow_symlinks=False)]
+        walked.update([(prefix + de.name[:-3], st.st_size, st.st_mtime_ns) for de in plain
+                       for st in (de.stat(follow_symlinks=False),)])
+        if len(plain) == len(entries):
+            continue
+        for de in entries:
+            name = de.name
+            if de.is_file(follow_symlinks=False) and name.endswith(".md") and name[0] != ".":
+                continue  # taken above
+            if _ignored(name):
+                continue
+            rel = prefix + name
+            if de.is_symlink():
+                entry_id = None if de.is_dir() else path_entry_id(rel)[0]
+                problems.append(Problem(rel, None, _symlink_reason(root, Path(de.path)),
+                                        entry_id))
+                continue
+            if de.is_dir(follow_symlinks=False):
+                stack.append((de.path, rel + "/"))
+                continue
+            problems.append(Problem(rel, None, path_entry_id(rel)[1] or "not an entry file"))
+    recorded_set = set(recorded)
+    known = {r[0] for r in recorded}
+    changed: list[FileStat] = []
+    base = os.fspath(vault)
+    for entry_id, size, mtime in walked - recorded_set:
+        if entry_id not in known:
+            reason = path_entry_id(entry_id + ".md")[1]
+            if reason:
+                problems.append(Problem(entry_id + ".md", None, reason))
+                continue
+        changed.append(FileStat(entry_id, os.path.join(base, entry_id + ".md"), size, mtime))
+    missing = known - {w[0] for w in walked}
+    problems.sort(key=lambda pr: pr.path)
+    changed.sort()
+    return Changes(changed, missing, problems)
 
 
 def _rel(vault: Path, p: Path) -> str:
@@ -217,6 +292,10 @@ def _scalar(v: Any) -> str | None:
         return None
     if _PLAIN.match(v) and _plain_is_str(v):
         return v  # letters, digits, ._()/,- and single spaces, from a letter: printed as is
+    if v[:1] == "#" or " #" in v:
+        # a comment indicator: never plain; one line of printable characters (checked
+        # above) is always allowed single-quoted, which libyaml prints with '' for '
+        return "'" + v.replace("'", "''") + "'"
     out = _values.get(v, "")
     if out == "":
         text = _cdump({"k": v})
@@ -229,10 +308,15 @@ def _scalar(v: Any) -> str | None:
 
 _PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9_.()/,-]*(?: [A-Za-z0-9_.()/,-]+)*\Z")
 _resolver: Any = None
+_BOOL_NULL_START = frozenset("yYnNtTfFoO")
 
 
 def _plain_is_str(v: str) -> bool:
     """Does ``v`` read back as a string when printed plain (not a bool, null, number…)?"""
+    if len(v) > 5 or v[:1] not in _BOOL_NULL_START:
+        # (only called on strings that start with a letter: the implicit resolvers a letter
+        # can start are bool and null, whose words have at most five letters)
+        return True
     global _resolver
     if _resolver is None:
         import yaml
@@ -318,24 +402,27 @@ def write_atomic(vault: Path, path: Path, data: bytes,
     _fsync_dir(path.parent)
 
 
-def write_many(vault: Path, items: list[tuple[Path, bytes]], crash_hook: Any = None,
-               *, exclusive: bool = False, mtime_ns: int | None = None) -> list[Path]:
+def write_many(vault: Path, items: list[tuple[Any, bytes]], crash_hook: Any = None,
+               *, exclusive: bool = False, mtime_ns: int | None = None) -> list[Any]:
     """``write_atomic`` for many files at once, with the same guarantee (a crash leaves each
     file either old or new, and the renames are durable on return) for two flushes of the
     file system instead of two fsyncs a file (an fsync costs milliseconds: a clone of 100k
     files would spend minutes in them). Temp files first, flushed; then every rename,
     flushed. ``exclusive``: leave alone (and do not return) a target that exists by the
     time it would be renamed over. ``mtime_ns``: given to each file before its rename (so a
-    later edit of the file always changes it). Returns the paths written."""
-    made: set[Path] = set()
-    todo: list[tuple[str, str, Path, bytes]] = []  # temp, target, target path, bytes
+    later edit of the file always changes it). Paths are ``Path`` objects or strings;
+    returns those written, as given."""
+    made: set[str] = set()
+    todo: list[tuple[str, str, Any, bytes]] = []  # temp, target, target path, bytes
     for path, data in items:
         target = os.fspath(path)
-        if path.parent not in made:  # the folder is checked once, each target too
-            _safe_target(vault, path)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            made.add(path.parent)
-        elif os.path.islink(target):
+        parent = os.path.dirname(target)
+        if parent not in made:  # the folder is checked once, each target too
+            _safe_target(vault, Path(target))
+            os.makedirs(parent, exist_ok=True)
+            made.add(parent)
+        elif not exclusive and os.path.islink(target):
+            # (exclusive: an existing target, a link or not, is left alone at the rename)
             raise OSError(f"refusing to write through symlink {path}")
         todo.append((target + TMP_SUFFIX, target, path, data))
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
@@ -359,14 +446,14 @@ def write_many(vault: Path, items: list[tuple[Path, bytes]], crash_hook: Any = N
         _sync_files(vault, [t[0] for t in todo])
         if crash_hook is not None:
             crash_hook()
-        done: list[Path] = []
+        done: list[Any] = []
         for tmp, target, path, _data in todo:
             if exclusive and os.path.lexists(target):
                 os.unlink(tmp)
                 continue
             os.replace(tmp, target)
             done.append(path)
-        _sync_files(vault, [], dirs={p.parent for p in done})
+        _sync_files(vault, [], dirs_of=done)
         todo = []
         return done
     finally:
@@ -381,9 +468,9 @@ def write_many(vault: Path, items: list[tuple[Path, bytes]], crash_hook: Any = N
 _syncfs: Any = None
 
 
-def _sync_files(vault: Path, files: list[str], dirs: set[Path] | None = None) -> None:
-    """Make ``files`` (and the entries of ``dirs``) durable: one ``syncfs`` of the vault's
-    file system where Linux has it, else an fsync of each."""
+def _sync_files(vault: Path, files: list[str], dirs_of: list[Any] | None = None) -> None:
+    """Make ``files`` (and the folder entries of the paths ``dirs_of``) durable: one
+    ``syncfs`` of the vault's file system where Linux has it, else an fsync of each."""
     global _syncfs
     if not FSYNC:
         return
@@ -407,8 +494,8 @@ def _sync_files(vault: Path, files: list[str], dirs: set[Path] | None = None) ->
             os.fsync(fd)
         finally:
             os.close(fd)
-    for d in dirs or ():
-        _fsync_dir(d)
+    for d in {os.path.dirname(os.fspath(p)) for p in dirs_of or ()}:
+        _fsync_dir(Path(d))
 
 
 def remove(vault: Path, path: Path) -> None:

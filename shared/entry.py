@@ -106,6 +106,14 @@ def _check_json_value(v: Any, where: str) -> None:
     raise EntryError(f"{where}: unsupported value of type {type(v).__name__}")
 
 
+def _encodes(s: str) -> bool:
+    try:
+        s.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
 def make_entry(data: Any, *, max_body: int = DEFAULT_MAX_BODY) -> Entry:
     """Validate a wire/dict form and return the normalized Entry (sets sorted, deduplicated).
 
@@ -133,7 +141,11 @@ def make_entry(data: Any, *, max_body: int = DEFAULT_MAX_BODY) -> Entry:
         raise EntryError(f"title must be one line of at most {MAX_TITLE} characters")
     if not isinstance(body, str):
         raise EntryError("body must be a string")
-    if len(body.encode("utf-8", "surrogatepass")) > max_body:
+    try:
+        body_len, body_ok = len(body.encode("utf-8")), True
+    except UnicodeEncodeError:  # a lone surrogate: refused below, after the size
+        body_len, body_ok = len(body.encode("utf-8", "surrogatepass")), False
+    if body_len > max_body:
         raise EntryError(f"body larger than {max_body} bytes")
     tags = data.get("tags", [])
     if not isinstance(tags, list) or len(tags) > MAX_TAGS:
@@ -154,8 +166,10 @@ def make_entry(data: Any, *, max_body: int = DEFAULT_MAX_BODY) -> Entry:
     try:
         if len(canonical_bytes(meta)) > MAX_META_BYTES:
             raise EntryError(f"meta larger than {MAX_META_BYTES} bytes")
-        canonical_bytes(title)
-        canonical_bytes(body)
+        # a string has a canonical form unless it holds a lone surrogate, which is exactly
+        # when it does not encode as UTF-8 (cheaper than making the form to find out)
+        if not body_ok or not _encodes(title):
+            raise CanonicalError("lone surrogate in string")
     except CanonicalError as e:
         raise EntryError(str(e)) from e
     kind = entry_id.partition("/")[0]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from functools import lru_cache
 
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
 _ID_RE = re.compile(r"^[0-9a-hjkmnp-tv-z]{26}$")
@@ -68,6 +69,11 @@ def entry_id_problem(entry_id: object) -> str | None:
     """Why ``entry_id`` is not ``<kind>/<slug>``, or None when it is valid."""
     if not isinstance(entry_id, str):
         return "entry id must be a string"
+    return _entry_id_problem(str(entry_id))
+
+
+@lru_cache(maxsize=1 << 14)  # the same ids and links are checked over and over
+def _entry_id_problem(entry_id: str) -> str | None:
     kind, sep, slug = entry_id.partition("/")
     if not sep:
         return "entry id must be '<kind>/<slug>'"

@@ -175,6 +175,8 @@ def test_store_without_deleted_columns_is_upgraded_in_place(tmp_path):
     store.close()
     con = sqlite3.connect(path)
     con.execute("DROP INDEX entries_cover")
+    for name in ("ins", "del", "upd"):  # stores of that age had no digest cache either
+        con.execute(f"DROP TRIGGER entries_digest_{name}")
     con.execute("ALTER TABLE entries DROP COLUMN synced_deleted")
     con.execute("ALTER TABLE entries DROP COLUMN local_deleted")
     con.commit()
@@ -233,3 +235,72 @@ def test_store_rows_with_full_copies_read_the_same(tmp_path):
         assert store.dirty_count() == 1
     finally:
         store.close()
+
+
+def test_cached_store_digest_follows_every_change_of_a_synced_version(tmp_path):
+    from replica.store import DIGEST_KEY, EntryState, Store, put_state_txn
+    from shared.entry import tombstone
+
+    store = Store(tmp_path / "store.sqlite")
+    try:
+        x, y = Entry(id="page/x", title="x"), Entry(id="page/y", title="y")
+        with store.tx() as conn:
+            put_state_txn(conn, EntryState("page/x", x, x))
+        first = store.digest()
+        assert store.get_meta(DIGEST_KEY)["digest"] == first == store.digest()
+        edited = Entry(id="page/x", title="local edit")
+        with store.tx() as conn:  # a local change leaves the synced state alone
+            put_state_txn(conn, EntryState("page/x", x, edited))
+        assert store.get_meta(DIGEST_KEY) is not None and store.digest() == first
+        steps = [EntryState("page/y", y, y), EntryState("page/x", Entry(id="page/x"), edited),
+                 EntryState("page/x", tombstone("page/x"), None),
+                 EntryState("page/x", None, None)]  # the last one deletes the row
+        seen = {first}
+        for s in steps:  # the head never moves here: only the triggers drop the cache
+            with store.tx() as conn:
+                put_state_txn(conn, s)
+            assert store.get_meta(DIGEST_KEY) is None
+            d = store.digest()
+            from replica.store import digest_over_txn
+
+            with store.engine.connect() as conn:
+                assert d == digest_over_txn(conn, None)
+            seen.add(d)
+        assert len(seen) == 4  # a tombstone and an absent entry count the same
+    finally:
+        store.close()
+
+
+def test_fast_single_quoted_scalars_match_libyaml():
+    """Strings with a comment indicator are printed single-quoted without calling libyaml:
+    the same bytes libyaml prints, on every shape of such a string."""
+    import itertools
+
+    pieces = ["#", " #", "a #b", "it's", "''", "x: y", "é", "中", "1", " ", "-", "?", ":",
+              "[x]", "{y}", "&", "*", "!", "|", ">", "%", "@", "`", "\"", "\\", "---", "...",
+              "abc (module) #1", "~", "null", "yes", "😀"]
+    cases = {a + b + c for a, b, c in itertools.product(pieces, repeat=3)}
+    cases |= {t + " #2" for t in TRICKY} | {"#" + t for t in TRICKY}
+    checked = 0
+    for v in sorted(cases):
+        if "\n" in v or vlt._ODD.search(v) or not (v[:1] == "#" or " #" in v):
+            continue
+        alone = vlt._cdump({"k": v})
+        assert alone.startswith("k: ") and alone.count("\n") == 1, v
+        assert vlt._scalar(v) == alone[3:-1], v
+        checked += 1
+    assert checked > 1000
+
+
+def test_plain_scalar_shortcut_agrees_with_the_yaml_resolver():
+    import yaml
+
+    resolver = yaml.resolver.Resolver()
+    words = ["yes", "Yes", "YES", "no", "NO", "true", "True", "false", "FALSE", "on", "Off",
+             "null", "Null", "NULL", "y", "n", "Y", "N", "yess", "nulls", "truex", "False",
+             "offx", "abcdef", "Tru", "t", "o", "ON", "oN", "fAlse", "python", "Noise"]
+    for w in words:
+        if not vlt._PLAIN.match(w):
+            continue
+        expect = resolver.resolve(yaml.ScalarNode, w, (True, False)) == "tag:yaml.org,2002:str"
+        assert vlt._plain_is_str(w) == expect, w

@@ -94,3 +94,43 @@ def test_writes_never_go_through_a_symlink(tmp_path):
     with pytest.raises(OSError):
         vlt.write_atomic(vault, vault / "page" / "x.md", b"overwritten")
     assert target.read_text() == "mine"
+
+
+def _odd_vault(root: Path) -> Path:
+    vault = root / "v"
+    for rel in ("loose.md", "page/Bad Name.md", "page/notes.txt", "Page/x.md", "page/ok.md",
+                "page/deep/er/one.md", "skill/s.md", "page/.x.md.swp", ".git/config",
+                "page/a.md" + vlt.TMP_SUFFIX, "page/b.md~"):
+        write(vault, rel, "---\ntitle: x\n---\nbody\n")
+    (root / "elsewhere").mkdir()
+    os.symlink(root / "elsewhere", vault / "note")
+    os.symlink(root / "secret.md", vault / "page" / "leak.md")
+    os.mkfifo(vault / "page" / "fifo.md")  # not a regular file: never read
+    return vault
+
+
+def test_scan_changes_finds_what_scan_finds_and_the_same_problems(tmp_path):
+    vault = _odd_vault(tmp_path)
+    full = vlt.scan(vault)
+    ch = vlt.scan_changes(vault, [])
+    assert {f.entry_id for f in ch.changed} == {"page/ok", "page/deep/er/one", "skill/s"}
+    assert {(f.entry_id, f.os_path) for f in ch.changed} <= {(f.entry_id, f.os_path)
+                                                          for f in full.files.values()}
+    assert [(p.path, p.reason, p.entry_id) for p in ch.problems if p.path != "page/fifo.md"
+            ] == [(p.path, p.reason, p.entry_id) for p in full.problems]
+    assert any(p.path == "page/fifo.md" for p in ch.problems) and not ch.missing
+
+
+def test_scan_changes_compares_by_size_and_mtime(tmp_path):
+    vault = _odd_vault(tmp_path)
+    rec = [(f.entry_id, f.size, f.mtime_ns) for f in vlt.scan_changes(vault, []).changed]
+    assert not vlt.scan_changes(vault, rec).changed  # nothing changed: nothing to look at
+    p = vault / "page" / "ok.md"
+    st = p.stat()
+    p.write_text("---\ntitle: y\n---\nbody\n")  # same size, edited in place
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
+    (vault / "skill" / "s.md").unlink()
+    unknown = [(i, s, None) if i == "page/deep/er/one" else (i, s, m) for i, s, m in rec]
+    ch = vlt.scan_changes(vault, [*unknown, ("page/gone", 1, 2)])
+    assert [f.entry_id for f in ch.changed] == ["page/deep/er/one", "page/ok"]
+    assert ch.missing == {"skill/s", "page/gone"}

@@ -24,7 +24,7 @@ from hub import policy
 from hub.dpop import JtiCache, verify_proof
 from hub.keys import HubKey
 from hub.store import queries as q
-from hub.tokens import AccessClaims, verify_access_token
+from hub.tokens import AccessClaims, TokenCache, verify_access_token
 from shared.errors import Forbidden, NotFound, Unauthorized
 from shared.signing import jwk_thumbprint
 
@@ -75,10 +75,12 @@ def token_from_header(header: str | None) -> str:
 
 def verify_request(key: HubKey, cache: JtiCache, *, aud: str, method: str, path: str,
                    authorization: str | None, proof: str | None, now_ms: int,
-                   window_s: int) -> AccessClaims:
-    """The stateless half of authentication: token signature and claims, proof, binding."""
+                   window_s: int, tokens: TokenCache | None = None) -> AccessClaims:
+    """The stateless half of authentication: token signature and claims, proof, binding.
+    ``tokens`` caches verified tokens (hub/tokens.py says what a hit skips and what not)."""
     token = token_from_header(authorization)
-    claims = verify_access_token(token, key, aud=aud, now_ms=now_ms)
+    claims = (verify_access_token(token, key, aud=aud, now_ms=now_ms) if tokens is None
+              else tokens.verify(token, key, aud=aud, now_ms=now_ms))
     jkt = verify_proof(proof, method=method, url=aud.rstrip("/") + path, access_token=token,
                        now_ms=now_ms, window_s=window_s, cache=cache)
     if jkt != claims.jkt:
@@ -89,6 +91,12 @@ def verify_request(key: HubKey, cache: JtiCache, *, aud: str, method: str, path:
 
 def authenticate_txn(conn: Any, claims: AccessClaims, now_ms: int) -> Principal:
     """The stateful half: the device, its user and any delegation, as they are now."""
+    return authenticate_device_txn(conn, claims, now_ms)[0]
+
+
+def authenticate_device_txn(conn: Any, claims: AccessClaims, now_ms: int
+                            ) -> tuple[Principal, Any]:
+    """``authenticate_txn`` that also returns the device row it read (its public key)."""
     dev = q.device_by_id_txn(conn, claims.device_id)
     if dev is None or dev.user_id != claims.user_id:
         raise Unauthorized("credential not recognized", {"reason": "unknown_device"})
@@ -101,7 +109,7 @@ def authenticate_txn(conn: Any, claims: AccessClaims, now_ms: int) -> Principal:
         p = Principal(dev.user_id, dev.id, dev.user_name, dev.is_owner, claims.agent,
                       claims.delegation_id, claims.scope, claims.space_id)
         _check_delegation_txn(conn, p, now_ms)
-    return p
+    return p, dev
 
 
 def _check_delegation_txn(conn: Any, p: Principal, now_ms: int | None) -> None:

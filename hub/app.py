@@ -22,6 +22,7 @@ from hub.metrics import Metrics
 from hub.ratelimit import RateLimiter
 from hub.settings import Settings
 from hub.store.db import Store
+from hub.tokens import TokenCache
 from shared.errors import QuireError
 
 log = logging.getLogger("quire.hub")
@@ -40,6 +41,7 @@ class Hub:
         self.redeem_limiter = RateLimiter(rate_per_s=1.0, burst=10, clock=self.now)
         # identity (hub/access.py, hub/grants.py): DPoP replay cache and grant rate limits
         self.jti_cache = JtiCache(settings.dpop_window, settings.dpop_jti_cache, self.now)
+        self.token_cache = TokenCache()  # verified access tokens until exp (hub/tokens.py)
         self.token_limiter = RateLimiter(rate_per_s=2.0, burst=20, clock=self.now)
         self.login_limiter = RateLimiter(rate_per_s=0.2, burst=5, clock=self.now)
         self.approve_limiter = RateLimiter(rate_per_s=0.1, burst=5, clock=self.now)

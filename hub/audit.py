@@ -24,15 +24,19 @@ def event_digest(*, chain: str, n: int, at: int, action: str, actor: dict[str, A
 
 
 def record_txn(conn: Any, *, chain: str, tip: tuple[int, str], at: int, action: str,
-               actor: dict[str, Any], details: dict[str, Any]) -> tuple[int, str]:
-    """Append one event to ``chain`` whose tip ``(n, digest)`` the caller holds locked."""
+               actor: dict[str, Any], details: dict[str, Any], advance: bool = True
+               ) -> tuple[int, str]:
+    """Append one event to ``chain`` whose tip ``(n, digest)`` the caller holds locked.
+    ``advance=False``: the caller stores the returned new tip itself (the guard does, in the
+    same UPDATE of the space row that moves the head)."""
     n, prev = tip[0] + 1, tip[1]
     digest = event_digest(chain=chain, n=n, at=at, action=action, actor=actor, details=details,
                           prev=prev)
     q.insert_audit_txn(conn, chain=chain, n=n, at=at, action=action,
                        actor=canonical_str(actor), details=canonical_str(details), prev=prev,
                        digest=digest)
-    q.advance_audit_tip_txn(conn, chain, n, digest)
+    if advance:
+        q.advance_audit_tip_txn(conn, chain, n, digest)
     return n, digest
 
 

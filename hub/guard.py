@@ -23,6 +23,7 @@ from typing import Any
 from hub import audit, policy
 from hub.access import (
     Principal,
+    authenticate_device_txn,
     effective_role_txn,
     recheck_device_txn,
     recheck_principal_txn,
@@ -32,6 +33,7 @@ from hub.events import CHANNEL, Broker
 from hub.keys import HubKey
 from hub.store import queries as q
 from hub.store.db import Store
+from hub.tokens import AccessClaims
 from shared.canonical import canonical_str
 from shared.digest import chain_next, genesis_digest
 from shared.errors import (
@@ -125,16 +127,18 @@ def _replay_txn(conn: Any, batch: Batch, space_id: str) -> Outcome | None:
     return Outcome(receipt=prior.receipt, replayed=True)
 
 
-def prepare_txn(conn: Any, batch: Batch, principal: Principal, space_ref: str
-                ) -> tuple[Prepared | None, Outcome | None]:
-    principal, dev = recheck_device_txn(conn, principal)
+def prepare_txn(conn: Any, batch: Batch, principal: Principal, space_ref: str,
+                dev: Any = None) -> tuple[Principal, Prepared | None, Outcome | None]:
+    """``dev``: the device row, when this transaction already read it (authentication)."""
+    if dev is None:
+        principal, dev = recheck_device_txn(conn, principal)
     space, role = space_access_txn(conn, principal, space_ref, "viewer")
     if batch.space != space.id:
         raise InvalidRequest("batch.space does not match the space in the path",
                              {"space": space.id})
     replay = _replay_txn(conn, batch, space.id)
     if replay is not None:
-        return None, replay
+        return principal, None, replay
     if not policy.at_least(role, "editor"):
         raise Forbidden(f"your role in this space is {role}; publishing needs editor",
                         {"role": role, "required": "editor"})
@@ -148,7 +152,8 @@ def prepare_txn(conn: Any, batch: Batch, principal: Principal, space_ref: str
     current = q.current_versions_txn(conn, space.id, [op.entry_id for op in batch.ops])
     check_bases(batch, current)
     check_rules(batch, q.list_rules_txn(conn, space.id), principal, role, current)
-    return Prepared(space.id, space.epoch, space.rules_version, role, dev.public_key), None
+    return principal, Prepared(space.id, space.epoch, space.rules_version, role,
+                               dev.public_key), None
 
 
 def known_head_txn(conn: Any, space: q.SpaceRow, seq: int, digest: str) -> bool:
@@ -215,11 +220,13 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
         rows.append({"entry_id": op.entry_id, "version": op.entry.version,
                      "deleted": op.entry.deleted, "content": canonical_str(op.entry.to_dict())})
     q.upsert_entries_txn(conn, space.id, space.epoch, seq, rows, set(current))
-    q.set_head_txn(conn, space.id, seq, head)
-    audit.record_space_txn(conn, space, at=now, action="publish", actor=principal.actor(),
+    tip = audit.record_txn(conn, chain=space.id, tip=(space.audit_seq, space.audit_digest),
+                           at=now, action="publish", actor=principal.actor(),
                            details={"batch_id": batch.batch_id, "replica_id": batch.replica_id,
                                     "seq": seq, "digest": batch.digest, "head": head,
-                                    "ops": len(batch.ops), "provenance": batch.provenance})
+                                    "ops": len(batch.ops), "provenance": batch.provenance},
+                           advance=False)
+    q.advance_head_and_audit_txn(conn, space.id, seq, head, tip)
     # delivered to other hub processes exactly when this transaction commits (DESIGN §5.6)
     q.notify_txn(conn, CHANNEL, Broker.payload("head", {
         "space": space.id, "epoch": space.epoch, "seq": seq, "digest": head, "at": now}))
@@ -227,20 +234,29 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
                    head_digest=head, epoch=space.epoch, at=now)
 
 
-def publish(store: Store, key: HubKey, principal: Principal, space_ref: str, raw: Any, *,
+def publish(store: Store, key: HubKey, principal: Principal | AccessClaims, space_ref: str,
+            raw: Any, *,
             max_ops: int, max_body: int, now: Callable[[], int],
             hooks: GuardHooks | None = None, rebase: bool = False) -> Outcome:
     """Accept a batch exactly once, or raise the error that says why not.
 
+    ``principal``: the caller, or the request's verified token claims (then the device is
+    read in the preparing transaction: one read transaction per publication).
+
     ``rebase``: accept a batch whose parent is an earlier head of this epoch when its bases
     are current, chained on the current head (``?rebase=1``, docs/protocol.md)."""
-    batch = parse_batch(raw, max_ops=max_ops, max_body=max_body)
     with store.read() as conn:
-        prep, replay = prepare_txn(conn, batch, principal, space_ref)
+        dev = None
+        if isinstance(principal, AccessClaims):
+            # the request's verified token: read its device once, here (authenticate_txn),
+            # before looking at the body, as for every other endpoint
+            principal, dev = authenticate_device_txn(conn, principal, now())
+        batch = parse_batch(raw, max_ops=max_ops, max_body=max_body)
+        principal, prep, replay = prepare_txn(conn, batch, principal, space_ref, dev)
     if replay is not None:
         return replay
     assert prep is not None
     if hooks is not None and hooks.after_prepare is not None:
         hooks.after_prepare(batch)
-    return store.run_write(lambda conn: commit_txn(conn, key, batch, principal, prep, now(),
-                                                   rebase))
+    return store.commit_group.run(lambda conn: commit_txn(conn, key, batch, principal, prep,
+                                                          now(), rebase))

@@ -16,7 +16,10 @@ refresh can help (``token_expired``) or not.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,3 +127,41 @@ def verify_access_token(token: str, key: HubKey, *, aud: str, now_ms: int) -> Ac
         return AccessClaims(c["sub"], c["did"], jkt, c["exp"], c["dlg"], agent, c["space"],
                             c["scope"])
     return AccessClaims(c["sub"], c["did"], jkt, c["exp"])
+
+
+class TokenCache:
+    """Access tokens this process has verified, keyed by SHA-256 of the token (and the hub
+    key and audience), kept until the token's ``exp``, at most ``max_items``.
+
+    A hit skips only what is a pure function of the token's bytes and this hub's key: the
+    signature, the header and the claim shapes. Expiry is compared with the clock on every
+    hit; the DPoP proof (signature, method, URL, ``iat``, ``jti``, ``ath`` binding to this
+    token) and the device, user and delegation state are checked on every request as
+    before, so a revocation is as effective as without the cache. Refusals are not cached.
+    """
+
+    def __init__(self, max_items: int = 10_000):
+        self.max_items = max_items
+        self._items: OrderedDict[bytes, AccessClaims] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(token: str, key: HubKey, aud: str) -> bytes:
+        return hashlib.sha256(f"{key.kid}\n{aud}\n{token}".encode()).digest()
+
+    def verify(self, token: str, key: HubKey, *, aud: str, now_ms: int) -> AccessClaims:
+        k = self._key(token, key, aud)
+        with self._lock:
+            hit = self._items.get(k)
+        if hit is not None:
+            if hit.exp <= now_ms // 1000:
+                with self._lock:
+                    self._items.pop(k, None)
+                raise _bad("access token expired; refresh it", "token_expired")
+            return hit
+        claims = verify_access_token(token, key, aud=aud, now_ms=now_ms)
+        with self._lock:
+            self._items[k] = claims
+            while len(self._items) > self.max_items:
+                self._items.popitem(last=False)
+        return claims

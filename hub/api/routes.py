@@ -15,6 +15,7 @@ from hub.api import events as live
 from hub.api.http import JSON, ndjson, read_json
 from hub.dpop import verify_proof
 from hub.store import queries as q
+from hub.tokens import AccessClaims
 from shared.errors import InvalidRequest, NotFound, RateLimited, Unavailable
 from shared.ids import is_id
 
@@ -25,15 +26,21 @@ def _hub(request: Request) -> Any:
     return request.app.state.hub
 
 
+def _claims(request: Request) -> AccessClaims:
+    """Access token + DPoP proof (hub/access.py): the stateless half of authentication."""
+    hub = _hub(request)
+    return verify_request(hub.key, hub.jti_cache, aud=hub.settings.url,
+                          method=request.method, path=request.url.path,
+                          authorization=request.headers.get("authorization"),
+                          proof=request.headers.get("dpop"), now_ms=hub.now(),
+                          window_s=hub.settings.dpop_window, tokens=hub.token_cache)
+
+
 async def principal(request: Request) -> Principal:
     """Access token + DPoP proof (hub/access.py), then the device as it is now."""
     hub = _hub(request)
+    claims = _claims(request)
     now = hub.now()
-    claims = verify_request(hub.key, hub.jti_cache, aud=hub.settings.url,
-                            method=request.method, path=request.url.path,
-                            authorization=request.headers.get("authorization"),
-                            proof=request.headers.get("dpop"), now_ms=now,
-                            window_s=hub.settings.dpop_window)
 
     def lookup() -> Principal:
         with hub.store.read() as conn:
@@ -324,13 +331,14 @@ def _rebase_param(request: Request) -> bool:
 
 
 async def publish(request: Request) -> Response:
-    p = await principal(request)
+    # the device behind the token is read in the guard's preparing transaction
+    claims = _claims(request)
     hub = _hub(request)
     s = hub.settings
     rebase = _rebase_param(request)
     body = await read_json(request, s.max_body_bytes)
     outcome = await run_in_threadpool(
-        guard.publish, hub.store, hub.key, p, request.path_params["space"], body,
+        guard.publish, hub.store, hub.key, claims, request.path_params["space"], body,
         max_ops=s.max_ops, max_body=s.max_entry_body, now=hub.now, hooks=hub.hooks,
         rebase=rebase)
     if not outcome.replayed:

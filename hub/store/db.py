@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,7 +18,7 @@ from typing import TypeVar
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
 
 log = logging.getLogger("quire.hub.store")
 T = TypeVar("T")
@@ -76,6 +77,8 @@ class Store:
         self.url = normalize_url(url)
         self.sqlite = is_sqlite(self.url)
         self.engine = make_engine(self.url, pool_size=pool_size)
+        # publications: one transaction and one commit for those that arrive together
+        self.commit_group = GroupCommit(self)
 
     def dispose(self) -> None:
         self.engine.dispose()
@@ -111,3 +114,105 @@ class Store:
                 time.sleep(delay * (1 + random.random()))
                 delay = min(delay * 2, 0.5)
         raise AssertionError("unreachable")
+
+
+class _Item:
+    __slots__ = ("fn", "wake", "lead", "finished", "result", "error")
+
+    def __init__(self, fn: Callable[[Connection], object]):
+        self.fn = fn
+        self.wake = threading.Event()
+        self.lead = False
+        self.finished = False
+        self.result: object = None
+        self.error: BaseException | None = None
+
+
+class GroupCommit:
+    """Group commit: concurrent writers of one process share one transaction and one
+    commit (one fsync on SQLite, one WAL flush on PostgreSQL).
+
+    ``run(fn)`` queues ``fn``; the first caller to find nobody committing becomes the
+    leader: it takes up to ``max_group`` queued functions, runs them in order in one write
+    transaction, each inside its own SAVEPOINT (a function that raises is rolled back to its
+    savepoint and gets its exception, so one refused batch never sinks another; later ones
+    see exactly the writes of the earlier ones that succeeded), commits, hands every caller
+    its own result, and passes the lead to the oldest caller still waiting. Database errors
+    (busy, serialization failure, deadlock) abort the whole group, which ``run_write``
+    retries as a whole: every function must be a pure function of the database, as for
+    ``run_write``. Callers block in their own thread; nobody polls.
+    """
+
+    def __init__(self, store: Store, max_group: int = 64):
+        self.store = store
+        self.max_group = max_group
+        self._lock = threading.Lock()
+        self._queue: list[_Item] = []
+        self._leading = False
+
+    def run(self, fn: Callable[[Connection], T]) -> T:
+        item = _Item(fn)
+        with self._lock:
+            self._queue.append(item)
+            if not self._leading:
+                self._leading = item.lead = True
+        if not item.lead:
+            item.wake.wait()
+        if not item.finished:  # asked to lead: our item heads the queue
+            self._commit_next_group()
+        if item.error is not None:
+            raise item.error
+        return item.result  # type: ignore[return-value]
+
+    def _commit_next_group(self) -> None:
+        with self._lock:
+            group = self._queue[:self.max_group]
+            del self._queue[:self.max_group]
+        try:
+            if len(group) == 1:
+                group[0].result = self.store.run_write(group[0].fn)
+            else:
+                for it, (result, error) in zip(group, self.store.run_write(
+                        lambda conn: self._group_txn(conn, group)), strict=True):
+                    it.result, it.error = result, error
+        except BaseException as e:  # noqa: BLE001 - handed to the caller(s), not swallowed
+            for it in group:
+                it.error = e
+        finally:
+            with self._lock:
+                for it in group:
+                    it.finished = True
+                    it.wake.set()
+                if self._queue:
+                    nxt = self._queue[0]
+                    nxt.lead = True
+                    nxt.wake.set()
+                else:
+                    self._leading = False
+
+    @staticmethod
+    def _group_txn(conn: Connection, group: list[_Item]
+                   ) -> list[tuple[object, BaseException | None]]:
+        # plain SAVEPOINT statements on the transaction's DBAPI connection (SQLite and
+        # PostgreSQL alike): SQLAlchemy's nested-transaction objects cost more than the work
+        cur = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        out: list[tuple[object, BaseException | None]] = []
+        try:
+            for it in group:
+                cur.execute("SAVEPOINT quire_group_item")
+                try:
+                    result = it.fn(conn)
+                except IntegrityError as e:  # a constraint refused this function's writes
+                    cur.execute("ROLLBACK TO SAVEPOINT quire_group_item")
+                    out.append((None, e))
+                except SQLAlchemyError:
+                    raise  # the database's trouble, not this function's verdict: all of it
+                except Exception as e:  # noqa: BLE001 - this function's refusal, its answer
+                    cur.execute("ROLLBACK TO SAVEPOINT quire_group_item")
+                    out.append((None, e))
+                else:
+                    out.append((result, None))
+                cur.execute("RELEASE SAVEPOINT quire_group_item")
+        finally:
+            cur.close()
+        return out

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import and_, func, insert, select, text, update
+from sqlalchemy import and_, func, insert, select, update
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
 
 from hub.store.schema import (
     audit,
@@ -26,6 +28,68 @@ from hub.store.schema import (
     spaces,
     users,
 )
+
+# ---------------------------------------------------------------- plain SQL for the hot path
+#
+# The publication path runs ~15 statements per batch. Built with SQLAlchemy Core each costs
+# more in expression building, cache-key generation and result processing than in the
+# database, so those statements are written once as SQL with ``:name`` parameters, rendered
+# for the driver's paramstyle once, and run on the transaction's DBAPI cursor (the same
+# connection and transaction SQLAlchemy opened). Rows come back as plain tuples.
+
+
+class Sql:
+    __slots__ = ("sqlite", "pg")
+
+    def __init__(self, sql: str):
+        self.sqlite = sql  # sqlite3: named parameters as written
+        self.pg = re.sub(r"(?<![:\w]):(\w+)", r"%(\1)s", sql)  # psycopg: pyformat
+
+    def cursor(self, conn: Connection, params: dict[str, Any]) -> Any:
+        cur = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        sql = self.pg if conn.dialect.name == "postgresql" else self.sqlite
+        try:
+            cur.execute(sql, params)
+        except conn.dialect.loaded_dbapi.Error as e:
+            cur.close()
+            raise _wrapped(conn, sql, params, e) from e
+        return cur
+
+    def one(self, conn: Connection, params: dict[str, Any]) -> Any:
+        cur = self.cursor(conn, params)
+        try:
+            return cur.fetchone()
+        finally:
+            cur.close()
+
+    def all(self, conn: Connection, params: dict[str, Any]) -> list[Any]:
+        cur = self.cursor(conn, params)
+        try:
+            return cur.fetchall()
+        finally:
+            cur.close()
+
+    def run(self, conn: Connection, params: dict[str, Any]) -> int:
+        cur = self.cursor(conn, params)
+        try:
+            return int(cur.rowcount)
+        finally:
+            cur.close()
+
+
+def _wrapped(conn: Connection, sql: str, params: Any, e: Exception) -> Exception:
+    """A driver error as SQLAlchemy would raise it (``Store.run_write`` retries busy SQLite,
+    serialization failures and deadlocks by those classes)."""
+    return DBAPIError.instance(sql, params, e, conn.dialect.loaded_dbapi.Error,
+                               dialect=conn.dialect)
+
+
+_SPACE_COLS = "id, name, epoch, head_seq, head_digest, rules_version, audit_seq, audit_digest"
+_GET_SPACE = Sql(f"SELECT {_SPACE_COLS} FROM spaces WHERE id = :id")
+_GET_SPACE_LOCKED = {"sqlite": _GET_SPACE,  # BEGIN IMMEDIATE already serializes writers
+                     "postgresql": Sql(f"SELECT {_SPACE_COLS} FROM spaces WHERE id = :id "
+                                       "FOR UPDATE")}
+_FIND_SPACE = Sql(f"SELECT {_SPACE_COLS} FROM spaces WHERE id = :ref OR name = :ref")
 
 
 @dataclass(frozen=True)
@@ -47,17 +111,18 @@ def _space(row: Any) -> SpaceRow | None:
                     row.rules_version, row.audit_seq, row.audit_digest)
 
 
+def _space_t(row: Any) -> SpaceRow | None:
+    return None if row is None else SpaceRow(*row)
+
+
 def get_space_txn(conn: Connection, space_id: str, *, lock: bool = False) -> SpaceRow | None:
-    q = select(spaces).where(spaces.c.id == space_id)
-    if lock:
-        q = q.with_for_update()  # no-op on SQLite, where BEGIN IMMEDIATE already serializes
-    return _space(conn.execute(q).first())
+    stmt = _GET_SPACE_LOCKED.get(conn.dialect.name, _GET_SPACE) if lock else _GET_SPACE
+    return _space_t(stmt.one(conn, {"id": space_id}))
 
 
 def find_space_txn(conn: Connection, ref: str) -> SpaceRow | None:
     """A space by id or by name."""
-    row = conn.execute(select(spaces).where((spaces.c.id == ref) | (spaces.c.name == ref))).first()
-    return _space(row)
+    return _space_t(_FIND_SPACE.one(conn, {"ref": ref}))
 
 
 def list_spaces_txn(conn: Connection, user_id: str | None) -> list[dict[str, Any]]:
@@ -75,6 +140,17 @@ def list_spaces_txn(conn: Connection, user_id: str | None) -> list[dict[str, Any
 
 def insert_space_txn(conn: Connection, **values: Any) -> None:
     conn.execute(insert(spaces).values(**values))
+
+
+_ADVANCE = Sql("UPDATE spaces SET head_seq = :seq, head_digest = :digest, audit_seq = :an, "
+               "audit_digest = :ad WHERE id = :id")
+
+
+def advance_head_and_audit_txn(conn: Connection, space_id: str, seq: int, digest: str,
+                               audit_tip: tuple[int, str]) -> None:
+    """A publication's one update of the space row: the new head and the audit chain tip."""
+    _ADVANCE.run(conn, {"seq": seq, "digest": digest, "an": audit_tip[0], "ad": audit_tip[1],
+                        "id": space_id})
 
 
 def set_head_txn(conn: Connection, space_id: str, seq: int, digest: str,
@@ -113,12 +189,16 @@ def device_by_token_hash_txn(conn: Connection, token_hash: str) -> DeviceRow | N
     return _device(row)
 
 
+_DEVICE_BY_ID = Sql("SELECT d.id, d.user_id, d.name, d.public_key, d.revoked_at, u.active, "
+                    "u.is_owner, u.name FROM devices d JOIN users u ON u.id = d.user_id "
+                    "WHERE d.id = :id")
+
+
 def device_by_id_txn(conn: Connection, device_id: str) -> DeviceRow | None:
-    row = conn.execute(
-        select(devices, users.c.active, users.c.is_owner, users.c.name.label("user_name"))
-        .join(users, users.c.id == devices.c.user_id)
-        .where(devices.c.id == device_id)).first()
-    return _device(row)
+    r = _DEVICE_BY_ID.one(conn, {"id": device_id})
+    if r is None:
+        return None
+    return DeviceRow(r[0], r[1], r[2], r[3], r[4], bool(r[5]), bool(r[6]), r[7])
 
 
 def _device(row: Any) -> DeviceRow | None:
@@ -140,9 +220,12 @@ def set_owner_txn(conn: Connection, user_id: str) -> None:
     conn.execute(update(users).where(users.c.id == user_id).values(is_owner=True))
 
 
+_ROLE = Sql("SELECT role FROM members WHERE space_id = :s AND user_id = :u")
+
+
 def role_txn(conn: Connection, space_id: str, user_id: str) -> str | None:
-    return conn.execute(select(members.c.role).where(
-        and_(members.c.space_id == space_id, members.c.user_id == user_id))).scalar()
+    r = _ROLE.one(conn, {"s": space_id, "u": user_id})
+    return None if r is None else r[0]
 
 
 def set_member_txn(conn: Connection, space_id: str, user_id: str, role: str, now: int) -> None:
@@ -169,8 +252,22 @@ def list_members_txn(conn: Connection, space_id: str) -> list[dict[str, Any]]:
             for r in rows]
 
 
-def get_replica_txn(conn: Connection, replica_id: str) -> Any:
-    return conn.execute(select(replicas).where(replicas.c.id == replica_id)).first()
+class ReplicaRow(NamedTuple):
+    id: str
+    space_id: str
+    device_id: str
+    name: str
+    created_at: int
+    revoked_at: int | None
+
+
+_REPLICA = Sql("SELECT id, space_id, device_id, name, created_at, revoked_at FROM replicas "
+               "WHERE id = :id")
+
+
+def get_replica_txn(conn: Connection, replica_id: str) -> ReplicaRow | None:
+    r = _REPLICA.one(conn, {"id": replica_id})
+    return None if r is None else ReplicaRow(*r)
 
 
 def insert_replica_txn(conn: Connection, **values: Any) -> None:
@@ -199,50 +296,89 @@ def use_invite_txn(conn: Connection, invite_id: str, user_id: str, now: int) -> 
 # ---------------------------------------------------------------- entries and batches
 
 
+_VERSIONS: dict[int, Sql] = {}
+
+
+def _versions_sql(n: int) -> Sql:
+    stmt = _VERSIONS.get(n)
+    if stmt is None:
+        marks = ", ".join(f":e{i}" for i in range(n))
+        stmt = _VERSIONS[n] = Sql("SELECT entry_id, version, deleted FROM entries "
+                                  f"WHERE space_id = :s AND entry_id IN ({marks})")
+    return stmt
+
+
 def current_versions_txn(conn: Connection, space_id: str, entry_ids: list[str]
                          ) -> dict[str, tuple[str, bool]]:
     """``entry_id -> (version, deleted)`` for the touched entries that exist."""
     out: dict[str, tuple[str, bool]] = {}
     for i in range(0, len(entry_ids), 500):
         chunk = entry_ids[i:i + 500]
-        rows = conn.execute(select(entries.c.entry_id, entries.c.version, entries.c.deleted)
-                            .where(and_(entries.c.space_id == space_id,
-                                        entries.c.entry_id.in_(chunk)))).all()
-        for r in rows:
-            out[r.entry_id] = (r.version, bool(r.deleted))
+        params: dict[str, Any] = {f"e{j}": eid for j, eid in enumerate(chunk)}
+        params["s"] = space_id
+        for eid, version, deleted in _versions_sql(len(chunk)).all(conn, params):
+            out[eid] = (version, bool(deleted))
     return out
+
+
+_INSERT_ENTRY = Sql("INSERT INTO entries (space_id, entry_id, version, deleted, content, seq, "
+                    "epoch) VALUES (:space_id, :entry_id, :version, :deleted, :content, :seq, "
+                    ":epoch)")
+_UPDATE_ENTRY = Sql("UPDATE entries SET version = :version, deleted = :deleted, "
+                    "content = :content, seq = :seq, epoch = :epoch "
+                    "WHERE space_id = :space_id AND entry_id = :entry_id")
 
 
 def upsert_entries_txn(conn: Connection, space_id: str, epoch: str, seq: int,
                        rows: list[dict[str, Any]], existing: set[str]) -> None:
     """Write new entry states; ``existing`` are the ids that already have a row."""
-    new = [dict(r, space_id=space_id, epoch=epoch, seq=seq) for r in rows
-           if r["entry_id"] not in existing]
-    if new:
-        conn.execute(insert(entries), new)
-    for r in rows:
-        if r["entry_id"] in existing:
-            conn.execute(update(entries).where(and_(entries.c.space_id == space_id,
-                                                    entries.c.entry_id == r["entry_id"]))
-                         .values(version=r["version"], deleted=r["deleted"],
-                                 content=r["content"], seq=seq, epoch=epoch))
+    pg = conn.dialect.name == "postgresql"
+    cur = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        for stmt, part in ((_INSERT_ENTRY, [r for r in rows if r["entry_id"] not in existing]),
+                           (_UPDATE_ENTRY, [r for r in rows if r["entry_id"] in existing])):
+            if part:
+                sql = stmt.pg if pg else stmt.sqlite
+                params = [dict(r, deleted=bool(r["deleted"]), space_id=space_id, epoch=epoch,
+                               seq=seq) for r in part]
+                try:
+                    cur.executemany(sql, params)
+                except conn.dialect.loaded_dbapi.Error as e:
+                    raise _wrapped(conn, sql, params, e) from e
+    finally:
+        cur.close()
+
+
+_HEAD_AT = Sql("SELECT head_digest FROM batches WHERE space_id = :s AND epoch = :e AND seq = :n")
 
 
 def head_digest_at_txn(conn: Connection, space_id: str, epoch: str, seq: int) -> str | None:
     """The head digest the space had right after batch ``seq`` of ``epoch``."""
-    return conn.execute(select(batches.c.head_digest).where(and_(
-        batches.c.space_id == space_id, batches.c.epoch == epoch, batches.c.seq == seq))
-    ).scalar()
+    r = _HEAD_AT.one(conn, {"s": space_id, "e": epoch, "n": seq})
+    return None if r is None else r[0]
 
 
-def batch_by_ids_txn(conn: Connection, replica_id: str, batch_id: str) -> Any:
-    return conn.execute(select(batches.c.space_id, batches.c.digest, batches.c.receipt)
-                        .where(and_(batches.c.replica_id == replica_id,
-                                    batches.c.batch_id == batch_id))).first()
+class PriorBatch(NamedTuple):
+    space_id: str
+    digest: str
+    receipt: str
+
+
+_BATCH_BY_IDS = Sql("SELECT space_id, digest, receipt FROM batches "
+                    "WHERE replica_id = :r AND batch_id = :b")
+_BATCH_COLS = ("space_id", "epoch", "seq", "batch_id", "replica_id", "digest", "head_digest",
+               "user_id", "device_id", "agent", "accepted_at", "body", "receipt")
+_INSERT_BATCH = Sql(f"INSERT INTO batches ({', '.join(_BATCH_COLS)}) "
+                    f"VALUES ({', '.join(':' + c for c in _BATCH_COLS)})")
+
+
+def batch_by_ids_txn(conn: Connection, replica_id: str, batch_id: str) -> PriorBatch | None:
+    r = _BATCH_BY_IDS.one(conn, {"r": replica_id, "b": batch_id})
+    return None if r is None else PriorBatch(*r)
 
 
 def insert_batch_txn(conn: Connection, **values: Any) -> None:
-    conn.execute(insert(batches).values(**values))
+    _INSERT_BATCH.run(conn, values)
 
 
 def iter_changes_txn(conn: Connection, space_id: str, epoch: str, after: int, limit: int
@@ -294,8 +430,13 @@ def advance_audit_tip_txn(conn: Connection, chain: str, n: int, digest: str) -> 
                      .values(audit_seq=n, audit_digest=digest))
 
 
+_AUDIT_COLS = ("chain", "n", "at", "action", "actor", "details", "prev", "digest")
+_INSERT_AUDIT = Sql(f"INSERT INTO audit ({', '.join(_AUDIT_COLS)}) "
+                    f"VALUES ({', '.join(':' + c for c in _AUDIT_COLS)})")
+
+
 def insert_audit_txn(conn: Connection, **values: Any) -> None:
-    conn.execute(insert(audit).values(**values))
+    _INSERT_AUDIT.run(conn, values)
 
 
 def iter_audit_txn(conn: Connection, since: int = 0, chain: str | None = None) -> Iterator[Any]:
@@ -306,11 +447,13 @@ def iter_audit_txn(conn: Connection, since: int = 0, chain: str | None = None) -
                                                                         audit.c.n))
 
 
+_RULES = Sql("SELECT id, effect, who, actions, entries FROM rules WHERE space_id = :s "
+             "ORDER BY created_at, id")
+
+
 def list_rules_txn(conn: Connection, space_id: str) -> list[dict[str, Any]]:
-    rows = conn.execute(select(rules).where(rules.c.space_id == space_id)
-                        .order_by(rules.c.created_at, rules.c.id)).all()
-    return [{"id": r.id, "effect": r.effect, "who": r.who, "actions": r.actions.split(","),
-             "entries": r.entries} for r in rows]
+    return [{"id": r[0], "effect": r[1], "who": r[2], "actions": r[3].split(","),
+             "entries": r[4]} for r in _RULES.all(conn, {"s": space_id})]
 
 
 # ---------------------------------------------------------------- identity (refresh tokens,
@@ -483,9 +626,11 @@ def delete_rule_txn(conn: Connection, space_id: str, rule_id: str) -> int:
                                                   rules.c.id == rule_id))).rowcount
 
 
+_NOTIFY = Sql("SELECT pg_notify(:channel, :payload)")
+
+
 def notify_txn(conn: Connection, channel: str, payload: str) -> None:
     """PostgreSQL: queue a notification, delivered to every LISTENing process exactly when
     this transaction commits (and never if it rolls back). SQLite: nothing to do."""
     if conn.dialect.name == "postgresql":
-        conn.execute(text("SELECT pg_notify(:channel, :payload)"),
-                     {"channel": channel, "payload": payload})
+        _NOTIFY.one(conn, {"channel": channel, "payload": payload})

@@ -629,17 +629,28 @@ class SpaceSyncer:
     def __init__(self, home: Any, space: Any):
         self.home, self.space = home, space
         self._parts: tuple[Any, Any, Any] | None = None
+        self._warm: Any = None
+        # path -> (size, mtime_ns) of a file the fast path wrote (None: removed), recorded
+        # only when the file holds exactly what was journaled: its own events match it
+        self._wrote: dict[str, tuple[int, int] | None] = {}
 
     def _open(self) -> tuple[Any, Any, Any]:
         from replica import cli
 
         if self._parts is None:
             self._parts = cli._replica(self.home, self.space)
+            # one idle connection (no transaction, no lock) held while the watcher runs:
+            # the store opens a connection per transaction, and SQLite makes the close of
+            # the last one checkpoint the WAL (fsyncs) and the next open recover it
+            self._warm = self._parts[2].engine.connect()
         return self._parts
 
     def close(self) -> None:
         if self._parts is not None:
             _, client, store = self._parts
+            if self._warm is not None:
+                self._warm.close()
+                self._warm = None
             client.close()
             store.close()
             self._parts = None
@@ -653,29 +664,35 @@ class SpaceSyncer:
         or when anything local is pending: an outbox, dirty entries, held conflicts,
         journaled vault writes. Raises ``HubUnverified`` when they do not verify."""
         from replica import cli
+        from replica import store as st
         from replica.client import HubClient
         from replica.home import space_lock
         from replica.sync import SyncReport
 
         with space_lock(self.space):
             rep, _, store = self._open()
-            head = store.head()
-            if head is None:
-                return None
-            lines = [c for c in lines if int(c["seq"]) > head.seq]
-            if not lines or lines[0]["seq"] != head.seq + 1:
-                return None  # a gap (or nothing new): only a pull can tell
-            if (store.outbox() or store.pending_vault_writes() or store.dirty_count()
-                    or store.conflicts()):
-                return None
-            page = HubClient.changes(_Delivered(lines), self.space.space_id,  # type: ignore[arg-type]
-                                     epoch=head.epoch, after=head.seq, after_digest=head.digest)
             report = SyncReport()
             try:
-                with store.tx() as conn:
+                with store.tx() as conn:  # the checks and the apply: one transaction
+                    head = st.head_txn(conn)
+                    if head is None:
+                        return None
+                    lines = [c for c in lines if int(c["seq"]) > head.seq]
+                    if not lines or lines[0]["seq"] != head.seq + 1:
+                        return None  # a gap (or nothing new): only a pull can tell
+                    if _local_pending_txn(conn):
+                        return None
+                    page = HubClient.changes(_Delivered(lines),  # type: ignore[arg-type]
+                                             self.space.space_id, epoch=head.epoch,
+                                             after=head.seq, after_digest=head.digest)
                     for change in page.changes:
                         rep._apply_change_txn(conn, change, report)
+                expected = {eid: content for eid, content, _prev in
+                            store.pending_vault_writes()}
                 rep.flush_vault()
+                self._remember_writes(expected)
+            except QuireError:
+                raise  # nothing applied (HubUnverified: the full sync pulls and checks)
             except Exception:
                 self.close()  # something unexpected: start from fresh objects next time
                 raise
@@ -684,18 +701,52 @@ class SpaceSyncer:
             return SyncResult({"epoch": head.epoch, "seq": last.seq, "digest": last.head},
                               0, len(report.held))
 
+    def _remember_writes(self, expected: dict[str, str | None]) -> None:
+        from replica import vault as vlt
+
+        if len(self._wrote) > 10_000:
+            self._wrote.clear()
+        vault = Path(self.space.vault)
+        for entry_id, content in expected.items():
+            path = os.fspath(vlt.entry_path(vault, entry_id))
+            self._wrote.pop(path, None)
+            try:
+                stat = os.lstat(path)
+            except FileNotFoundError:
+                if content is None:
+                    self._wrote[path] = None
+                continue
+            if (content is not None and os.path.isfile(path) and not os.path.islink(path)
+                    and stat.st_size == len(data := content.encode("utf-8"))
+                    and Path(path).read_bytes() == data):
+                self._wrote[path] = (stat.st_size, stat.st_mtime_ns)
+
+    def _known_write(self, path: str) -> bool:
+        if path not in self._wrote:
+            return False
+        want = self._wrote[path]
+        try:
+            stat = os.lstat(path)
+        except FileNotFoundError:
+            return want is None
+        return want is not None and (stat.st_size, stat.st_mtime_ns) == want
+
     def own_writes(self, paths: list[str]) -> bool:
         """True when every path shows what the store recorded for it (the file this replica
         wrote, or no file for an entry it removed): a scan would find nothing to publish.
         Reads a few rows and stats a few files; never the whole vault."""
+        if all(self._known_write(p) for p in paths):
+            return True  # no database read at all
+        from sqlalchemy import select
+
         from replica import store as st
         from replica import vault as vlt
 
         _, _, store = self._open()
         vault = Path(self.space.vault)
-        if store.pending_vault_writes():
-            return False  # a write is still to be carried out: let the sync see it
         with store.engine.connect() as conn:
+            if conn.execute(select(st.vault_pending_t.c.entry_id).limit(1)).first():
+                return False  # a write is still to be carried out: let the sync see it
             for p in paths:
                 try:
                     rel = Path(p).relative_to(vault).as_posix()
@@ -747,6 +798,17 @@ class SpaceSyncer:
             except Exception:
                 self.close()  # something unexpected: start from fresh objects next time
                 raise
+
+
+def _local_pending_txn(conn: Any) -> bool:
+    """Anything local the store still has to publish or show: an outbox batch, a journaled
+    vault write, a held conflict, a dirty entry."""
+    from replica import store as st
+
+    tables = (st.outbox_t.name, st.vault_pending_t.name, st.conflicts_t.name)
+    any_row = conn.exec_driver_sql(
+        "SELECT " + " OR ".join(f"EXISTS (SELECT 1 FROM {t})" for t in tables)).scalar()
+    return bool(any_row or st.dirty_states_txn(conn))
 
 
 class _Delivered:

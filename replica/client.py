@@ -21,9 +21,9 @@ from urllib.parse import quote
 
 import httpx2
 
-from shared.canonical import CanonicalError, canonical_str
+from shared.canonical import CanonicalError
 from shared.digest import sha256_hex, verify_chain
-from shared.entry import Entry, EntryError, make_entry
+from shared.entry import Entry, EntryError, make_entry, validated_canonical_bytes
 from shared.errors import InvalidRequest, LocalError, QuireError, TransferFailed, from_wire
 from shared.wire import Batch, head_body, parse_batch, verify_head, verify_receipt
 
@@ -262,8 +262,9 @@ class HubClient:
                 # the canonical JSON is made once: hashed for the version check, and kept on
                 # the entry for the store (replica/store.py), which would otherwise make it
                 # again
-                text = canonical_str(entry.to_dict())
-                version = sha256_hex(text.encode("utf-8"))
+                data = validated_canonical_bytes(entry)
+                version = sha256_hex(data)
+                text = data.decode("utf-8")
                 if version != line["version"]:
                     raise HubUnverified(f"snapshot entry {entry.id} does not match its version")
                 object.__setattr__(entry, "_version", version)  # Entry.version's cache

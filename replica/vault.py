@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 from collections.abc import Container
 from dataclasses import dataclass
 from pathlib import Path
@@ -248,7 +249,7 @@ def render(entry: Entry, local: dict[str, Any] | None = None) -> bytes:
 # the fast path takes only characters both emitters print as they are (libyaml escapes
 # anything outside the BMP, PyYAML does not; they differ on NEL): anything else is slow
 _ODD = re.compile("[^\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd]")
-_CACHE_MAX = 200_000
+_CACHE_MAX = 50_000
 _values: dict[str, str | None] = {}
 _keys: dict[str, str | None] = {}
 _CDumper: Any = None
@@ -288,7 +289,12 @@ def _scalar(v: Any) -> str | None:
         return "false"
     if type(v) is int:
         return str(v)
-    if type(v) is not str or "\n" in v or _ODD.search(v):
+    if type(v) is not str:
+        return None
+    out = _values.get(v, "")  # tags, links and meta values recur from entry to entry
+    if out != "":
+        return out
+    if "\n" in v or _ODD.search(v):
         return None
     if _PLAIN.match(v) and _plain_is_str(v):
         return v  # letters, digits, ._()/,- and single spaces, from a letter: printed as is
@@ -296,13 +302,25 @@ def _scalar(v: Any) -> str | None:
         # a comment indicator: never plain; one line of printable characters (checked
         # above) is always allowed single-quoted, which libyaml prints with '' for '
         return "'" + v.replace("'", "''") + "'"
-    out = _values.get(v, "")
+    text = _cdump({"k": v})
+    out = text[3:-1] if text.startswith("k: ") and text.count("\n") == 1 else None
+    _remember(v, out)
+    return out
+
+
+def _remember(v: str, out: str | None) -> None:
+    if len(_values) > _CACHE_MAX:
+        _values.clear()
+    _values[v] = out
+
+
+def _item(v: Any) -> str | None:
+    """``_scalar`` for the items of tags, links and meta, remembered (they recur)."""
+    out = _values.get(v, "") if type(v) is str else ""
     if out == "":
-        text = _cdump({"k": v})
-        out = text[3:-1] if text.startswith("k: ") and text.count("\n") == 1 else None
-        if len(_values) > _CACHE_MAX:
-            _values.clear()
-        _values[v] = out
+        out = _scalar(v)
+        if type(v) is str:
+            _remember(v, out)
     return out
 
 
@@ -352,7 +370,7 @@ def _fast_markdown(entry: Entry) -> str | None:
                     continue
                 parts.append("meta:\n")
                 for k in sorted(entry.meta):
-                    ks, vs = _key(k), _scalar(entry.meta[k])
+                    ks, vs = _key(k), _item(entry.meta[k])
                     if ks is None or vs is None:
                         return None
                     parts += ("  ", ks, ": ", vs, "\n")
@@ -361,7 +379,7 @@ def _fast_markdown(entry: Entry) -> str | None:
                 continue
             parts.append(name + ":\n")
             for x in items:
-                xs = _scalar(x)
+                xs = _item(x)
                 if xs is None:
                     return None
                 parts += ("- ", xs, "\n")
@@ -412,16 +430,15 @@ def write_many(vault: Path, items: list[tuple[Any, bytes]], crash_hook: Any = No
     time it would be renamed over. ``mtime_ns``: given to each file before its rename (so a
     later edit of the file always changes it). Paths are ``Path`` objects or strings;
     returns those written, as given."""
-    made: set[str] = set()
+    made: set[str] = set()  # folders known to be real folders inside the vault
+    root = os.fspath(vault)
     todo: list[tuple[str, str, Any, bytes]] = []  # temp, target, target path, bytes
     for path, data in items:
         target = os.fspath(path)
         parent = os.path.dirname(target)
-        if parent not in made:  # the folder is checked once, each target too
-            _safe_target(vault, Path(target))
-            os.makedirs(parent, exist_ok=True)
-            made.add(parent)
-        elif not exclusive and os.path.islink(target):
+        if parent not in made:  # each folder is checked once
+            _ensure_folder(vault, root, parent, made)
+        if not exclusive and os.path.islink(target):
             # (exclusive: an existing target, a link or not, is left alone at the rename)
             raise OSError(f"refusing to write through symlink {path}")
         todo.append((target + TMP_SUFFIX, target, path, data))
@@ -463,6 +480,34 @@ def write_many(vault: Path, items: list[tuple[Any, bytes]], crash_hook: Any = No
             except OSError:
                 pass
 
+
+
+def _ensure_folder(vault: Path, root: str, folder: str, made: set[str]) -> None:
+    """Make ``folder`` exist inside the vault, creating what is missing, and add it (and
+    its parents) to ``made``. A folder below the vault is taken when ``lstat`` shows a real
+    folder under a parent already taken (nothing to resolve: one system call a folder);
+    anything else (a symlink, the vault itself) gets ``_safe_target``'s full check, which
+    refuses a folder that leads out of the vault."""
+    if folder in made:
+        return
+    parent = os.path.dirname(folder)
+    if folder == root or not folder.startswith(root + os.sep) or parent == folder:
+        _safe_target(vault, Path(folder, "x"))
+        os.makedirs(folder, exist_ok=True)
+        made.add(folder)
+        return
+    _ensure_folder(vault, root, parent, made)
+    try:
+        mode = os.lstat(folder).st_mode
+    except FileNotFoundError:
+        try:
+            os.mkdir(folder)
+        except FileExistsError:
+            pass
+        mode = os.lstat(folder).st_mode
+    if not stat.S_ISDIR(mode):
+        _safe_target(vault, Path(folder, "x"))
+    made.add(folder)
 
 
 _syncfs: Any = None

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from shared.canonical import CanonicalError, canonical_bytes
+from shared.canonical import CanonicalError, _fast_dumps, _fast_ok, canonical_bytes
 from shared.digest import sha256_hex
 from shared.ids import entry_id_problem, is_entry_id, split_entry_id
 
@@ -80,6 +80,20 @@ class Entry:
 
     def __hash__(self) -> int:  # meta is a dict; hash on the version
         return hash(self.version)
+
+
+def validated_canonical_bytes(e: Entry) -> bytes:
+    """The canonical JSON of an entry made by ``make_entry`` (its version is the SHA-256 of
+    it), walking only ``meta``: title, body, tags and links are strings by then, so the
+    standard encoder's output is canonical when ``meta`` qualifies and nothing holds a lone
+    surrogate (the UTF-8 encoding fails on one; the full path then names it)."""
+    d = e.to_dict()
+    if e.deleted or _fast_ok(e.meta):
+        try:
+            return _fast_dumps(d).encode("utf-8")
+        except UnicodeEncodeError:
+            pass
+    return canonical_bytes(d)
 
 
 def tombstone(entry_id: str) -> Entry:

@@ -134,3 +134,21 @@ def test_scan_changes_compares_by_size_and_mtime(tmp_path):
     ch = vlt.scan_changes(vault, [*unknown, ("page/gone", 1, 2)])
     assert [f.entry_id for f in ch.changed] == ["page/deep/er/one", "page/ok"]
     assert ch.missing == {"skill/s", "page/gone"}
+
+
+def test_bulk_writes_never_go_through_a_symlinked_folder_out_of_the_vault(tmp_path):
+    vault, outside = tmp_path / "v", tmp_path / "outside"
+    (vault / "page").mkdir(parents=True)
+    outside.mkdir()
+    os.symlink(outside, vault / "page" / "deep")
+    with pytest.raises(OSError):
+        vlt.write_many(vault, [(os.fspath(vault / "page" / "deep" / "er" / "x.md"), b"x"),
+                               (vault / "page" / "ok.md", b"y")], exclusive=True)
+    assert not list(outside.rglob("*"))
+    inside = vault / "page" / "real"
+    inside.mkdir()
+    os.symlink(inside, vault / "page" / "alias")  # a link that stays inside: allowed
+    done = vlt.write_many(vault, [(vault / "page" / "alias" / "y.md", b"z"),
+                                  (os.fspath(vault / "note" / "a" / "b" / "c.md"), b"c")])
+    assert len(done) == 2 and (inside / "y.md").read_bytes() == b"z"
+    assert (vault / "note" / "a" / "b" / "c.md").read_bytes() == b"c"

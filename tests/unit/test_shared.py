@@ -164,3 +164,18 @@ def test_client_maps_wire_errors_back_to_the_same_classes(status: int, body: obj
                                                           retryable: bool) -> None:
     e = from_wire(status, body)
     assert e.code == code and e.retryable is retryable
+
+
+def test_validated_canonical_bytes_equal_the_full_canonical_form():
+    from shared.canonical import canonical_bytes
+    from shared.entry import make_entry, tombstone, validated_canonical_bytes
+
+    cases = [{"id": "page/a", "title": "t", "body": "b\n", "tags": ["x", "é"],
+              "links": ["page/b"], "meta": {"n": 2 ** 53 - 1, "s": "\u2028", "l": [1, {"z": None}]}},
+             {"id": "page/k", "meta": {"\ue000k": 1, "a": 2, "\U0001f600": "x"}},
+             {"id": "page/e"}, {"id": "note/q", "title": "\x00\x1f\"\\", "meta": {"d": {}}}]
+    for d in cases:
+        e = make_entry(d)
+        assert validated_canonical_bytes(e) == canonical_bytes(e.to_dict())
+    t = tombstone("page/t")
+    assert validated_canonical_bytes(t) == canonical_bytes(t.to_dict())

@@ -12,6 +12,7 @@ Nothing here writes through a symlink or outside the vault.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import re
@@ -161,7 +162,20 @@ def scan_changes(vault: Path, recorded: list[tuple[str, int | None, int | None]]
     stat is None, so that file counts as changed). The walk is ``scan``'s (one ``scandir``
     a folder, one ``lstat`` a file; the same problems), but an ordinary Markdown file costs
     one tuple in a set, and the comparison is a set difference in C: a sync with nothing to
-    do, mostly this, does no Python work per file beyond its stat."""
+    do, mostly this, does no Python work per file beyond its stat. The garbage collector
+    is paused meanwhile: the walk makes a tuple a file and nothing cyclic, and collections
+    triggered by them would traverse every one again and again."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _scan_changes(vault, recorded)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _scan_changes(vault: Path, recorded: list[tuple[str, int | None, int | None]]
+                  ) -> Changes:
     problems: list[Problem] = []
     walked: set[tuple[str, int, int]] = set()
     if not vault.is_dir():

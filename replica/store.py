@@ -50,8 +50,8 @@ from sqlalchemy import (
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import NullPool
 
-from shared.canonical import canonical_str
-from shared.digest import digest_of
+from shared.canonical import _fast_dumps, _fast_ok, canonical_str
+from shared.digest import digest_of, sha256_hex
 from shared.entry import Entry, make_entry, tombstone
 
 metadata = MetaData()
@@ -379,7 +379,16 @@ def _upgrade_txn(conn: Connection) -> None:
 
 def digest_over_txn(conn: Connection, head_json: dict[str, Any] | None) -> str:
     live = [[i, sv] for i, sv, _lv, _h in live_versions_txn(conn) if sv is not None]
-    return digest_of({"head": head_json, "entries": live})
+    value = {"head": head_json, "entries": live}
+    if _fast_ok(head_json):
+        # the entries are pairs of strings, which canonical_bytes would walk one by one only
+        # to find them fine: the standard encoder's output is the canonical form (a lone
+        # surrogate fails the encoding and takes the full path)
+        try:
+            return sha256_hex(_fast_dumps(value).encode("utf-8"))
+        except UnicodeEncodeError:
+            pass
+    return digest_of(value)
 
 
 def get_meta_txn(conn: Connection, key: str, default: Any = None) -> Any:

@@ -304,3 +304,23 @@ def test_plain_scalar_shortcut_agrees_with_the_yaml_resolver():
             continue
         expect = resolver.resolve(yaml.ScalarNode, w, (True, False)) == "tag:yaml.org,2002:str"
         assert vlt._plain_is_str(w) == expect, w
+
+
+def test_store_digest_fast_path_equals_digest_of_the_canonical_form(tmp_path):
+    from replica.store import EntryState, Head, Store, digest_over_txn, put_state_txn, set_head_txn
+    from shared.digest import digest_of
+
+    store = Store(tmp_path / "store.sqlite")
+    try:
+        with store.tx() as conn:
+            for i in range(5):
+                e = Entry(id=f"page/p{i}", title="é\u2028" * i)
+                put_state_txn(conn, EntryState(e.id, e, e))
+            set_head_txn(conn, Head("e" * 26, 3, "d" * 64))
+        live = sorted([s.id, s.synced.version] for s in store.states().values())
+        head = store.head().to_json()
+        with store.engine.connect() as conn:
+            assert digest_over_txn(conn, head) == digest_of({"head": head, "entries": live})
+            assert digest_over_txn(conn, None) == digest_of({"head": None, "entries": live})
+    finally:
+        store.close()

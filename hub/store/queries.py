@@ -342,7 +342,10 @@ def upsert_entries_txn(conn: Connection, space_id: str, epoch: str, seq: int,
                 params = [dict(r, deleted=bool(r["deleted"]), space_id=space_id, epoch=epoch,
                                seq=seq) for r in part]
                 try:
-                    cur.executemany(sql, params)
+                    if len(params) == 1:  # the usual case; psycopg's executemany pipelines
+                        cur.execute(sql, params[0])
+                    else:
+                        cur.executemany(sql, params)
                 except conn.dialect.loaded_dbapi.Error as e:
                     raise _wrapped(conn, sql, params, e) from e
     finally:

@@ -16,7 +16,13 @@ from replica.home import Home
 from replica.store import Store
 from shared.entry import Entry
 from shared.wire import parse_batch
-from tests.replica.conftest import Team, hub, owner, quire, team  # noqa: F401 (fixtures)
+from tests.replica import conftest as replica_fixtures
+from tests.replica.conftest import Team, quire
+
+# the replica tier's fixtures: a hub process, its owner, a team of CLI members
+hub = replica_fixtures.hub
+owner = replica_fixtures.owner
+team = replica_fixtures.team
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -204,8 +204,13 @@ async def events(request: Request) -> Response:
                         return
                     except Exception:
                         pass  # database unreachable: keep the stream, check again later
-                    else:
-                        chunks += head_events(head)
+                    else:  # the head may have moved before its event came: same lines
+                        lines = None
+                        if (sent is not None and sent[0] == head["epoch"]
+                                and sent[1] < head["seq"]):
+                            lines = await _change_lines(hub, p, space_id, head["epoch"],
+                                                        sent[1], head["seq"])
+                        chunks += head_events(head, lines)
                 if not chunks and time.monotonic() - last_write >= keepalive:
                     chunks.append(": keepalive\n\n")
                 for chunk in chunks:

@@ -198,11 +198,17 @@ def test_publication_on_one_hub_process_reaches_streams_on_another(tmp_path: Pat
                 for i in range(1, 4):  # publish on a: b's stream hears it through NOTIFY
                     t = time.monotonic()
                     assert owner.publish(space, [kit.put(f"page/a{i}")]).status_code == 201
-                    assert on_b.next("head", timeout=5)["data"]["seq"] == i
+                    ev_b = on_b.next("head", timeout=5)["data"]
+                    assert ev_b["seq"] == i
                     assert on_a.next("head", timeout=5)["data"]["seq"] == i
                     assert time.monotonic() - t < 2
+                    # the other process read the change from its database for the event
+                    assert ev_b["changes"] == _changes_lines(member_b, space, ev_b["epoch"],
+                                                             i - 1)
                 assert owner_b.publish(space, [kit.put("page/b")]).status_code == 201
-                assert on_a.next("head", timeout=5)["data"]["seq"] == 4
+                ev_a = on_a.next("head", timeout=5)["data"]
+                assert ev_a["seq"] == 4 and [c["seq"] for c in ev_a["changes"]] == [4]
+                assert ev_a["changes"][0]["batch"]["ops"][0]["entry"]["id"] == "page/b"
                 assert on_b.next("head", timeout=5)["data"]["seq"] == 4
                 assert "quire_notify_lag_seconds_count" in httpx2.get(a.url + "/metrics").text
             finally:

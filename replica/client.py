@@ -56,6 +56,20 @@ def _q(s: str) -> str:
     return quote(s, safe="")
 
 
+def _ndjson_lines(resp: Any) -> Iterator[bytes]:
+    """A response body's lines, split at ``\n`` only. A text line reader (httpx's
+    ``iter_lines``) also splits at U+0085, U+2028 and U+2029, which canonical JSON leaves
+    unescaped inside strings: an entry holding one would look like a cut stream."""
+    rest = b""
+    for chunk in resp.iter_bytes():
+        if rest:
+            chunk = rest + chunk
+        *lines, rest = chunk.split(b"\n")
+        yield from lines
+    if rest:
+        yield rest
+
+
 class HubClient:
     def __init__(self, base_url: str, *, auth: httpx2.Auth | None = None,
                  transport: httpx2.BaseTransport | None = None,
@@ -110,7 +124,7 @@ class HubClient:
                     resp.read()
                     self._decode(resp, "GET", path)
                 saw_end = False
-                for line in resp.iter_lines():
+                for line in _ndjson_lines(resp):
                     if not line.strip():
                         continue
                     if saw_end:

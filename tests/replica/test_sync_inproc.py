@@ -215,3 +215,24 @@ def test_broken_file_is_reported_never_published_or_overwritten(pair, hub):
     assert b.path(PAGE.id).read_bytes() == broken
     assert hub.live()[PAGE.id].body == "remote edit\n"
     assert len(hub.batches) == 2
+
+
+def test_line_separator_characters_in_an_entry_do_not_cut_the_stream(pair, hub):
+    # canonical JSON leaves U+0085, U+2028 and U+2029 unescaped; a text line reader splits
+    # at them, which made every pull of such an entry fail as a "cut stream"
+    a, b = pair
+    a.sync()
+    b.sync()
+    odd = Entry(id="page/separators", title="Separators",
+                body="next line\u0085here\nline\u2028separator\nparagraph\u2029separator\n")
+    a.write(odd)
+    assert a.sync().pushed == 1
+    b.sync()  # through changes
+    assert b.read("page/separators").version == odd.version
+    c = Local(a.vault.parent.parent, hub, "c")  # a new replica: through the snapshot
+    try:
+        c.sync()
+        assert c.read("page/separators").version == odd.version
+        assert c.store.digest() == a.store.digest()
+    finally:
+        c.close()

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import corpus as corpus_mod
+from bench import readme
 from bench.loadgen import Target, publish_rate
 from bench.peers.git_peer import GitPeer
 from bench.peers.pouch_peer import PouchPeer
@@ -541,11 +542,14 @@ def _report(bench: Bench, cfg: dict[str, Any], mode: str, started: float,
     out = out or RESULTS_DIR / f"{stamp}-{label}.json"
     peers = {k: v for k, v in bench.info.items() if k in ("git", "pouchdb_server")}
     doc = {"mode": mode, "systems": list(bench.systems), "started_at": stamp,
+           "commit": readme.commit_of_tree(),
            "elapsed_s": round(elapsed, 1), "config": cfg,
            "machine": dict(machine(), load_avg_at_start=load_at_start), "peers": peers,
            "corpus": bench.info.get("corpus"), "down": bench.down}
     write_json(out, doc, bench.results, goal_list)
     print(f"results: {out}")
+    if mode == "full" and set(bench.systems) == set(SYSTEMS) and readme.update(out):
+        print("README.md: performance tables updated from this run")
     return 0
 
 

@@ -24,6 +24,7 @@ Functions that must run inside a transaction take a connection and end in ``_txn
 from __future__ import annotations
 
 import json
+from collections import namedtuple
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -45,7 +46,6 @@ from sqlalchemy import (
     event,
     insert,
     select,
-    update,
 )
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import NullPool
@@ -320,8 +320,8 @@ class Store:
 
     def pending_vault_writes(self) -> list[tuple[str, str | None, str | None]]:
         with self.engine.connect() as conn:
-            return [(r.entry_id, r.content, r.prev_hash) for r in conn.execute(
-                select(vault_pending_t).order_by(vault_pending_t.c.entry_id))]
+            return _rows(conn, "SELECT entry_id, content, prev_hash FROM vault_pending"
+                               " ORDER BY entry_id")  # type: ignore[return-value]
 
     def digest(self) -> str:
         """Digest of the synced state: equal on two replicas that hold the same hub state.
@@ -391,14 +391,36 @@ def digest_over_txn(conn: Connection, head_json: dict[str, Any] | None) -> str:
     return digest_of(value)
 
 
+def _one(conn: Connection, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """The first row of a plain SQL query on the transaction's DBAPI connection (the hot
+    paths: no expression building, compilation or result processing per statement)."""
+    cur = conn.connection.cursor()
+    try:
+        cur.execute(sql, params)
+        return cur.fetchone()  # type: ignore[no-any-return]
+    finally:
+        cur.close()
+
+
+def _run(conn: Connection, sql: str, params: tuple[Any, ...]) -> int:
+    """Run a plain SQL write on the transaction's DBAPI connection; the rows it changed."""
+    cur = conn.connection.cursor()
+    try:
+        cur.execute(sql, params)
+        return int(cur.rowcount)
+    finally:
+        cur.close()
+
+
 def get_meta_txn(conn: Connection, key: str, default: Any = None) -> Any:
-    row = conn.execute(select(meta_t.c.value).where(meta_t.c.key == key)).first()
+    row = _one(conn, "SELECT value FROM meta WHERE key = ?", (key,))
     return default if row is None else json.loads(row[0])
 
 
 def set_meta_txn(conn: Connection, key: str, value: Any) -> None:
-    conn.execute(delete(meta_t).where(meta_t.c.key == key))
-    conn.execute(insert(meta_t).values(key=key, value=json.dumps(value)))
+    # one statement where a delete and an insert ran (meta has no triggers)
+    _run(conn, "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+         (key, json.dumps(value)))
 
 
 def head_txn(conn: Connection) -> Head | None:
@@ -519,28 +541,37 @@ def _deleted(s: EntryState) -> dict[str, bool | None]:
             "local_deleted": None if s.local is None else s.local.deleted}
 
 
+_STATE_COLS = ("id", "synced", "synced_version", "local", "local_version", "file_hash",
+               "file_size", "file_mtime_ns", "held", "file_base")
+_StateRow = namedtuple("_StateRow", _STATE_COLS)  # what _state reads, by name
+_GET_STATE = f"SELECT {', '.join(_STATE_COLS)} FROM entries WHERE id = ?"
+_UPDATE_STATE = ("UPDATE entries SET synced = ?, synced_version = ?, local = ?,"
+                 " local_version = ?, file_hash = ?, file_size = ?, file_mtime_ns = ?,"
+                 " held = ?, file_base = ?, synced_deleted = ?, local_deleted = ? WHERE id = ?")
+
+
 def get_state_txn(conn: Connection, entry_id: str) -> EntryState:
-    r = conn.execute(select(entries_t).where(entries_t.c.id == entry_id)).first()
-    return EntryState(entry_id, None, None) if r is None else _state(r)
+    r = _one(conn, _GET_STATE, (entry_id,))
+    return EntryState(entry_id, None, None) if r is None else _state(_StateRow(*r))
 
 
 def put_state_txn(conn: Connection, s: EntryState) -> None:
-    synced, local, base = _texts(s)
-    values = dict(synced=synced, synced_version=version_of(s.synced),
-                  local=local, local_version=version_of(s.local),
-                  file_hash=s.file_hash, file_size=s.file_size, file_mtime_ns=s.file_mtime_ns,
-                  held=s.held, file_base=base, **_deleted(s))
     if s.synced is None and s.local is None and s.file_hash is None:
-        conn.execute(delete(entries_t).where(entries_t.c.id == s.id))
+        _run(conn, "DELETE FROM entries WHERE id = ?", (s.id,))
         return
-    done = conn.execute(update(entries_t).where(entries_t.c.id == s.id).values(**values))
-    if done.rowcount == 0:
-        conn.execute(insert(entries_t).values(id=s.id, **values))
+    synced, local, base = _texts(s)
+    d = _deleted(s)
+    values = (synced, version_of(s.synced), local, version_of(s.local), s.file_hash,
+              s.file_size, s.file_mtime_ns, s.held, base, d["synced_deleted"],
+              d["local_deleted"])
+    if _run(conn, _UPDATE_STATE, (*values, s.id)) == 0:
+        _run(conn, _INSERT, (s.id, *values))
 
 
 def outbox_txn(conn: Connection) -> list[dict[str, Any]]:
-    return [{"batch_id": r.batch_id, "body": json.loads(r.body), "created_at": r.created_at}
-            for r in conn.execute(select(outbox_t).order_by(outbox_t.c.created_at))]
+    return [{"batch_id": r[0], "body": json.loads(r[1]), "created_at": r[2]}
+            for r in _rows(conn, "SELECT batch_id, body, created_at FROM outbox"
+                                 " ORDER BY created_at")]
 
 
 def add_outbox_txn(conn: Connection, batch_id: str, body: dict[str, Any], now: int) -> None:
@@ -549,7 +580,7 @@ def add_outbox_txn(conn: Connection, batch_id: str, body: dict[str, Any], now: i
 
 
 def drop_outbox_txn(conn: Connection, batch_id: str) -> None:
-    conn.execute(delete(outbox_t).where(outbox_t.c.batch_id == batch_id))
+    _run(conn, "DELETE FROM outbox WHERE batch_id = ?", (batch_id,))
 
 
 def add_history_txn(conn: Connection, *, epoch: str, seq: int, head: str, kind: str,
@@ -557,10 +588,10 @@ def add_history_txn(conn: Connection, *, epoch: str, seq: int, head: str, kind: 
                     replica_id: str | None = None, batch_digest: str | None = None,
                     author: dict[str, Any] | None = None, accepted_at: int | None = None
                     ) -> None:
-    conn.execute(insert(history_t).values(
-        epoch=epoch, seq=seq, head=head, kind=kind, entries=json.dumps(entries),
-        batch_id=batch_id, replica_id=replica_id, batch_digest=batch_digest,
-        author=None if author is None else json.dumps(author), accepted_at=accepted_at))
+    _run(conn, "INSERT INTO history (epoch, seq, head, kind, entries, batch_id, replica_id,"
+               " batch_digest, author, accepted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+         (epoch, seq, head, kind, json.dumps(entries), batch_id, replica_id, batch_digest,
+          None if author is None else json.dumps(author), accepted_at))
 
 
 def save_receipt_txn(conn: Connection, batch_id: str, receipt: dict[str, Any]) -> None:
@@ -601,14 +632,11 @@ def add_vault_write_txn(conn: Connection, entry_id: str, content: str | None,
                         prev_hash: str | None) -> None:
     """Journal a vault write. ``prev_hash`` is what the file holds now; when a write is
     already pending, the file still holds what *that* write expected, so keep its hash."""
-    row = conn.execute(select(vault_pending_t.c.prev_hash).where(
-        vault_pending_t.c.entry_id == entry_id)).first()
-    if row is not None:
-        prev_hash = row.prev_hash
-    conn.execute(delete(vault_pending_t).where(vault_pending_t.c.entry_id == entry_id))
-    conn.execute(insert(vault_pending_t).values(entry_id=entry_id, content=content,
-                                                prev_hash=prev_hash))
+    # one statement: a pending row keeps its prev_hash and takes the new content
+    _run(conn, "INSERT INTO vault_pending (entry_id, content, prev_hash) VALUES (?, ?, ?)"
+               " ON CONFLICT (entry_id) DO UPDATE SET content = excluded.content",
+         (entry_id, content, prev_hash))
 
 
 def done_vault_write_txn(conn: Connection, entry_id: str) -> None:
-    conn.execute(delete(vault_pending_t).where(vault_pending_t.c.entry_id == entry_id))
+    _run(conn, "DELETE FROM vault_pending WHERE entry_id = ?", (entry_id,))

@@ -355,10 +355,11 @@ class Replica:
                            batch_id=batch.batch_id, replica_id=batch.replica_id,
                            batch_digest=batch.digest, author=change.author,
                            accepted_at=change.accepted_at)
-        for row in st.outbox_txn(conn):
-            if row["batch_id"] == batch.batch_id and batch.replica_id == self.replica_id:
-                # our own batch, accepted while we were not listening: it is published
-                st.drop_outbox_txn(conn, batch.batch_id)
+        if batch.replica_id == self.replica_id:
+            # our own batch, accepted while we were not listening: it is published (a
+            # batch of ours no longer in the outbox deletes nothing; another replica's
+            # batch cannot be in our outbox, so its change reads no outbox row)
+            st.drop_outbox_txn(conn, batch.batch_id)
 
     def _merge_remote_txn(self, conn: Connection, theirs: Entry | None, report: SyncReport, *,
                           entry_id: str | None = None, author: dict[str, Any] | None = None,

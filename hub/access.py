@@ -130,20 +130,23 @@ def _check_device(dev: Any) -> None:
         raise Unauthorized("this user was deactivated", {"reason": "user_inactive"})
 
 
-def recheck_principal_txn(conn: Any, p: Principal) -> Principal:
-    """Re-read the device and user behind ``p``; raises when either is no longer valid."""
-    return recheck_device_txn(conn, p)[0]
+def recheck_principal_txn(conn: Any, p: Principal, now_ms: int | None = None) -> Principal:
+    """Re-read the device and user behind ``p``; raises when either is no longer valid.
+    ``now_ms``: also re-check a delegation's expiry (long-lived event streams)."""
+    return recheck_device_txn(conn, p, now_ms)[0]
 
 
-def recheck_device_txn(conn: Any, p: Principal) -> tuple[Principal, Any]:
+def recheck_device_txn(conn: Any, p: Principal, now_ms: int | None = None
+                       ) -> tuple[Principal, Any]:
     """``recheck_principal_txn`` that also returns the device row (its public key)."""
     dev = q.device_by_id_txn(conn, p.device_id)
     if dev is None:
         raise Unauthorized("device no longer exists", {"reason": "device_removed"})
     _check_device(dev)
     if p.delegation_id is not None:
-        # expiry was checked when the request arrived; revocation must be seen at commit
-        _check_delegation_txn(conn, p, None)
+        # a request's expiry was checked when it arrived (now_ms None); revocation must be
+        # seen at commit; a stream that outlives its delegation passes now_ms
+        _check_delegation_txn(conn, p, now_ms)
     return Principal(dev.user_id, dev.id, dev.user_name, dev.is_owner, p.agent,
                      p.delegation_id, p.scope, p.space_id), dev
 

@@ -75,7 +75,7 @@ def _head_of(space: Any) -> dict[str, Any]:
 def _check(hub: Any, p: Principal, space_ref: str) -> dict[str, Any]:
     """Re-read the caller and their membership; the space's head if access holds."""
     with hub.store.read() as conn:
-        p = recheck_principal_txn(conn, p)
+        p = recheck_principal_txn(conn, p, hub.now())  # a delegation may expire mid-stream
         space, _ = space_access_txn(conn, p, space_ref, "viewer")
         return _head_of(space)
 
@@ -180,31 +180,33 @@ async def events(request: Request) -> Response:
                 evs = await sub.next(timeout)
                 check_now = time.monotonic() >= next_check
                 chunks: list[str] = []
+                heads: list[dict[str, Any]] = []
                 for ev in evs:
                     if ev.kind == "head" and ev.data.get("space") == space_id:
-                        h = {k: ev.data.get(k) for k in ("space", "epoch", "seq", "digest",
-                                                          "at")}
-                        lines = None
-                        if (sent is not None and sent[0] == h["epoch"]
-                                and isinstance(h["seq"], int) and sent[1] < h["seq"]):
-                            lines = await _change_lines(hub, p, space_id, h["epoch"],
-                                                        sent[1], h["seq"])
-                        chunks += head_events(h, lines)
+                        heads.append({k: ev.data.get(k)
+                                      for k in ("space", "epoch", "seq", "digest", "at")})
                     elif ev.kind in ("epoch", "access", "poke"):
                         check_now = True  # re-read: the head moved or access may be gone
-                if check_now:
+                # a head event carries entry content: it goes only to a caller whose access
+                # was checked after the head committed (a revocation, even one whose notice
+                # is still on its way from another hub process, is seen here first)
+                if check_now or heads:
                     next_check = time.monotonic() + recheck
                     try:
                         head = await run_in_threadpool(_check, hub, p, space_id)
                     except REFUSED as e:
-                        for chunk in chunks:
-                            yield chunk
                         metrics.events_sent.labels(type="revoked").inc()
                         yield _sse("revoked", {"code": e.code, "message": e.message})
                         return
                     except Exception:
-                        pass  # database unreachable: keep the stream, check again later
-                    else:  # the head may have moved before its event came: same lines
+                        # database unreachable: keep the stream, check again later; heads
+                        # go out bare (no content without a check)
+                        for h in heads:
+                            chunks += head_events(h)
+                    else:  # the head read now covers every head event of this wake
+                        for h in heads:  # keep the commit time this process heard of
+                            if (h["epoch"], h["seq"]) == (head["epoch"], head["seq"]):
+                                head["at"] = h.get("at")
                         lines = None
                         if (sent is not None and sent[0] == head["epoch"]
                                 and sent[1] < head["seq"]):

@@ -188,3 +188,28 @@ def test_two_processes_sharing_a_credential_do_not_trip_reuse_detection(
         cb.close()
 
 
+
+
+def test_event_stream_check_refuses_a_delegation_that_expired_mid_stream(team: Team) -> None:
+    # an event stream outlives the request that opened it; since head events carry entry
+    # content, its periodic check must also see a delegation's expiry (not only revocation)
+    from sqlalchemy import update as sa_update
+
+    from hub.access import Principal
+    from hub.api.events import _check
+    from hub.store.schema import delegations
+    from shared.errors import Unauthorized
+
+    t = team
+    d = t.delegate(t.editor, "read", agent="streamer")["delegation"]
+    p = Principal(t.editor.user_id, t.editor.device_id, "editor", False, "streamer",
+                  d["id"], "read", d["space"])
+    assert _check(t.hub, p, t.space)["space"] == d["space"]  # valid: the stream goes on
+    t.hub.store.run_write(lambda c: c.execute(sa_update(delegations).where(
+        delegations.c.id == d["id"]).values(expires_at=t.hub.now() - 1)))
+    try:
+        _check(t.hub, p, t.space)
+    except Unauthorized as e:
+        assert e.details.get("reason") == "delegation_expired"
+    else:
+        raise AssertionError("an expired delegation kept its event stream")

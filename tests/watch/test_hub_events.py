@@ -300,3 +300,43 @@ def test_a_change_that_could_not_be_read_gives_a_bare_head_and_is_read_again_lat
         return await cache.get("sp", "ep", 0, 1, load), await cache.get("sp", "ep", 0, 1, load)
 
     assert asyncio.run(main()) == (None, ['{"seq":1}'])
+
+
+def test_content_published_after_a_revocation_never_reaches_the_revoked_stream(
+        tmp_path: Path) -> None:
+    # head events carry entry content: a device revoked a moment before a publication (its
+    # access notice not yet seen by the stream, or still on its way from another process)
+    # must get `revoked`, never the batch. A long periodic re-check rules out luck.
+    data = tmp_path / "hub"
+    code = kit.init_hub(data)
+    hub = kit.start_hub(data, env={"QUIRE_HUB_EVENTS_RECHECK_MS": "600000"})
+    try:
+        owner, member, space = _team(hub.url, code)
+        sse = SSE(_events_url(hub, space), member)
+        try:
+            sse.next("head")
+            store = Store(f"sqlite:///{(data / 'hub.db').resolve()}", pool_size=1)
+            try:  # revoked in the database: no access event is emitted
+                store.run_write(lambda c: c.exec_driver_sql(
+                    "UPDATE devices SET revoked_at = 1 WHERE id = ?", (member.device_id,)))
+            finally:
+                store.dispose()
+            r = owner.publish(space, [kit.put("page/after-revocation", "secret\n")])
+            assert r.status_code == 201, r.text
+            seen = []
+            while not sse.closed.is_set():
+                try:
+                    ev = sse.next(timeout=5)
+                except Exception:  # noqa: BLE001 - queue.Empty: nothing more came
+                    break
+                seen.append(ev)
+                if ev.get("event") == "revoked":
+                    break
+            assert not any("changes" in (ev.get("data") or {}) for ev in seen), seen
+            assert any(ev.get("event") == "revoked" for ev in seen), seen
+        finally:
+            sse.close()
+            owner.client.close()
+            member.client.close()
+    finally:
+        hub.stop()

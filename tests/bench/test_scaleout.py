@@ -177,8 +177,16 @@ def _pull_all(pub: Publisher) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     after = 0
     while True:
-        r = pub.http.get(f"/v1/spaces/{pub.space}/changes",
-                         params={"epoch": pub.epoch, "after": after, "limit": 500})
+        for _attempt in range(50):
+            try:  # a hub process may die under this request: pull again, as replicas do
+                r = pub.http.get(f"/v1/spaces/{pub.space}/changes",
+                                 params={"epoch": pub.epoch, "after": after, "limit": 500})
+            except httpx.TransportError:
+                time.sleep(0.2)
+                continue
+            if r.status_code < 500:
+                break
+            time.sleep(0.2)
         assert r.status_code == 200, r.text
         lines = [json.loads(x) for x in r.text.splitlines() if x.strip()]
         assert lines and "end" in lines[-1], "changes stream without its end line"

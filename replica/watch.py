@@ -728,8 +728,12 @@ class SpaceSyncer:
         try:
             stat = os.lstat(path)
         except FileNotFoundError:
-            return want is None
-        return want is not None and (stat.st_size, stat.st_mtime_ns) == want
+            ours = want is None
+        else:
+            ours = want is not None and (stat.st_size, stat.st_mtime_ns) == want
+        if not ours:  # the file moved on from what we wrote: forget it, so a later state
+            del self._wrote[path]  # that happens to look like ours (a re-deletion) is seen
+        return ours
 
     def own_writes(self, paths: list[str]) -> bool:
         """True when every path shows what the store recorded for it (the file this replica

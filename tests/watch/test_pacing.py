@@ -316,3 +316,21 @@ def test_vault_events_of_our_own_writes_cost_no_scan_and_others_are_debounced() 
     w.tick()
     assert sync.calls == [False, True] and w.status()["scans"] == 1
     assert seen == [["v/page/a.md"], ["v/page/a.md", "v/page/b.md"]]
+
+
+def test_a_user_deletion_after_our_own_deletion_is_not_mistaken_for_ours(tmp_path) -> None:
+    # the watcher remembers "we removed this file"; once the user re-creates it, that memory
+    # is stale: the user's later deletion must be published, not ignored as our own write
+    from types import SimpleNamespace
+
+    from replica.watch import SpaceSyncer
+
+    s = SpaceSyncer(None, SimpleNamespace(vault=tmp_path))
+    path = tmp_path / "page" / "a.md"
+    path.parent.mkdir()
+    s._wrote[str(path)] = None  # what _remember_writes records for a removal it made
+    assert s._known_write(str(path))  # its own removal: no scan needed
+    path.write_text("re-created by the user\n")
+    assert not s._known_write(str(path))
+    path.unlink()
+    assert not s._known_write(str(path))

@@ -205,8 +205,13 @@ class GroupCommit:
                 except IntegrityError as e:  # a constraint refused this function's writes
                     cur.execute("ROLLBACK TO SAVEPOINT quire_group_item")
                     out.append((None, e))
-                except SQLAlchemyError:
-                    raise  # the database's trouble, not this function's verdict: all of it
+                except SQLAlchemyError as e:
+                    if _retryable(e):
+                        raise  # busy, serialization, deadlock: the whole group again
+                    # a statement of this function failed for good (a bad value, a missing
+                    # table): its error, its rollback; the others still commit
+                    cur.execute("ROLLBACK TO SAVEPOINT quire_group_item")
+                    out.append((None, e))
                 except Exception as e:  # noqa: BLE001 - this function's refusal, its answer
                     cur.execute("ROLLBACK TO SAVEPOINT quire_group_item")
                     out.append((None, e))

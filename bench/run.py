@@ -509,6 +509,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg["publish_seconds"] = args.seconds
     started = time.time()
     load_at_start = [round(x, 2) for x in os.getloadavg()]
+    cfg["commit"] = readme.commit_of_tree()  # what this run measures (taken at its start)
     root = Path(tempfile.mkdtemp(prefix=f"quire-bench-{mode}-"))
     systems = tuple(x.strip() for x in args.systems.split(",") if x.strip())
     unknown = set(systems) - set(SYSTEMS)
@@ -542,7 +543,7 @@ def _report(bench: Bench, cfg: dict[str, Any], mode: str, started: float,
     out = out or RESULTS_DIR / f"{stamp}-{label}.json"
     peers = {k: v for k, v in bench.info.items() if k in ("git", "pouchdb_server")}
     doc = {"mode": mode, "systems": list(bench.systems), "started_at": stamp,
-           "commit": readme.commit_of_tree(),
+           "commit": cfg.get("commit", ""),
            "elapsed_s": round(elapsed, 1), "config": cfg,
            "machine": dict(machine(), load_avg_at_start=load_at_start), "peers": peers,
            "corpus": bench.info.get("corpus"), "down": bench.down}

@@ -132,15 +132,22 @@ class Bench:
                 home, vault = self.root / f"m{i}" / "home", self.root / f"m{i}" / "vault"
                 code = self.invite()
                 env = dict(os.environ, QUIRE_HOME=str(home))
-                procs.append(subprocess.Popen(
+                procs.append((i, subprocess.Popen(
                     [PY, "-m", "replica.cli", "join", self.url, "--invite", code, "--vault",
                      str(vault), "--device", f"m{i}", "--json"], cwd=ROOT, env=env,
-                    stdout=subprocess.PIPE, stderr=subprocess.PIPE))
-                self.members.append((home, vault))
-            for p in procs:
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)))
+            for i, p in procs:
                 out, err = p.communicate(timeout=120)
+                if p.returncode and b'"rate_limited"' in out:
+                    # the hub limits invite redemptions per address: wait as it says, again
+                    time.sleep(1 + json.loads(out)["error"]["details"].get("retry_after", 1))
+                    shutil.rmtree(self.root / f"m{i}", ignore_errors=True)  # from scratch
+                    todo.append(i)
+                    continue
                 if p.returncode:
                     raise RuntimeError(f"join failed: {out!r} {err!r}")
+                self.members.append((self.root / f"m{i}" / "home",
+                                     self.root / f"m{i}" / "vault"))
 
     def start_watchers(self, n: int) -> None:
         for home, _ in self.members[:n]:

@@ -123,14 +123,15 @@ def canonical_str(value: Any) -> str:
         # the standard encoder escapes exactly what RFC 8785 escapes (", \, control
         # characters, short forms where JSON has them) when ensure_ascii is off
         text = _fast_dumps(value)
-        if not _has_surrogate(text):
+        if not has_lone_surrogate(text):
             return text
     out: list[str] = []
     _value(value, out, 0)
     return "".join(out)
 
 
-def _has_surrogate(text: str) -> bool:
+def has_lone_surrogate(text: str) -> bool:
+    """True when ``text`` holds a lone surrogate (not encodable as UTF-8)."""
     try:
         text.encode("utf-8")
         return False

@@ -14,7 +14,13 @@ from typing import Any
 
 import yaml
 
-from shared.canonical import CanonicalError, _fast_dumps, _fast_ok, canonical_bytes
+from shared.canonical import (
+    CanonicalError,
+    _fast_dumps,
+    _fast_ok,
+    canonical_bytes,
+    has_lone_surrogate,
+)
 from shared.digest import sha256_hex
 from shared.ids import entry_id_problem, is_entry_id, split_entry_id
 
@@ -120,14 +126,6 @@ def _check_json_value(v: Any, where: str) -> None:
     raise EntryError(f"{where}: unsupported value of type {type(v).__name__}")
 
 
-def _encodes(s: str) -> bool:
-    try:
-        s.encode("utf-8")
-        return True
-    except UnicodeEncodeError:
-        return False
-
-
 def make_entry(data: Any, *, max_body: int = DEFAULT_MAX_BODY) -> Entry:
     """Validate a wire/dict form and return the normalized Entry (sets sorted, deduplicated).
 
@@ -182,7 +180,7 @@ def make_entry(data: Any, *, max_body: int = DEFAULT_MAX_BODY) -> Entry:
             raise EntryError(f"meta larger than {MAX_META_BYTES} bytes")
         # a string has a canonical form unless it holds a lone surrogate, which is exactly
         # when it does not encode as UTF-8 (cheaper than making the form to find out)
-        if not body_ok or not _encodes(title):
+        if not body_ok or has_lone_surrogate(title):
             raise CanonicalError("lone surrogate in string")
     except CanonicalError as e:
         raise EntryError(str(e)) from e

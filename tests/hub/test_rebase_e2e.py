@@ -17,7 +17,7 @@ from replica.store import Store
 from shared.entry import Entry
 from shared.wire import parse_batch
 from tests.replica import conftest as replica_fixtures
-from tests.replica.conftest import Team, quire
+from tests.replica.conftest import Member, Team, quire
 
 # the replica tier's fixtures: a hub process, its owner, a team of CLI members
 hub = replica_fixtures.hub
@@ -77,17 +77,26 @@ def test_different_entries_publish_without_head_changed_and_converge(team: Team)
     _assert_identical(a, b)
 
 
-def test_same_entry_still_gets_base_mismatch_and_merges(team: Team) -> None:
+def _both_edit(team: Team, eid: str, b_edit: tuple[str, str], a_edit: tuple[str, str]
+               ) -> tuple[Member, Member, dict[str, Any]]:
+    """a and b share ``eid``; b's edit is made into a batch (then a crash), a publishes its
+    own edit of the same entry, then b syncs. b's batch must have been refused."""
     a, b = team.members("a", "b")
-    a.write(Entry(id="page/p", title="P", body=BODY))
+    title = eid.split("/")[1].upper()
+    a.write(Entry(id=eid, title=title, body=BODY))
     a.sync()
     b.sync()
-    b.write(Entry(id="page/p", title="P", body=BODY.replace("six", "SIX")))
+    b.write(Entry(id=eid, title=title, body=BODY.replace(*b_edit)))
     made = _outbox_batch_after_crash(b)
-    a.write(Entry(id="page/p", title="P", body=BODY.replace("one", "ONE")))
+    a.write(Entry(id=eid, title=title, body=BODY.replace(*a_edit)))
     a.sync()
     rep = b.sync()
     assert _hub_batch(team, a, made.batch_id) == []  # refused: its base was not current
+    return a, b, rep
+
+
+def test_same_entry_still_gets_base_mismatch_and_merges(team: Team) -> None:
+    a, b, rep = _both_edit(team, "page/p", ("six", "SIX"), ("one", "ONE"))
     assert rep["sync"]["merged"] == ["page/p"]
     a.sync()
     assert a.read("page/p").body == "ONE\ntwo\nthree\nfour\nfive\nSIX\n"
@@ -95,16 +104,7 @@ def test_same_entry_still_gets_base_mismatch_and_merges(team: Team) -> None:
 
 
 def test_same_entry_overlapping_edits_are_held_as_a_conflict(team: Team) -> None:
-    a, b = team.members("a", "b")
-    a.write(Entry(id="page/o", title="O", body=BODY))
-    a.sync()
-    b.sync()
-    b.write(Entry(id="page/o", title="O", body=BODY.replace("three", "three-b")))
-    made = _outbox_batch_after_crash(b)
-    a.write(Entry(id="page/o", title="O", body=BODY.replace("three", "three-a")))
-    a.sync()
-    rep = b.sync()
-    assert _hub_batch(team, a, made.batch_id) == []
+    a, b, rep = _both_edit(team, "page/o", ("three", "three-b"), ("three", "three-a"))
     assert rep["sync"]["held"] == ["page/o"]
     assert "three-b" in b.path("page/o").read_text()  # the local edit is kept
     assert "three-a" in a.read("page/o").body

@@ -5,7 +5,6 @@ not verify or does not fit is left to the full sync. Real hub, real CLI, real wa
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,17 +17,9 @@ from replica.watch import SpaceSyncer
 from shared.digest import genesis_digest
 from tests.replica.conftest import Member, Team
 from tests.watch.e2e import WatchProc, wait_for
-from tests.watch.test_watch_e2e import HubHandle, _entry, _has, _serve, _team
+from tests.watch.test_watch_e2e import HubHandle, _entry, _has, _team
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HubHandle, Path]]:
-    h, owner = _serve(tmp_path_factory.mktemp("fast"))
-    yield h, owner
-    for p in h.procs:
-        p.stop()
 
 
 def _store(m: Member) -> Store:
@@ -59,8 +50,8 @@ def _seq(m: Member) -> int:
 
 
 def test_changes_applied_from_head_events_leave_the_same_store_and_vault_as_a_full_sync(
-        hub: tuple[HubHandle, Path], tmp_path: Path) -> None:
-    team = _team(*hub, tmp_path)
+        shared_hub: tuple[HubHandle, Path], tmp_path: Path) -> None:
+    team = _team(*shared_hub, tmp_path)
     ann, bob, cyd = team.members("ann", "bob", "cyd")
     w = WatchProc(bob)
     try:
@@ -116,8 +107,8 @@ def _lines(m: Member, team: Team) -> tuple[dict[str, Any], list[dict[str, Any]]]
 
 
 def test_delivered_changes_that_do_not_verify_or_do_not_fit_change_nothing(
-        hub: tuple[HubHandle, Path], tmp_path: Path) -> None:
-    team = _team(*hub, tmp_path)
+        shared_hub: tuple[HubHandle, Path], tmp_path: Path) -> None:
+    team = _team(*shared_hub, tmp_path)
     ann, bob, cyd = team.members("ann", "bob", "cyd")
     ann.write(_entry("page/a", "one\n"))
     ann.sync()

@@ -8,7 +8,6 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,14 +41,6 @@ def _serve(tmp: Path, db: str | None = None, n: int = 1, env: dict[str, str] | N
     owner = tmp / "owner"
     qjson(owner, "join", procs[0].url, "--invite", code, "--device", "owner")
     return HubHandle(procs[0].url, data, procs), owner
-
-
-@pytest.fixture(scope="module")
-def shared_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HubHandle, Path]]:
-    h, owner = _serve(tmp_path_factory.mktemp("watch"))
-    yield h, owner
-    for p in h.procs:
-        p.stop()
 
 
 def _team(h: HubHandle, owner: Path, root: Path) -> Team:

@@ -37,11 +37,13 @@ LOCAL_KEY = "quire"  # replica-local markers in front matter; never part of the 
 
 
 class EntryError(ValueError):
-    """An entry that is not valid; ``line`` is set when it came from a vault file."""
+    """An entry that is not valid; ``line`` is set when it came from a vault file, ``key``
+    names the field at fault (``meta.severity``, ``tags[2]``) when there is one."""
 
-    def __init__(self, message: str, line: int | None = None):
+    def __init__(self, message: str, line: int | None = None, key: str | None = None):
         super().__init__(message)
         self.line = line
+        self.key = key
 
 
 @dataclass(frozen=True)
@@ -112,7 +114,8 @@ def _check_json_value(v: Any, where: str) -> None:
     if isinstance(v, int):
         return
     if isinstance(v, float):
-        raise EntryError(f"{where}: numbers with a fraction are not allowed; quote it as a string")
+        raise EntryError(f"{where}: numbers with a fraction are not allowed; quote it as a string",
+                         key=where)
     if isinstance(v, list):
         for i, x in enumerate(v):
             _check_json_value(x, f"{where}[{i}]")
@@ -120,10 +123,10 @@ def _check_json_value(v: Any, where: str) -> None:
     if isinstance(v, dict):
         for k, x in v.items():
             if not isinstance(k, str):
-                raise EntryError(f"{where}: keys must be strings")
+                raise EntryError(f"{where}: keys must be strings", key=where)
             _check_json_value(x, f"{where}.{k}")
         return
-    raise EntryError(f"{where}: unsupported value of type {type(v).__name__}")
+    raise EntryError(f"{where}: unsupported value of type {type(v).__name__}", key=where)
 
 
 def make_entry(data: Any, *, max_body: int = DEFAULT_MAX_BODY) -> Entry:
@@ -150,7 +153,8 @@ def make_entry(data: Any, *, max_body: int = DEFAULT_MAX_BODY) -> Entry:
     title = data.get("title", "")
     body = data.get("body", "")
     if not isinstance(title, str) or len(title) > MAX_TITLE or "\n" in title:
-        raise EntryError(f"title must be one line of at most {MAX_TITLE} characters")
+        raise EntryError(f"title must be one line of at most {MAX_TITLE} characters",
+                         key="title")
     if not isinstance(body, str):
         raise EntryError("body must be a string")
     try:
@@ -161,23 +165,25 @@ def make_entry(data: Any, *, max_body: int = DEFAULT_MAX_BODY) -> Entry:
         raise EntryError(f"body larger than {max_body} bytes")
     tags = data.get("tags", [])
     if not isinstance(tags, list) or len(tags) > MAX_TAGS:
-        raise EntryError(f"tags must be a list of at most {MAX_TAGS} strings")
-    for t in tags:
+        raise EntryError(f"tags must be a list of at most {MAX_TAGS} strings", key="tags")
+    for i, t in enumerate(tags):
         if not isinstance(t, str) or not t or len(t) > MAX_TAG_LEN or not _TAG_RE.match(t):
-            raise EntryError(f"invalid tag {t!r}: no spaces, commas or brackets, at most {MAX_TAG_LEN}")
+            raise EntryError(f"invalid tag {t!r}: no spaces, commas or brackets, at most "
+                             f"{MAX_TAG_LEN}", key=f"tags[{i}]")
     links = data.get("links", [])
     if not isinstance(links, list) or len(links) > MAX_LINKS:
-        raise EntryError(f"links must be a list of at most {MAX_LINKS} entry ids")
-    for link in links:
+        raise EntryError(f"links must be a list of at most {MAX_LINKS} entry ids", key="links")
+    for i, link in enumerate(links):
         if not is_entry_id(link):
-            raise EntryError(f"invalid link {link!r}: links are entry ids '<kind>/<slug>'")
+            raise EntryError(f"invalid link {link!r}: links are entry ids '<kind>/<slug>'",
+                             key=f"links[{i}]")
     meta = data.get("meta", {})
     if not isinstance(meta, dict):
-        raise EntryError("meta must be an object")
+        raise EntryError("meta must be an object", key="meta")
     _check_json_value(meta, "meta")
     try:
         if len(canonical_bytes(meta)) > MAX_META_BYTES:
-            raise EntryError(f"meta larger than {MAX_META_BYTES} bytes")
+            raise EntryError(f"meta larger than {MAX_META_BYTES} bytes", key="meta")
         # a string has a canonical form unless it holds a lone surrogate, which is exactly
         # when it does not encode as UTF-8 (cheaper than making the form to find out)
         if not body_ok or has_lone_surrogate(title):
@@ -186,7 +192,7 @@ def make_entry(data: Any, *, max_body: int = DEFAULT_MAX_BODY) -> Entry:
         raise EntryError(str(e)) from e
     kind = entry_id.partition("/")[0]
     if kind == "guardrail" and "severity" in meta and meta["severity"] not in SEVERITIES:
-        raise EntryError("guardrail meta.severity must be one of info, warn, block")
+        raise EntryError("meta.severity must be one of info, warn, block", key="meta.severity")
     return Entry(
         id=entry_id,
         title=title,
@@ -254,7 +260,7 @@ def parse_markdown(entry_id: str, text: str, *, max_body: int = DEFAULT_MAX_BODY
     Unknown front-matter keys (say ``aliases`` from another editor) are kept under ``meta``.
     """
     front: dict[str, Any] = {}
-    body = text
+    body, raw = text, ""
     if text.startswith("---\n") or text.startswith("---\r\n") or text == "---":
         lines = text.splitlines(keepends=True)
         end = None
@@ -278,20 +284,30 @@ def parse_markdown(entry_id: str, text: str, *, max_body: int = DEFAULT_MAX_BODY
             raise EntryError("front matter must be a mapping of keys to values", line=2)
         front = loaded
         body = "".join(lines[end + 1:])
+    try:
+        return _entry_from_front(entry_id, front, body, max_body)
+    except EntryError as e:
+        # find the line of the key at fault only now: valid files never pay for it
+        line = _key_line(raw, e.key) if e.key else None
+        raise EntryError(str(e), line=line or e.line or 2, key=e.key) from e
+
+
+def _entry_from_front(entry_id: str, front: dict[str, Any], body: str, max_body: int
+                      ) -> tuple[Entry, dict[str, Any]]:
     local = front.pop(LOCAL_KEY, None) or {}
     if not isinstance(local, dict):
-        raise EntryError(f"front matter key '{LOCAL_KEY}' is reserved for Quire", line=2)
+        raise EntryError(f"front matter key '{LOCAL_KEY}' is reserved for Quire", key=LOCAL_KEY)
     meta = front.pop("meta", None)
     if meta is None:
         meta = {}
     if not isinstance(meta, dict):
-        raise EntryError("meta must be a mapping", line=2)
+        raise EntryError("meta must be a mapping", key="meta")
     meta = dict(meta)
     for k in [k for k in front if k not in FRONT_KEYS]:
         if not isinstance(k, str):
-            raise EntryError("front matter keys must be strings", line=2)
+            raise EntryError("front matter keys must be strings")
         if k in meta:
-            raise EntryError(f"front matter key {k!r} is also in meta", line=2)
+            raise EntryError(f"front matter key {k!r} is also in meta", key=k)
         meta[k] = front.pop(k)
     title = front.get("title", "")
     if title is None:
@@ -306,10 +322,48 @@ def parse_markdown(entry_id: str, text: str, *, max_body: int = DEFAULT_MAX_BODY
         "links": front.get("links") or [],
         "meta": meta,
     }
+    return make_entry(data, max_body=max_body), local
+
+
+_PATH_PART = re.compile(r"\.?([^.\[\]]+)|\[(\d+)\]")
+
+
+def _key_line(raw: str, key: str) -> int | None:
+    """The file line (front matter starts on line 2) of ``key`` (``meta.severity``,
+    ``tags[2]``) in the front matter ``raw``; the closest enclosing key found, else None.
+    Unknown top-level keys are kept under ``meta``, so ``meta.X`` is also looked up as ``X``."""
     try:
-        return make_entry(data, max_body=max_body), local
-    except EntryError as e:
-        raise EntryError(str(e), line=e.line or 2) from e
+        node = yaml.compose(raw, Loader=_Loader)
+    except yaml.YAMLError:
+        return None
+    parts: list[str | int] = [m.group(1) if m.group(1) is not None else int(m.group(2))
+                              for m in _PATH_PART.finditer(key)]
+    best = _walk(node, parts)
+    if parts[:1] == ["meta"] and len(parts) > 1:
+        top = _walk(node, parts[1:])
+        if top is not None and (best is None or top[1] > best[1]):
+            best = top
+    return best[0] + 2 if best is not None else None
+
+
+def _walk(node: Any, parts: list[str | int]) -> tuple[int, int] | None:
+    """(0-based line, depth reached) of the deepest node of ``parts`` found from ``node``."""
+    found: tuple[int, int] | None = None
+    for depth, part in enumerate(parts, 1):
+        nxt = None
+        if isinstance(node, yaml.MappingNode) and isinstance(part, str):
+            for k, v in node.value:
+                if isinstance(k, yaml.ScalarNode) and k.value == part:
+                    found, nxt = (k.start_mark.line, depth), v
+                    break
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+            if part < len(node.value):
+                nxt = node.value[part]
+                found = (nxt.start_mark.line, depth)
+        if nxt is None:
+            break
+        node = nxt
+    return found
 
 
 def guardrail_rank(entry: Entry | None) -> int:

@@ -152,3 +152,33 @@ def test_bulk_writes_never_go_through_a_symlinked_folder_out_of_the_vault(tmp_pa
                                   (os.fspath(vault / "note" / "a" / "b" / "c.md"), b"c")])
     assert len(done) == 2 and (inside / "y.md").read_bytes() == b"z"
     assert (vault / "note" / "a" / "b" / "c.md").read_bytes() == b"c"
+
+
+@pytest.mark.parametrize("data,line,reason", [
+    # the example: severity is on line 4, not line 2 (the title)
+    (b"---\ntitle: No force push\ntags: [git]\nmeta:\n  severity: high\n---\nNever.\n", 5,
+     "meta.severity must be one of info, warn, block"),
+    (b"---\ntitle: t\nmeta: {severity: high}\n---\n", 3, "meta.severity must be one of"),
+    (b"---\ntitle: t\ntags:\n  - ok\n  - ok\n  - \"a b\"\n---\n", 6, "invalid tag 'a b'"),
+    (b"---\ntitle: t\nlinks:\n  - page/a\n  - nope\n---\n", 5, "invalid link 'nope'"),
+    (b"---\ntitle: t\nmeta:\n  a: 1\n  b:\n    c: 1.5\n---\n", 6, "meta.b.c: numbers"),
+    (b"---\ntitle: t\naliases: 1.5\n---\n", 3, "meta.aliases: numbers"),
+    (b"---\ntags: [a]\ntitle: |\n  two\n  lines\n---\n", 3, "title must be one line"),
+    (b"---\ntitle: t\nmeta: [1]\n---\n", 3, "meta must be a mapping"),
+    (b"---\ntitle: t\n\nquire: 5\n---\n", 4, "reserved for Quire"),
+])
+def test_front_matter_errors_name_the_line_and_key(tmp_path, data, line, reason):
+    kind = "guardrail" if b"severity" in data else "page"
+    with pytest.raises(EntryError) as e:
+        vlt.read_entry(tmp_path, f"{kind}/x", data)
+    assert (e.value.line, reason in str(e.value)) == (line, True), (e.value.line, str(e.value))
+
+
+def test_a_bad_guardrail_is_reported_as_path_line_and_key(tmp_path):
+    data = b"---\ntitle: No force push\nmeta:\n  severity: high\n---\nNever force-push main.\n"
+    with pytest.raises(EntryError) as e:
+        vlt.read_entry(tmp_path, "guardrail/no-force-push", data)
+    assert e.value.key == "meta.severity"
+    p = vlt.Problem("guardrail/no-force-push.md", e.value.line, str(e.value), None)
+    assert f"{p.path}:{p.line}: {p.reason}" == (
+        "guardrail/no-force-push.md:4: meta.severity must be one of info, warn, block")

@@ -18,7 +18,6 @@ that is itself bound to the device key. docs/security.md records this trade-off.
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from collections import OrderedDict
@@ -28,6 +27,7 @@ from functools import lru_cache
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from shared import jsonlimits
 from shared.dpop import ALG, DPOP_TYP, ath, htu_of
 from shared.errors import Unauthorized
 from shared.signing import b64u_decode, jwk_thumbprint, load_public
@@ -85,7 +85,7 @@ def verify_proof(proof: str | None, *, method: str, url: str, access_token: str 
     if len(proof) > MAX_PROOF or proof.count(".") != 2:
         raise _bad("DPoP proof is not a compact JWS", "dpop_invalid")
     try:
-        header = json.loads(b64u_decode(proof.split(".")[0]))
+        header = jsonlimits.loads(b64u_decode(proof.split(".")[0]))
     except (ValueError, UnicodeDecodeError) as e:
         raise _bad("DPoP proof header is not base64url JSON", "dpop_invalid") from e
     if not isinstance(header, dict) or header.get("typ") != DPOP_TYP:
@@ -105,7 +105,7 @@ def verify_proof(proof: str | None, *, method: str, url: str, access_token: str 
         # RFC 7515 compact JWS, alg Ed25519 (checked above): the signature is over the
         # ASCII bytes "header.payload" exactly as sent
         _public_key(jwk["x"]).verify(b64u_decode(s64), f"{h64}.{p64}".encode("ascii"))
-        claims = json.loads(b64u_decode(p64))
+        claims = jsonlimits.loads(b64u_decode(p64))
     except (InvalidSignature, ValueError, TypeError) as e:
         raise _bad("DPoP proof signature does not verify", "dpop_invalid") from e
     if not isinstance(claims, dict):

@@ -30,6 +30,9 @@ class Settings:
     max_body_bytes: int = 8 * 1024 * 1024
     max_ops: int = 1000
     max_entry_body: int = 1024 * 1024
+    json_max_depth: int = 64  # parse limits on every JSON body, checked before parsing
+    json_max_keys: int = 200_000  # object members in one body
+    json_max_string: int = 4 * 1024 * 1024  # characters of one JSON string as sent
     changes_page: int = 500
     changes_page_max: int = 5000
     invite_ttl: int = 7 * 24 * 3600

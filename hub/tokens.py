@@ -17,7 +17,6 @@ refresh can help (``token_expired``) or not.
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from joserfc.errors import JoseError
 from joserfc.jwk import OKPKey
 
 from hub.keys import HubKey
+from shared import jsonlimits
 from shared.errors import Unauthorized
 from shared.ids import new_id
 from shared.signing import b64u_decode
@@ -82,7 +82,7 @@ def unverified_header(token: str) -> dict[str, Any]:
     if len(parts) != 3:
         raise _bad("access token is not a compact JWS")
     try:
-        header = json.loads(b64u_decode(parts[0]))
+        header = jsonlimits.loads(b64u_decode(parts[0]))
     except (ValueError, UnicodeDecodeError) as e:
         raise _bad("access token header is not base64url JSON") from e
     if not isinstance(header, dict):

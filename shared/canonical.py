@@ -14,6 +14,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from shared.jsonlimits import JsonLimits
+from shared.jsonlimits import check as check_limits
+
 MAX_SAFE_INT = 2**53 - 1
 
 _ESCAPES = {
@@ -163,10 +166,13 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return d
 
 
-def loads_strict(data: bytes | str) -> Any:
-    """Parse JSON, refusing NaN/Infinity, duplicate keys and (for canonical data) floats."""
+def loads_strict(data: bytes | str, limits: JsonLimits | None = None) -> Any:
+    """Parse JSON, refusing NaN/Infinity, duplicate keys and (for canonical data) floats;
+    with ``limits``, text past a parse limit first (``JsonLimitError``, a ValueError)."""
     if isinstance(data, bytes):
         data = data.decode("utf-8")
+    if limits is not None:
+        check_limits(data, limits)
     return json.loads(
         data,
         parse_constant=_reject_constant,

@@ -14,6 +14,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from shared.canonical import loads_strict
 from shared.errors import Internal, InvalidRequest, NotFound, QuireError, TooLarge
+from shared.jsonlimits import JsonLimitError, JsonLimits
 
 log = logging.getLogger("quire.hub.api")
 
@@ -54,6 +55,11 @@ async def unhandled_error_handler(request: Request, exc: Exception) -> Response:
     return error_response(Internal("internal error; the hub logged it"))
 
 
+def _limits(request: Request) -> JsonLimits:
+    s = request.app.state.hub.settings
+    return JsonLimits(depth=s.json_max_depth, keys=s.json_max_keys, string=s.json_max_string)
+
+
 async def read_json(request: Request, limit: int, *, allowed: set[str] | None = None
                     ) -> dict[str, Any]:
     """Read a JSON object body of at most ``limit`` bytes; refuse unknown top-level fields."""
@@ -75,8 +81,11 @@ async def read_json(request: Request, limit: int, *, allowed: set[str] | None = 
     if not raw:
         raise InvalidRequest("a JSON object body is required")
     try:
-        data = loads_strict(raw)
-    except (ValueError, UnicodeDecodeError) as e:
+        data = loads_strict(raw, _limits(request))
+    except JsonLimitError as e:
+        raise InvalidRequest(f"body refused before parsing: {e}",
+                             {"limit": e.what, "max": e.limit}) from e
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise InvalidRequest(f"body is not valid JSON: {e}") from e
     if not isinstance(data, dict):
         raise InvalidRequest("body must be a JSON object")

@@ -14,6 +14,7 @@ from starlette.exceptions import HTTPException
 
 from hub.api.http import http_error_handler, quire_error_handler, unhandled_error_handler
 from hub.api.routes import ROUTES
+from hub.clientaddr import parse_trusted
 from hub.dpop import JtiCache
 from hub.events import Broker
 from hub.guard import GuardHooks, Outcome
@@ -87,6 +88,7 @@ class Hub:
 
 def create_app(settings: Settings, *, store: Store | None = None, key: HubKey | None = None,
                hooks: GuardHooks | None = None) -> Starlette:
+    parse_trusted(settings.trusted_proxies)  # a bad trusted_proxies fails at start
     store = store or Store(settings.database_url, pool_size=settings.db_pool_size)
     key = key or HubKey.load(settings.key_path)
     hub = Hub(settings, store, key, hooks)

@@ -141,8 +141,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     app = create_app(s)
     print(f"quire hub serving {s.data_dir} on http://{s.host}:{s.port}", flush=True)
+    # proxy headers are read by the hub from trusted_proxies only (hub/clientaddr.py)
     uvicorn.run(app, host=s.host, port=s.port, log_level="warning", access_log=False,
-                timeout_graceful_shutdown=3)
+                timeout_graceful_shutdown=3, proxy_headers=False, forwarded_allow_ips="")
     return 0
 
 

@@ -27,6 +27,7 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8470
     public_url: str = ""  # the URL clients use (token audience); default http://host:port
+    trusted_proxies: str = ""  # addresses/networks whose X-Forwarded-For/Forwarded count
     max_body_bytes: int = 8 * 1024 * 1024
     max_ops: int = 1000
     max_entry_body: int = 1024 * 1024

@@ -13,6 +13,7 @@ from hub import admin, feed, grants, guard, spaces
 from hub.access import Principal, authenticate_txn, space_access_txn, verify_request
 from hub.api import events as live
 from hub.api.http import JSON, ndjson, read_json
+from hub.clientaddr import client_address, parse_trusted
 from hub.dpop import verify_proof
 from hub.store import queries as q
 from hub.tokens import AccessClaims
@@ -65,7 +66,10 @@ def _limit(limiter: object, key: str, what: str) -> None:
 
 
 def _client_addr(request: Request) -> str:
-    return request.client.host if request.client else "?"
+    """The TCP peer, or the client a trusted proxy names (hub/clientaddr.py)."""
+    return client_address(request.client.host if request.client else None,
+                          request.headers.items(),
+                          parse_trusted(_hub(request).settings.trusted_proxies))
 
 
 async def healthz(request: Request) -> Response:
@@ -105,8 +109,7 @@ async def keys(request: Request) -> Response:
 
 async def redeem(request: Request) -> Response:
     hub = _hub(request)
-    client = request.client.host if request.client else "?"
-    ok, wait = hub.redeem_limiter.allow(client)
+    ok, wait = hub.redeem_limiter.allow(_client_addr(request))
     if not ok:
         raise RateLimited("too many invite redemptions; wait and retry", {"retry_after": wait})
     body = await read_json(request, SMALL_BODY,

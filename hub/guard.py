@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from hub import audit, policy
+from hub import audit, policy, signed_state
 from hub.access import (
     Principal,
     authenticate_device_txn,
@@ -75,6 +75,7 @@ class Outcome:
     head_digest: str = ""
     epoch: str = ""
     at: int = 0
+    state: str = ""  # the state root after this batch (hub/signed_state.py)
 
 
 def check_bases(batch: Batch, current: dict[str, tuple[str, bool]]) -> None:
@@ -168,7 +169,7 @@ def known_head_txn(conn: Any, space: q.SpaceRow, seq: int, digest: str) -> bool:
 
 
 def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep: Prepared,
-               now: int, rebase: bool = False) -> Outcome:
+               now: int, rebase: bool = False, state_root: bool = True) -> Outcome:
     """With ``rebase``, a batch made on an earlier head of this epoch is chained on the
     current head, provided every base is still current (checked below, under the lock):
     per-entry bases guard concurrent edits; the head only orders them (docs/decisions.md)."""
@@ -207,6 +208,9 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
 
     seq = space.head_seq + 1
     head = chain_next(space.head_digest, batch.digest)
+    # the signed state root moves with the head, O(ops) (hub/signed_state.py)
+    root = signed_state.advance_txn(conn, space.id, signed_state.batch_changes(
+        batch.ops, current)) if state_root else signed_state.DISABLED_ROOT
     receipt = canonical_str(sign_receipt(key.private, receipt_body(
         space=space.id, batch_id=batch.batch_id, replica_id=batch.replica_id, seq=seq,
         head=head, epoch=space.epoch, accepted_at=now, digest=batch.digest)))
@@ -214,7 +218,8 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
                        batch_id=batch.batch_id, replica_id=batch.replica_id,
                        digest=batch.digest, head_digest=head, user_id=principal.user_id,
                        device_id=principal.device_id, agent=principal.agent,
-                       accepted_at=now, body=canonical_str(batch.to_wire()), receipt=receipt)
+                       accepted_at=now, body=canonical_str(batch.to_wire()), receipt=receipt,
+                       state_root=root)
     rows = []
     for op in batch.ops:
         rows.append({"entry_id": op.entry_id, "version": op.entry.version,
@@ -229,15 +234,17 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
     q.advance_head_and_audit_txn(conn, space.id, seq, head, tip)
     # delivered to other hub processes exactly when this transaction commits (DESIGN §5.6)
     q.notify_txn(conn, CHANNEL, Broker.payload("head", {
-        "space": space.id, "epoch": space.epoch, "seq": seq, "digest": head, "at": now}))
+        "space": space.id, "epoch": space.epoch, "seq": seq, "digest": head, "at": now,
+        "state": root}))
     return Outcome(receipt=receipt, replayed=False, seq=seq, space_id=space.id,
-                   head_digest=head, epoch=space.epoch, at=now)
+                   head_digest=head, epoch=space.epoch, at=now, state=root)
 
 
 def publish(store: Store, key: HubKey, principal: Principal | AccessClaims, space_ref: str,
             raw: Any, *,
             max_ops: int, max_body: int, now: Callable[[], int],
-            hooks: GuardHooks | None = None, rebase: bool = False) -> Outcome:
+            hooks: GuardHooks | None = None, rebase: bool = False,
+            state_root: bool = True) -> Outcome:
     """Accept a batch exactly once, or raise the error that says why not.
 
     ``principal``: the caller, or the request's verified token claims (then the device is
@@ -259,4 +266,4 @@ def publish(store: Store, key: HubKey, principal: Principal | AccessClaims, spac
     if hooks is not None and hooks.after_prepare is not None:
         hooks.after_prepare(batch)
     return store.commit_group.run(lambda conn: commit_txn(conn, key, batch, principal, prep,
-                                                          now(), rebase))
+                                                          now(), rebase, state_root))

@@ -50,6 +50,9 @@ class Settings:
     device_code_ttl: int = 600  # seconds a device login (RFC 8628) may wait for approval
     device_code_interval: int = 5  # seconds between polls the hub asks for
     log_level: str = "info"
+    # keep the signed state root (docs/security.md); off only to measure its cost: replicas
+    # refuse heads without it
+    state_root: bool = True
     clock: Callable[[], int] = field(default=_ms, repr=False)  # Unix milliseconds
 
     def __repr__(self) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hub import audit, policy
+from hub import audit, policy, signed_state
 from hub.access import (
     INVITE_PREFIX,
     MAX_CREDENTIAL,
@@ -27,7 +27,6 @@ from shared.digest import genesis_digest
 from shared.errors import Forbidden, InvalidRequest, Unauthorized
 from shared.ids import is_space_name, new_id
 from shared.signing import load_public
-from shared.wire import head_body, sign_head
 
 GENESIS_AUDIT = audit.GENESIS
 
@@ -223,20 +222,33 @@ def register_replica(store: Store, p: Principal, space_ref: str, body: dict[str,
     return store.run_write(txn)
 
 
-def head(store: Store, key: HubKey, p: Principal, space_ref: str, now: int) -> dict[str, Any]:
+def head(store: Store, key: HubKey, p: Principal, space_ref: str, now: int,
+         nonce: str | None = None, state_root: bool = True) -> dict[str, Any]:
+    """The signed head (with the state root, and over ``nonce`` when the caller sent one:
+    a freshness proof), plus the caller's role and applying rules (not signed)."""
     with store.read() as conn:
         space, role = space_access_txn(conn, p, space_ref, "viewer")
         rules = q.list_rules_txn(conn, space.id)
-    body = head_body(space=space.id, epoch=space.epoch, seq=space.head_seq,
-                     digest=space.head_digest, at=now)
+        root = signed_state.current_root_txn(conn, space.id, state_root)
+    signed = signed_state.signed_head(key, space=space.id, epoch=space.epoch,
+                                      seq=space.head_seq, digest=space.head_digest, root=root,
+                                      at=now, nonce=nonce)
     actor = policy.Actor(p.user_id, role, p.agent)
     applying = [r for r in rules if policy.rule_applies(policy.Rule.from_dict(r), actor)]
-    return dict(body, name=space.name, signature=sign_head(key.private, body), role=role,
-                rules=applying, rules_version=space.rules_version)
+    return dict(signed, name=space.name, role=role, rules=applying,
+                rules_version=space.rules_version)
 
 
-def bump_epoch(store: Store, p: Principal, space_ref: str, body: dict[str, Any], now: int
-               ) -> dict[str, Any]:
+def devices(store: Store, key: HubKey, p: Principal, space_ref: str, now: int
+            ) -> dict[str, Any]:
+    """Hub-signed attestations of the devices whose batches the space may hold."""
+    with store.read() as conn:
+        space, _ = space_access_txn(conn, p, space_ref, "viewer")
+        return {"devices": signed_state.attestations_txn(conn, key, space.id, now)}
+
+
+def bump_epoch(store: Store, p: Principal, space_ref: str, body: dict[str, Any], now: int,
+               key: HubKey | None = None) -> dict[str, Any]:
     reason = body.get("reason")
     _require(isinstance(reason, str) and 0 < len(reason.strip()) <= 500,
              "reason is required (1-500 characters): say why history restarts")
@@ -247,6 +259,8 @@ def bump_epoch(store: Store, p: Principal, space_ref: str, body: dict[str, Any],
         space, _ = space_access_txn(conn, p, space_ref, "admin", lock=True)
         epoch = new_id(now)
         q.set_head_txn(conn, space.id, 0, genesis_digest(space.id, epoch), epoch=epoch)
+        if key is not None:  # the statement replicas verify before taking the new epoch
+            signed_state.epoch_statement_txn(conn, key, space, epoch, reason, now)
         audit.record_space_txn(conn, space, at=now, action="epoch.bump", actor=p.actor(),
                                details={"previous": space.epoch, "epoch": epoch,
                                         "reason": reason, "previous_seq": space.head_seq})

@@ -24,16 +24,18 @@ import httpx2
 from shared.canonical import CanonicalError
 from shared.digest import sha256_hex, verify_chain
 from shared.entry import Entry, EntryError, make_entry, validated_canonical_bytes
-from shared.errors import InvalidRequest, LocalError, QuireError, TransferFailed, from_wire
-from shared.wire import Batch, head_body, parse_batch, verify_head, verify_receipt
+from shared.errors import (
+    HubUnverified,
+    InvalidRequest,
+    LocalError,
+    QuireError,
+    TransferFailed,
+    from_wire,
+)
+from shared.signed import parse_head
+from shared.wire import Batch, parse_batch, verify_receipt
 
 DEFAULT_TIMEOUT = 30.0
-
-
-class HubUnverified(LocalError):
-    """The hub sent something that does not verify (signature, digest, chain)."""
-
-    code = "hub_unverified"
 
 
 @dataclass(frozen=True)
@@ -220,14 +222,7 @@ class HubClient:
     def head(self, space: str) -> dict[str, Any]:
         """The signed head; raises HubUnverified when the signature does not verify."""
         h = self._request("GET", f"/v1/spaces/{_q(space)}/head")
-        try:
-            body = head_body(space=h["space"], epoch=h["epoch"], seq=h["seq"],
-                             digest=h["digest"], at=h["at"])
-            ok = verify_head(self._need_key(), body, h["signature"])
-        except (KeyError, TypeError) as e:
-            raise HubUnverified(f"head is missing a field: {e}") from e
-        if not ok:
-            raise HubUnverified("head signature does not verify with the pinned hub key")
+        parse_head(self._need_key(), h, space=h.get("space") if isinstance(h, dict) else "")
         return h
 
     def changes(self, space_id: str, *, epoch: str, after: int, after_digest: str,

@@ -17,7 +17,10 @@ responses in one handler and the replica maps responses back to the same classes
     ├── InvalidRequest              invalid_request    422
     ├── RateLimited                 rate_limited       429  retryable after details.retry_after
     ├── Unavailable                 unavailable        503  retryable
-    └── TransferFailed              transfer_failed    (client side) network, timeout, bad stream
+    ├── TransferFailed              transfer_failed    (client side) network, timeout, bad stream
+    └── LocalError                  local_error        (client side) a problem on this machine
+        ├── HubUnverified           hub_unverified     the hub sent what its key did not sign
+        └── StaleHead               stale_head         no head signed recently (freshness)
 
 ``retryable`` tells a client whether trying again later (after the named action) can succeed;
 a permanent refusal must be surfaced to a person or agent, never retried in a loop.
@@ -154,13 +157,28 @@ class LockHeld(LocalError):
     code = "lock_held"
 
 
+class HubUnverified(LocalError):
+    """The hub (or something between it and us) sent what does not verify against the
+    pinned hub key: a signature, a digest, the chain, the state root. Nothing was applied;
+    permanent until a person looks (an honest hub never sends it)."""
+
+    code = "hub_unverified"
+
+
+class StaleHead(LocalError):
+    """The newest signed head is older than the freshness bound and no head signed over
+    our nonce could be had: "up to date" cannot be claimed (docs/security.md)."""
+
+    code = "stale_head"
+
+
 ERROR_CLASSES: dict[str, type[QuireError]] = {
     cls.code: cls
     for cls in (
         Internal, Unauthorized, Forbidden, PolicyDenied, NotFound, HeadChanged, EpochChanged,
         BaseMismatch, BatchConflict, PacketStale, ClaimHeld, SnapshotRequired, TooLarge,
         InvalidRequest, RateLimited, Unavailable, TransferFailed, LocalError, NotJoined,
-        LockHeld,
+        LockHeld, HubUnverified, StaleHead,
     )
 }
 

@@ -19,6 +19,7 @@ from hub.store import queries as q
 from hub.tokens import AccessClaims
 from shared.errors import InvalidRequest, NotFound, RateLimited, Unavailable
 from shared.ids import is_id
+from shared.signed import MAX_NONCE
 
 SMALL_BODY = 16 * 1024
 
@@ -293,11 +294,26 @@ async def register_replica(request: Request) -> Response:
 async def head(request: Request) -> Response:
     p = await principal(request)
     hub = _hub(request)
-    if request.query_params:  # ?wait=S&after=SEQ: long-poll (hub/api/events.py)
+    qp = request.query_params
+    nonce = None
+    if set(qp) == {"nonce"}:  # a freshness proof: the head signed over the caller's nonce
+        nonce = qp["nonce"]
+        if not (0 < len(nonce) <= MAX_NONCE and nonce.replace("-", "").replace("_", "")
+                .isalnum() and nonce.isascii()):
+            raise InvalidRequest(f"nonce: 1-{MAX_NONCE} of A-Z, a-z, 0-9, '-', '_'")
+    elif qp:  # ?wait=S&after=SEQ: long-poll (hub/api/events.py)
         return JSON(await live.long_poll_head(request, p, hub))
     out = await run_in_threadpool(spaces.head, hub.store, hub.key, p,
-                                  request.path_params["space"], hub.now())
+                                  request.path_params["space"], hub.now(), nonce,
+                                  hub.settings.state_root)
     return JSON(out)
+
+
+async def devices(request: Request) -> Response:
+    p = await principal(request)
+    hub = _hub(request)
+    return JSON(await run_in_threadpool(spaces.devices, hub.store, hub.key, p,
+                                        request.path_params["space"], hub.now()))
 
 
 async def changes(request: Request) -> Response:
@@ -311,13 +327,15 @@ async def changes(request: Request) -> Response:
                                                    qp.get("limit"), hub.settings.changes_page,
                                                    hub.settings.changes_page_max)
     return await ndjson(feed.changes(hub.store, p, request.path_params["space"], epoch, after,
-                                     limit))
+                                     limit, feed.Signer(hub.key, hub.now(),
+                                                        hub.settings.state_root)))
 
 
 async def snapshot(request: Request) -> Response:
     p = await principal(request)
     hub = _hub(request)
-    return await ndjson(feed.snapshot(hub.store, p, request.path_params["space"]))
+    return await ndjson(feed.snapshot(hub.store, p, request.path_params["space"],
+                                      feed.Signer(hub.key, hub.now(), hub.settings.state_root)))
 
 
 def _rebase_param(request: Request) -> bool:
@@ -343,7 +361,7 @@ async def publish(request: Request) -> Response:
     outcome = await run_in_threadpool(
         guard.publish, hub.store, hub.key, claims, request.path_params["space"], body,
         max_ops=s.max_ops, max_body=s.max_entry_body, now=hub.now, hooks=hub.hooks,
-        rebase=rebase)
+        rebase=rebase, state_root=s.state_root)
     if not outcome.replayed:
         hub.published(outcome)
     # receipts are served as stored so a replay is byte-for-byte the original
@@ -377,7 +395,7 @@ async def bump_epoch(request: Request) -> Response:
     hub = _hub(request)
     body = await read_json(request, SMALL_BODY, allowed={"reason"})
     out = await run_in_threadpool(spaces.bump_epoch, hub.store, p,
-                                  request.path_params["space"], body, hub.now())
+                                  request.path_params["space"], body, hub.now(), hub.key)
     hub.epoch_changed(out)
     return JSON(out)
 
@@ -403,6 +421,7 @@ ROUTES = [
     Route("/v1/spaces/{space}/head", head, methods=["GET"]),
     Route("/v1/spaces/{space}/changes", changes, methods=["GET"]),
     Route("/v1/spaces/{space}/snapshot", snapshot, methods=["GET"]),
+    Route("/v1/spaces/{space}/devices", devices, methods=["GET"]),
     Route("/v1/spaces/{space}/batches", publish, methods=["POST"]),
     Route("/v1/spaces/{space}/receipts/{replica}/{batch}", receipt, methods=["GET"]),
     Route("/v1/spaces/{space}/epoch", bump_epoch, methods=["POST"]),

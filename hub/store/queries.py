@@ -370,7 +370,8 @@ class PriorBatch(NamedTuple):
 _BATCH_BY_IDS = Sql("SELECT space_id, digest, receipt FROM batches "
                     "WHERE replica_id = :r AND batch_id = :b")
 _BATCH_COLS = ("space_id", "epoch", "seq", "batch_id", "replica_id", "digest", "head_digest",
-               "user_id", "device_id", "agent", "accepted_at", "body", "receipt")
+               "user_id", "device_id", "agent", "accepted_at", "body", "receipt",
+               "state_root")
 _INSERT_BATCH = Sql(f"INSERT INTO batches ({', '.join(_BATCH_COLS)}) "
                     f"VALUES ({', '.join(':' + c for c in _BATCH_COLS)})")
 
@@ -387,7 +388,7 @@ def insert_batch_txn(conn: Connection, **values: Any) -> None:
 def iter_changes_txn(conn: Connection, space_id: str, epoch: str, after: int, limit: int
                      ) -> Iterator[Any]:
     q = (select(batches.c.seq, batches.c.head_digest, batches.c.accepted_at, batches.c.user_id,
-                batches.c.device_id, batches.c.agent, batches.c.body)
+                batches.c.device_id, batches.c.agent, batches.c.body, batches.c.receipt)
          .where(and_(batches.c.space_id == space_id, batches.c.epoch == epoch,
                      batches.c.seq > after))
          .order_by(batches.c.seq).limit(limit))

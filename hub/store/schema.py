@@ -10,6 +10,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -112,6 +113,8 @@ batches = Table(
     Column("accepted_at", BigInteger, nullable=False),
     Column("body", Text, nullable=False),  # canonical wire batch, served as stored
     Column("receipt", Text, nullable=False),  # signed receipt JSON, replayed as stored
+    # the state root right after this batch (0003; NULL for batches accepted before it)
+    Column("state_root", DIGEST, nullable=True),
     UniqueConstraint("replica_id", "batch_id", name="uq_batches_replica_batch"),
 )
 
@@ -194,4 +197,30 @@ device_codes = Table(
     Column("approved_at", BigInteger, nullable=True),
     Column("used_at", BigInteger, nullable=True),  # tokens issued: never again
     Column("device_id", ID, nullable=True),
+)
+
+
+# ---------------------------------------------------------------- signed state (0003)
+# shared/state.py draws the tree: 256 bucket lattices per space, their digests, the root
+
+state_buckets = Table(
+    "state_buckets", metadata,
+    Column("space_id", ID, ForeignKey("spaces.id"), primary_key=True),
+    Column("bucket", Integer, primary_key=True, autoincrement=False),
+    Column("lattice", LargeBinary, nullable=False),  # 2048 bytes
+)
+
+state_roots = Table(
+    "state_roots", metadata,
+    Column("space_id", ID, ForeignKey("spaces.id"), primary_key=True),
+    Column("digests", LargeBinary, nullable=False),  # 256 bucket digests, 32 bytes each
+    Column("root", DIGEST, nullable=False),
+)
+
+space_epochs = Table(
+    "space_epochs", metadata,
+    Column("space_id", ID, ForeignKey("spaces.id"), primary_key=True),
+    Column("epoch", ID, primary_key=True),
+    Column("statement", Text, nullable=False),  # hub-signed epoch statement (canonical JSON)
+    Column("at", BigInteger, nullable=False),
 )

@@ -7,6 +7,8 @@ from typing import Any
 
 from shared.digest import verify_chain
 from shared.ids import new_id
+from shared.signed import parse_head
+from shared.state import root_of_entries
 from shared.wire import verify_receipt
 from tests.kit import delete, ndjson, put, redeem
 
@@ -40,7 +42,17 @@ def test_publish_pull_and_snapshot_agree(hub_app: dict[str, Any]) -> None:
     after1 = ndjson(ed.get(f"/v1/spaces/{space}/changes?after=1").text)
     assert [x["seq"] for x in after1[:-1]] == [2, 3]
     limited = ndjson(ed.get(f"/v1/spaces/{space}/changes?after=0&limit=1").text)
-    assert limited[-1]["end"] == {"seq": 1, "head_seq": 3, "epoch": head["epoch"], "more": True}
+    end = dict(limited[-1]["end"])
+    signed_end = end.pop("head")
+    assert end == {"seq": 1, "head_seq": 3, "epoch": head["epoch"], "more": True}
+    # every page ends at a head the hub key signed, with the state root at that seq
+    key = hub_app["hub"].key.public
+    at1 = parse_head(key, signed_end, space=space)
+    assert (at1.seq, at1.digest) == (1, lines[0]["head"])
+    assert at1.state == root_of_entries([(x["entry"]["id"], put(x["entry"]["id"],
+                                          x["entry"]["body"]).entry.version)
+                                         for x in lines[0]["batch"]["ops"]])
+    assert parse_head(key, lines[-1]["end"]["head"], space=space).state == head["state"]
 
     snap = ndjson(ed.get(f"/v1/spaces/{space}/snapshot").text)
     assert snap[0]["head"]["seq"] == 3
@@ -55,6 +67,10 @@ def test_publish_pull_and_snapshot_agree(hub_app: dict[str, Any]) -> None:
             else:
                 state.pop(op["id"])
     assert state == {x["entry"]["id"]: x["entry"] for x in snap[1:-1]}
+    # the signed state root is the root a replica computes from the snapshot's entries
+    snap_head = parse_head(key, snap[0]["head"], space=space)
+    assert snap_head.state == head["state"] == root_of_entries(
+        (x["entry"]["id"], x["version"]) for x in snap[1:-1])
 
 
 def test_push_with_stale_parent_is_refused(hub_app: dict[str, Any]) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx2
 
+from shared import signed
 from shared.canonical import dumps
 from shared.digest import chain_next, genesis_digest
 from shared.entry import Entry
@@ -26,7 +27,8 @@ from shared.errors import (
 )
 from shared.ids import new_id
 from shared.signing import new_private_key, public_b64
-from shared.wire import head_body, parse_batch, receipt_body, sign_head, sign_receipt
+from shared.state import root_of_entries
+from shared.wire import parse_batch, receipt_body, sign_receipt
 
 
 class FakeHub:
@@ -82,10 +84,12 @@ class FakeHub:
             raise NotFound("no such route")
         what = parts[3]
         if what == "head" and request.method == "GET":
-            body = head_body(space=self.space_id, epoch=self.epoch, seq=self.seq,
-                             digest=self.digest, at=self.clock)
-            return httpx2.Response(200, json=dict(body, name=self.name, role="editor", rules=[],
-                                                  signature=sign_head(self.key, body)))
+            body = signed.head_body(space=self.space_id, epoch=self.epoch, seq=self.seq,
+                                    digest=self.digest, at=self.clock,
+                                    state=root_of_entries((k, v.version)
+                                                          for k, v in self.live().items()))
+            return httpx2.Response(200, json=dict(signed.sign_head(self.key, body),
+                                                  name=self.name, role="editor", rules=[]))
         if what == "changes":
             q = request.url.params
             after = int(q.get("after", "0"))

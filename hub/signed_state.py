@@ -1,0 +1,123 @@
+"""The hub's side of verified replication (DESIGN §12, shared/state.py, shared/signed.py).
+
+    guard.commit_txn ──advance_txn──▶ touched bucket lattices, bucket digests, root
+                                      (same transaction as the head; root kept per batch)
+    head / changes / snapshot / events ──signed_head──▶ {space, epoch, seq, digest,
+                                                        state, at[, nonce]} + signature
+    epoch bump ──epoch_statement_txn──▶ signed {epoch, previous, reason, …}, kept
+    GET …/devices ──attestations_txn──▶ signed device records (key, valid_from, revoked_at)
+
+A space without a state row (created before migration 0003) gets one computed from its
+entries on first use. ``enabled=False`` (setting ``state_root``) skips the bookkeeping for
+benchmarks: heads then carry the all-zero state, which no replica accepts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hub.keys import HubKey
+from hub.store import queries as q
+from hub.store import state_sql as ss
+from shared import state
+from shared.canonical import canonical_str
+from shared.signed import (
+    DEVICE_DOMAIN,
+    EPOCH_DOMAIN,
+    device_body,
+    epoch_body,
+    head_body,
+    sign_head,
+    sign_statement,
+)
+
+DISABLED_ROOT = "0" * 64  # served when the setting is off: never a real root
+
+
+def _rebuild_txn(conn: Any, space_id: str) -> tuple[list[bytes], str]:
+    lattices = state.lattices_of(ss.iter_live_versions_txn(conn, space_id))
+    ss.clear_lattices_txn(conn, space_id)
+    ss.set_lattices_txn(conn, space_id, lattices)
+    digests = state.digests_with(state.EMPTY_DIGESTS, lattices)
+    root = state.root_of(digests)
+    ss.set_root_txn(conn, space_id, state.pack_digests(digests), root)
+    return digests, root
+
+
+def advance_txn(conn: Any, space_id: str, changes: list[state.Change]) -> str:
+    """Apply a batch's ``(id, old live version, new live version)`` to the space's state and
+    return the new root. Runs in the publishing transaction, before the entries are written
+    (a missing state is rebuilt from the entries as they were before the batch)."""
+    cur = ss.root_txn(conn, space_id)
+    digests = state.unpack_digests(cur[0]) if cur is not None else _rebuild_txn(conn,
+                                                                                space_id)[0]
+    buckets = sorted({state.bucket_of(c[0]) for c in changes if c[1] != c[2]})
+    if not buckets:
+        return state.root_of(digests)
+    new = state.apply_changes(ss.lattices_txn(conn, space_id, buckets), changes)
+    ss.set_lattices_txn(conn, space_id, new)
+    digests = state.digests_with(digests, new)
+    root = state.root_of(digests)
+    ss.set_root_txn(conn, space_id, state.pack_digests(digests), root)
+    return root
+
+
+def batch_changes(ops: Any, current: dict[str, tuple[str, bool]]) -> list[state.Change]:
+    """``(id, old, new)`` live versions of a batch's ops against the current versions."""
+    out = []
+    for op in ops:
+        cur = current.get(op.entry_id)
+        old = cur[0] if cur is not None and not cur[1] else None
+        new = None if op.entry.deleted else op.entry.version
+        out.append((op.entry_id, old, new))
+    return out
+
+
+def current_root_txn(conn: Any, space_id: str, enabled: bool = True) -> str:
+    """The root at the space's current head (read transaction: nothing written)."""
+    if not enabled:
+        return DISABLED_ROOT
+    cur = ss.root_txn(conn, space_id)
+    if cur is not None:
+        return cur[1]
+    return state.root_of_entries(ss.iter_live_versions_txn(conn, space_id))
+
+
+def root_at_txn(conn: Any, space: q.SpaceRow, seq: int, enabled: bool = True) -> str | None:
+    """The root right after head ``seq`` of the space's current epoch; None when unknown
+    (a batch accepted before migration 0003, or the genesis of a past head)."""
+    if not enabled:
+        return DISABLED_ROOT
+    if seq == space.head_seq:
+        return current_root_txn(conn, space.id)
+    if seq <= 0:
+        return None
+    return ss.batch_root_txn(conn, space.id, space.epoch, seq)
+
+
+def signed_head(key: HubKey, *, space: str, epoch: str, seq: int, digest: str, root: str,
+                at: int, nonce: str | None = None) -> dict[str, Any]:
+    return sign_head(key.private, head_body(space=space, epoch=epoch, seq=seq, digest=digest,
+                                            state=root, at=at, nonce=nonce))
+
+
+def epoch_statement_txn(conn: Any, key: HubKey, space: q.SpaceRow, epoch: str, reason: str,
+                        at: int) -> dict[str, Any]:
+    """Sign and keep the statement that ``space`` moved from its epoch to ``epoch``."""
+    st = sign_statement(key.private, EPOCH_DOMAIN, epoch_body(
+        space=space.id, epoch=epoch, previous=space.epoch, previous_seq=space.head_seq,
+        previous_digest=space.head_digest, reason=reason, at=at))
+    ss.insert_epoch_txn(conn, space.id, epoch, canonical_str(st), at)
+    return st
+
+
+def epoch_statements_txn(conn: Any, space_id: str) -> list[str]:
+    """Every signed epoch statement of the space (canonical JSON text), oldest first."""
+    return ss.epoch_statements_txn(conn, space_id)
+
+
+def attestations_txn(conn: Any, key: HubKey, space_id: str, now: int) -> list[dict[str, Any]]:
+    """Signed records of every device whose batches a replica of the space may hold."""
+    return [sign_statement(key.private, DEVICE_DOMAIN, device_body(
+        device=d, user=u, public_key=pk, valid_from=created, revoked_at=revoked, at=now))
+        for d, u, pk, created, revoked in ss.space_devices_txn(conn, space_id)]

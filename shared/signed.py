@@ -1,0 +1,206 @@
+"""What the hub key signs for replicas, and how a replica checks it (DESIGN §12).
+
+    signed head        {space, epoch, seq, digest, state, at[, nonce]}   HEAD_DOMAIN
+    device attestation {device, user, public_key, valid_from, revoked_at, at}  DEVICE_DOMAIN
+    epoch statement    {space, epoch, previous, previous_seq, previous_digest, reason, at}
+                                                                          EPOCH_DOMAIN
+
+Each is a JSON object with a ``signature`` member over the canonical JSON of the others,
+under its own domain (a signature of one kind never verifies as another). Parsers here are
+strict and pure: a wrong type, a missing field or a bad signature raises ``HubUnverified``
+naming what did not verify. Nothing here trusts the transport.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from shared.canonical import CanonicalError, canonical_bytes
+from shared.digest import is_digest
+from shared.errors import HubUnverified
+from shared.ids import is_id
+from shared.signing import HEAD_DOMAIN, sign, verify
+
+DEVICE_DOMAIN = b"quire-device-v1:"
+EPOCH_DOMAIN = b"quire-epoch-v1:"
+MAX_NONCE = 64
+
+
+def _int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**53
+
+
+def sign_statement(key: Ed25519PrivateKey, domain: bytes, body: dict[str, Any]
+                   ) -> dict[str, Any]:
+    return dict(body, signature=sign(key, domain, canonical_bytes(body)))
+
+
+def _verified_body(hub_key: str, domain: bytes, obj: Any, fields: set[str],
+                   optional: set[str], what: str) -> dict[str, Any]:
+    if not isinstance(obj, dict):
+        raise HubUnverified(f"{what} is not an object")
+    body = {k: v for k, v in obj.items() if k != "signature"}
+    missing = fields - set(body)
+    unknown = set(body) - fields - optional
+    if missing or unknown:
+        raise HubUnverified(f"{what} has missing or unknown fields",
+                            {"missing": sorted(missing), "unknown": sorted(unknown)[:10]})
+    sig = obj.get("signature")
+    try:
+        ok = isinstance(sig, str) and verify(hub_key, domain, canonical_bytes(body), sig)
+    except CanonicalError:
+        ok = False
+    if not ok:
+        raise HubUnverified(f"{what} signature does not verify with the pinned hub key",
+                            {"reason": "bad_signature"})
+    return body
+
+
+# ---------------------------------------------------------------- heads
+
+
+@dataclass(frozen=True)
+class SignedHead:
+    space: str
+    epoch: str
+    seq: int
+    digest: str
+    state: str
+    at: int
+    nonce: str | None
+    wire: dict[str, Any]  # as received (body and signature): kept, shown by ``quire verify``
+
+
+HEAD_FIELDS = {"space", "epoch", "seq", "digest", "state", "at"}
+
+
+def head_body(*, space: str, epoch: str, seq: int, digest: str, state: str, at: int,
+              nonce: str | None = None) -> dict[str, Any]:
+    body = {"space": space, "epoch": epoch, "seq": seq, "digest": digest, "state": state,
+            "at": at}
+    if nonce is not None:
+        body["nonce"] = nonce
+    return body
+
+
+def sign_head(key: Ed25519PrivateKey, body: dict[str, Any]) -> dict[str, Any]:
+    """The head as served: its body with ``signature``."""
+    return sign_statement(key, HEAD_DOMAIN, body)
+
+
+def parse_head(hub_key: str, obj: Any, *, space: str, nonce: str | None = None
+               ) -> SignedHead:
+    """A head the pinned key signed, for ``space`` (and over ``nonce`` when given)."""
+    if isinstance(obj, dict):  # the head endpoint adds unsigned context (role, rules…)
+        keep = HEAD_FIELDS | {"nonce", "signature"}
+        obj = {k: v for k, v in obj.items() if k in keep}
+    body = _verified_body(hub_key, HEAD_DOMAIN, obj, HEAD_FIELDS, {"nonce"}, "head")
+    if not (is_id(body["space"]) and is_id(body["epoch"]) and _int(body["seq"])
+            and is_digest(body["digest"]) and is_digest(body["state"]) and _int(body["at"])):
+        raise HubUnverified("signed head has a field of the wrong form")
+    if body["space"] != space:
+        raise HubUnverified("signed head is for another space", {"space": body["space"]})
+    got = body.get("nonce")
+    if nonce is not None and got != nonce:
+        raise HubUnverified("signed head is not over our nonce (replayed?)",
+                            {"reason": "nonce"})
+    return SignedHead(body["space"], body["epoch"], body["seq"], body["digest"],
+                      body["state"], body["at"], got, dict(obj))
+
+
+# ---------------------------------------------------------------- device attestations
+
+
+@dataclass(frozen=True)
+class Attestation:
+    device: str
+    user: str
+    public_key: str
+    valid_from: int
+    revoked_at: int | None
+    at: int
+
+
+DEVICE_FIELDS = {"device", "user", "public_key", "valid_from", "revoked_at", "at"}
+
+
+def device_body(*, device: str, user: str, public_key: str, valid_from: int,
+                revoked_at: int | None, at: int) -> dict[str, Any]:
+    return {"device": device, "user": user, "public_key": public_key,
+            "valid_from": valid_from, "revoked_at": revoked_at, "at": at}
+
+
+def parse_attestation(hub_key: str, obj: Any) -> Attestation:
+    body = _verified_body(hub_key, DEVICE_DOMAIN, obj, DEVICE_FIELDS, set(),
+                          "device attestation")
+    if not (is_id(body["device"]) and is_id(body["user"])
+            and isinstance(body["public_key"], str) and _int(body["valid_from"])
+            and (body["revoked_at"] is None or _int(body["revoked_at"]))
+            and _int(body["at"])):
+        raise HubUnverified("device attestation has a field of the wrong form")
+    return Attestation(body["device"], body["user"], body["public_key"], body["valid_from"],
+                       body["revoked_at"], body["at"])
+
+
+def attested_at(att: Attestation, when: int) -> bool:
+    """Was the device valid at hub time ``when`` (a batch accepted then)?"""
+    return att.valid_from <= when and (att.revoked_at is None or when < att.revoked_at)
+
+
+# ---------------------------------------------------------------- epoch statements
+
+
+@dataclass(frozen=True)
+class EpochStatement:
+    space: str
+    epoch: str
+    previous: str
+    previous_seq: int
+    previous_digest: str
+    reason: str
+    at: int
+
+
+EPOCH_FIELDS = {"space", "epoch", "previous", "previous_seq", "previous_digest", "reason",
+                "at"}
+
+
+def epoch_body(*, space: str, epoch: str, previous: str, previous_seq: int,
+               previous_digest: str, reason: str, at: int) -> dict[str, Any]:
+    return {"space": space, "epoch": epoch, "previous": previous,
+            "previous_seq": previous_seq, "previous_digest": previous_digest,
+            "reason": reason, "at": at}
+
+
+def parse_epoch_statement(hub_key: str, obj: Any, *, space: str) -> EpochStatement:
+    body = _verified_body(hub_key, EPOCH_DOMAIN, obj, EPOCH_FIELDS, set(), "epoch statement")
+    if not (is_id(body["epoch"]) and is_id(body["previous"]) and _int(body["previous_seq"])
+            and is_digest(body["previous_digest"]) and isinstance(body["reason"], str)
+            and _int(body["at"])):
+        raise HubUnverified("epoch statement has a field of the wrong form")
+    if body["space"] != space:
+        raise HubUnverified("epoch statement is for another space")
+    return EpochStatement(body["space"], body["epoch"], body["previous"],
+                          body["previous_seq"], body["previous_digest"], body["reason"],
+                          body["at"])
+
+
+def epoch_path(statements: list[EpochStatement], start: str, end: str
+               ) -> list[EpochStatement]:
+    """The signed statements leading from epoch ``start`` to ``end`` (raises when none do).
+    Epochs are random ids, so the path is a simple walk by ``previous``."""
+    by_prev = {s.previous: s for s in statements}
+    path: list[EpochStatement] = []
+    cur = start
+    while cur != end:
+        s = by_prev.get(cur)
+        if s is None or len(path) > len(statements):
+            raise HubUnverified("no hub-signed epoch statement leads from this replica's "
+                                "epoch to the hub's", {"reason": "epoch_unsigned",
+                                                       "from": start, "to": end})
+        path.append(s)
+        cur = s.epoch
+    return path

@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 run: $(STAMP)  ## set up, initialize an embedded SQLite hub on first run, serve on 127.0.0.1
-	@if [ ! -f $(DATA)/hub_key.pem ]; then $(BIN)/quire hub init --data $(DATA) --public-url http://127.0.0.1:$(PORT); \
+	@if [ ! -f $(DATA)/hub_key.pem ]; then $(BIN)/quire hub init --data $(DATA) --public-url http://127.0.0.1:$(PORT) --serving; \
 	else echo "hub already initialized in $(DATA) (new owner code: $(BIN)/quire hub enroll --data $(DATA))"; fi
 	$(BIN)/quire hub serve --data $(DATA) --host 127.0.0.1 --port $(PORT)
 

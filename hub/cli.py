@@ -9,21 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hub.nextsteps import init_steps
 from hub.settings import Settings, load_settings
-
-NEXT_STEPS = """\
-Owner enrollment code (one-time, expires in {days} days; it is not stored anywhere):
-
-    {code}
-
-Next steps:
-  1. serve:               quire hub serve --data {data}
-  2. on the owner's machine:
-                          quire join {url} --invite {code}
-  3. create a space:      quire admin space create team-memory
-  4. invite a member:     quire admin invite create team-memory --role editor
-  5. the member joins:    quire join {url} --invite <code> --vault ./memory
-"""
+from shared.humanize import when
 
 
 def _out(args: argparse.Namespace, doc: dict[str, Any], human: str) -> None:
@@ -94,8 +82,8 @@ def cmd_init(args: argparse.Namespace) -> int:
     url = s.url
     _out(args, {"enrollment_code": inv["code"], "expires_at": inv["expires_at"],
                 "data": str(s.data_dir), "url": url},
-         NEXT_STEPS.format(code=inv["code"], data=s.data_dir, url=url,
-                           days=s.invite_ttl // 86400))
+         init_steps(data=s.data_dir, url=url, url_given=bool(s.public_url), code=inv["code"],
+                    expires_at=inv["expires_at"], now=s.clock(), serving=args.serving))
     return 0
 
 
@@ -105,7 +93,9 @@ def cmd_enroll(args: argparse.Namespace) -> int:
         return _fail(args, "not_initialized", f"no hub in {s.data_dir}; run 'quire hub init'")
     inv = _owner_invite(s)
     _out(args, {"enrollment_code": inv["code"], "expires_at": inv["expires_at"]},
-         f"Owner enrollment code (one-time): {inv['code']}")
+         f"Owner enrollment code (one-time, expires {when(inv['expires_at'], s.clock())}):\n\n"
+         f"    {inv['code']}\n\nredeem it on the owner's machine: "
+         f"quire join {s.url} --invite {inv['code']}")
     return 0
 
 
@@ -165,9 +155,13 @@ def build_parser(prog: str = "quire hub") -> argparse.ArgumentParser:
         sp.add_argument("--public-url", default=None,
                         help="URL clients use to reach this hub (default http://HOST:PORT)")
 
-    common(sub.add_parser("init", help="create the database, hub key and first owner code",
+    init = sub.add_parser("init", help="create the database, hub key and first owner code",
                           description="Create the database, the hub signing key and a "
-                                      "one-time owner enrollment code (offline)."))
+                                      "one-time owner enrollment code (offline).")
+    common(init)
+    init.add_argument("--serving", action="store_true",
+                      help="the caller serves the hub right after (make run): leave the "
+                           "'serve' step out of the printed next steps")
     common(sub.add_parser("serve", help="serve the hub over HTTP",
                           description="Serve the hub over HTTP."), serve=True)
     common(sub.add_parser("migrate", help="upgrade the database schema",

@@ -29,6 +29,7 @@ from hub.access import (
     recheck_principal_txn,
     space_access_txn,
 )
+from hub.admission import check_portable
 from hub.events import CHANNEL, Broker
 from hub.keys import HubKey
 from hub.store import queries as q
@@ -152,6 +153,7 @@ def prepare_txn(conn: Any, batch: Batch, principal: Principal, space_ref: str,
                            "local changes", {"epoch": space.epoch})
     current = q.current_versions_txn(conn, space.id, [op.entry_id for op in batch.ops])
     check_bases(batch, current)
+    check_portable(batch.ops, current)
     check_rules(batch, q.list_rules_txn(conn, space.id), principal, role, current)
     return principal, Prepared(space.id, space.epoch, space.rules_version, role,
                                dev.public_key), None

@@ -46,7 +46,7 @@ from shared.errors import (
     QuireError,
     SnapshotRequired,
 )
-from shared.ids import new_id
+from shared.ids import new_id, portability_problem
 from shared.wire import Batch, Op, build_batch, parse_batch
 
 MAX_ROUNDS = 8  # push attempts per sync when the head keeps moving
@@ -505,10 +505,16 @@ class Replica:
         """Would the hub deny this op? Judged with the role and rules of this sync's head
         (already narrowed to this caller) against the synced content, as the guard does;
         the hub still checks. None when allowed or when the head did not say."""
+        current = None if s.synced is None else (s.synced.version, s.synced.deleted)
+        problem = None if op.entry.deleted or (current and not current[1]) \
+            else portability_problem(s.id)
+        if problem:  # the hub refuses it too (hub/admission.py)
+            return {"id": s.id, "action": "create", "rule": "portable_id",
+                    "message": f"{s.id} cannot be a file on every replica ({problem}); "
+                               "rename it; kept locally, not published"}
         role = access.get("role")
         if role is None:
             return None
-        current = None if s.synced is None else (s.synced.version, s.synced.deleted)
         action = policy.op_action(op.entry.deleted, current)
         if not policy.at_least(role, "editor"):
             return {"id": s.id, "action": action, "rule": f"role:{role}",

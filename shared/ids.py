@@ -82,6 +82,30 @@ def _entry_id_problem(entry_id: str) -> str | None:
     return slug_problem(slug)
 
 
+# names Windows reserves for devices, with or without an extension (con, con.txt, con.x.y);
+# conin$/conout$ are listed although '$' is already outside the slug alphabet
+_RESERVED = frozenset(["con", "prn", "aux", "nul", "conin$", "conout$",
+                       *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))])
+
+
+def portability_problem(entry_id: str) -> str | None:
+    """Why a new entry with this (syntactically valid) id could not be a file on Windows,
+    macOS or Linux, or None. The slug alphabet is lowercase ASCII, so two valid ids never
+    differ only in case or Unicode normalization (the case-insensitive file systems of
+    macOS and Windows cannot collide them); what remains are Windows' reserved device names
+    and segments ending in a dot or space, which Windows strips."""
+    for part in entry_id.split("/"):  # the kind is a folder in the vault too
+        stem = part.split(".", 1)[0]
+        if stem in _RESERVED:
+            return (f"'{part}' is a reserved device name on Windows "
+                    "(con, prn, aux, nul, com0-9, lpt0-9, with or without an extension)")
+        if part.endswith((".", " ")):
+            return f"'{part}' ends in a dot or space, which Windows drops from file names"
+        if part != part.lower():
+            return f"'{part}' has uppercase letters (ids are lowercase)"
+    return None
+
+
 def is_entry_id(entry_id: object) -> bool:
     return entry_id_problem(entry_id) is None
 
@@ -97,3 +121,14 @@ def is_space_name(s: object) -> bool:
 
 def is_agent_name(s: object) -> bool:
     return isinstance(s, str) and bool(_AGENT_RE.match(s))
+
+
+def non_portable_ids(entry_ids: list[str]) -> list[dict[str, str]]:
+    """``[{"id", "reason"}]`` for each id that ``portability_problem`` refuses: for
+    ``quire verify`` to report ids a space accepted before the hub refused them."""
+    out = []
+    for eid in sorted(entry_ids):
+        problem = portability_problem(eid)
+        if problem:
+            out.append({"id": eid, "reason": problem})
+    return out

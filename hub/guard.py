@@ -53,9 +53,12 @@ from shared.wire import Batch, parse_batch, receipt_body, sign_receipt
 @dataclass
 class GuardHooks:
     """Test seams. ``after_prepare`` runs between preparation and the committing
-    transaction (tests use it to change the world at the worst moment)."""
+    transaction; ``in_commit(batch, point)`` runs inside it, at ``"locked"`` (the space row
+    just locked) and ``"written"`` (every check passed, every row written, the commit next).
+    Tests use them to change the world at the worst moment."""
 
     after_prepare: Callable[[Batch], None] | None = None
+    in_commit: Callable[[Batch, str], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -171,13 +174,16 @@ def known_head_txn(conn: Any, space: q.SpaceRow, seq: int, digest: str) -> bool:
 
 
 def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep: Prepared,
-               now: int, rebase: bool = False, state_root: bool = True) -> Outcome:
+               now: int, rebase: bool = False, state_root: bool = True,
+               hooks: GuardHooks | None = None) -> Outcome:
     """With ``rebase``, a batch made on an earlier head of this epoch is chained on the
     current head, provided every base is still current (checked below, under the lock):
     per-entry bases guard concurrent edits; the head only orders them (docs/decisions.md)."""
     space = q.get_space_txn(conn, prep.space_id, lock=True)
     if space is None:
         raise NotFound("the space no longer exists")
+    if hooks is not None and hooks.in_commit is not None:
+        hooks.in_commit(batch, "locked")
     # a concurrent publish of the very same batch may have landed since preparation
     replay = _replay_txn(conn, batch, space.id)
     if replay is not None:
@@ -238,6 +244,8 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
     q.notify_txn(conn, CHANNEL, Broker.payload("head", {
         "space": space.id, "epoch": space.epoch, "seq": seq, "digest": head, "at": now,
         "state": root}))
+    if hooks is not None and hooks.in_commit is not None:
+        hooks.in_commit(batch, "written")
     return Outcome(receipt=receipt, replayed=False, seq=seq, space_id=space.id,
                    head_digest=head, epoch=space.epoch, at=now, state=root)
 
@@ -268,4 +276,4 @@ def publish(store: Store, key: HubKey, principal: Principal | AccessClaims, spac
     if hooks is not None and hooks.after_prepare is not None:
         hooks.after_prepare(batch)
     return store.commit_group.run(lambda conn: commit_txn(conn, key, batch, principal, prep,
-                                                          now(), rebase, state_root))
+                                                          now(), rebase, state_root, hooks))

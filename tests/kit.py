@@ -41,6 +41,20 @@ def pg_available() -> bool:
         return False
 
 
+def require_pg() -> None:
+    """Skip the test when no PostgreSQL answers; with ``CI`` set, fail it instead (CI
+    promises a server: a PostgreSQL test that skips there is a test that never runs).
+    Every PostgreSQL fixture and test calls this, nothing else decides."""
+    if pg_available():
+        return
+    import pytest
+
+    why = f"PostgreSQL is not reachable at {PG_ADMIN_URL} (set QUIRE_TEST_PG)"
+    if os.environ.get("CI"):
+        pytest.fail(why + "; CI is set, so this fails instead of skipping")
+    pytest.skip(why)
+
+
 @contextlib.contextmanager
 def pg_database() -> Iterator[str]:
     """A fresh PostgreSQL database for one test (dropped afterwards)."""

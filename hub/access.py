@@ -130,16 +130,20 @@ def _check_device(dev: Any) -> None:
         raise Unauthorized("this user was deactivated", {"reason": "user_inactive"})
 
 
-def recheck_principal_txn(conn: Any, p: Principal, now_ms: int | None = None) -> Principal:
+def recheck_principal_txn(conn: Any, p: Principal, now_ms: int | None = None, *,
+                          lock: bool = False) -> Principal:
     """Re-read the device and user behind ``p``; raises when either is no longer valid.
-    ``now_ms``: also re-check a delegation's expiry (long-lived event streams)."""
-    return recheck_device_txn(conn, p, now_ms)[0]
+    ``now_ms``: also re-check a delegation's expiry (long-lived event streams).
+    ``lock``: keep what was read true until this transaction commits (the guard's commit):
+    the device and user rows stay locked, so a revocation or deactivation waits for it.
+    Under READ COMMITTED a plain re-read is true only at the moment it runs."""
+    return recheck_device_txn(conn, p, now_ms, lock=lock)[0]
 
 
-def recheck_device_txn(conn: Any, p: Principal, now_ms: int | None = None
-                       ) -> tuple[Principal, Any]:
+def recheck_device_txn(conn: Any, p: Principal, now_ms: int | None = None, *,
+                       lock: bool = False) -> tuple[Principal, Any]:
     """``recheck_principal_txn`` that also returns the device row (its public key)."""
-    dev = q.device_by_id_txn(conn, p.device_id)
+    dev = q.device_by_id_txn(conn, p.device_id, lock=lock)
     if dev is None:
         raise Unauthorized("device no longer exists", {"reason": "device_removed"})
     _check_device(dev)

@@ -11,7 +11,10 @@
 
 Why re-read at commit: preparation ran without a lock, so a revocation, a role change, an
 epoch bump or a rule change may have committed since. Only what is read under the space
-lock, in the transaction that advances the head, is true when the batch lands.
+lock, in the transaction that advances the head, is true when the batch lands. Device
+revocation and user deactivation do not take the space lock (a device reaches many spaces),
+so the device and user rows are re-read locked (PostgreSQL ``FOR SHARE``): such a change
+waits for the publication's commit instead of committing between the re-read and it.
 """
 
 from __future__ import annotations
@@ -197,7 +200,8 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
             rebase and known_head_txn(conn, space, batch.parent_seq, batch.parent_digest)):
         raise HeadChanged("the head moved since this batch was made; pull, merge, push again",
                           {"seq": space.head_seq, "digest": space.head_digest})
-    principal = recheck_principal_txn(conn, principal)
+    # locked until commit: a revocation or deactivation that does not lock the space waits
+    principal = recheck_principal_txn(conn, principal, lock=True)
     # the space row is already locked and read: check the role on it, not a fresh lookup
     role = effective_role_txn(conn, principal, space.id)
     if role is None:

@@ -189,13 +189,20 @@ def device_by_token_hash_txn(conn: Connection, token_hash: str) -> DeviceRow | N
     return _device(row)
 
 
-_DEVICE_BY_ID = Sql("SELECT d.id, d.user_id, d.name, d.public_key, d.revoked_at, u.active, "
-                    "u.is_owner, u.name FROM devices d JOIN users u ON u.id = d.user_id "
-                    "WHERE d.id = :id")
+_DEVICE_BY_ID_SQL = ("SELECT d.id, d.user_id, d.name, d.public_key, d.revoked_at, u.active, "
+                     "u.is_owner, u.name FROM devices d JOIN users u ON u.id = d.user_id "
+                     "WHERE d.id = :id")
+_DEVICE_BY_ID = Sql(_DEVICE_BY_ID_SQL)
+_DEVICE_BY_ID_LOCKED = {"sqlite": _DEVICE_BY_ID,  # BEGIN IMMEDIATE already serializes writers
+                        "postgresql": Sql(_DEVICE_BY_ID_SQL + " FOR SHARE OF d, u")}
 
 
-def device_by_id_txn(conn: Connection, device_id: str) -> DeviceRow | None:
-    r = _DEVICE_BY_ID.one(conn, {"id": device_id})
+def device_by_id_txn(conn: Connection, device_id: str, *, lock: bool = False
+                     ) -> DeviceRow | None:
+    """``lock``: hold the device and user rows until commit (PostgreSQL ``FOR SHARE``): a
+    revocation or deactivation (an UPDATE of either row) then waits for this transaction."""
+    stmt = _DEVICE_BY_ID_LOCKED.get(conn.dialect.name, _DEVICE_BY_ID) if lock else _DEVICE_BY_ID
+    r = stmt.one(conn, {"id": device_id})
     if r is None:
         return None
     return DeviceRow(r[0], r[1], r[2], r[3], r[4], bool(r[5]), bool(r[6]), r[7])

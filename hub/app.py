@@ -13,6 +13,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 
 from hub.api.http import http_error_handler, quire_error_handler, unhandled_error_handler
+from hub.api.reads import READ_ROUTES
 from hub.api.routes import ROUTES
 from hub.clientaddr import parse_trusted
 from hub.dpop import JtiCache
@@ -104,7 +105,7 @@ def create_app(settings: Settings, *, store: Store | None = None, key: HubKey | 
         hub.metrics.refusals.labels(code=getattr(exc, "code", "internal")).inc()
         return await quire_error_handler(request, exc)
 
-    app = Starlette(routes=ROUTES, lifespan=lifespan, exception_handlers={
+    app = Starlette(routes=ROUTES + READ_ROUTES, lifespan=lifespan, exception_handlers={
         QuireError: counted_error_handler,
         HTTPException: http_error_handler,
         Exception: unhandled_error_handler,

@@ -1,0 +1,333 @@
+"""Remote reads (DESIGN §12): members read a space without a replica.
+
+    list_entries, get_entry (at the head)   the entries table, read with the head in one
+                                            transaction
+    get_entry at a seq, history, diff,      the read index (hub/store/read_index.py), first
+    search                                  brought up to the head by catch_up()
+
+Every answer names the head it was read at (``{"epoch", "seq"}``). Access is the pull's:
+members of any role read; a non-member gets ``not_found`` for the space, as everywhere.
+
+catch_up() parses each accepted batch once, in order, in bounded write transactions that
+lock the space's index row (one indexer per space at a time). It records one version row per
+entry change and keeps the searchable text of every live entry at the indexed head. When the
+space moved to a new epoch, the entries live at the end of the old one are carried over as
+the new epoch's base rows (seq 0), so ``get`` at any seq of the current epoch is answered.
+The index is derived: dropping it loses nothing but time.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from hub.access import Principal, space_access_txn
+from hub.store import queries as q
+from hub.store import read_index as ri
+from hub.store.db import Store
+from shared.entry import make_entry, tombstone
+from shared.errors import InvalidRequest, NotFound
+from shared.ids import is_entry_id, is_id
+
+INDEX_STEP = 500  # batches parsed per indexing transaction
+MAX_TERMS = 16
+MAX_TERM_LEN = 64
+MAX_QUERY_LEN = 500
+SNIPPET = 80  # characters either side of the first hit
+_TERM_RE = re.compile(r"[^\W_]+")
+
+
+@dataclass(frozen=True)
+class Limits:
+    list_default: int = 100
+    list_max: int = 500
+    search_default: int = 20
+    search_max: int = 100
+    history_default: int = 50
+    history_max: int = 500
+
+
+LIMITS = Limits()
+
+
+# ---------------------------------------------------------------- parameters
+
+
+def parse_limit(raw: str | None, default: int, maximum: int) -> int:
+    if raw is None:
+        return default
+    try:
+        n = int(raw)
+    except ValueError as e:
+        raise InvalidRequest("limit must be an integer") from e
+    if not 1 <= n <= maximum:
+        raise InvalidRequest(f"limit must be between 1 and {maximum}")
+    return n
+
+
+def parse_seq(raw: str | None, name: str = "seq") -> int | None:
+    if raw is None:
+        return None
+    try:
+        n = int(raw)
+    except ValueError as e:
+        raise InvalidRequest(f"{name} must be an integer") from e
+    if n < 0:
+        raise InvalidRequest(f"{name} must be >= 0")
+    return n
+
+
+def parse_entry_id(raw: str | None) -> str:
+    if raw is None or not is_entry_id(raw):
+        raise InvalidRequest("id must be an entry id (<kind>/<slug>)")
+    return raw
+
+
+def parse_epoch(raw: str | None) -> str | None:
+    if raw is not None and not is_id(raw):
+        raise InvalidRequest("epoch must be an epoch id")
+    return raw
+
+
+def search_terms(q: str | None) -> list[str]:
+    """Words of letters and digits, lower-cased: the same on SQLite FTS5 and PostgreSQL."""
+    if q is None or not q.strip():
+        raise InvalidRequest("q is required: the words to search for")
+    if len(q) > MAX_QUERY_LEN:
+        raise InvalidRequest(f"q is longer than {MAX_QUERY_LEN} characters")
+    terms = list(dict.fromkeys(t.lower() for t in _TERM_RE.findall(q)))
+    if not terms:
+        raise InvalidRequest("q holds no word to search for (letters or digits)")
+    if len(terms) > MAX_TERMS or any(len(t) > MAX_TERM_LEN for t in terms):
+        raise InvalidRequest(f"at most {MAX_TERMS} words of at most {MAX_TERM_LEN} "
+                             "characters each")
+    return terms
+
+
+# ---------------------------------------------------------------- the index
+
+
+def _searchable(entry: dict[str, Any]) -> tuple[str, str, str]:
+    return (entry.get("title", ""), " ".join(entry.get("tags", [])), entry.get("body", ""))
+
+
+def _apply_batch_txn(conn: Any, space_id: str, epoch: str, seq: int, body: str) -> None:
+    for op in json.loads(body)["ops"]:
+        if op["op"] == "put":
+            entry = make_entry(op["entry"])
+            ri.add_version_txn(conn, space_id, entry.id, epoch, seq, entry.version, False)
+            ri.set_text_txn(conn, space_id, entry.id, _searchable(op["entry"]))
+        else:
+            ri.add_version_txn(conn, space_id, op["id"], epoch, seq,
+                               tombstone(op["id"]).version, True)
+            ri.set_text_txn(conn, space_id, op["id"], None)
+
+
+def _index_step_txn(conn: Any, space_id: str) -> bool:
+    """One bounded step towards the head; True when the index is at the head."""
+    state = ri.lock_state_txn(conn, space_id)
+    space = q.get_space_txn(conn, space_id)
+    assert space is not None
+    target = ri.IndexState(space.epoch, space.head_seq)
+    if state == target:
+        return True
+    epochs = sorted(set(ri.epochs_txn(conn, space_id)) | {space.epoch})
+    if state is None:
+        state = ri.IndexState(epochs[0], 0)
+    epoch, seq = state
+    if epoch == target.epoch:
+        rows = ri.batches_after_txn(conn, space_id, epoch, seq, INDEX_STEP)
+        rows = [r for r in rows if r[0] <= target.seq]
+    else:
+        rows = ri.batches_after_txn(conn, space_id, epoch, seq, INDEX_STEP)
+    for n, body in rows:
+        _apply_batch_txn(conn, space_id, epoch, n, body)
+    if rows:
+        ri.set_state_txn(conn, space_id, epoch, rows[-1][0])
+        return epoch == target.epoch and rows[-1][0] == target.seq
+    if epoch == target.epoch:  # nothing after seq: the head is there
+        ri.set_state_txn(conn, space_id, epoch, target.seq)
+        return True
+    # the old epoch is fully indexed: carry its live entries over into the next one
+    later = [e for e in epochs if e > epoch]
+    nxt = later[0] if later else target.epoch
+    ri.carry_over_txn(conn, space_id, epoch, nxt)
+    ri.set_state_txn(conn, space_id, nxt, 0)
+    return False
+
+
+def catch_up(store: Store, space_id: str) -> None:
+    """Bring the space's read index up to its head (bounded transactions, any number)."""
+    with store.read() as conn:
+        state = ri.state_txn(conn, space_id)
+        space = q.get_space_txn(conn, space_id)
+        if space is not None and state == (space.epoch, space.head_seq):
+            return
+    while not store.run_write(lambda conn: _index_step_txn(conn, space_id)):
+        pass
+
+
+# ---------------------------------------------------------------- reads
+
+
+def _space(store: Store, p: Principal, space_ref: str) -> Any:
+    with store.read() as conn:
+        space, _ = space_access_txn(conn, p, space_ref, "viewer")
+    return space
+
+
+def _head(epoch: str, seq: int) -> dict[str, Any]:
+    return {"epoch": epoch, "seq": seq}
+
+
+def list_entries(store: Store, p: Principal, space_ref: str, *, prefix: str, after: str,
+                 limit: int) -> dict[str, Any]:
+    """Live entries at the head, by id, ``prefix`` (e.g. ``guardrail/``) and a cursor."""
+    if len(prefix) > 240 or len(after) > 240:
+        raise InvalidRequest("prefix and after are at most 240 characters")
+    with store.read(snapshot=True) as conn:
+        space, _ = space_access_txn(conn, p, space_ref, "viewer")
+        rows = ri.list_live_txn(conn, space.id, prefix, after, limit + 1)
+    items = []
+    for entry_id, version, seq, content in rows[:limit]:
+        items.append({"id": entry_id, "version": version, "title": json.loads(content)
+                      .get("title", ""), "changed_seq": seq})
+    return {"head": _head(space.epoch, space.head_seq), "entries": items,
+            "next": items[-1]["id"] if len(rows) > limit else None}
+
+
+def _content_at_txn(conn: Any, space_id: str, entry_id: str, row: ri.VersionRow
+                    ) -> dict[str, Any]:
+    found = ri.batch_at_txn(conn, space_id, row.src_epoch, row.src_seq)
+    if found is None:
+        raise NotFound(f"the history of {entry_id} at this seq is no longer held")
+    for op in json.loads(found[0])["ops"]:
+        if op["op"] == "put" and op["entry"]["id"] == entry_id:
+            return dict(op["entry"])
+    raise NotFound(f"the history of {entry_id} at this seq is no longer held")
+
+
+def _entry_at_txn(conn: Any, space: Any, state: ri.IndexState, entry_id: str,
+                  epoch: str | None, seq: int | None) -> tuple[dict[str, Any], Any] | None:
+    """(entry, version row) at (epoch, seq) of the index, None when it did not exist."""
+    epoch = epoch or state.epoch
+    at = state.seq if seq is None else seq
+    if epoch == state.epoch and at > state.seq:
+        raise InvalidRequest(f"seq {at} is after the head ({state.seq})",
+                             {"head": _head(*state)})
+    row = ri.version_at_txn(conn, space.id, entry_id, epoch, at)
+    if row is None or row.deleted:
+        return None
+    return _content_at_txn(conn, space.id, entry_id, row), row
+
+
+def get_entry(store: Store, p: Principal, space_ref: str, entry_id: str, *,
+              seq: int | None = None, epoch: str | None = None) -> dict[str, Any]:
+    """One entry at the head, or as it was right after batch ``seq`` (of ``epoch``)."""
+    if seq is None and epoch is None:
+        with store.read(snapshot=True) as conn:
+            space, _ = space_access_txn(conn, p, space_ref, "viewer")
+            found = ri.live_entry_txn(conn, space.id, entry_id)
+        if found is None:
+            raise NotFound(f"no entry {entry_id} at the head")
+        version, changed, content = found
+        return {"head": _head(space.epoch, space.head_seq),
+                "at": _head(space.epoch, space.head_seq), "entry": json.loads(content),
+                "version": version, "changed_seq": changed}
+    space = _space(store, p, space_ref)
+    catch_up(store, space.id)
+    with store.read(snapshot=True) as conn:
+        state = ri.state_txn(conn, space.id)
+        assert state is not None
+        got = _entry_at_txn(conn, space, state, entry_id, epoch, seq)
+    at = _head(epoch or state.epoch, state.seq if seq is None else seq)
+    if got is None:
+        raise NotFound(f"no entry {entry_id} at seq {at['seq']}", {"at": at})
+    entry, row = got
+    return {"head": _head(*state), "at": at, "entry": entry, "version": row.version,
+            "changed_seq": row.src_seq if row.src_epoch == at["epoch"] else 0}
+
+
+def history(store: Store, p: Principal, space_ref: str, entry_id: str, limit: int
+            ) -> dict[str, Any]:
+    """Every change of one entry, newest first: seq, version, author, agent, provenance."""
+    space = _space(store, p, space_ref)
+    catch_up(store, space.id)
+    out = []
+    with store.read(snapshot=True) as conn:
+        state = ri.state_txn(conn, space.id)
+        assert state is not None
+        for row in ri.history_txn(conn, space.id, entry_id, limit):
+            b = ri.batch_at_txn(conn, space.id, row.epoch, row.seq)
+            if b is None:
+                continue
+            body, user, device, agent, accepted_at = b
+            out.append({"epoch": row.epoch, "seq": row.seq, "version": row.version,
+                        "deleted": row.deleted, "accepted_at": accepted_at,
+                        "author": {"user": user, "device": device, "agent": agent},
+                        "provenance": json.loads(body).get("provenance")})
+    if not out:
+        raise NotFound(f"no history for {entry_id}")
+    return {"head": _head(*state), "id": entry_id, "versions": out}
+
+
+_FIELDS = ("title", "tags", "links", "meta")
+
+
+def diff_entries(old: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[str, Any]:
+    """What changed between two states of an entry (None: absent): changed front-matter
+    fields as [before, after], and the body as a unified diff."""
+    a, b = old or {}, new or {}
+    fields = {f: [a.get(f), b.get(f)] for f in _FIELDS if a.get(f) != b.get(f)}
+    body = "".join(difflib.unified_diff(
+        a.get("body", "").splitlines(keepends=True), b.get("body", "").splitlines(keepends=True),
+        fromfile="before", tofile="after"))
+    return {"fields": fields, "body": body, "created": old is None and new is not None,
+            "deleted": old is not None and new is None}
+
+
+def diff(store: Store, p: Principal, space_ref: str, entry_id: str, *, from_seq: int,
+         to_seq: int | None, epoch: str | None) -> dict[str, Any]:
+    """The change of one entry between two seqs of one epoch (``to`` defaults to the head)."""
+    space = _space(store, p, space_ref)
+    catch_up(store, space.id)
+    with store.read(snapshot=True) as conn:
+        state = ri.state_txn(conn, space.id)
+        assert state is not None
+        old = _entry_at_txn(conn, space, state, entry_id, epoch, from_seq)
+        new = _entry_at_txn(conn, space, state, entry_id, epoch, to_seq)
+    to = state.seq if to_seq is None else to_seq
+    e = epoch or state.epoch
+    return {"head": _head(*state), "id": entry_id, "from": _head(e, from_seq),
+            "to": _head(e, to), "from_version": old[1].version if old else None,
+            "to_version": new[1].version if new else None,
+            **diff_entries(old[0] if old else None, new[0] if new else None)}
+
+
+def _snippet(body: str, terms: list[str]) -> str:
+    low = body.lower()
+    hits = [m.start() for t in terms for m in [re.search(r"\b" + re.escape(t) + r"\b", low)]
+            if m]
+    if not hits:
+        return body[:2 * SNIPPET].strip()
+    at = min(hits)
+    start, end = max(0, at - SNIPPET), min(len(body), at + SNIPPET)
+    return ("…" if start else "") + body[start:end].strip() + ("…" if end < len(body) else "")
+
+
+def search(store: Store, p: Principal, space_ref: str, q: str | None, limit: int
+           ) -> dict[str, Any]:
+    """Live entries at the head whose title, tags or body hold every word of ``q``."""
+    terms = search_terms(q)
+    space = _space(store, p, space_ref)
+    catch_up(store, space.id)
+    with store.read(snapshot=True) as conn:
+        state = ri.state_txn(conn, space.id)
+        assert state is not None
+        total, rows = ri.search_txn(conn, space.id, terms, limit)
+    return {"head": _head(*state), "terms": terms, "total": total,
+            "results": [{"id": i, "title": t, "snippet": _snippet(b, terms)}
+                        for i, t, b in rows]}

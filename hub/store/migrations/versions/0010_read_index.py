@@ -4,13 +4,13 @@ A derived index over the batches (hub/reads.py keeps it caught up on read). Drop
 tables loses nothing: the next read rebuilds them from history.
 
 Revision ID: 0010
-Revises: 0002
+Revises: 0003
 """
 import sqlalchemy as sa
 from alembic import op
 
 revision = '0010'
-down_revision = '0002'
+down_revision = '0003'
 branch_labels = None
 depends_on = None
 

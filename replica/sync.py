@@ -378,6 +378,9 @@ class Replica:
             else:
                 c.theirs, c.theirs_author, c.theirs_seq = theirs, author, seq
                 st.put_conflict_txn(conn, c)
+                # still held, now against a newer remote version: this sync held it too
+                # (a report that left it out told an agent "nothing held" in state conflicts)
+                report.held.append(eid)
         elif not was_dirty:
             s.local = theirs if theirs is not None and not theirs.deleted else None
         else:

@@ -236,3 +236,18 @@ def test_line_separator_characters_in_an_entry_do_not_cut_the_stream(pair, hub):
         assert c.store.digest() == a.store.digest()
     finally:
         c.close()
+
+
+def test_a_held_entry_that_gets_a_newer_remote_version_is_reported_held_again(pair, hub):
+    a, b = pair
+    a.write(PAGE)
+    converge(a, b)
+    a.write(Entry(id=PAGE.id, title="Deploy", body="uno\ntwo\nthree\nfour\nfive\n"))
+    a.sync()
+    b.write(Entry(id=PAGE.id, title="Deploy", body="eins\ntwo\nthree\nfour\nfive\n"))
+    assert b.sync().held == [PAGE.id]
+    a.write(Entry(id=PAGE.id, title="Deploy", body="un\ntwo\nthree\nfour\nfive\n"))
+    a.sync()
+    rep = b.sync()  # pulls the newer version of an entry it already holds
+    assert rep.pulled == 1 and rep.held == [PAGE.id]
+    assert b.store.conflicts()[0].theirs.body.startswith("un\n")

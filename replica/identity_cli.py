@@ -69,9 +69,31 @@ def verify_audit_events(events: list[dict[str, Any]]) -> tuple[bool, dict[str, A
 # ---------------------------------------------------------------- admin nouns
 
 
-def _rows(out: Any, key: str, doc: dict[str, Any], fmt: Any) -> None:
+def _rows(out: Any, key: str, doc: dict[str, Any], columns: list[str], row: Any) -> None:
+    """A list as an aligned table for people (replica/humanout.py); --json: the document."""
+    from replica.humanout import table
+
     rows = doc.get(key, [])
-    out.doc(doc, "\n".join(fmt(r) for r in rows) or f"no {key}")
+    out.doc(doc, None if out.json else table(columns, [row(r) for r in rows],
+                                             empty=f"no {key}"))
+
+
+def _when(ms: Any) -> str:
+    from shared.humanize import when
+
+    return when(ms, never="")
+
+
+def _state(r: dict[str, Any], now: int | None = None) -> str:
+    """open / used / revoked / expired, for invites and delegations."""
+    from shared.humanize import now_ms
+
+    if r.get("revoked_at"):
+        return "revoked " + _when(r["revoked_at"])
+    if r.get("used_at"):
+        return "used " + _when(r["used_at"])
+    exp = r.get("expires_at")
+    return "expired" if isinstance(exp, int) and exp <= (now or now_ms()) else "open"
 
 
 def _done(out: Any, res: dict[str, Any], what: str) -> None:
@@ -87,8 +109,9 @@ def admin(args: argparse.Namespace, out: Any, c: HubClient, hub: HubConfig) -> b
     if noun == "rules":
         base = f"/v1/spaces/{_q(args.space)}/rules"
         if verb == "list":
-            _rows(out, "rules", c.admin_get(base), lambda r: (
-                f"{r['id']}  deny {','.join(r['actions'])} for {r['who']} on {r['entries']}"))
+            _rows(out, "rules", c.admin_get(base), ["id", "effect", "actions", "who", "entries"],
+                  lambda r: [r["id"], r.get("effect", "deny"), ",".join(r["actions"]), r["who"],
+                             r["entries"]])
         elif verb == "add":
             res = c.admin_post(base, {"effect": "deny", "who": args.who, "entries": args.entries,
                                       "actions": [a.strip() for a in args.deny.split(",")
@@ -102,8 +125,9 @@ def admin(args: argparse.Namespace, out: Any, c: HubClient, hub: HubConfig) -> b
     elif noun == "member":
         base = f"/v1/spaces/{_q(args.space)}/members"
         if verb == "list":
-            _rows(out, "members", c.admin_get(base),
-                  lambda m: f"{m['user_id']}  {m['role']:7} {m['name']}")
+            _rows(out, "members", c.admin_get(base), ["user", "role", "name", "active"],
+                  lambda m: [m["user_id"], m["role"], m["name"],
+                             "yes" if m.get("active", True) else "no"])
         elif verb == "role":
             res = c.admin_post(f"{base}/{_q(args.user)}/role", dict(dry, role=args.role))
             _done(out, res, f"set role of {args.user} to {args.role}")
@@ -111,19 +135,19 @@ def admin(args: argparse.Namespace, out: Any, c: HubClient, hub: HubConfig) -> b
             res = c.admin_post(f"{base}/{_q(args.user)}/remove", dry)
             _done(out, res, f"removed {args.user} from {args.space}")
     elif noun == "invite" and verb == "list":
-        _rows(out, "invites", c.admin_get(f"/v1/spaces/{_q(args.space)}/invites"), lambda i: (
-            f"{i['id']}  {i['role']:7} expires {i['expires_at']}"
-            + (" used" if i["used_at"] else "") + (" revoked" if i["revoked_at"] else "")))
+        _rows(out, "invites", c.admin_get(f"/v1/spaces/{_q(args.space)}/invites"),
+              ["id", "role", "expires", "state"],
+              lambda i: [i["id"], i["role"], _when(i["expires_at"]), _state(i)])
     elif noun == "invite" and verb == "revoke":
         res = c.admin_post(f"/v1/invites/{_q(args.invite)}/revoke", dry)
         _done(out, res, f"revoked invite {args.invite}")
     elif noun == "devices":
         if verb == "list":
             params = {"all": "1"} if args.all else None
-            _rows(out, "devices", c.admin_get("/v1/devices", params), lambda d: (
-                f"{d['id']}  {d['name']:20} {d['user_name']}"
-                + (" (this device)" if d.get("current") else "")
-                + (" revoked" if d["revoked_at"] else "")))
+            _rows(out, "devices", c.admin_get("/v1/devices", params),
+                  ["id", "name", "user", "state"],
+                  lambda d: [d["id"], d["name"] + (" (this device)" if d.get("current") else ""),
+                             d["user_name"], _state(d) if d["revoked_at"] else "active"])
         else:
             res = c.admin_post(f"/v1/devices/{_q(args.device)}/revoke", dry)
             _done(out, res, f"revoked device {args.device}")
@@ -133,9 +157,9 @@ def admin(args: argparse.Namespace, out: Any, c: HubClient, hub: HubConfig) -> b
     elif noun == "replicas":
         base = f"/v1/spaces/{_q(args.space)}/replicas"
         if verb == "list":
-            _rows(out, "replicas", c.admin_get(base), lambda r: (
-                f"{r['id']}  {r['name']:20} device {r['device_name']}"
-                + (" revoked" if r["revoked_at"] else "")))
+            _rows(out, "replicas", c.admin_get(base), ["id", "name", "device", "state"],
+                  lambda r: [r["id"], r["name"], r["device_name"],
+                             _state(r) if r["revoked_at"] else "active"])
         else:
             res = c.admin_post(f"{base}/{_q(args.replica)}/revoke", dry)
             _done(out, res, f"revoked replica {args.replica}")
@@ -153,9 +177,10 @@ def admin(args: argparse.Namespace, out: Any, c: HubClient, hub: HubConfig) -> b
 
 
 def _list_delegations(out: Any, c: HubClient) -> None:
-    _rows(out, "delegations", c.admin_get("/v1/delegations"), lambda d: (
-        f"{d['id']}  {d['agent']:16} {d['scope']:5} {d['space_name']}  "
-        f"expires {d['expires_at']}" + (" revoked" if d["revoked_at"] else "")))
+    _rows(out, "delegations", c.admin_get("/v1/delegations"),
+          ["id", "agent", "scope", "space", "expires", "state"],
+          lambda d: [d["id"], d["agent"], d["scope"], d["space_name"], _when(d["expires_at"]),
+                     _state(d)])
 
 
 def _audit(args: argparse.Namespace, out: Any, c: HubClient) -> None:
@@ -173,9 +198,11 @@ def _audit(args: argparse.Namespace, out: Any, c: HubClient) -> None:
         for ev in events:  # JSON lines: one event per line
             print(json.dumps(ev, ensure_ascii=False, sort_keys=True), flush=True)
         return
+    from shared.humanize import stamp
+
     for ev in events:
         who = ev["actor"].get("agent") or ev["actor"].get("user") or ev["actor"]
-        print(f"{ev['at']}  {ev['chain'][:10]}#{ev['n']:<5} {ev['action']:20} {who}")
+        print(f"{stamp(ev['at'], seconds=True)}  {ev['chain'][:10]}#{ev['n']:<5} {ev['action']:20} {who}")
 
 
 def add_admin_parsers(nouns: Any, common: argparse.ArgumentParser, parser_class: Any) -> None:
@@ -257,7 +284,7 @@ def cmd_delegate(args: argparse.Namespace, out: Any, client: Any) -> int:
                 "ttl_seconds": parse_ttl(args.ttl)})
             d = res["delegation"]
             out.doc(res, f"delegation {d['id']} for agent {d['agent']} ({d['scope']}) on "
-                         f"{d['space_name']} until {d['expires_at']}\n"
+                         f"{d['space_name']}, expires {_when(d['expires_at'])}\n"
                          f"give the agent: QUIRE_DELEGATION_TOKEN={res['token']}")
         elif args.verb == "list":
             _list_delegations(out, c)

@@ -18,9 +18,10 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def stamp(ms: int) -> str:
-    """``2026-12-07 14:02 UTC``."""
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
+def stamp(ms: int, *, seconds: bool = False) -> str:
+    """``2026-12-07 14:02 UTC`` (``14:02:09`` with ``seconds``)."""
+    fmt = "%Y-%m-%d %H:%M:%S UTC" if seconds else "%Y-%m-%d %H:%M UTC"
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime(fmt)
 
 
 def duration(ms: int) -> str:

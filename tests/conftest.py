@@ -3,7 +3,6 @@ the machine's PostgreSQL (skipped with a reason only when no server answers)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,10 +17,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str | Non
     if request.param == "sqlite":
         yield None
         return
-    if not kit.pg_available():
-        if os.environ.get("CI"):
-            pytest.fail("PostgreSQL is not reachable at " + kit.PG_ADMIN_URL)
-        pytest.skip("PostgreSQL is not reachable at " + kit.PG_ADMIN_URL)
+    kit.require_pg()
     with kit.pg_database() as url:
         yield url
 

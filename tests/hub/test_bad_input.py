@@ -157,7 +157,6 @@ CASES: list[tuple[str, Any, int, str]] = [
 def module_hub(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
                ) -> Any:
     """One hub for the whole table: bad requests change nothing, so cases cannot interfere."""
-    import os
     from contextlib import ExitStack
 
     from starlette.testclient import TestClient
@@ -169,10 +168,7 @@ def module_hub(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     with ExitStack() as stack:
         url = None
         if request.param == "postgresql":
-            if not kit.pg_available():
-                if os.environ.get("CI"):
-                    pytest.fail("PostgreSQL is not reachable")
-                pytest.skip("PostgreSQL is not reachable")
+            kit.require_pg()
             url = stack.enter_context(kit.pg_database())
         data = tmp_path_factory.mktemp("hub") / "data"
         code = kit.init_hub(data, url)

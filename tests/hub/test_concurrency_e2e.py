@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -94,10 +93,7 @@ def _race_with(clients: list[httpx2.Client], code: str) -> None:
 @pytest.mark.e2e
 @pytest.mark.slow
 def test_three_processes_on_postgresql_accept_each_batch_exactly_once(tmp_path: Path) -> None:
-    if not kit.pg_available():
-        if os.environ.get("CI"):
-            pytest.fail("PostgreSQL is not reachable")
-        pytest.skip("PostgreSQL is not reachable")
+    kit.require_pg()
     with kit.pg_database() as url:
         data = tmp_path / "hub"
         code = kit.init_hub(data, url)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,10 +82,7 @@ def team_db(tmp_path: Path, db_url: str | None) -> Iterator[Team]:
 @pytest.fixture
 def team_pg(tmp_path: Path) -> Iterator[Team]:
     """A fresh team on PostgreSQL only (where several connections truly race)."""
-    if not kit.pg_available():
-        if os.environ.get("CI"):
-            pytest.fail("PostgreSQL is not reachable at " + kit.PG_ADMIN_URL)
-        pytest.skip("PostgreSQL is not reachable at " + kit.PG_ADMIN_URL)
+    kit.require_pg()
     with kit.pg_database() as url:
         yield from make_team(tmp_path / "data", url)
 

@@ -51,8 +51,9 @@ class SSE:
             self._ready.set()
             self.closed.set()
 
-    def next(self, kind: str | None = None, timeout: float = 10) -> dict[str, Any]:
-        """The next event (of ``kind`` if given: others are skipped)."""
+    def next(self, kind: str | None = None, timeout: float = 60) -> dict[str, Any]:
+        """The next event (of ``kind`` if given: others are skipped). ``timeout`` is a
+        deadline for a loaded machine, not a measurement: events come as soon as sent."""
         while True:
             ev = self.events.get(timeout=timeout)
             if set(ev) == {"retry"}:

@@ -16,7 +16,7 @@ from replica.store import Store
 from replica.watch import SpaceSyncer
 from shared.digest import genesis_digest
 from tests.replica.conftest import Member, Team
-from tests.watch.e2e import WatchProc, wait_for
+from tests.watch.e2e import DEADLINE, WatchProc, wait_for
 from tests.watch.test_watch_e2e import HubHandle, _entry, _has, _team
 
 pytestmark = pytest.mark.e2e
@@ -66,7 +66,7 @@ def test_changes_applied_from_head_events_leave_the_same_store_and_vault_as_a_fu
                 ann.path(delete).unlink()
             ann.sync()
             seq += 1
-            wait_for(lambda: _seq(bob) == seq, 20, lambda: f"bob at {_seq(bob)}: {w.status()}")
+            wait_for(lambda: _seq(bob) == seq, DEADLINE, lambda: f"bob at {_seq(bob)}: {w.status()}")
 
         publish(_entry("page/a", "first\n"))
         publish(_entry("page/b", "b\n"),
@@ -74,18 +74,18 @@ def test_changes_applied_from_head_events_leave_the_same_store_and_vault_as_a_fu
         publish(_entry("page/a", "first, edited\n"))
         publish(delete="page/c")
         wait_for(lambda: _has(bob, "page/a", "first, edited\n")
-                 and not bob.path("page/c").exists(), 10, "vault not written")
+                 and not bob.path("page/c").exists(), DEADLINE, "vault not written")
         s = w.status()
         assert s["applied"] >= 1, s  # the fast path ran (a dropped stream may force a pull)
         assert s["scans"] == 0, s  # its own vault writes cost no scan
         # a local edit on the watcher's side goes the usual way and still converges
         bob.write(_entry("page/d", "from bob\n"))
-        wait_for(lambda: _seq(bob) == seq + 1 and w.status().get("outbox") == 0, 20,
+        wait_for(lambda: _seq(bob) == seq + 1 and w.status().get("outbox") == 0, DEADLINE,
                  lambda: str(w.status()))
         seq += 1
         publish(_entry("page/a", "after bob\n"))
         wait_for(lambda: w.status().get("state") == "idle"
-                 and (w.status().get("head") or {}).get("seq") == seq, 10,
+                 and (w.status().get("head") or {}).get("seq") == seq, DEADLINE,
                  lambda: str(w.status()))
     finally:
         assert w.stop() == 0

@@ -72,15 +72,17 @@ def list_rules(store: Store, p: Principal, space_ref: str) -> dict[str, Any]:
     direct(p)
     with store.read() as conn:
         space, _ = space_access_txn(conn, p, space_ref, "admin")
-        return {"space": space.id, "rules_version": space.rules_version,
-                "rules": q.list_rules_txn(conn, space.id)}
+        rules = q.list_rules_txn(conn, space.id)
+    # ``effective``: what the guard evaluates, the built-in typed defaults included
+    return {"space": space.id, "rules_version": space.rules_version, "rules": rules,
+            "effective": [r.to_dict() for r in policy.effective_rules(rules)]}
 
 
 def parse_rule(body: dict[str, Any]) -> dict[str, Any]:
     effect = body.get("effect", "deny")
     who, actions, entries = body.get("who"), body.get("actions"), body.get("entries")
-    if effect != "deny":
-        raise InvalidRequest("only deny rules exist (effect: deny)")
+    if effect not in policy.EFFECTS:
+        raise InvalidRequest("effect must be allow or deny")
     if not (isinstance(who, str) and (who in policy.ROLES or who == "agents" or is_id(who))):
         raise InvalidRequest("who must be viewer, editor, admin, agents or a user id")
     if not (isinstance(actions, list) and actions
@@ -89,7 +91,7 @@ def parse_rule(body: dict[str, Any]) -> dict[str, Any]:
     if not (isinstance(entries, str) and GLOB.match(entries)):
         raise InvalidRequest("entries must be a glob on entry ids, e.g. guardrail/*")
     ordered = [a for a in policy.ACTIONS if a in actions]
-    return {"effect": "deny", "who": who, "actions": ordered, "entries": entries}
+    return {"effect": effect, "who": who, "actions": ordered, "entries": entries}
 
 
 def add_rule(store: Store, p: Principal, space_ref: str, body: dict[str, Any], now: int

@@ -104,15 +104,15 @@ def check_bases(batch: Batch, current: dict[str, tuple[str, bool]]) -> None:
                            "pull, merge and push again", {"ops": bad})
 
 
-def check_rules(batch: Batch, rules: list[dict[str, Any]], principal: Principal, role: str,
-                current: dict[str, tuple[str, bool]]) -> None:
+def check_rules(changes: list[policy.Change], rules: list[dict[str, Any]],
+                principal: Principal, role: str) -> None:
+    """The effective rules (typed defaults + the space's) on what the batch does to the
+    hub's state (``policy.changes_txn``), never on what the client declares."""
     actor = policy.Actor(principal.user_id, role, principal.agent)
-    ops = [(op.entry_id, policy.op_action(op.entry.deleted, current.get(op.entry_id)))
-           for op in batch.ops]
-    denied = policy.denied_ops([policy.Rule.from_dict(r) for r in rules], actor, ops)
+    denied = policy.denied_changes(policy.effective_rules(rules), actor, changes)
     if denied:
-        raise PolicyDenied(f"{len(denied)} op(s) are denied by the space rules; "
-                           "the whole batch was refused", {"denied": denied})
+        raise PolicyDenied(f"{len(denied)} op(s) are denied by the space rules; the whole "
+                           f"batch was refused: {denied[0]['reason']}", {"denied": denied})
 
 
 def _check_replica_txn(conn: Any, batch: Batch, principal: Principal, space_id: str) -> None:
@@ -160,7 +160,8 @@ def prepare_txn(conn: Any, batch: Batch, principal: Principal, space_ref: str,
     current = q.current_versions_txn(conn, space.id, [op.entry_id for op in batch.ops])
     check_bases(batch, current)
     check_portable(batch.ops, current)
-    check_rules(batch, q.list_rules_txn(conn, space.id), principal, role, current)
+    check_rules(policy.changes_txn(conn, space.id, batch.ops, current),
+                q.list_rules_txn(conn, space.id), principal, role)
     return principal, Prepared(space.id, space.epoch, space.rules_version, role,
                                dev.public_key), None
 

@@ -234,7 +234,10 @@ def head(store: Store, key: HubKey, p: Principal, space_ref: str, now: int,
                                       seq=space.head_seq, digest=space.head_digest, root=root,
                                       at=now, nonce=nonce)
     actor = policy.Actor(p.user_id, role, p.agent)
-    applying = [r for r in rules if policy.rule_applies(policy.Rule.from_dict(r), actor)]
+    # the effective rules (typed defaults included) that apply to this caller: the replica
+    # pre-checks its pushes with exactly these (shared/policy.py)
+    applying = [r.to_dict() for r in policy.effective_rules(rules)
+                if policy.rule_applies(r, actor)]
     return dict(signed, name=space.name, role=role, rules=applying,
                 rules_version=space.rules_version)
 

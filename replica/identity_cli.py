@@ -102,6 +102,13 @@ def _done(out: Any, res: dict[str, Any], what: str) -> None:
                                       else ""))
 
 
+def _rule_line(r: dict[str, Any]) -> str:
+    when = " when it weakens a guardrail" if r.get("when") == "weakens" else ""
+    src = "  (default)" if r.get("source") == "default" else ""
+    return (f"{r['id']}  {r.get('effect', 'deny')} {','.join(r['actions'])} for {r['who']} "
+            f"on {r['entries']}{when}{src}")
+
+
 def admin(args: argparse.Namespace, out: Any, c: HubClient, hub: HubConfig) -> bool:
     """Handle the identity admin nouns; False when the noun is not one of them."""
     noun, verb = args.noun, args.verb
@@ -109,16 +116,18 @@ def admin(args: argparse.Namespace, out: Any, c: HubClient, hub: HubConfig) -> b
     if noun == "rules":
         base = f"/v1/spaces/{_q(args.space)}/rules"
         if verb == "list":
-            _rows(out, "rules", c.admin_get(base), ["id", "effect", "actions", "who", "entries"],
+            # the effective rules: the built-in typed defaults, then the space's own
+            _rows(out, "effective", c.admin_get(base),
+                  ["id", "effect", "actions", "who", "entries", "when", "source"],
                   lambda r: [r["id"], r.get("effect", "deny"), ",".join(r["actions"]), r["who"],
-                             r["entries"]])
+                             r["entries"], r.get("when") or "", r.get("source", "space")])
         elif verb == "add":
-            res = c.admin_post(base, {"effect": "deny", "who": args.who, "entries": args.entries,
-                                      "actions": [a.strip() for a in args.deny.split(",")
+            effect = "allow" if args.allow else "deny"
+            res = c.admin_post(base, {"effect": effect, "who": args.who, "entries": args.entries,
+                                      "actions": [a.strip() for a in
+                                                  (args.allow or args.deny).split(",")
                                                   if a.strip()]})
-            r = res["rule"]
-            out.doc(res, f"added rule {r['id']}: deny {','.join(r['actions'])} for {r['who']} "
-                         f"on {r['entries']}")
+            out.doc(res, f"added rule {_rule_line(res['rule'])}")
         else:
             res = c.admin_post(f"{base}/{_q(args.rule)}/remove", dry)
             _done(out, res, f"removed rule {args.rule}")
@@ -217,11 +226,16 @@ def add_admin_parsers(nouns: Any, common: argparse.ArgumentParser, parser_class:
                        help="run every check on the hub, change nothing")
         return p
 
-    r = verbs("rules", "deny rules of a space")
-    r.add_parser("list", parents=[common]).add_argument("space", metavar="SPACE")
-    ra = r.add_parser("add", parents=[common], help="add a deny rule")
+    r = verbs("rules", "allow and deny rules of a space (effective rules: defaults included)")
+    r.add_parser("list", parents=[common],
+                 help="the effective rules, built-in defaults first").add_argument(
+                     "space", metavar="SPACE")
+    ra = r.add_parser("add", parents=[common], help="add an allow or a deny rule")
     ra.add_argument("space", metavar="SPACE")
-    ra.add_argument("--deny", required=True, metavar="ACTIONS", help="create,update,delete")
+    eff = ra.add_mutually_exclusive_group(required=True)
+    eff.add_argument("--deny", metavar="ACTIONS", help="create,update,delete")
+    eff.add_argument("--allow", metavar="ACTIONS",
+                     help="create,update,delete (e.g. relax the guardrail default)")
     ra.add_argument("--who", required=True, help="viewer|editor|admin, a user id, or agents")
     ra.add_argument("--entries", required=True, metavar="GLOB", help="e.g. 'guardrail/*'")
     rr = dry(r.add_parser("remove", parents=[common]))

@@ -253,8 +253,9 @@ def rule_denies(rules: list[dict[str, Any]], *, role: str | None, user_id: str |
     if not policy.at_least(role, "editor"):
         return "role:" + str(role)
     actor = policy.Actor(user_id or "", role, agent)
-    hit = policy.denied_ops([policy.Rule.from_dict(r) for r in rules], actor,
-                            [(entry_id, action)])
+    # only called for a resolution that weakens a guardrail: the typed default applies
+    change = policy.Change(entry_id, action, weakens=True, reason="weakens the guardrail")
+    hit = policy.denied_changes([policy.Rule.from_dict(r) for r in rules], actor, [change])
     return hit[0]["rule"] if hit else None
 
 

@@ -518,16 +518,18 @@ class Replica:
         role = access.get("role")
         if role is None:
             return None
-        action = policy.op_action(op.entry.deleted, current)
+        change = policy.change_of(s.id, op.entry, current, s.synced)
+        if change is None:
+            return None
         if not policy.at_least(role, "editor"):
-            return {"id": s.id, "action": action, "rule": f"role:{role}",
+            return {"id": s.id, "action": change.action, "rule": f"role:{role}",
+                    "reason": f"a {role} cannot publish",
                     "message": f"a {role} cannot publish; kept locally"}
         rules = [policy.Rule.from_dict(r) for r in access.get("rules") or []]
-        hit = policy.denied_by_applying(rules, [(s.id, action)])
-        if not hit:
+        hit = policy.denial(rules, change)
+        if hit is None:
             return None
-        return dict(hit[0], message=f"the space rules do not let you {action} {s.id} "
-                                    f"(rule {hit[0]['rule']}); kept locally, not published")
+        return dict(hit, message=f"{hit['reason']}; kept locally, not published")
 
     def _next_batch(self, report: SyncReport | None = None) -> Batch | None:
         head = self.store.head()

@@ -1,10 +1,30 @@
 """Roles and space rules: pure functions over values (no I/O), tested by tables. The hub
-(``hub/policy.py``, the guard) and the replica (its local check before pushing) both call
-this code, so the two never disagree on what a rule denies.
+(``hub/policy.py``, the guard) and the replica (its local check before pushing, its check
+of a conflict resolution) both call this code, so the two never disagree on what a rule
+denies.
+
+    op + the hub's state before it --change_of()--> Change(action, weakens, reason)
+    Change + effective rules (defaults + space rules) --decide()--> the deciding rule
 
 Roles per space, weakest first: viewer (pull) < editor (push) < admin (manage the space).
-Hub owners act as admin in every space. Rules are deny rules evaluated on the actual ops of
-a batch against the hub's current content, never on what the client claims.
+Hub owners act as admin in every space; a delegated token is at most an editor.
+
+An op is judged on what it does to the hub's state, never on what the client declares:
+a put on a live entry is an update (a put equal to it does nothing and is not judged), a
+put where a tombstone stands is an update too (deleting and re-creating an entry is an
+update of it: otherwise ``deny update`` is bypassed by a delete in one batch and a create
+in the next), a put where nothing ever stood is a create.
+
+Typed memory rules (DESIGN §12): guardrails are additive. Creating one or raising its
+severity (info < warn < block) is an ordinary create/update; lowering the severity,
+changing anything else (the text), deleting one or re-creating a deleted one *weakens* it.
+The default rule ``default:guardrails-additive`` denies weakening to editors (delegated
+agents are editors at most), so only admins may, unless a space rule allows it.
+
+Rules have an effect, ``allow`` or ``deny``. Of the rules that apply to the caller and
+match the op, the one with the most specific pattern decides (an exact id over any glob,
+then more literal characters); on equal patterns a space rule beats a default, then deny
+beats allow. No matching rule: the role decides (editors publish).
 """
 
 from __future__ import annotations
@@ -13,8 +33,13 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
+from shared.entry import SEVERITIES, Entry, guardrail_rank
+from shared.ids import split_entry_id
+
 ROLES = ("viewer", "editor", "admin")
 ACTIONS = ("create", "update", "delete")
+EFFECTS = ("allow", "deny")
+WEAKENS = "weakens"  # a rule's ``when``: it matches only ops that weaken a guardrail
 
 
 def role_rank(role: str | None) -> int:
@@ -28,14 +53,36 @@ def at_least(role: str | None, minimum: str) -> bool:
 @dataclass(frozen=True)
 class Rule:
     id: str
-    effect: str
+    effect: str  # "allow" | "deny"
     who: str  # "viewer"|"editor"|"admin", a user id, or "agents"
     actions: tuple[str, ...]
     entries: str  # glob on entry ids, e.g. "guardrail/*"
+    when: str | None = None  # None: every matching op; "weakens": ops weakening a guardrail
+    source: str = "space"  # "space" (an admin's rule) or "default" (built in)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Rule:
-        return cls(d["id"], d["effect"], d["who"], tuple(d["actions"]), d["entries"])
+        return cls(d["id"], d.get("effect", "deny"), d["who"], tuple(d["actions"]),
+                   d["entries"], d.get("when"), d.get("source", "space"))
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "effect": self.effect, "who": self.who,
+                               "actions": list(self.actions), "entries": self.entries,
+                               "source": self.source}
+        if self.when is not None:
+            out["when"] = self.when
+        return out
+
+
+DEFAULT_RULES: tuple[Rule, ...] = (
+    Rule("default:guardrails-additive", "deny", "editor", ("update", "delete"), "guardrail/*",
+         when=WEAKENS, source="default"),
+)
+
+
+def effective_rules(space_rules: list[dict[str, Any]]) -> list[Rule]:
+    """The built-in defaults followed by the space's own rules."""
+    return list(DEFAULT_RULES) + [Rule.from_dict(dict(r, source="space")) for r in space_rules]
 
 
 @dataclass(frozen=True)
@@ -45,13 +92,71 @@ class Actor:
     agent: str | None = None
 
 
+@dataclass(frozen=True)
+class Change:
+    """What one op does to the hub's state."""
+
+    entry_id: str
+    action: str  # create | update | delete
+    weakens: bool = False
+    reason: str = ""  # why it weakens, for the error
+
+
 def op_action(deleted: bool, current: tuple[str, bool] | None) -> str:
-    """What an op does to the current content: create, update or delete."""
+    """What an op does to the current content: create, update or delete (a put over a
+    tombstone re-creates the entry: an update)."""
     if deleted:
         return "delete"
-    if current is None or current[1]:
-        return "create"
-    return "update"
+    return "create" if current is None else "update"
+
+
+def _text_changes(before: Entry, after: Entry) -> list[str]:
+    out = [f for f in ("title", "body") if getattr(before, f) != getattr(after, f)]
+    out += [f for f in ("tags", "links") if set(getattr(before, f)) != set(getattr(after, f))]
+    meta_b = {k: v for k, v in before.meta.items() if k != "severity"}
+    meta_a = {k: v for k, v in after.meta.items() if k != "severity"}
+    if meta_b != meta_a:
+        out.append("meta")
+    return out
+
+
+def _sev(e: Entry) -> str:
+    r = guardrail_rank(e)
+    return SEVERITIES[r] if r >= 0 else "none"
+
+
+def guardrail_weakening(before: Entry | None, after: Entry | None,
+                        existed: bool) -> str | None:
+    """Why going from ``before`` (the live guardrail, or None) to ``after`` (None for a
+    deletion) weakens a guardrail, or None. ``existed``: a tombstone stands where ``before``
+    is None (a re-create: the deleted text is not known to be kept)."""
+    if after is None or after.deleted:
+        return "deletes the guardrail" if before is not None else None
+    if before is None:
+        return ("re-creates a deleted guardrail (deleting and re-creating is an update)"
+                if existed else None)
+    if guardrail_rank(after) < guardrail_rank(before):
+        return f"lowers its severity from {_sev(before)} to {_sev(after)}"
+    changed = _text_changes(before, after)
+    if changed:
+        return f"changes its {', '.join(changed)} (only raising the severity is additive)"
+    return None
+
+
+def change_of(entry_id: str, after: Entry, current: tuple[str, bool] | None,
+              before: Entry | None = None) -> Change | None:
+    """What putting ``after`` (or its tombstone) does, given the hub's current
+    ``(version, deleted)`` and, for guardrails, the current live content ``before``.
+    None when the op changes nothing."""
+    if current is not None and not current[1] and after.version == current[0]:
+        return None
+    action = op_action(after.deleted, current)
+    if split_entry_id(entry_id)[0] != "guardrail":
+        return Change(entry_id, action)
+    live = before if current is not None and not current[1] else None
+    existed = current is not None
+    reason = guardrail_weakening(live, None if after.deleted else after, existed)
+    return Change(entry_id, action, reason is not None, reason or "")
 
 
 def rule_applies(rule: Rule, actor: Actor) -> bool:
@@ -62,20 +167,54 @@ def rule_applies(rule: Rule, actor: Actor) -> bool:
     return rule.who == actor.user_id
 
 
+def _specificity(pattern: str) -> tuple[int, int]:
+    wild = any(c in pattern for c in "*?[")
+    literal = sum(1 for c in pattern if c not in "*?[]")
+    return (0 if wild else 1, literal)
+
+
+def matches(rule: Rule, change: Change) -> bool:
+    return (change.action in rule.actions and fnmatchcase(change.entry_id, rule.entries)
+            and (rule.when is None or (rule.when == WEAKENS and change.weakens)))
+
+
+def deciding_rule(rules: list[Rule], change: Change) -> Rule | None:
+    """The rule that decides ``change`` among rules that apply to the caller."""
+    hits = [r for r in rules if matches(r, change)]
+    if not hits:
+        return None
+    return max(hits, key=lambda r: (_specificity(r.entries), r.source == "space",
+                                    r.effect == "deny"))
+
+
+def denial(rules: list[Rule], change: Change) -> dict[str, str] | None:
+    """The denial of ``change`` by rules that apply to the caller, or None when allowed."""
+    rule = deciding_rule(rules, change)
+    if rule is None or rule.effect != "deny":
+        return None
+    if rule.when == WEAKENS:
+        why = (f"{change.entry_id}: {change.action} {change.reason}; guardrails are "
+               f"additive, only admins may weaken one unless a space rule allows it "
+               f"(rule {rule.id})")
+    else:
+        why = f"the space rules do not let you {change.action} {change.entry_id} (rule {rule.id})"
+    return {"id": change.entry_id, "action": change.action, "rule": rule.id, "reason": why}
+
+
+def denied_changes(rules: list[Rule], actor: Actor, changes: list[Change]
+                   ) -> list[dict[str, str]]:
+    """Every change the effective ``rules`` deny this actor, each with its rule and reason."""
+    applying = [r for r in rules if rule_applies(r, actor)]
+    return [d for d in (denial(applying, c) for c in changes) if d is not None]
+
+
 def denied_ops(rules: list[Rule], actor: Actor,
                ops: list[tuple[str, str]]) -> list[dict[str, str]]:
-    """Every ``(entry_id, action)`` a deny rule forbids, each with the rule that denies it."""
-    return denied_by_applying([r for r in rules if rule_applies(r, actor)], ops)
+    """``denied_changes`` for plain ``(entry_id, action)`` pairs (no guardrail weakening)."""
+    return denied_changes(rules, actor, [Change(e, a) for e, a in ops])
 
 
 def denied_by_applying(rules: list[Rule], ops: list[tuple[str, str]]) -> list[dict[str, str]]:
     """``denied_ops`` for rules already known to apply to the caller (the head sends a
     replica exactly those)."""
-    out = []
-    for entry_id, action in ops:
-        for rule in rules:
-            if (rule.effect == "deny" and action in rule.actions
-                    and fnmatchcase(entry_id, rule.entries)):
-                out.append({"id": entry_id, "action": action, "rule": rule.id})
-                break
-    return out
+    return [d for d in (denial(rules, Change(e, a)) for e, a in ops) if d is not None]

@@ -328,6 +328,22 @@ def current_versions_txn(conn: Connection, space_id: str, entry_ids: list[str]
     return out
 
 
+def current_contents_txn(conn: Connection, space_id: str, entry_ids: list[str]
+                         ) -> dict[str, str]:
+    """``entry_id -> canonical content`` of the given entries that are live."""
+    out: dict[str, str] = {}
+    for i in range(0, len(entry_ids), 500):
+        chunk = entry_ids[i:i + 500]
+        marks = ", ".join(f":e{j}" for j in range(len(chunk)))
+        params: dict[str, Any] = {f"e{j}": eid for j, eid in enumerate(chunk)}
+        params["s"] = space_id
+        for eid, content in Sql("SELECT entry_id, content FROM entries WHERE space_id = :s "
+                                f"AND deleted = false AND entry_id IN ({marks})").all(
+                                    conn, params):
+            out[eid] = content
+    return out
+
+
 _INSERT_ENTRY = Sql("INSERT INTO entries (space_id, entry_id, version, deleted, content, seq, "
                     "epoch) VALUES (:space_id, :entry_id, :version, :deleted, :content, :seq, "
                     ":epoch)")

@@ -80,6 +80,10 @@ class Scene:
 def scene(hub, owner, tmp_path_factory) -> Scene:
     team = Team(hub, owner, tmp_path_factory.mktemp("scene"), f"conf{os.getpid() % 10000}")
     alice, bob = team.members("alice", "bob")
+    # this space lets editors change guardrails (the typed default lets only admins weaken
+    # one); the guardrail test below adds a deny rule, which wins the tie on the same glob
+    qjson(team.owner, "admin", "rules", "add", team.name, "--allow", "update,delete", "--who",
+          "editor", "--entries", "guardrail/*")
     for eid, (base, _, _) in SCENE.items():
         put(alice, eid, base)
     sync(alice)

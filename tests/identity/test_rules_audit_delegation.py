@@ -34,7 +34,8 @@ def test_guardrail_rule_refuses_the_whole_batch_and_lists_every_denied_op(team: 
     try:
         # the head tells the editor its role and the rule that applies (to refuse early)
         head = t.editor.head(t.space)
-        assert head["role"] == "editor" and [x["id"] for x in head["rules"]] == [rule_id]
+        assert head["role"] == "editor" and [x["id"] for x in head["rules"]] == [
+            "default:guardrails-additive", rule_id]  # the typed default, then the space's
         assert t.owner.head(t.space)["rules"] == []  # admins are not under an editor rule
         assert t.editor.publish(t.space, [put("page/allowed")]).status_code == 201
         before = t.counts()

@@ -39,7 +39,8 @@ def test_deny_rules_list_every_denied_op(actor: Actor, ops: list, denied: list) 
 
 
 @pytest.mark.parametrize("deleted,current,action", [
-    (False, None, "create"), (False, ("v", True), "create"), (False, ("v", False), "update"),
+    # a put over a tombstone re-creates the entry: an update (closes delete-then-create)
+    (False, None, "create"), (False, ("v", True), "update"), (False, ("v", False), "update"),
     (True, ("v", False), "delete"),
 ])
 def test_op_action_is_judged_on_current_content(deleted: bool, current: tuple | None,

@@ -56,12 +56,12 @@ from shared.wire import Batch, parse_batch, receipt_body, sign_receipt
 @dataclass
 class GuardHooks:
     """Test seams. ``after_prepare`` runs between preparation and the committing
-    transaction; ``in_commit(batch, point)`` runs inside it, at ``"locked"`` (the space row
-    just locked) and ``"written"`` (every check passed, every row written, the commit next).
-    Tests use them to change the world at the worst moment."""
+    transaction; ``in_commit(conn, batch, point)`` runs inside it, at ``"locked"`` (the space
+    row just locked) and ``"written"`` (every check passed, every row written, the commit
+    next). Tests use them to change the world at the worst moment, or to fail there."""
 
     after_prepare: Callable[[Batch], None] | None = None
-    in_commit: Callable[[Batch, str], None] | None = None
+    in_commit: Callable[[Any, Batch, str], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -187,7 +187,7 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
     if space is None:
         raise NotFound("the space no longer exists")
     if hooks is not None and hooks.in_commit is not None:
-        hooks.in_commit(batch, "locked")
+        hooks.in_commit(conn, batch, "locked")
     # a concurrent publish of the very same batch may have landed since preparation
     replay = _replay_txn(conn, batch, space.id)
     if replay is not None:
@@ -250,7 +250,7 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
         "space": space.id, "epoch": space.epoch, "seq": seq, "digest": head, "at": now,
         "state": root}))
     if hooks is not None and hooks.in_commit is not None:
-        hooks.in_commit(batch, "written")
+        hooks.in_commit(conn, batch, "written")
     return Outcome(receipt=receipt, replayed=False, seq=seq, space_id=space.id,
                    head_digest=head, epoch=space.epoch, at=now, state=root)
 

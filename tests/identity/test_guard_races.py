@@ -215,7 +215,7 @@ def test_no_batch_is_accepted_after_a_change_that_forbids_it_committed(
     if point == "prepared":
         hooks.after_prepare = lambda _b: race.land(holding=False)
     else:
-        hooks.in_commit = lambda _b, at: race.land(holding=True) if at == point else None
+        hooks.in_commit = lambda _c, _b, at: race.land(holding=True) if at == point else None
     try:
         r = s.publish(body)
     finally:

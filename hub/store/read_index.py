@@ -139,12 +139,16 @@ def set_text_txn(conn: Connection, space_id: str, entry_id: str,
                                 "body": body})
 
 
+# CROSS JOIN keeps the FTS5 table outermost: with a plain JOIN SQLite's planner walked the
+# space's rows and probed the full-text index per row (500 ms for no match in 2,000 entries,
+# 0.05 ms this way).
 _SEARCH_SQLITE = Sql(
-    "SELECT t.entry_id, t.title, t.body FROM entry_fts f JOIN entry_text t ON t.rowid = f.rowid "
+    "SELECT t.entry_id, t.title, t.body "
+    "FROM entry_fts f CROSS JOIN entry_text t ON t.rowid = f.rowid "
     "WHERE entry_fts MATCH :q AND t.space_id = :s ORDER BY bm25(entry_fts), t.entry_id "
     "LIMIT :lim")
 _COUNT_SQLITE = Sql(
-    "SELECT COUNT(*) FROM entry_fts f JOIN entry_text t ON t.rowid = f.rowid "
+    "SELECT COUNT(*) FROM entry_fts f CROSS JOIN entry_text t ON t.rowid = f.rowid "
     "WHERE entry_fts MATCH :q AND t.space_id = :s")
 _SEARCH_PG = Sql(
     "SELECT entry_id, title, body FROM entry_text "

@@ -46,7 +46,11 @@ class Principal:
 
     def actor(self) -> dict[str, Any]:
         """How this caller appears in receipts and audit events."""
-        return {"user": self.user_id, "device": self.device_id, "agent": self.agent}
+        out: dict[str, Any] = {"user": self.user_id, "device": self.device_id,
+                               "agent": self.agent}
+        if self.delegation_id is not None:
+            out["delegation"] = self.delegation_id  # which grant the agent acted under
+        return out
 
 
 def new_secret(prefix: str) -> str:

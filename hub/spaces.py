@@ -13,6 +13,7 @@ from hub.access import (
     INVITE_PREFIX,
     MAX_CREDENTIAL,
     Principal,
+    effective_role_txn,
     new_secret,
     recheck_principal_txn,
     secret_hash,
@@ -88,7 +89,15 @@ def create_space(store: Store, p: Principal, name: Any, now: int) -> dict[str, A
 def list_spaces(store: Store, p: Principal) -> dict[str, Any]:
     with store.read() as conn:
         mine = q.list_spaces_txn(conn, p.user_id)
-        if p.is_owner and p.delegation_id is None:
+        if p.delegation_id is not None:
+            # a delegation reaches one space, with its own (narrowed) role: list just that
+            out = []
+            for s in mine:
+                role = effective_role_txn(conn, p, s["id"])
+                if role is not None:
+                    out.append(dict(s, role=role))
+            return {"spaces": out}
+        if p.is_owner:
             seen = {s["id"] for s in mine}
             for s in q.list_spaces_txn(conn, None):
                 if s["id"] not in seen:

@@ -20,7 +20,7 @@ from shared.ids import entry_id_problem, is_id
 from shared.signing import BATCH_DOMAIN, HEAD_DOMAIN, RECEIPT_DOMAIN, sign, verify
 
 DEFAULT_MAX_OPS = 1000
-PROVENANCE_KEYS = ("agent", "model", "session", "tool", "note")
+PROVENANCE_KEYS = ("agent", "model", "client", "session", "tool", "note")
 MAX_PROVENANCE_VALUE = 200
 
 

@@ -95,9 +95,24 @@ def test_delegated_agent_publishes_as_itself(team: Team) -> None:
     pub = [e for e in events if e.get("action") == "publish"
            and e["details"]["batch_id"] == body["batch_id"]]
     assert pub[0]["actor"] == {"user": t.editor.user_id, "device": t.editor.device_id,
-                               "agent": "claude-code"}
+                               "agent": "claude-code",
+                               "delegation": d["delegation"]["id"]}  # and under which grant
     listed = t.editor.get("/v1/delegations").json()["delegations"]
     assert d["delegation"]["id"] in [x["id"] for x in listed]
+
+
+def test_a_delegation_lists_only_its_own_space_with_its_own_role(team: Team) -> None:
+    t = team
+    t.owner.create_space("not-for-the-agent")
+    assert len(t.owner.get("/v1/spaces").json()["spaces"]) >= 2
+    for grant, role in ((t.delegate(t.owner, "write", agent="w"), "editor"),
+                        (t.delegate(t.owner, "read", agent="r"), "viewer")):
+        path = "/v1/spaces"
+        r = t.raw.get(path, headers={
+            "Authorization": f"DPoP {grant['token']}",
+            "DPoP": make_proof(t.owner.key, "GET", t.url + path, access_token=grant["token"])})
+        assert r.status_code == 200, r.text
+        assert [(s["id"], s["role"]) for s in r.json()["spaces"]] == [(t.space, role)]
 
 
 def test_delegation_is_at_most_a_day(team: Team) -> None:

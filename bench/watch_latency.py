@@ -116,8 +116,8 @@ class Bench:
         self.watchers: list[subprocess.Popen[bytes]] = []
 
     def invite(self) -> str:
-        from replica.cli import _client
         from replica.home import Home
+        from replica.service import open_client as _client
 
         with _client(Home(self.owner).hubs()[0]) as c:
             return str(c.create_invite(self.space["id"], "viewer")["code"])
@@ -190,8 +190,8 @@ class Bench:
 
 
 def publish_and_time(b: Bench, n_watchers: int, count: int, first: int = 0) -> list[float]:
-    from replica.cli import _client
     from replica.home import Home
+    from replica.service import open_client as _client
     from shared.entry import make_entry
     from shared.ids import new_id
     from shared.signing import load_private

@@ -10,21 +10,16 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import os
-import socket
 import sys
 from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
-from replica.home import Home, HubConfig, SpaceConfig, space_lock, write_json
-from shared.errors import InvalidRequest, LocalError, NotJoined, QuireError
+from replica import service
+from replica.home import Home
+from replica.service import error_doc, hub_for, open_client
+from shared.errors import LocalError, QuireError
 
-if TYPE_CHECKING:
-    from replica.client import HubClient
-    from replica.store import Store
-    from replica.sync import Replica, SyncReport
-
+# The work is in replica/service.py; this module parses arguments and prints results.
 # Everything heavier (the HTTP client, SQLAlchemy, the sync engine, key handling) is
 # imported by the commands that use it: every `quire` run pays for what it imports.
 
@@ -73,136 +68,7 @@ class Out:
         return update, bar.stop
 
 
-def error_doc(e: QuireError) -> dict[str, Any]:
-    return {"error": {"code": e.code, "message": e.message, "details": e.details}}
-
-
-# ---------------------------------------------------------------- helpers
-
-
-def _client(hub: HubConfig, transport: Any = None) -> HubClient:
-    """A client with this device's DPoP auth flow (replica/auth.py); an agent given a
-    delegated token (``quire delegate create``) runs with QUIRE_DELEGATION_TOKEN set."""
-    from replica.auth import auth_for, delegated
-    from replica.client import HubClient
-    from replica.identity import CredentialFile
-
-    creds = CredentialFile(hub.credential_path, hub.key_path)
-    auth = auth_for(hub.key_path, creds)
-    if auth is None:
-        raise NotJoined(f"no device credential for hub {hub.url}; join it again")
-    token = os.environ.get("QUIRE_DELEGATION_TOKEN")
-    if token:
-        auth = delegated(hub.key_path, token, auth.tokens.htu_base)
-    return HubClient(hub.url, auth=auth, hub_key=hub.public_key, transport=transport)
-
-
-def _hub_for(home: Home, args: argparse.Namespace) -> HubConfig:
-    ref = getattr(args, "hub", None)
-    return home.hub_by_url(ref) if ref else home.default_hub()
-
-
-def _replica(home: Home, space: SpaceConfig, progress: Any = None) -> tuple[Replica, HubClient,
-                                                                          Store]:
-    from replica.store import Store
-    from replica.sync import Replica
-    from shared.signing import load_private
-
-    hub = home.hub(space.hub_id)
-    if hub is None:
-        raise NotJoined(f"space {space.name} belongs to a hub this machine no longer knows")
-    client = _client(hub)
-    store = Store(space.store_path)
-    agent = os.environ.get("QUIRE_AGENT")
-    rep = Replica(space_id=space.space_id, replica_id=space.replica_id, vault=space.vault,
-                  store=store, client=client, key=load_private(hub.key_path),
-                  progress=progress, provenance={"agent": agent} if agent else None)
-    return rep, client, store
-
-
-SUSPENDING = ("unauthorized", "forbidden", "not_found")
-
-
-def _refusal(err: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Why the hub no longer accepts this replica, from the last sync error (or None)."""
-    if not err or err.get("code") not in SUSPENDING:
-        return None
-    reason = (err.get("details") or {}).get("reason") or (
-        "not_a_member" if err["code"] == "not_found" else err["code"])
-    return {"reason": reason, "message": err.get("message"), "since": err.get("at")}
-
-
-def status_doc(space: SpaceConfig) -> dict[str, Any]:
-    from replica.store import Store
-
-    saved: dict[str, Any] = {}
-    if space.status_path.exists():
-        saved = json.loads(space.status_path.read_text(encoding="utf-8"))
-    store = Store(space.store_path)
-    try:
-        head = store.head()
-        conflicts = store.conflicts()
-        outbox = store.dirty_count()
-        doc = {
-            "space": {"id": space.space_id, "name": space.name},
-            "replica_id": space.replica_id,
-            "vault": str(space.vault),
-            "head": head.to_json() if head else None,
-            "outbox": outbox,
-            "outbox_batches": len(store.outbox()),
-            "conflicts": [{"entry": c.entry_id, "fields": c.fields,
-                           "theirs_author": c.theirs_author, "theirs_seq": c.theirs_seq}
-                          for c in conflicts],
-            "problems": saved.get("problems", []),
-            "policy_denied": saved.get("policy_denied", []),
-            "last_error": saved.get("last_error"),
-            "last_success": saved.get("last_success"),
-            "last_sync": saved.get("last_sync"),
-            "role": saved.get("role", space.role),
-            "store_digest": store.digest(),
-        }
-    finally:
-        store.close()
-    refusal = _refusal(doc["last_error"])
-    if refusal is not None:
-        # the hub refused this device or replica (revoked, removed): nothing is published,
-        # local edits and the outbox stay; the next sync after access returns resumes
-        doc["state"] = "suspended"
-        doc["suspended"] = refusal
-    elif doc["last_error"]:
-        doc["state"] = "error"
-    elif head is None:
-        doc["state"] = "never_synced"
-    elif conflicts:
-        doc["state"] = "conflicts"
-    elif doc["problems"]:
-        doc["state"] = "problems"
-    elif outbox:
-        doc["state"] = "pending"
-    else:
-        doc["state"] = "ok"
-    return doc
-
-
-def _write_status(space: SpaceConfig, *, report: SyncReport | None, error: QuireError | None,
-                  role: str | None) -> None:
-    from replica.sync import now_ms
-
-    prev: dict[str, Any] = {}
-    if space.status_path.exists():
-        prev = json.loads(space.status_path.read_text(encoding="utf-8"))
-    now = now_ms()
-    doc = {
-        "last_sync": now,
-        "last_success": now if error is None else prev.get("last_success"),
-        "last_error": None if error is None else dict(error_doc(error)["error"], at=now),
-        "problems": [p.to_json() for p in report.problems] if report else prev.get(
-            "problems", []),
-        "role": role or prev.get("role"),
-        # local changes the space rules deny (replica/sync.py): kept here, not published
-        "policy_denied": report.policy_denied if report else prev.get("policy_denied", []),
-    }
-    write_json(space.status_path, doc)
+# ---------------------------------------------------------------- output of status
 
 
 def _human_status(doc: dict[str, Any]) -> str:
@@ -229,98 +95,22 @@ def _human_status(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run_sync(home: Home, space: SpaceConfig, out: Out) -> tuple[SyncReport, dict[str, Any]]:
-    """One locked sync of ``space``; status is written whatever happens."""
-    with space_lock(space):
-        update, stop = out.progress(f"syncing {space.name}")
-        rep, client, store = _replica(home, space, update)
-        report = None
-        try:
-            from replica.rejoin import ensure_current_replica
-
-            # a new device login since the replica was registered: register a new one
-            ensure_current_replica(space, home.hub(space.hub_id), rep)  # type: ignore[arg-type]
-            report = rep.sync()
-        except QuireError as e:
-            _write_status(space, report=None, error=e, role=rep.role)
-            raise
-        finally:
-            stop()
-            client.close()
-            store.close()
-        _write_status(space, report=report, error=None, role=rep.role)
-    return report, status_doc(space)
-
-
 # ---------------------------------------------------------------- commands
 
 
 def cmd_join(args: argparse.Namespace, out: Out) -> int:
-    from replica.auth import auth_for
-    from replica.client import HubClient
-    from replica.identity import CredentialFile
-    from shared.signing import load_private, new_private_key, public_b64, save_private
-
-    home = Home()
-    url = args.url.rstrip("/")
-    with HubClient(url) as anon:
-        info = anon.hub_info()
-    hub_id, public_key = info.get("hub_id"), info.get("public_key")
-    if not isinstance(hub_id, str) or not isinstance(public_key, str):
-        raise InvalidRequest("the hub did not describe itself (GET /v1/hub)")
-    known = home.hub(hub_id)
-    device_name = args.device or (known.device_name if known else socket.gethostname()[:100]
-                                  or "device")
-    hub_dir = home.hub_dir(hub_id)
-    if known is not None:
-        if known.public_key != public_key:
-            raise LocalError("the hub's signing key differs from the one pinned at the first "
-                             "join; refusing to trust it",
-                             {"pinned": known.public_key, "offered": public_key})
-        key = load_private(known.key_path)
+    doc = service.join(Home(), args.url, args.invite, vault=args.vault, device=args.device,
+                       say=out.say, progress=out.progress)
+    url, name = doc["hub"]["url"], doc.pop("device_name")
+    if doc["space"] is None:
+        out.doc(doc, f"joined hub {url} as device {name!r} (no space: owner enrollment)")
+    elif doc.get("rejoined"):
+        out.doc(doc, f"access to {doc['space']['name']} restored; run 'quire sync'")
     else:
-        key = new_private_key()
-        save_private(key, hub_dir / "device.pem")  # before redeeming: never lose the key
-    creds = CredentialFile(hub_dir / "credential", hub_dir / "device.pem")
-    auth = auth_for(creds.key_path, creds) if known is not None else None
-    with HubClient(url, auth=auth, hub_key=public_key) as c:
-        res = c.redeem(args.invite, device_name, public_b64(key))
-    if res.get("access_token"):  # a new device: tokens bound to its key (docs/security.md)
-        creds.save_grant(res, str(info.get("url") or url))
-    hub = HubConfig(hub_id, url, public_key, info.get("key_id"), res.get("user_id"),
-                    res.get("device_id"), device_name, hub_dir)
-    if known is not None:
-        hub.user_id, hub.device_id = known.user_id or hub.user_id, known.device_id or hub.device_id
-    hub.save()
-    space_info = res.get("space")
-    if not space_info:
-        out.doc({"hub": {"id": hub_id, "url": url}, "user_id": hub.user_id,
-                 "device_id": hub.device_id, "space": None},
-                f"joined hub {url} as device {device_name!r} (no space: owner enrollment)")
-        return 0
-    space_id = space_info["id"]
-    if any(s.space_id == space_id for s in home.spaces()):
-        # a new invite for a space this machine keeps (access was removed, now restored):
-        # the membership is back; the next sync publishes what waited in the outbox
-        out.doc({"hub": {"id": hub_id, "url": url}, "user_id": hub.user_id,
-                 "device_id": hub.device_id, "space": space_info, "rejoined": True},
-                f"access to {space_info['name']} restored; run 'quire sync'")
-        return 0
-    vault = Path(args.vault) if args.vault else Path.cwd() / space_info["name"]
-    vault = vault.resolve()
-    with _client(hub) as c:
-        replica_id = c.register_replica(space_id, device_name)
-    space = SpaceConfig(space_id, space_info["name"], hub_id, replica_id, vault,
-                        space_info.get("role"), home.space_dir(space_id), hub.device_id)
-    space.dir.mkdir(parents=True, exist_ok=True)
-    space.save()
-    out.say(f"joined space {space.name} as {space.role}; taking the first snapshot …")
-    report, status = run_sync(home, space, out)
-    doc = {"hub": {"id": hub_id, "url": url}, "user_id": hub.user_id,
-           "device_id": hub.device_id, "space": space.to_json(), "replica_id": replica_id,
-           "sync": report.to_json(), "status": status}
-    out.doc(doc, f"vault written to {vault} ({len(report.to_json()['merged'])} merged, "
-                 f"head seq {status['head']['seq'] if status['head'] else 0})")
+        status = doc["status"]
+        out.doc(doc, f"vault written to {doc['space']['vault']} "
+                     f"({len(doc['sync']['merged'])} merged, "
+                     f"head seq {status['head']['seq'] if status['head'] else 0})")
     return 0
 
 
@@ -338,7 +128,7 @@ def cmd_spaces(args: argparse.Namespace, out: Out) -> int:
 def cmd_sync(args: argparse.Namespace, out: Out) -> int:
     home = Home()
     space = home.space(args.space)
-    report, status = run_sync(home, space, out)
+    report, status = service.run_sync(home, space, out.progress(f"syncing {space.name}"))
     r = report.to_json()
     human = [f"synced {space.name}: pulled {r['pulled']} batch(es), pushed {r['pushed']} "
              f"change(s) in {r['batches']} batch(es)" + (" (snapshot)" if r["snapshot"] else "")]
@@ -359,36 +149,37 @@ def cmd_status(args: argparse.Namespace, out: Out) -> int:
     from replica.status import human_watcher, watcher_status
 
     space = Home().space(args.space)
-    doc = status_doc(space)
+    doc = service.status_doc(space)
     doc["watcher"] = watcher_status(space)  # the watcher's own status file (watch.json)
     out.doc(doc, "\n".join([_human_status(doc), *human_watcher(doc["watcher"])]))
     return 1 if doc["state"] == "error" and args.strict else 0
 
 
 def cmd_watch(args: argparse.Namespace, out: Out) -> int:
-    """Keep spaces current (replica/watch.py); --install writes the systemd user unit."""
-    from replica import watch
-
+    """Keep spaces current (replica/watch_daemon.py); --install writes the systemd unit."""
     home = Home()
     spaces = [home.space(s) for s in args.spaces] if args.spaces else home.spaces()
     if not spaces and not args.uninstall:
         home.space(None)  # raises not_joined with the usual advice
     names = [s.name for s in spaces]
     if args.install or args.uninstall:
-        res = (watch.install_unit(home.root, names) if args.install
-               else watch.uninstall_unit(names))
+        from replica.watch_unit import install_unit, uninstall_unit
+
+        res = install_unit(home.root, names) if args.install else uninstall_unit(names)
         out.doc(res, f"{'wrote' if args.install else 'removed'} {res['unit']}\n" +
                 "\n".join("  " + c for c in res["commands"]))
         return 0
-    return watch.run_watch(home, spaces, say=out.say)
+    from replica.watch_daemon import run_watch
+
+    return run_watch(home, spaces, say=out.say)
 
 
 def cmd_admin(args: argparse.Namespace, out: Out) -> int:
     from replica import identity_cli
 
     home = Home()
-    hub = _hub_for(home, args)
-    with _client(hub) as c:
+    hub = hub_for(home, getattr(args, "hub", None))
+    with open_client(hub) as c:
         if args.noun == "space" and args.verb == "create":
             res = c.create_space(args.name)
             out.doc(res, f"created space {res['space']['name']} ({res['space']['id']})")
@@ -504,7 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, fn in (("delegate", identity_cli.cmd_delegate),
                      ("devices", identity_cli.cmd_devices)):
         sub.choices[name].set_defaults(func=lambda args, out, fn=fn: fn(
-            args, out, _client(_hub_for(Home(), args))))
+            args, out, open_client(hub_for(Home(), getattr(args, "hub", None)))))
     sub.choices["login"].set_defaults(func=lambda args, out: identity_cli.cmd_login(
         args, out, Home()))
 

@@ -15,7 +15,7 @@ Packets and resolutions themselves are pure functions in ``replica/packets.py``.
 A packet id names one state of a conflict: it changes whenever base, ours or theirs change,
 so a resolution made against an old read is refused with ``packet_stale`` and the fresh id.
 The next sync publishes a resolution in its own batch whose provenance names the resolving
-agent (``plan_batch``, called by the sync engine).
+agent (``plan_batch`` in ``replica/resolutions.py``, called by the sync engine).
 """
 
 from __future__ import annotations
@@ -62,11 +62,11 @@ from replica.packets import (
     rule_denies,
     with_current_ours,
 )
+from replica.resolutions import forget_resolutions_txn, plan_batch
 from replica.store import Conflict, Store
 from shared.entry import Entry, tombstone
 from shared.errors import ClaimHeld, InvalidRequest, NotFound, PacketStale, PolicyDenied
 from shared.ids import is_agent_name, is_entry_id
-from shared.wire import MAX_PROVENANCE_VALUE, Op
 
 __all__ = ["Desk", "Principal", "entry_from_vault_text", "merged_from_json", "plan_batch",
            "forget_resolutions_txn", "packet_digest", "packet_id_of", "with_current_ours"]
@@ -78,38 +78,6 @@ MAX_TTL_S = 3600
 
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-# ---------------------------------------------------------------- provenance hook (sync)
-
-
-def plan_batch(store: Store, ops: list[Op], provenance: dict[str, str] | None
-               ) -> tuple[list[Op], dict[str, str] | None]:
-    """Pick the next batch's ops and provenance: resolutions go out first, in a batch of
-    their own per resolving agent, so the hub's history says which agent resolved what."""
-    res = store.get_meta("resolutions") or {}
-    # only the resolved version itself: an edit made after the resolution is not the agent's
-    mine = [op for op in ops if op.entry_id in res
-            and res[op.entry_id].get("version") in (None, op.entry.version)]
-    if not mine:
-        return ops, provenance
-    first = res[mine[0].entry_id]
-    group = [op for op in mine if res[op.entry_id].get("agent") == first.get("agent")]
-    packets = sorted({res[op.entry_id]["packet_id"] for op in group})
-    prov = dict(provenance or {})
-    if first.get("agent"):
-        prov["agent"] = first["agent"]
-    prov["tool"] = "quire conflict resolve"
-    prov["note"] = ("resolved " + " ".join(packets))[:MAX_PROVENANCE_VALUE]
-    return group, prov
-
-
-def forget_resolutions_txn(conn: Connection, entry_ids: list[str]) -> None:
-    """Called when a batch is accepted: its resolutions are published."""
-    res = st.get_meta_txn(conn, "resolutions", {}) or {}
-    if any(e in res for e in entry_ids):
-        st.set_meta_txn(conn, "resolutions", {k: v for k, v in res.items()
-                                               if k not in entry_ids})
 
 
 # ---------------------------------------------------------------- the desk (I/O)
@@ -384,7 +352,7 @@ class Desk:
         with space_lock(self.space, wait=True):
             rep = self._engine_replica()
             rep.flush_vault()
-            from replica.sync import SyncReport  # noqa: PLC0415 (sync imports this module)
+            from replica.sync import SyncReport  # lazily: the engine loads the HTTP client
 
             rep.scan(SyncReport())  # a local edit since the packet was read makes it stale
             c = self._locate(ref)
@@ -409,7 +377,7 @@ class Desk:
         return result
 
     def _engine_replica(self) -> Any:
-        from replica.sync import Replica  # noqa: PLC0415 (sync imports this module)
+        from replica.sync import Replica  # lazily: the engine loads the HTTP client
 
         return Replica(space_id=self.space.space_id, replica_id=self.space.replica_id,
                        vault=self.space.vault, store=self.store, client=None,  # type: ignore[arg-type]

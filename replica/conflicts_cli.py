@@ -11,15 +11,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from replica.conflicts import DEFAULT_TTL_S, Desk, Principal, entry_from_vault_text
-from replica.home import Home, SpaceConfig
+from replica.conflicts import DEFAULT_TTL_S, entry_from_vault_text
+from replica.home import Home
+from replica.service import open_desk
 from shared.errors import InvalidRequest
-
-
-def open_desk(home: Home, space: SpaceConfig) -> Desk:
-    hub = home.hub(space.hub_id)
-    return Desk(space, principal=Principal(hub.user_id if hub else None,
-                                           hub.device_id if hub else None))
 
 
 def _human_list(rows: list[dict[str, Any]]) -> str:

@@ -3,10 +3,7 @@ both, a clean merge and a held conflict, each step printed."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -17,10 +14,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from replica import service
 from replica.client import HubClient
+from replica.home import Home
 from replica.vault import entry_path, read_entry, render
 from shared.entry import Entry
-from shared.errors import LocalError, QuireError
+from shared.errors import QuireError
 
 QUIRE = [sys.executable, "-c", "import sys; from replica.cli import main; sys.exit(main())"]
 
@@ -31,26 +30,27 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _quire(home: Path, *args: str) -> dict[str, Any]:
-    """Run a quire command in this process as the machine whose home is ``home``."""
-    from replica.cli import main
+class _Machine:
+    """One machine of the demo, with its own Quire home, driven through the service layer
+    (what ``quire join``, ``admin``, ``sync`` and ``status`` run)."""
 
-    old = os.environ.get("QUIRE_HOME")
-    os.environ["QUIRE_HOME"] = str(home)
-    buf = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(buf):
-            rc = main([*args, "--json"])
-    finally:
-        if old is None:
-            os.environ.pop("QUIRE_HOME", None)
-        else:
-            os.environ["QUIRE_HOME"] = old
-    doc = json.loads(buf.getvalue() or "{}")
-    if rc != 0:
-        err = doc.get("error", {})
-        raise LocalError(f"quire {' '.join(args)}: {err.get('message')}", err)
-    return doc
+    def __init__(self, root: Path):
+        self.root, self.home = root, Home(root)
+
+    def join(self, url: str, code: str, device: str, vault: Path | None = None
+             ) -> dict[str, Any]:
+        return service.join(self.home, url, code, vault=str(vault) if vault else None,
+                            device=device)
+
+    def client(self) -> HubClient:
+        return service.open_client(service.hub_for(self.home, None))
+
+    def sync(self) -> dict[str, Any]:
+        report, _status = service.run_sync(self.home, self.home.space(None))
+        return report.to_json()
+
+    def status(self) -> dict[str, Any]:
+        return service.status_doc(self.home.space(None))
 
 
 def _write(vault: Path, e: Entry) -> None:
@@ -91,22 +91,22 @@ def run_demo(out: Any, keep: bool = False) -> int:
                 except QuireError:
                     time.sleep(0.1)
         out.say(f"   serving on {url}")
-        owner, alice, bob = root / "owner", root / "alice", root / "bob"
+        owner, alice, bob = (_Machine(root / n) for n in ("owner", "alice", "bob"))
         step("the owner redeems the enrollment code and creates space 'demo'")
-        _quire(owner, "join", url, "--invite", code, "--device", "owner")
-        _quire(owner, "admin", "space", "create", "demo")
-        for who in (alice, bob):
-            inv = _quire(owner, "admin", "invite", "create", "demo", "--role", "editor")
-            _quire(who, "join", url, "--invite", inv["code"], "--vault", str(who / "vault"),
-                   "--device", who.name)
-            out.say(f"   {who.name} joined; vault at {who / 'vault'}")
-        av, bv = alice / "vault", bob / "vault"
+        owner.join(url, code, "owner")
+        with owner.client() as c:
+            c.create_space("demo")
+            for who in (alice, bob):
+                inv = c.create_invite("demo", "editor", None)
+                who.join(url, inv["code"], who.root.name, who.root / "vault")
+                out.say(f"   {who.root.name} joined; vault at {who.root / 'vault'}")
+        av, bv = alice.root / "vault", bob.root / "vault"
 
         step("alice writes page/deploy and syncs; bob syncs and gets it")
         body = "# Deploy\n\n1. build\n2. test\n3. ship\n\nAsk #ops first.\n"
         _write(av, Entry(id="page/deploy", title="Deploy", body=body, tags=("ops",)))
-        _quire(alice, "sync")
-        _quire(bob, "sync")
+        alice.sync()
+        bob.sync()
         out.say(f"   bob's file: {entry_path(bv, 'page/deploy')}")
 
         step("both edit different lines of page/deploy offline, then sync: a clean merge")
@@ -114,10 +114,10 @@ def run_demo(out: Any, keep: bool = False) -> int:
                          body=body.replace("1. build", "1. build (make release)")))
         _write(bv, Entry(id="page/deploy", title="Deploy", tags=("ops", "runbook"),
                          body=body.replace("Ask #ops first.", "Ask #ops first; never on Fridays.")))
-        _quire(alice, "sync")
-        res = _quire(bob, "sync")
-        out.say(f"   bob merged: {res['sync']['merged']}")
-        _quire(alice, "sync")
+        alice.sync()
+        res = bob.sync()
+        out.say(f"   bob merged: {res['merged']}")
+        alice.sync()
         same = (entry_path(av, "page/deploy").read_bytes()
                 == entry_path(bv, "page/deploy").read_bytes())
         out.say(f"   both vaults now hold the same page: {same}")
@@ -129,10 +129,10 @@ def run_demo(out: Any, keep: bool = False) -> int:
         _write(bv, replace(merged, body=merged.body.replace("3. ship",
                                                              "3. ship to staging first")))
         _write(bv, Entry(id="note/retro", title="Retro", body="Went well.\n"))
-        _quire(alice, "sync")
-        res = _quire(bob, "sync")
-        status = _quire(bob, "status")
-        out.say(f"   held on bob: {res['sync']['held']}; still published: note/retro")
+        alice.sync()
+        res = bob.sync()
+        status = bob.status()
+        out.say(f"   held on bob: {res['held']}; still published: note/retro")
         out.say(f"   bob's status: state={status['state']} conflicts="
                 f"{[c['entry'] for c in status['conflicts']]}")
         out.say("   bob's file keeps his version, marked under 'quire:' in its front matter:")

@@ -23,12 +23,12 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 from sqlalchemy import select
 
+from replica import service
 from replica import store as st
 from replica import vault as vlt
 from replica.conflicts import (
     DEFAULT_TTL_S,
     Desk,
-    Principal,
     merged_from_json,
     packet_digest,
     packet_id_of,
@@ -90,10 +90,7 @@ class Session:
         return self.home.space(self.space_ref)
 
     def desk(self) -> Desk:
-        space = self.space()
-        hub = self.home.hub(space.hub_id)
-        return Desk(space, principal=Principal(hub.user_id if hub else None,
-                                               hub.device_id if hub else None))
+        return service.open_desk(self.home, self.space())
 
     def signals(self) -> list[str]:
         """What needs the agent's attention now (short, at most five lines).
@@ -154,41 +151,25 @@ class Session:
 
     def _scan(self) -> None:
         """Fold vault edits into the store (skipped while a sync holds the lock)."""
-        space = self.space()
-        try:
-            with space_lock(space):
-                with self.desk() as desk:
-                    from replica.sync import SyncReport
-
-                    rep = desk._engine_replica()
-                    # journaled vault writes first: a file not yet written (a keep-both
-                    # copy, say) would otherwise look like a local delete
-                    rep.flush_vault()
-                    rep.scan(SyncReport())
-        except LockHeld:
-            pass
+        service.fold_vault_edits(self.home, self.space())
 
     # ------------------------------------------------------------ tools
 
     def status(self) -> dict[str, Any]:
-        from replica.cli import status_doc
-
-        doc = status_doc(self.space())
+        doc = service.status_doc(self.space())
         doc["conflicts"] = doc["conflicts"][:20]
         doc["problems"] = doc["problems"][:20]
         doc["agent"] = self.agent
         return doc
 
     def sync(self) -> dict[str, Any]:
-        from replica.cli import Out, run_sync
-
         space = self.space()
         try:
-            report, status = run_sync(self.home, space, Out(True))
+            report, status = service.run_sync(self.home, space)
         except LockHeld:
             with space_lock(space, wait=True):  # another sync was running: wait it out
                 pass
-            report, status = run_sync(self.home, space, Out(True))
+            report, status = service.run_sync(self.home, space)
         r = report.to_json()
         return {"pulled_batches": r["pulled"], "pushed_changes": r["pushed"],
                 "merged": r["merged"][:50], "held_in_conflict": r["held"][:50],

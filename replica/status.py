@@ -8,7 +8,7 @@ import json
 import time
 from typing import Any
 
-from replica.watch import WatchLock, lock_path, status_path
+from replica.watch_lock import WatchLock, lock_path, status_path
 
 
 def watcher_status(space: Any) -> dict[str, Any] | None:

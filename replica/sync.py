@@ -32,9 +32,9 @@ from sqlalchemy import Connection
 from replica import store as st
 from replica import vault as vlt
 from replica.client import Change, HubClient, HubUnverified
-from replica.conflicts import forget_resolutions_txn, plan_batch
 from replica.crash import crash_point
 from replica.merge import merge_entry, same
+from replica.resolutions import forget_resolutions_txn, plan_batch
 from replica.store import Conflict, EntryState, Head, Store
 from shared import policy
 from shared.digest import chain_next

@@ -18,11 +18,10 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from replica import vault as vlt
-from replica.cli import Out, run_sync
-from replica.conflicts_cli import open_desk
 from replica.home import Home
 from replica.mcp_server import TOOLS
 from replica.packets import packet_page
+from replica.service import open_desk, run_sync
 from shared.errors import ClaimHeld, PacketStale, PolicyDenied
 from tests.conflicts.conftest import entry, qjson, quire
 from tests.replica.conftest import QUIRE, ROOT, Member, Team
@@ -51,7 +50,7 @@ SEVERITY = {GUARD: ("block", "warn", "block")}
 
 def sync(m: Member) -> dict[str, Any]:
     home = Home(m.home)
-    report, status = run_sync(home, home.spaces()[0], Out(True))
+    report, status = run_sync(home, home.spaces()[0])
     return dict(status, sync=report.to_json())
 
 

@@ -24,10 +24,10 @@ import pytest
 
 from replica import vault as vlt
 from replica.auth import DPoPAuth, auth_for
-from replica.cli import status_doc
 from replica.client import HubClient
 from replica.home import Home, HubConfig
 from replica.identity import CredentialFile
+from replica.service import status_doc
 from shared.digest import genesis_digest
 from shared.entry import Entry
 

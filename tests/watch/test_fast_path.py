@@ -13,7 +13,7 @@ import pytest
 from replica.client import HubUnverified
 from replica.home import Home
 from replica.store import Store
-from replica.watch import SpaceSyncer
+from replica.watch_syncer import SpaceSyncer
 from shared.digest import genesis_digest
 from tests.replica.conftest import Member, Team
 from tests.watch.e2e import DEADLINE, WatchProc, wait_for

@@ -323,7 +323,7 @@ def test_a_user_deletion_after_our_own_deletion_is_not_mistaken_for_ours(tmp_pat
     # is stale: the user's later deletion must be published, not ignored as our own write
     from types import SimpleNamespace
 
-    from replica.watch import SpaceSyncer
+    from replica.watch_syncer import SpaceSyncer
 
     s = SpaceSyncer(None, SimpleNamespace(vault=tmp_path))
     path = tmp_path / "page" / "a.md"

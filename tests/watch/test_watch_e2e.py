@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from replica.cli import _client
 from replica.home import Home
+from replica.service import open_client as _client
 from replica.watch import Backoff
 from shared.entry import make_entry
 from shared.signing import load_private, public_b64

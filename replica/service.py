@@ -1,0 +1,302 @@
+"""The replica's service layer: open a joined space's replica (home, hub client, store) and
+run join, sync, status and resolve on it. Every front end calls these and only parses
+input and prints output:
+
+    quire CLI (replica/cli.py) ─────┐
+    watcher (replica/watch_*.py) ───┼──► service ──► sync engine (replica/sync.py)
+    MCP server (replica/mcp_server) ┤             ├─► conflict desk (replica/conflicts.py)
+    demo (replica/demo.py) ─────────┘             └─► home, store, hub client
+
+Nothing here prints; progress is a pair of callables the caller passes (a terminal bar or
+nothing). Heavy modules (the HTTP client, SQLAlchemy, the sync engine, key handling) are
+imported inside the functions that need them: a ``quire`` process pays for what it uses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from replica.home import Home, HubConfig, SpaceConfig, space_lock, write_json
+from shared.errors import InvalidRequest, LocalError, NotJoined, QuireError
+
+if TYPE_CHECKING:
+    from replica.client import HubClient
+    from replica.conflicts import Desk
+    from replica.store import Store
+    from replica.sync import Replica, SyncReport
+
+# (update(done, total), stop()): a progress display, or (None, no-op) for none
+Progress = tuple[Callable[[int, int | None], None] | None, Callable[[], None]]
+NO_PROGRESS: Progress = (None, lambda: None)
+
+SUSPENDING = ("unauthorized", "forbidden", "not_found")
+
+
+def error_doc(e: QuireError) -> dict[str, Any]:
+    return {"error": {"code": e.code, "message": e.message, "details": e.details}}
+
+
+def now_ms() -> int:
+    import time
+
+    return int(time.time() * 1000)
+
+
+# ---------------------------------------------------------------- opening
+
+
+def open_client(hub: HubConfig, transport: Any = None) -> HubClient:
+    """A client with this device's DPoP auth flow (replica/auth.py); an agent given a
+    delegated token (``quire delegate create``) runs with QUIRE_DELEGATION_TOKEN set."""
+    from replica.auth import auth_for, delegated
+    from replica.client import HubClient
+    from replica.identity import CredentialFile
+
+    creds = CredentialFile(hub.credential_path, hub.key_path)
+    auth = auth_for(hub.key_path, creds)
+    if auth is None:
+        raise NotJoined(f"no device credential for hub {hub.url}; join it again")
+    token = os.environ.get("QUIRE_DELEGATION_TOKEN")
+    if token:
+        auth = delegated(hub.key_path, token, auth.tokens.htu_base)
+    return HubClient(hub.url, auth=auth, hub_key=hub.public_key, transport=transport)
+
+
+def hub_for(home: Home, ref: str | None) -> HubConfig:
+    """The joined hub named by URL or id, or the only one."""
+    return home.hub_by_url(ref) if ref else home.default_hub()
+
+
+def open_replica(home: Home, space: SpaceConfig, progress: Any = None
+                 ) -> tuple[Replica, HubClient, Store]:
+    """The sync engine of ``space`` with its own client and store (the caller closes both)."""
+    from replica.store import Store
+    from replica.sync import Replica
+    from shared.signing import load_private
+
+    hub = home.hub(space.hub_id)
+    if hub is None:
+        raise NotJoined(f"space {space.name} belongs to a hub this machine no longer knows")
+    client = open_client(hub)
+    store = Store(space.store_path)
+    agent = os.environ.get("QUIRE_AGENT")
+    rep = Replica(space_id=space.space_id, replica_id=space.replica_id, vault=space.vault,
+                  store=store, client=client, key=load_private(hub.key_path),
+                  progress=progress, provenance={"agent": agent} if agent else None)
+    return rep, client, store
+
+
+def open_desk(home: Home, space: SpaceConfig) -> Desk:
+    """The conflict desk of ``space`` (packets, claims, resolutions) as this device."""
+    from replica.conflicts import Desk, Principal
+
+    hub = home.hub(space.hub_id)
+    return Desk(space, principal=Principal(hub.user_id if hub else None,
+                                           hub.device_id if hub else None))
+
+
+# ---------------------------------------------------------------- status
+
+
+def read_saved_status(space: SpaceConfig) -> dict[str, Any]:
+    """What the last sync wrote (``status.json``); {} before the first."""
+    if not space.status_path.exists():
+        return {}
+    return json.loads(space.status_path.read_text(encoding="utf-8"))
+
+
+def refusal(err: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Why the hub no longer accepts this replica, from the last sync error (or None)."""
+    if not err or err.get("code") not in SUSPENDING:
+        return None
+    reason = (err.get("details") or {}).get("reason") or (
+        "not_a_member" if err["code"] == "not_found" else err["code"])
+    return {"reason": reason, "message": err.get("message"), "since": err.get("at")}
+
+
+def status_doc(space: SpaceConfig) -> dict[str, Any]:
+    """The space's status from its store and the last sync's status file."""
+    from replica.store import Store
+
+    saved = read_saved_status(space)
+    store = Store(space.store_path)
+    try:
+        head = store.head()
+        conflicts = store.conflicts()
+        outbox = store.dirty_count()
+        doc = {
+            "space": {"id": space.space_id, "name": space.name},
+            "replica_id": space.replica_id,
+            "vault": str(space.vault),
+            "head": head.to_json() if head else None,
+            "outbox": outbox,
+            "outbox_batches": len(store.outbox()),
+            "conflicts": [{"entry": c.entry_id, "fields": c.fields,
+                           "theirs_author": c.theirs_author, "theirs_seq": c.theirs_seq}
+                          for c in conflicts],
+            "problems": saved.get("problems", []),
+            "policy_denied": saved.get("policy_denied", []),
+            "last_error": saved.get("last_error"),
+            "last_success": saved.get("last_success"),
+            "last_sync": saved.get("last_sync"),
+            "role": saved.get("role", space.role),
+            "store_digest": store.digest(),
+        }
+    finally:
+        store.close()
+    refused = refusal(doc["last_error"])
+    if refused is not None:
+        # the hub refused this device or replica (revoked, removed): nothing is published,
+        # local edits and the outbox stay; the next sync after access returns resumes
+        doc["state"] = "suspended"
+        doc["suspended"] = refused
+    elif doc["last_error"]:
+        doc["state"] = "error"
+    elif head is None:
+        doc["state"] = "never_synced"
+    elif conflicts:
+        doc["state"] = "conflicts"
+    elif doc["problems"]:
+        doc["state"] = "problems"
+    elif outbox:
+        doc["state"] = "pending"
+    else:
+        doc["state"] = "ok"
+    return doc
+
+
+def write_status(space: SpaceConfig, *, report: SyncReport | None, error: QuireError | None,
+                 role: str | None) -> None:
+    """Record a sync's outcome in ``status.json`` (kept fields survive a failed sync)."""
+    prev = read_saved_status(space)
+    now = now_ms()
+    doc = {
+        "last_sync": now,
+        "last_success": now if error is None else prev.get("last_success"),
+        "last_error": None if error is None else dict(error_doc(error)["error"], at=now),
+        "problems": [p.to_json() for p in report.problems] if report else prev.get(
+            "problems", []),
+        "role": role or prev.get("role"),
+        # local changes the space rules deny (replica/sync.py): kept here, not published
+        "policy_denied": report.policy_denied if report else prev.get("policy_denied", []),
+    }
+    write_json(space.status_path, doc)
+
+
+# ---------------------------------------------------------------- sync
+
+
+def run_sync(home: Home, space: SpaceConfig, progress: Progress = NO_PROGRESS
+             ) -> tuple[SyncReport, dict[str, Any]]:
+    """One locked sync of ``space``; status is written whatever happens."""
+    with space_lock(space):
+        update, stop = progress
+        rep, client, store = open_replica(home, space, update)
+        report = None
+        try:
+            from replica.rejoin import ensure_current_replica
+
+            # a new device login since the replica was registered: register a new one
+            ensure_current_replica(space, home.hub(space.hub_id), rep)  # type: ignore[arg-type]
+            report = rep.sync()
+        except QuireError as e:
+            write_status(space, report=None, error=e, role=rep.role)
+            raise
+        finally:
+            stop()
+            client.close()
+            store.close()
+        write_status(space, report=report, error=None, role=rep.role)
+    return report, status_doc(space)
+
+
+def fold_vault_edits(home: Home, space: SpaceConfig) -> None:
+    """Fold vault edits into the store without the hub (skipped while a sync holds the
+    lock): readers then see the files as they are."""
+    from shared.errors import LockHeld
+
+    try:
+        with space_lock(space):
+            with open_desk(home, space) as desk:
+                from replica.sync import SyncReport
+
+                rep = desk._engine_replica()
+                # journaled vault writes first: a file not yet written (a keep-both
+                # copy, say) would otherwise look like a local delete
+                rep.flush_vault()
+                rep.scan(SyncReport())
+    except LockHeld:
+        pass
+
+
+# ---------------------------------------------------------------- join
+
+
+def join(home: Home, url: str, invite: str, *, vault: str | None, device: str | None,
+         say: Callable[[str], None] = lambda _t: None,
+         progress: Callable[[str], Progress] = lambda _label: NO_PROGRESS
+         ) -> dict[str, Any]:
+    """Redeem an invite: pin the hub's key, make (or reuse) this device's key, register a
+    replica of the invite's space and take its first snapshot. The document says what was
+    done (``space`` None for an owner enrollment, ``rejoined`` when access was restored)."""
+    from replica.auth import auth_for
+    from replica.client import HubClient
+    from replica.identity import CredentialFile
+    from shared.signing import load_private, new_private_key, public_b64, save_private
+
+    url = url.rstrip("/")
+    with HubClient(url) as anon:
+        info = anon.hub_info()
+    hub_id, public_key = info.get("hub_id"), info.get("public_key")
+    if not isinstance(hub_id, str) or not isinstance(public_key, str):
+        raise InvalidRequest("the hub did not describe itself (GET /v1/hub)")
+    known = home.hub(hub_id)
+    device_name = device or (known.device_name if known else socket.gethostname()[:100]
+                             or "device")
+    hub_dir = home.hub_dir(hub_id)
+    if known is not None:
+        if known.public_key != public_key:
+            raise LocalError("the hub's signing key differs from the one pinned at the first "
+                             "join; refusing to trust it",
+                             {"pinned": known.public_key, "offered": public_key})
+        key = load_private(known.key_path)
+    else:
+        key = new_private_key()
+        save_private(key, hub_dir / "device.pem")  # before redeeming: never lose the key
+    creds = CredentialFile(hub_dir / "credential", hub_dir / "device.pem")
+    auth = auth_for(creds.key_path, creds) if known is not None else None
+    with HubClient(url, auth=auth, hub_key=public_key) as c:
+        res = c.redeem(invite, device_name, public_b64(key))
+    if res.get("access_token"):  # a new device: tokens bound to its key (docs/security.md)
+        creds.save_grant(res, str(info.get("url") or url))
+    hub = HubConfig(hub_id, url, public_key, info.get("key_id"), res.get("user_id"),
+                    res.get("device_id"), device_name, hub_dir)
+    if known is not None:
+        hub.user_id, hub.device_id = known.user_id or hub.user_id, known.device_id or hub.device_id
+    hub.save()
+    base = {"hub": {"id": hub_id, "url": url}, "user_id": hub.user_id,
+            "device_id": hub.device_id, "device_name": device_name}
+    space_info = res.get("space")
+    if not space_info:
+        return dict(base, space=None)
+    space_id = space_info["id"]
+    if any(s.space_id == space_id for s in home.spaces()):
+        # a new invite for a space this machine keeps (access was removed, now restored):
+        # the membership is back; the next sync publishes what waited in the outbox
+        return dict(base, space=space_info, rejoined=True)
+    where = (Path(vault) if vault else Path.cwd() / space_info["name"]).resolve()
+    with open_client(hub) as c:
+        replica_id = c.register_replica(space_id, device_name)
+    space = SpaceConfig(space_id, space_info["name"], hub_id, replica_id, where,
+                        space_info.get("role"), home.space_dir(space_id), hub.device_id)
+    space.dir.mkdir(parents=True, exist_ok=True)
+    space.save()
+    say(f"joined space {space.name} as {space.role}; taking the first snapshot …")
+    report, status = run_sync(home, space, progress(f"syncing {space.name}"))
+    return dict(base, space=space.to_json(), replica_id=replica_id, sync=report.to_json(),
+                status=status)

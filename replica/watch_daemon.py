@@ -1,0 +1,182 @@
+"""``quire watch``: the watcher's threads around its decision core (replica/watch.py).
+
+    files thread  (watchfiles/inotify on the vault) ──► ("local", n, paths) ─┐
+    stream thread (the hub's /events SSE stream)   ──► ("remote", head)     ─┼─► inbox
+    signal handler (SIGINT/SIGTERM)                ──► ("stop",)           ─┘     │
+                                                                                  ▼
+                                      Watcher.run (one thread per space) ──► SpaceSyncer
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from replica import service
+from replica.home import write_json
+from replica.watch import Backoff, Watcher, WatchSettings, refused
+from replica.watch_lock import WatchLock, lock_path, status_path
+from replica.watch_syncer import SpaceSyncer
+
+log = logging.getLogger("quire.watch")
+
+
+def _is_entry_file(vault: Path, p: str) -> bool:
+    if not p.endswith(".md"):
+        return False
+    try:
+        rel = Path(p).relative_to(vault)
+    except ValueError:
+        return False
+    return not any(part.startswith(".") for part in rel.parts)
+
+
+def files_thread(vault: Path, inbox: queue.Queue[tuple[Any, ...]],
+                 stop: threading.Event) -> None:
+    """Vault file events (inotify through watchfiles) → ``("local", n)``."""
+    from watchfiles import watch
+
+    vault.mkdir(parents=True, exist_ok=True)
+    try:
+        for changes in watch(vault, stop_event=stop, debounce=50, step=20,
+                             raise_interrupt=False):
+            paths = sorted({p for _, p in changes if _is_entry_file(vault, p)})
+            if paths:
+                inbox.put(("local", len(paths), paths))
+    except Exception:  # the polling fallback still publishes local edits
+        log.exception("vault watching stopped")
+
+
+def stream_thread(make_client: Callable[[], Any], space_id: str,
+                  inbox: queue.Queue[tuple[Any, ...]], stop: threading.Event,
+                  kick: threading.Event, settings: WatchSettings) -> None:
+    """The hub's event stream → ``("remote", head)``, ``("stream", up|down)``,
+    ``("refused", code, message)``; reconnects with its own paced backoff."""
+    pace = Backoff(settings.backoff_initial_ms, settings.backoff_max_ms, settings.backoff_jitter)
+    while not stop.is_set():
+        wait_ms: float = 0
+        up = False
+        try:
+            client = make_client()
+            try:
+                for ev in client.events(space_id, read_timeout=settings.stream_read_timeout_s):
+                    if stop.is_set():
+                        return
+                    if not up:
+                        up = True
+                        pace.reset()
+                        inbox.put(("stream", "up"))
+                    kind, data = ev.get("event"), ev.get("data") or {}
+                    if kind == "head":
+                        inbox.put(("remote", data))
+                    elif kind == "epoch":
+                        inbox.put(("remote", {"epoch": data.get("epoch"), "seq": 0}))
+                    elif kind == "revoked":
+                        inbox.put(("refused", data.get("code", "forbidden"),
+                                   data.get("message", "access revoked")))
+                        wait_ms = settings.suspended_retry_ms
+                        break
+            finally:
+                client.close()
+            if not wait_ms:
+                wait_ms = pace.next()
+        except Exception as e:  # noqa: BLE001 - the watcher decides; this thread reconnects
+            if refused(e):
+                inbox.put(("refused", getattr(e, "code", "forbidden"),
+                           getattr(e, "message", str(e))))
+                wait_ms = settings.suspended_retry_ms
+            else:
+                log.info("event stream dropped (%s); polling until it is back",
+                         type(e).__name__)
+                wait_ms = pace.next()
+        inbox.put(("stream", "down"))
+        if kick.wait(wait_ms / 1000):
+            kick.clear()
+
+
+@dataclass
+class Running:
+    name: str
+    watcher: Watcher
+    inbox: queue.Queue[tuple[Any, ...]]
+    lock: WatchLock
+    threads: list[threading.Thread]
+    syncer: SpaceSyncer
+
+
+
+def start(home: Any, space: Any, settings: WatchSettings, stop: threading.Event) -> Running:
+    """Take the space's watcher lock and start its threads."""
+
+    lock = WatchLock(lock_path(space))
+    inbox: queue.Queue[tuple[Any, ...]] = queue.Queue()
+    kick = threading.Event()
+    syncer = SpaceSyncer(home, space)
+    watcher = Watcher(sync=syncer,
+                      write_status=lambda doc: write_json(status_path(space), dict(
+                          doc, space={"id": space.space_id, "name": space.name})),
+                      settings=settings, on_resume=kick.set, apply=syncer.apply,
+                      own=syncer.own_writes)
+    lock.acquire(watcher.started_at)
+    hub = home.hub(space.hub_id)
+
+    def make_client() -> Any:
+        return service.open_client(hub)
+
+    threads = [
+        threading.Thread(target=watcher.run, args=(inbox, stop), name=f"watch-{space.name}"),
+        threading.Thread(target=stream_thread, args=(make_client, space.space_id, inbox, stop,
+                                                     kick, settings),
+                         name=f"events-{space.name}", daemon=True),
+        threading.Thread(target=files_thread, args=(Path(space.vault), inbox, stop),
+                         name=f"files-{space.name}", daemon=True),
+    ]
+    for t in threads:
+        t.start()
+    return Running(space.name, watcher, inbox, lock, threads, syncer)
+
+
+def run_watch(home: Any, spaces: list[Any], settings: WatchSettings | None = None,
+              say: Callable[[str], None] = print) -> int:
+    """``quire watch``: watch every space given until SIGINT/SIGTERM."""
+    import signal
+
+    logging.basicConfig(level=os.environ.get("QUIRE_LOG_LEVEL", "WARNING").upper(),
+                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    settings = settings or WatchSettings.from_env()
+    stop = threading.Event()
+    running: list[Running] = []
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        stop.set()
+        for r in running:
+            r.inbox.put(("stop",))
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        for space in spaces:
+            running.append(start(home, space, settings, stop))
+            say(f"watching {space.name} ({space.vault})")
+        while not stop.is_set():
+            stop.wait(1.0)
+            if running and not any(r.threads[0].is_alive() for r in running):
+                break
+        for r in running:  # the sync in flight finishes; then each writes 'stopped'
+            r.inbox.put(("stop",))
+        for r in running:
+            r.threads[0].join(timeout=60)
+            r.syncer.close()
+        say("watcher stopped")
+        return 0
+    finally:
+        stop.set()
+        for r in running:
+            r.lock.release()
+        for s, h in old.items():
+            signal.signal(s, h)

@@ -1,0 +1,226 @@
+"""The watcher's syncs of one space (``SpaceSyncer``): the same engine, lock and status
+file as ``quire sync`` (replica/service.py), with the replica, client and store kept open
+between syncs, plus two shortcuts a long-running process can afford:
+
+- the hub-event fast path (``apply``): the changes a head event carried are verified and
+  applied as a pull would, without a request;
+- own-write recognition (``own_writes``): vault events caused by this replica's own writes
+  are recognised from a few rows and stats, without scanning the vault.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from replica import service
+from replica.home import space_lock
+from replica.watch import SyncResult
+from shared.errors import QuireError
+
+
+class SpaceSyncer:
+    """Locked syncs of one space for its watcher, through the same engine and status file
+    as ``quire sync`` (so ``quire status`` agrees). The replica, its hub client (one TLS
+    context, one connection pool, one token refresher) and its store stay open between
+    syncs: a sync after a head event then costs two requests and the vault work, nothing
+    more. ``local_only``: scan the vault first and skip the hub when nothing local changed
+    (our own vault writes wake the file watcher too)."""
+
+    def __init__(self, home: Any, space: Any):
+        self.home, self.space = home, space
+        self._parts: tuple[Any, Any, Any] | None = None
+        self._warm: Any = None
+        # path -> (size, mtime_ns) of a file the fast path wrote (None: removed), recorded
+        # only when the file holds exactly what was journaled: its own events match it
+        self._wrote: dict[str, tuple[int, int] | None] = {}
+
+    def _open(self) -> tuple[Any, Any, Any]:
+
+        if self._parts is None:
+            self._parts = service.open_replica(self.home, self.space)
+            # one idle connection (no transaction, no lock) held while the watcher runs:
+            # the store opens a connection per transaction, and SQLite makes the close of
+            # the last one checkpoint the WAL (fsyncs) and the next open recover it
+            self._warm = self._parts[2].engine.connect()
+        return self._parts
+
+    def close(self) -> None:
+        if self._parts is not None:
+            _, client, store = self._parts
+            if self._warm is not None:
+                self._warm.close()
+                self._warm = None
+            client.close()
+            store.close()
+            self._parts = None
+
+    def apply(self, lines: list[dict[str, Any]]) -> SyncResult | None:
+        """Apply changes that came with head events, as the pull of a full sync would:
+        verified by the client's own ``changes`` checks (each batch parsed, its digest
+        recomputed, chained onto this replica's head), merged by the engine's own
+        ``_apply_change_txn``, all in one store transaction, then written to the vault.
+        None (the caller runs a full sync) when they do not start right after the head,
+        or when anything local is pending: an outbox, dirty entries, held conflicts,
+        journaled vault writes. Raises ``HubUnverified`` when they do not verify."""
+        from replica import store as st
+        from replica.client import HubClient
+        from replica.sync import SyncReport
+
+        with space_lock(self.space):
+            rep, _, store = self._open()
+            report = SyncReport()
+            try:
+                with store.tx() as conn:  # the checks and the apply: one transaction
+                    head = st.head_txn(conn)
+                    if head is None:
+                        return None
+                    lines = [c for c in lines if int(c["seq"]) > head.seq]
+                    if not lines or lines[0]["seq"] != head.seq + 1:
+                        return None  # a gap (or nothing new): only a pull can tell
+                    if _local_pending_txn(conn):
+                        return None
+                    page = HubClient.changes(_Delivered(lines),  # type: ignore[arg-type]
+                                             self.space.space_id, epoch=head.epoch,
+                                             after=head.seq, after_digest=head.digest)
+                    for change in page.changes:
+                        rep._apply_change_txn(conn, change, report)
+                expected = {eid: content for eid, content, _prev in
+                            store.pending_vault_writes()}
+                rep.flush_vault()
+                self._remember_writes(expected)
+            except QuireError:
+                raise  # nothing applied (HubUnverified: the full sync pulls and checks)
+            except Exception:
+                self.close()  # something unexpected: start from fresh objects next time
+                raise
+            service.write_status(self.space, report=None, error=None, role=None)
+            last = page.changes[-1]
+            return SyncResult({"epoch": head.epoch, "seq": last.seq, "digest": last.head},
+                              0, len(report.held))
+
+    def _remember_writes(self, expected: dict[str, str | None]) -> None:
+        from replica import vault as vlt
+
+        if len(self._wrote) > 10_000:
+            self._wrote.clear()
+        vault = Path(self.space.vault)
+        for entry_id, content in expected.items():
+            path = os.fspath(vlt.entry_path(vault, entry_id))
+            self._wrote.pop(path, None)
+            try:
+                stat = os.lstat(path)
+            except FileNotFoundError:
+                if content is None:
+                    self._wrote[path] = None
+                continue
+            if (content is not None and os.path.isfile(path) and not os.path.islink(path)
+                    and stat.st_size == len(data := content.encode("utf-8"))
+                    and Path(path).read_bytes() == data):
+                self._wrote[path] = (stat.st_size, stat.st_mtime_ns)
+
+    def _known_write(self, path: str) -> bool:
+        if path not in self._wrote:
+            return False
+        want = self._wrote[path]
+        try:
+            stat = os.lstat(path)
+        except FileNotFoundError:
+            ours = want is None
+        else:
+            ours = want is not None and (stat.st_size, stat.st_mtime_ns) == want
+        if not ours:  # the file moved on from what we wrote: forget it, so a later state
+            del self._wrote[path]  # that happens to look like ours (a re-deletion) is seen
+        return ours
+
+    def own_writes(self, paths: list[str]) -> bool:
+        """True when every path shows what the store recorded for it (the file this replica
+        wrote, or no file for an entry it removed): a scan would find nothing to publish.
+        Reads a few rows and stats a few files; never the whole vault."""
+        if all(self._known_write(p) for p in paths):
+            return True  # no database read at all
+        from sqlalchemy import select
+
+        from replica import store as st
+        from replica import vault as vlt
+
+        _, _, store = self._open()
+        vault = Path(self.space.vault)
+        with store.engine.connect() as conn:
+            if conn.execute(select(st.vault_pending_t.c.entry_id).limit(1)).first():
+                return False  # a write is still to be carried out: let the sync see it
+            for p in paths:
+                try:
+                    rel = Path(p).relative_to(vault).as_posix()
+                except ValueError:
+                    return False
+                entry_id, _problem = vlt.path_entry_id(rel)
+                if entry_id is None:
+                    return False
+                s = st.get_state_txn(conn, entry_id)
+                try:
+                    stat = os.lstat(p)
+                except FileNotFoundError:
+                    if s.file_hash is not None:
+                        return False  # removed by someone
+                    continue
+                if not os.path.isfile(p) or os.path.islink(p) or s.file_hash is None:
+                    return False
+                if (s.file_size, s.file_mtime_ns) == (stat.st_size, stat.st_mtime_ns):
+                    continue
+                if vlt.file_hash(Path(p).read_bytes()) != s.file_hash:
+                    return False
+        return True
+
+    def __call__(self, local_only: bool) -> SyncResult:
+        from replica.sync import SyncReport
+
+        with space_lock(self.space):
+            rep, _, store = self._open()
+            try:
+                if local_only:
+                    self.space.vault.mkdir(parents=True, exist_ok=True)
+                    rep.flush_vault()
+                    rep.scan(SyncReport())
+                    if not store.dirty_count() and not store.outbox():
+                        return SyncResult(None, 0, len(store.conflicts()), skipped=True)
+                try:
+                    report = rep.sync()
+                except QuireError as e:
+                    service.write_status(self.space, report=None, error=e, role=rep.role)
+                    raise
+                service.write_status(self.space, report=report, error=None, role=rep.role)
+                head = store.head()
+                return SyncResult(head.to_json() if head else None, store.dirty_count(),
+                                  len(store.conflicts()))
+            except QuireError:
+                raise
+            except Exception:
+                self.close()  # something unexpected: start from fresh objects next time
+                raise
+
+
+def _local_pending_txn(conn: Any) -> bool:
+    """Anything local the store still has to publish or show: an outbox batch, a journaled
+    vault write, a held conflict, a dirty entry."""
+    from replica import store as st
+
+    tables = (st.outbox_t.name, st.vault_pending_t.name, st.conflicts_t.name)
+    any_row = conn.exec_driver_sql(
+        "SELECT " + " OR ".join(f"EXISTS (SELECT 1 FROM {t})" for t in tables)).scalar()
+    return bool(any_row or st.dirty_states_txn(conn))
+
+
+class _Delivered:
+    """Stands in for the hub connection in ``HubClient.changes``: its lines came with head
+    events, so they go through exactly the checks a pull makes."""
+
+    def __init__(self, lines: list[dict[str, Any]]):
+        self.lines = lines
+
+    def _stream(self, path: str, params: dict[str, Any] | None = None
+                ) -> Any:
+        yield from self.lines
+        yield {"end": {"seq": self.lines[-1]["seq"], "head_seq": self.lines[-1]["seq"],
+                       "more": False}}

@@ -7,6 +7,7 @@ import logging
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 from starlette.applications import Starlette
@@ -21,8 +22,8 @@ from hub.events import Broker
 from hub.guard import GuardHooks, Outcome
 from hub.keys import HubKey
 from hub.metrics import Metrics
-from hub.ratelimit import RateLimiter
 from hub.settings import Settings
+from hub.sharedlimits import PgShared, SharedJti, StreamSlots, limiter
 from hub.store.db import Store
 from hub.tokens import TokenCache
 from shared.errors import QuireError
@@ -40,13 +41,23 @@ class Hub:
         self.key = key
         self.hooks = hooks or GuardHooks()
         self.now: Callable[[], int] = settings.clock
-        self.redeem_limiter = RateLimiter(rate_per_s=1.0, burst=10, clock=self.now)
-        # identity (hub/access.py, hub/grants.py): DPoP replay cache and grant rate limits
-        self.jti_cache = JtiCache(settings.dpop_window, settings.dpop_jti_cache, self.now)
+        # rate limits and the DPoP replay cache: in memory on SQLite, shared by every hub
+        # process on PostgreSQL (hub/sharedlimits.py)
+        self.shared = None if store.sqlite else PgShared(store.engine, self.now)
+        lim, s = partial(limiter, self.shared, clock=self.now), settings
+        self.redeem_limiter = lim("redeem", 1.0, 10)
+        self.jti_cache = (JtiCache(s.dpop_window, s.dpop_jti_cache, self.now) if self.shared
+                          is None else SharedJti(s.dpop_window, s.dpop_jti_cache, self.shared))
         self.token_cache = TokenCache()  # verified access tokens until exp (hub/tokens.py)
-        self.token_limiter = RateLimiter(rate_per_s=2.0, burst=20, clock=self.now)
-        self.login_limiter = RateLimiter(rate_per_s=0.2, burst=5, clock=self.now)
-        self.approve_limiter = RateLimiter(rate_per_s=0.1, burst=5, clock=self.now)
+        self.token_limiter = lim("token", 2.0, 20)
+        self.login_limiter = lim("device_code", s.device_codes_per_min / 60,
+                                 s.device_codes_per_min)
+        self.approve_limiter = lim("approve", 0.1, 5)
+        self.invite_limiter = lim("invite", s.invites_per_min / 60, s.invites_per_min)
+        self.refresh_limiter = lim("refresh", s.refreshes_per_min / 60, s.refreshes_per_min)
+        self.publish_limiter = lim("publish", s.publications_per_min / 60,
+                                   s.publications_per_min)
+        self.stream_slots = StreamSlots(s.streams_per_device)
         self.listeners: list[Callable[[str, dict[str, Any]], None]] = []
         self.metrics = Metrics()
         # on PostgreSQL other hub processes publish too: LISTEN for their heads (hub/events.py)

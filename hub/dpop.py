@@ -10,10 +10,8 @@ the freshness window, ``ath`` against the access token, and finally records ``jt
 replay inside the window is refused).
 It returns the proof key's thumbprint; the caller compares it with the token's ``cnf.jkt``.
 
-Replay cache caveat: the cache is per process. With several hub processes behind a load
-balancer a captured proof could be replayed once against each other process within the
-freshness window (default 60 s), and only for the same method and URL, with an access token
-that is itself bound to the device key. docs/security.md records this trade-off.
+The cache here is per process; on PostgreSQL ``hub.sharedlimits.SharedJti`` extends it with
+a table every hub process shares, so a replay to another process is refused too.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A small in-process token bucket per key (client address, code prefix...).
 
-Per process: with several hub processes each enforces its own bucket, which bounds a
-brute-force attempt by (processes × rate); the secrets it protects are 256-bit anyway.
+In memory, for a SQLite hub (one process); on PostgreSQL ``hub.sharedlimits.SharedLimiter``
+keeps the same buckets in a table every hub process shares.
 """
 
 from __future__ import annotations

@@ -46,6 +46,11 @@ class Settings:
     refresh_ttl: int = 30 * 24 * 3600  # seconds a refresh credential lives unused
     dpop_window: int = 60  # seconds a DPoP proof's iat may be off from the hub clock
     dpop_jti_cache: int = 200_000  # DPoP jti values remembered per process
+    invites_per_min: int = 120  # invites one user may create a minute (shared on PostgreSQL)
+    refreshes_per_min: int = 30  # refresh grants per device key a minute
+    publications_per_min: int = 6000  # batches one device may publish a minute
+    device_codes_per_min: int = 12  # device logins started per client address a minute
+    streams_per_device: int = 16  # open event streams per device, per hub process
     delegation_ttl_max: int = 24 * 3600
     device_code_ttl: int = 600  # seconds a device login (RFC 8628) may wait for approval
     device_code_interval: int = 5  # seconds between polls the hub asks for

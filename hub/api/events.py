@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import time
+import weakref
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -49,7 +50,7 @@ from starlette.responses import Response, StreamingResponse
 from hub import feed, spaces
 from hub.access import Principal, recheck_principal_txn, space_access_txn
 from hub.events import Event
-from shared.errors import Forbidden, InvalidRequest, NotFound, Unauthorized
+from shared.errors import Forbidden, InvalidRequest, NotFound, RateLimited, Unauthorized
 
 REFUSED = (Unauthorized, Forbidden, NotFound)
 CHANGES_MAX_COUNT = 16  # batches a head event may carry (more: a bare head, the client pulls)
@@ -127,11 +128,16 @@ async def events(request: Request) -> Response:
     hub = _hub(request)
     space_ref = request.path_params["space"]
     s = hub.settings
+    release = hub.stream_slots.acquire(p.device_id)
+    if release is None:
+        raise RateLimited(f"this device has {s.streams_per_device} event streams open here; "
+                          "close one", {"retry_after": 5, "limit": s.streams_per_device})
     sub = hub.broker.subscribe(None)  # before reading the head: nothing slips in between
     try:
         head = await run_in_threadpool(_check, hub, p, space_ref)
     except BaseException:
         sub.close()
+        release()
         raise
     space_id = head["space"]
     sub.space = space_id
@@ -221,9 +227,12 @@ async def events(request: Request) -> Response:
                     last_write = time.monotonic()
         finally:
             sub.close()
+            release()
             metrics.streams_open.dec()
 
-    return StreamingResponse(stream(), media_type="text/event-stream", headers={
+    body = stream()
+    weakref.finalize(body, release)  # a stream never started still gives its slot back
+    return StreamingResponse(body, media_type="text/event-stream", headers={
         "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 

@@ -38,10 +38,17 @@ def _claims(request: Request) -> AccessClaims:
                           window_s=hub.settings.dpop_window, tokens=hub.token_cache)
 
 
+async def _off_loop(request: Request, fn: Any) -> Any:
+    """``fn(request)``; in the thread pool when the DPoP replay cache is in PostgreSQL."""
+    if getattr(_hub(request).jti_cache, "blocking", False):
+        return await run_in_threadpool(fn, request)
+    return fn(request)
+
+
 async def principal(request: Request) -> Principal:
     """Access token + DPoP proof (hub/access.py), then the device as it is now."""
     hub = _hub(request)
-    claims = _claims(request)
+    claims = await _off_loop(request, _claims)
     now = hub.now()
 
     def lookup() -> Principal:
@@ -60,8 +67,12 @@ def _proof_only(request: Request) -> str:
                         cache=hub.jti_cache)
 
 
-def _limit(limiter: object, key: str, what: str) -> None:
-    ok, wait = limiter.allow(key)  # type: ignore[attr-defined]
+async def _limit(limiter: Any, key: str, what: str) -> None:
+    """Take a token or raise rate_limited; shared limiters (PostgreSQL) run off the loop."""
+    if getattr(limiter, "blocking", False):
+        ok, wait = await run_in_threadpool(limiter.allow, key)
+    else:
+        ok, wait = limiter.allow(key)
     if not ok:
         raise RateLimited(f"too many {what}; wait and retry", {"retry_after": wait})
 
@@ -110,9 +121,7 @@ async def keys(request: Request) -> Response:
 
 async def redeem(request: Request) -> Response:
     hub = _hub(request)
-    ok, wait = hub.redeem_limiter.allow(_client_addr(request))
-    if not ok:
-        raise RateLimited("too many invite redemptions; wait and retry", {"retry_after": wait})
+    await _limit(hub.redeem_limiter, _client_addr(request), "invite redemptions")
     body = await read_json(request, SMALL_BODY,
                            allowed={"code", "device_name", "device_key", "user_name"})
     caller = await principal(request) if request.headers.get("authorization") else None
@@ -124,16 +133,17 @@ async def redeem(request: Request) -> Response:
 async def token(request: Request) -> Response:
     """``POST /v1/token``: refresh_token or device_code grant, with a DPoP proof."""
     hub = _hub(request)
-    _limit(hub.token_limiter, _client_addr(request), "token requests")
+    await _limit(hub.token_limiter, _client_addr(request), "token requests")
     body = await read_json(request, SMALL_BODY,
                            allowed={"grant_type", "refresh_token", "device_code"})
     grant = body.get("grant_type")
     if grant == "refresh_token":
-        jkt = _proof_only(request)
+        jkt = await _off_loop(request, _proof_only)
+        await _limit(hub.refresh_limiter, jkt, "refreshes for this device")
         out = await run_in_threadpool(grants.refresh, hub.store, hub.key, hub.settings, body,
                                       jkt, hub.now())
     elif grant == grants.DEVICE_GRANT:
-        jkt = _proof_only(request)
+        jkt = await _off_loop(request, _proof_only)
         out = await run_in_threadpool(grants.redeem_device_code, hub.store, hub.key,
                                       hub.settings, body, jkt, hub.now())
     else:
@@ -143,7 +153,7 @@ async def token(request: Request) -> Response:
 
 async def device_start(request: Request) -> Response:
     hub = _hub(request)
-    _limit(hub.login_limiter, _client_addr(request), "device logins")
+    await _limit(hub.login_limiter, _client_addr(request), "device logins")
     body = await read_json(request, SMALL_BODY, allowed={"device_name", "device_key"})
     out = await run_in_threadpool(grants.start_device, hub.store, hub.settings, body, hub.now())
     return JSON(out, status_code=201, headers={"Cache-Control": "no-store"})
@@ -153,7 +163,7 @@ async def device_approve(request: Request) -> Response:
     p = await principal(request)
     hub = _hub(request)
     # per user: user codes are short, so guesses are what this bounds
-    _limit(hub.approve_limiter, p.user_id, "approval attempts")
+    await _limit(hub.approve_limiter, p.user_id, "approval attempts")
     body = await read_json(request, SMALL_BODY, allowed={"user_code"})
     return JSON(await run_in_threadpool(grants.approve_device, hub.store, p, body, hub.now()))
 
@@ -274,6 +284,7 @@ async def create_space(request: Request) -> Response:
 async def create_invite(request: Request) -> Response:
     p = await principal(request)
     hub = _hub(request)
+    await _limit(hub.invite_limiter, p.user_id, "invites created")
     body = await read_json(request, SMALL_BODY, allowed={"role", "ttl_seconds"})
     space_ref = request.path_params.get("space")
     s = hub.settings
@@ -353,8 +364,9 @@ def _rebase_param(request: Request) -> bool:
 
 async def publish(request: Request) -> Response:
     # the device behind the token is read in the guard's preparing transaction
-    claims = _claims(request)
+    claims = await _off_loop(request, _claims)
     hub = _hub(request)
+    await _limit(hub.publish_limiter, claims.device_id, "publications from this device")
     s = hub.settings
     rebase = _rebase_param(request)
     body = await read_json(request, s.max_body_bytes)

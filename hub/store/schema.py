@@ -7,6 +7,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -223,4 +224,26 @@ space_epochs = Table(
     Column("epoch", ID, primary_key=True),
     Column("statement", Text, nullable=False),  # hub-signed epoch statement (canonical JSON)
     Column("at", BigInteger, nullable=False),
+)
+
+
+# ---------------------------------------------------------------- shared limits (0011)
+# hub/sharedlimits.py: on PostgreSQL every hub process keeps its rate-limit buckets and
+# its DPoP replay cache here, so limits hold across processes (SQLite: in memory)
+
+rate_buckets = Table(
+    "rate_buckets", metadata,
+    Column("key", String(200), primary_key=True),  # "<limit>:<client address or id>"
+    Column("tokens", Float, nullable=False),
+    Column("at", BigInteger, nullable=False),  # Unix ms of the last take
+    Column("ok", Boolean, nullable=False),  # did the last take get a token
+    Column("expires_at", BigInteger, nullable=False),  # full again: the row can go
+    Index("ix_rate_buckets_expires", "expires_at"),
+)
+
+dpop_jti = Table(
+    "dpop_jti", metadata,
+    Column("jti", String(128), primary_key=True),
+    Column("expires_at", BigInteger, nullable=False),  # outside the iat window after this
+    Index("ix_dpop_jti_expires", "expires_at"),
 )

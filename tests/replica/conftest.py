@@ -1,5 +1,10 @@
-"""End-to-end fixtures: real ``quire hub serve`` processes on loopback and the real ``quire``
-CLI in subprocesses, one ``QUIRE_HOME`` per member.
+"""Fixtures of both replica tiers.
+
+In-process (tests/replica/inproc.py): ``inproc_hub``, the real hub application on a
+temporary SQLite database (one per session), and ``space``, a fresh space on it per test.
+
+End-to-end: real ``quire hub serve`` processes on loopback and the real ``quire`` CLI in
+subprocesses, one ``QUIRE_HOME`` per member.
 
 - ``hub``: a hub initialized with ``quire hub init --data D --json`` and served on a free
   port (one per test session; each test makes its own space);
@@ -30,9 +35,24 @@ from replica.identity import CredentialFile
 from replica.service import status_doc
 from shared.digest import genesis_digest
 from shared.entry import Entry
+from tests.replica.inproc import InprocHub, Space
 
 QUIRE = [sys.executable, "-c", "import sys; from replica.cli import main; sys.exit(main())"]
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def inproc_hub() -> Iterator[InprocHub]:
+    h = InprocHub()
+    yield h
+    h.close()
+
+
+@pytest.fixture
+def space(inproc_hub: InprocHub) -> Iterator[Space]:
+    s = inproc_hub.space()
+    yield s
+    s.close()
 
 
 def device_auth(h: HubConfig) -> DPoPAuth:

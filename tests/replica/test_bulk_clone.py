@@ -10,8 +10,7 @@ import replica.store as store_mod
 import replica.sync as sync_mod
 from replica import vault as vlt
 from shared.entry import Entry, make_entry, parse_markdown, to_markdown
-from tests.replica.fakehub import FakeHub
-from tests.replica.inproc import Local
+from tests.replica.inproc import Local, Space
 
 N = 23
 
@@ -20,30 +19,29 @@ class Crash(BaseException):
     """Stands in for SIGKILL in-process."""
 
 
-def _team(tmp_path, n: int = N) -> tuple[FakeHub, Local]:
-    hub = FakeHub()
-    a = Local(tmp_path, hub, "a")
+def _team(tmp_path, space: Space, n: int = N) -> Local:
+    a = space.replica(tmp_path, "a")
     a.sync()
     for i in range(n):
         a.write(Entry(id=f"page/p{i:03d}", title=f"page {i}", body=f"body {i}\n",
                       tags=(f"n{i % 3}", "t"), meta={"n": i, "python": "3.11"}))
     a.sync()
-    return hub, a
+    return a
 
 
-def test_clone_in_chunks_matches_the_hub_and_publishes_nothing(tmp_path, monkeypatch):
+def test_clone_in_chunks_matches_the_hub_and_publishes_nothing(tmp_path, space, monkeypatch):
     monkeypatch.setattr(sync_mod, "CHUNK", 5)
-    hub, a = _team(tmp_path)
-    b = Local(tmp_path, hub, "b")
+    a = _team(tmp_path, space)
+    b = space.replica(tmp_path, "b")
     rep = b.sync()
     assert rep.snapshot and not rep.local_changes
     assert a.files() == b.files() and len(b.files()) == N
     assert a.store.digest() == b.store.digest()
     assert b.store.dirty_count() == 0 and not b.store.pending_vault_writes()
     assert not list(b.vault.rglob("*" + vlt.TMP_SUFFIX))
-    batches = len(hub.batches)
+    batches = len(space.batches())
     b.sync()
-    assert len(hub.batches) == batches
+    assert len(space.batches()) == batches
     # every state recorded the file it wrote: the file's entry is its base
     for s in b.store.states().values():
         assert s.file_base == s.local == s.synced and s.file_mtime_ns is not None
@@ -52,10 +50,11 @@ def test_clone_in_chunks_matches_the_hub_and_publishes_nothing(tmp_path, monkeyp
 
 
 @pytest.mark.parametrize("point", ["before_vault_write", "mid_vault_write", "files_renamed"])
-def test_clone_killed_midway_is_completed_by_the_next_sync(tmp_path, monkeypatch, point):
+def test_clone_killed_midway_is_completed_by_the_next_sync(tmp_path, space, monkeypatch,
+                                                          point):
     monkeypatch.setattr(sync_mod, "CHUNK", 5)
-    hub, a = _team(tmp_path)
-    b = Local(tmp_path, hub, "b")
+    a = _team(tmp_path, space)
+    b = space.replica(tmp_path, "b")
     calls = []
 
     def crash(name: str) -> None:
@@ -78,16 +77,16 @@ def test_clone_killed_midway_is_completed_by_the_next_sync(tmp_path, monkeypatch
     monkeypatch.setattr(store_mod, "insert_new_states_txn", insert)
     assert b.store.head() is None  # the head is only set with the last chunk
     b.close()
-    b2 = Local(tmp_path, hub, "b")
+    b2 = b.reopen()
     b2.sync()
     assert a.files() == b2.files() and a.store.digest() == b2.store.digest()
     assert not list(b2.vault.rglob("*" + vlt.TMP_SUFFIX))
     assert b2.store.dirty_count() == 0
     # nothing was published by b, and a later local edit publishes just that
-    assert not [x for x in hub.batches if x["replica_id"] == b2.engine.replica_id]
+    assert not space.batches(b2)
     b2.write(Entry(id="page/p004", title="edited on b", body="b\n"))
     b2.sync()
-    mine = [x for x in hub.batches if x["replica_id"] == b2.engine.replica_id]
+    mine = space.batches(b2)
     assert [[op["entry"]["id"] for op in x["ops"]] for x in mine] == [["page/p004"]]
     a.sync()
     assert a.files() == b2.files()
@@ -95,9 +94,9 @@ def test_clone_killed_midway_is_completed_by_the_next_sync(tmp_path, monkeypatch
     b2.close()
 
 
-def test_clone_never_overwrites_a_file_already_at_an_entry_path(tmp_path):
-    hub, a = _team(tmp_path, 3)
-    b = Local(tmp_path, hub, "b")
+def test_clone_never_overwrites_a_file_already_at_an_entry_path(tmp_path, space):
+    a = _team(tmp_path, space, 3)
+    b = space.replica(tmp_path, "b")
     p = b.path("page/p001")
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text("---\ntitle: [broken\n---\nmine\n")
@@ -108,9 +107,9 @@ def test_clone_never_overwrites_a_file_already_at_an_entry_path(tmp_path):
     b.close()
 
 
-def test_a_sync_with_nothing_to_do_reads_and_parses_nothing(tmp_path, monkeypatch):
-    hub, a = _team(tmp_path)
-    b = Local(tmp_path, hub, "b")
+def test_a_sync_with_nothing_to_do_reads_and_parses_nothing(tmp_path, space, monkeypatch):
+    a = _team(tmp_path, space)
+    b = space.replica(tmp_path, "b")
     b.sync()
 
     def boom(*_a, **_k):
@@ -189,11 +188,11 @@ def test_store_without_deleted_columns_is_upgraded_in_place(tmp_path):
         store.close()
 
 
-def test_a_cloned_entry_is_stored_once_not_three_times(tmp_path):
+def test_a_cloned_entry_is_stored_once_not_three_times(tmp_path, space):
     import sqlite3
 
-    hub, a = _team(tmp_path, 4)
-    b = Local(tmp_path, hub, "b")
+    a = _team(tmp_path, space, 4)
+    b = space.replica(tmp_path, "b")
     b.sync()
     states = b.store.states()
     b.close()

@@ -107,7 +107,7 @@ def test_conflicts_are_held_on_the_last_syncer_and_other_entries_still_publish(t
     assert len(team.batches_by(a, b)) == 1
 
 
-# every point is also killed in-process (test_sync_inproc.py); these four run the real thing
+# every point is also killed in-process (test_sync_props.py); these four run the real thing
 @pytest.mark.parametrize("point", ["after_pull", "before_push", "after_push_before_receipt",
                                    "mid_vault_write"])
 def test_sync_killed_at_any_point_loses_nothing_and_publishes_once(team: Team, point: str):

@@ -10,7 +10,6 @@ import pytest
 
 from replica.store import Store
 from shared.entry import Entry
-from tests.replica.fakehub import FakeHub
 from tests.replica.inproc import Local
 
 PAGE = Entry(id="page/deploy", title="Deploy", body="one\ntwo\nthree\nfour\nfive\n")
@@ -18,13 +17,8 @@ BROKEN = b"---\ntitle: [oops\n---\nmine\n"
 
 
 @pytest.fixture
-def hub():
-    return FakeHub()
-
-
-@pytest.fixture
-def pair(tmp_path, hub):
-    a, b = Local(tmp_path, hub, "a"), Local(tmp_path, hub, "b")
+def pair(tmp_path, space):
+    a, b = space.replica(tmp_path, "a"), space.replica(tmp_path, "b")
     yield a, b
     a.close()
     b.close()
@@ -43,27 +37,27 @@ def _remote_change_while_broken(a: Local, b: Local, remote_body: str) -> None:
     assert b.path(PAGE.id).read_bytes() == BROKEN
 
 
-def test_fixing_a_broken_file_does_not_overwrite_the_remote_change_it_never_saw(pair, hub):
+def test_fixing_a_broken_file_does_not_overwrite_the_remote_change_it_never_saw(pair, space):
     a, b = pair
     _remote_change_while_broken(a, b, "ONE\ntwo\nthree\nfour\nfive\n")
     # the person fixes the file with an edit of the version it showed (non-overlapping)
     b.write(Entry(id=PAGE.id, title="Deploy", body="one\ntwo\nthree\nfour\nFIVE\n"))
     rep = b.sync()
     assert PAGE.id in rep.merged and not b.held()
-    assert hub.live()[PAGE.id].body == "ONE\ntwo\nthree\nfour\nFIVE\n"
+    assert space.live()[PAGE.id].body == "ONE\ntwo\nthree\nfour\nFIVE\n"
     assert b.read(PAGE.id).body == "ONE\ntwo\nthree\nfour\nFIVE\n"
     a.sync()
     assert a.files() == b.files() and a.store.digest() == b.store.digest()
 
 
-def test_fixing_a_broken_file_with_an_overlapping_edit_is_held_not_pushed(pair, hub):
+def test_fixing_a_broken_file_with_an_overlapping_edit_is_held_not_pushed(pair, space):
     a, b = pair
     _remote_change_while_broken(a, b, "uno\ntwo\nthree\nfour\nfive\n")
-    batches = len(hub.batches)
+    batches = len(space.batches())
     b.write(Entry(id=PAGE.id, title="Deploy", body="eins\ntwo\nthree\nfour\nfive\n"))
     rep = b.sync()
     assert rep.held == [PAGE.id] and b.held() == {PAGE.id}
-    assert len(hub.batches) == batches and hub.live()[PAGE.id].body.startswith("uno")
+    assert len(space.batches()) == batches and space.live()[PAGE.id].body.startswith("uno")
     # nothing lost: the person's edit stays in the vault (marked), all three are kept
     text = b.path(PAGE.id).read_text()
     assert "eins" in text and "quire:" in text
@@ -73,15 +67,15 @@ def test_fixing_a_broken_file_with_an_overlapping_edit_is_held_not_pushed(pair, 
     # resolving by hand publishes against the hub's version
     b.write(Entry(id=PAGE.id, title="Deploy", body="uno eins\ntwo\nthree\nfour\nfive\n"))
     b.sync()
-    assert not b.held() and hub.live()[PAGE.id].body.startswith("uno eins")
+    assert not b.held() and space.live()[PAGE.id].body.startswith("uno eins")
 
 
-def test_fixing_a_broken_file_unchanged_takes_the_remote_change(pair, hub):
+def test_fixing_a_broken_file_unchanged_takes_the_remote_change(pair, space):
     a, b = pair
     _remote_change_while_broken(a, b, "ONE\ntwo\nthree\nfour\nfive\n")
     b.write(PAGE)  # back to what it showed, no edit
     b.sync()
-    assert hub.live()[PAGE.id].body.startswith("ONE") and len(hub.batches) == 2
+    assert space.live()[PAGE.id].body.startswith("ONE") and len(space.batches()) == 2
     assert b.read(PAGE.id).body.startswith("ONE")
 
 

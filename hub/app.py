@@ -17,6 +17,7 @@ from hub.api.http import http_error_handler, quire_error_handler, unhandled_erro
 from hub.api.reads import READ_ROUTES
 from hub.api.routes import ROUTES
 from hub.clientaddr import parse_trusted
+from hub.console.pages import CONSOLE
 from hub.dpop import JtiCache
 from hub.events import Broker
 from hub.guard import GuardHooks, Outcome
@@ -116,7 +117,7 @@ def create_app(settings: Settings, *, store: Store | None = None, key: HubKey | 
         hub.metrics.refusals.labels(code=getattr(exc, "code", "internal")).inc()
         return await quire_error_handler(request, exc)
 
-    app = Starlette(routes=ROUTES + READ_ROUTES, lifespan=lifespan, exception_handlers={
+    app = Starlette(routes=[*ROUTES, *READ_ROUTES, CONSOLE], lifespan=lifespan, exception_handlers={
         QuireError: counted_error_handler,
         HTTPException: http_error_handler,
         Exception: unhandled_error_handler,

@@ -54,6 +54,7 @@ class Settings:
     delegation_ttl_max: int = 24 * 3600
     device_code_ttl: int = 600  # seconds a device login (RFC 8628) may wait for approval
     device_code_interval: int = 5  # seconds between polls the hub asks for
+    console_session_ttl: int = 4 * 3600  # seconds a console (browser) sign-in lasts
     log_level: str = "info"
     # keep the signed state root (docs/security.md); off only to measure its cost: replicas
     # refuse heads without it

@@ -1,0 +1,306 @@
+"""The console: server-rendered pages under /console (Jinja2, no JavaScript).
+
+Each handler finds the browser's session (hub/console/sessions.py), turns it into the same
+``Principal`` the API uses, and calls the same domain functions as the API (hub/reads.py,
+hub/admin.py, hub/spaces.py): the console has no path of its own to the database, so it has
+the API's access checks and the guard's. Every POST checks the Origin (or Referer) and the
+form's CSRF token before anything else; every page is sent with a strict
+Content-Security-Policy (no script at all), and the session cookie is HttpOnly, SameSite=Strict
+and Secure when the hub's public URL is https.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from hub import admin, reads, spaces
+from hub.console import sessions
+from shared.errors import Forbidden, QuireError, Unauthorized
+from shared.humanize import when
+
+HERE = Path(__file__).parent
+CODE_COOKIE = "quire_console_code"
+_env = Environment(loader=FileSystemLoader(HERE / "templates"),
+                   autoescape=select_autoescape(["html"]), trim_blocks=True,
+                   lstrip_blocks=True)
+_env.filters["when"] = when
+
+CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+       "frame-ancestors 'none'; base-uri 'none'")
+HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
+           "Referrer-Policy": "same-origin", "Cache-Control": "no-store",
+           "X-Frame-Options": "DENY"}
+
+
+def _hub(request: Request) -> Any:
+    return request.app.state.hub
+
+
+def _secret(request: Request) -> str | None:
+    return request.cookies.get(sessions.COOKIE)
+
+
+def page(request: Request, template: str, status: int = 200, **ctx: Any) -> HTMLResponse:
+    secret = _secret(request)
+    ctx.setdefault("me", None)
+    html = _env.get_template(template).render(
+        csrf=sessions.csrf_token(secret) if secret else "", request=request, **ctx)
+    return HTMLResponse(html, status_code=status, headers=HEADERS)
+
+
+def _redirect(url: str) -> RedirectResponse:
+    return RedirectResponse(url, status_code=303, headers=HEADERS)
+
+
+def _same_origin(request: Request) -> bool:
+    want = urlsplit(_hub(request).settings.url)
+    sent = request.headers.get("origin") or request.headers.get("referer")
+    if not sent:
+        return False
+    got = urlsplit(sent)
+    return (got.scheme, got.netloc) == (want.scheme, want.netloc)
+
+
+async def _checked_form(request: Request) -> dict[str, str]:
+    """A POST's form, after the origin and CSRF checks (Forbidden otherwise)."""
+    if not _same_origin(request):
+        raise Forbidden("this form was sent from another site", {"reason": "bad_origin"})
+    form = await request.form(max_files=0, max_fields=20, max_part_size=64 * 1024)
+    secret = _secret(request)
+    if not secret or not sessions.csrf_ok(secret, form.get("csrf")):  # type: ignore[arg-type]
+        raise Forbidden("this form is missing its CSRF token or it is stale; reload the page",
+                        {"reason": "bad_csrf"})
+    return {k: str(v) for k, v in form.items()}
+
+
+Handler = Callable[[Request, Any], Awaitable[Response]]
+
+
+def signed_in(fn: Handler) -> Callable[[Request], Awaitable[Response]]:
+    """Pages for a signed-in member: ``fn(request, principal)``; others go to sign-in."""
+    async def handler(request: Request) -> Response:
+        hub = _hub(request)
+        session = sessions.find(hub.store, _secret(request), hub.now())
+        if session is None or not session.signed_in:
+            return _redirect("/console/signin")
+        try:
+            p = await run_in_threadpool(sessions.principal, hub.store, session, hub.now())
+        except Unauthorized:
+            return _redirect("/console/signin")
+        try:
+            return await fn(request, p)
+        except QuireError as e:
+            return page(request, "error.html", status=e.status or 400, me=p, error=e)
+    return handler
+
+
+def _call(fn: Callable[..., Any], *args: Any, **kw: Any) -> Awaitable[Any]:
+    return run_in_threadpool(fn, *args, **kw)
+
+
+# ---------------------------------------------------------------- sign-in
+
+
+async def home(request: Request) -> Response:
+    return _redirect("/console/spaces")
+
+
+async def signin_page(request: Request) -> Response:
+    return page(request, "signin.html")
+
+
+async def signin_start(request: Request) -> Response:
+    hub = _hub(request)
+    if not _same_origin(request):
+        return page(request, "error.html", status=403,
+                    error=Forbidden("this form was sent from another site"))
+    secret, user_code = await _call(sessions.start, hub.store, hub.settings, hub.now())
+    resp = _redirect("/console/signin/wait")
+    secure = hub.settings.url.startswith("https:")
+    resp.set_cookie(sessions.COOKIE, secret, max_age=hub.settings.console_session_ttl,
+                    path="/console", httponly=True, samesite="strict", secure=secure)
+    # the code to approve, shown on the waiting page (its hash alone is stored)
+    resp.set_cookie(CODE_COOKIE, user_code, max_age=hub.settings.device_code_ttl,
+                    path="/console/signin", httponly=True, samesite="strict", secure=secure)
+    return resp
+
+
+async def signin_wait(request: Request) -> Response:
+    hub = _hub(request)
+    secret = _secret(request)
+    session = sessions.find(hub.store, secret, hub.now())
+    if session is None or secret is None:
+        return _redirect("/console/signin")
+    try:
+        done = await _call(sessions.resume, hub.store, hub.key, hub.settings, secret, session,
+                           hub.now())
+    except QuireError as e:
+        return page(request, "error.html", status=401, error=e)
+    if done:
+        resp = _redirect("/console/spaces")
+        resp.delete_cookie(CODE_COOKIE, path="/console/signin")
+        return resp
+    return page(request, "wait.html", user_code=request.cookies.get(CODE_COOKIE, ""),
+                interval=hub.settings.device_code_interval)
+
+
+async def signout(request: Request) -> Response:
+    hub = _hub(request)
+    await _checked_form(request)
+    session = sessions.find(hub.store, _secret(request), hub.now())
+    if session is not None:
+        await _call(sessions.end, hub.store, session, hub.now())
+    resp = _redirect("/console/signin")
+    resp.delete_cookie(sessions.COOKIE, path="/console")
+    return resp
+
+
+# ---------------------------------------------------------------- spaces and the browser
+
+
+def _role(store: Any, p: Any, space_ref: str) -> tuple[dict[str, Any], str]:
+    """The space as the caller sees it in their list, and their role there."""
+    for sp in spaces.list_spaces(store, p)["spaces"]:
+        if space_ref in (sp["id"], sp["name"]):
+            return sp, sp.get("role") or "admin"
+    from shared.errors import NotFound
+    raise NotFound(f"no space {space_ref!r} that you are a member of")
+
+
+@signed_in
+async def spaces_page(request: Request, p: Any) -> Response:
+    hub = _hub(request)
+    out = await _call(spaces.list_spaces, hub.store, p)
+    return page(request, "spaces.html", me=p, spaces=out["spaces"])
+
+
+@signed_in
+async def space_page(request: Request, p: Any) -> Response:
+    hub = _hub(request)
+    ref = request.path_params["space"]
+    sp, role = await _call(_role, hub.store, p, ref)
+    prefix = request.query_params.get("prefix", "")
+    after = request.query_params.get("after", "")
+    out = await _call(reads.list_entries, hub.store, p, ref, prefix=prefix, after=after,
+                      limit=100)
+    return page(request, "space.html", me=p, space=sp, role=role, prefix=prefix, **out)
+
+
+@signed_in
+async def search_page(request: Request, p: Any) -> Response:
+    hub = _hub(request)
+    ref = request.path_params["space"]
+    sp, role = await _call(_role, hub.store, p, ref)
+    q = request.query_params.get("q", "")
+    out = await _call(reads.search, hub.store, p, ref, q, 50)
+    return page(request, "search.html", me=p, space=sp, role=role, q=q, **out)
+
+
+@signed_in
+async def entry_page(request: Request, p: Any) -> Response:
+    hub = _hub(request)
+    ref, qp = request.path_params["space"], request.query_params
+    sp, role = await _call(_role, hub.store, p, ref)
+    entry_id = reads.parse_entry_id(qp.get("id"))
+    out = await _call(reads.get_entry, hub.store, p, ref, entry_id,
+                      seq=reads.parse_seq(qp.get("seq")))
+    hist = await _call(reads.history, hub.store, p, ref, entry_id, 50)
+    return page(request, "entry.html", me=p, space=sp, role=role, id=entry_id,
+                versions=hist["versions"], **out)
+
+
+@signed_in
+async def diff_page(request: Request, p: Any) -> Response:
+    hub = _hub(request)
+    ref, qp = request.path_params["space"], request.query_params
+    sp, role = await _call(_role, hub.store, p, ref)
+    from_seq = reads.parse_seq(qp.get("from"), "from") or 0
+    out = await _call(reads.diff, hub.store, p, ref, reads.parse_entry_id(qp.get("id")),
+                      from_seq=from_seq, to_seq=reads.parse_seq(qp.get("to"), "to"), epoch=None)
+    return page(request, "diff.html", me=p, space=sp, role=role, d=out)
+
+
+# ---------------------------------------------------------------- administration
+
+
+@signed_in
+async def members_page(request: Request, p: Any) -> Response:
+    hub = _hub(request)
+    ref = request.path_params["space"]
+    sp, role = await _call(_role, hub.store, p, ref)
+    members = await _call(admin.list_members, hub.store, p, ref)
+    invites = await _call(admin.list_invites, hub.store, p, ref)
+    rules = await _call(admin.list_rules, hub.store, p, ref)
+    return page(request, "members.html", me=p, space=sp, role=role,
+                members=members["members"], invites=invites["invites"], rules=rules["rules"])
+
+
+@signed_in
+async def invite_create(request: Request, p: Any) -> Response:
+    hub = _hub(request)
+    form = await _checked_form(request)
+    ref = request.path_params["space"]
+    sp, role = await _call(_role, hub.store, p, ref)
+    s = hub.settings
+    out = await _call(spaces.invite, hub.store, p, ref, {"role": form.get("role", "")},
+                      hub.now(), s.invite_ttl, s.invite_ttl_max)
+    return page(request, "invite_created.html", me=p, space=sp, role=role, invite=out)
+
+
+@signed_in
+async def rule_add(request: Request, p: Any) -> Response:
+    hub = _hub(request)
+    form = await _checked_form(request)
+    ref = request.path_params["space"]
+    body = {"effect": form.get("effect", "deny"), "who": form.get("who", ""),
+            "actions": [a.strip() for a in form.get("actions", "").split(",") if a.strip()],
+            "entries": form.get("entries", "")}
+    await _call(admin.add_rule, hub.store, p, ref, body, hub.now())
+    return _redirect(f"/console/spaces/{ref}/members")
+
+
+@signed_in
+async def devices_page(request: Request, p: Any) -> Response:
+    hub = _hub(request)
+    out = await _call(admin.list_devices, hub.store, p, p.is_owner)
+    return page(request, "devices.html", me=p, devices=out["devices"])
+
+
+@signed_in
+async def device_revoke(request: Request, p: Any) -> Response:
+    hub = _hub(request)
+    await _checked_form(request)
+    await _call(admin.revoke_device, hub.store, p, request.path_params["device"], {},
+                hub.now())
+    hub.access_changed()
+    return _redirect("/console/devices")
+
+
+CONSOLE = Mount("/console", routes=[
+    Route("/", home, methods=["GET"]),
+    Route("/signin", signin_page, methods=["GET"]),
+    Route("/signin", signin_start, methods=["POST"]),
+    Route("/signin/wait", signin_wait, methods=["GET"]),
+    Route("/signout", signout, methods=["POST"]),
+    Route("/spaces", spaces_page, methods=["GET"]),
+    Route("/spaces/{space}", space_page, methods=["GET"]),
+    Route("/spaces/{space}/search", search_page, methods=["GET"]),
+    Route("/spaces/{space}/entry", entry_page, methods=["GET"]),
+    Route("/spaces/{space}/diff", diff_page, methods=["GET"]),
+    Route("/spaces/{space}/members", members_page, methods=["GET"]),
+    Route("/spaces/{space}/invites", invite_create, methods=["POST"]),
+    Route("/spaces/{space}/rules", rule_add, methods=["POST"]),
+    Route("/devices", devices_page, methods=["GET"]),
+    Route("/devices/{device}/revoke", device_revoke, methods=["POST"]),
+    Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+])

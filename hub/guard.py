@@ -35,6 +35,7 @@ from hub.access import (
 from hub.admission import check_portable
 from hub.events import CHANNEL, Broker
 from hub.keys import HubKey
+from hub.quotas import HubQuotas, check_and_count_txn
 from hub.store import queries as q
 from hub.store.db import Store
 from hub.tokens import AccessClaims
@@ -179,7 +180,7 @@ def known_head_txn(conn: Any, space: q.SpaceRow, seq: int, digest: str) -> bool:
 
 def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep: Prepared,
                now: int, rebase: bool = False, state_root: bool = True,
-               hooks: GuardHooks | None = None) -> Outcome:
+               hooks: GuardHooks | None = None, quota: HubQuotas | None = None) -> Outcome:
     """With ``rebase``, a batch made on an earlier head of this epoch is chained on the
     current head, provided every base is still current (checked below, under the lock):
     per-entry bases guard concurrent edits; the head only orders them (docs/decisions.md)."""
@@ -218,6 +219,12 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
                            "digest": space.head_digest})
     current = q.current_versions_txn(conn, space.id, [op.entry_id for op in batch.ops])
     check_bases(batch, current)
+    body = canonical_str(batch.to_wire())
+    rows = [{"entry_id": op.entry_id, "version": op.entry.version, "deleted": op.entry.deleted,
+             "content": canonical_str(op.entry.to_dict())} for op in batch.ops]
+    if quota is not None:  # before anything is written (hub/quotas.py)
+        check_and_count_txn(conn, quota, space.id, batch.ops, current, body,
+                            [r["content"] for r in rows])
 
     seq = space.head_seq + 1
     head = chain_next(space.head_digest, batch.digest)
@@ -231,12 +238,8 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
                        batch_id=batch.batch_id, replica_id=batch.replica_id,
                        digest=batch.digest, head_digest=head, user_id=principal.user_id,
                        device_id=principal.device_id, agent=principal.agent,
-                       accepted_at=now, body=canonical_str(batch.to_wire()), receipt=receipt,
+                       accepted_at=now, body=body, receipt=receipt,
                        state_root=root)
-    rows = []
-    for op in batch.ops:
-        rows.append({"entry_id": op.entry_id, "version": op.entry.version,
-                     "deleted": op.entry.deleted, "content": canonical_str(op.entry.to_dict())})
     q.upsert_entries_txn(conn, space.id, space.epoch, seq, rows, set(current))
     tip = audit.record_txn(conn, chain=space.id, tip=(space.audit_seq, space.audit_digest),
                            at=now, action="publish", actor=principal.actor(),
@@ -259,7 +262,7 @@ def publish(store: Store, key: HubKey, principal: Principal | AccessClaims, spac
             raw: Any, *,
             max_ops: int, max_body: int, now: Callable[[], int],
             hooks: GuardHooks | None = None, rebase: bool = False,
-            state_root: bool = True) -> Outcome:
+            state_root: bool = True, quota: HubQuotas | None = None) -> Outcome:
     """Accept a batch exactly once, or raise the error that says why not.
 
     ``principal``: the caller, or the request's verified token claims (then the device is
@@ -281,4 +284,5 @@ def publish(store: Store, key: HubKey, principal: Principal | AccessClaims, spac
     if hooks is not None and hooks.after_prepare is not None:
         hooks.after_prepare(batch)
     return store.commit_group.run(lambda conn: commit_txn(conn, key, batch, principal, prep,
-                                                          now(), rebase, state_root, hooks))
+                                                          now(), rebase, state_root, hooks,
+                                                          quota))

@@ -51,6 +51,10 @@ class Settings:
     publications_per_min: int = 6000  # batches one device may publish a minute
     device_codes_per_min: int = 12  # device logins started per client address a minute
     streams_per_device: int = 16  # open event streams per device, per hub process
+    space_max_entries: int = 1_000_000  # live entries per space (0: none; admins may set)
+    space_max_bytes: int = 4 * 1024**3  # bytes of a space's live entries
+    space_max_history_bytes: int = 16 * 1024**3  # bytes of a space's batches
+    hub_max_bytes: int = 0  # entries + history of all spaces (0: none)
     delegation_ttl_max: int = 24 * 3600
     device_code_ttl: int = 600  # seconds a device login (RFC 8628) may wait for approval
     device_code_interval: int = 5  # seconds between polls the hub asks for

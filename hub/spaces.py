@@ -21,6 +21,7 @@ from hub.access import (
 )
 from hub.grants import issue_tokens_txn
 from hub.keys import HubKey
+from hub.quotas import HubQuotas, usage_doc_txn
 from hub.settings import Settings
 from hub.store import queries as q
 from hub.store.db import Store
@@ -232,13 +233,15 @@ def register_replica(store: Store, p: Principal, space_ref: str, body: dict[str,
 
 
 def head(store: Store, key: HubKey, p: Principal, space_ref: str, now: int,
-         nonce: str | None = None, state_root: bool = True) -> dict[str, Any]:
+         nonce: str | None = None, state_root: bool = True,
+         quota: HubQuotas | None = None) -> dict[str, Any]:
     """The signed head (with the state root, and over ``nonce`` when the caller sent one:
     a freshness proof), plus the caller's role and applying rules (not signed)."""
     with store.read() as conn:
         space, role = space_access_txn(conn, p, space_ref, "viewer")
         rules = q.list_rules_txn(conn, space.id)
         root = signed_state.current_root_txn(conn, space.id, state_root)
+        usage = None if quota is None else usage_doc_txn(conn, quota, space.id)
     signed = signed_state.signed_head(key, space=space.id, epoch=space.epoch,
                                       seq=space.head_seq, digest=space.head_digest, root=root,
                                       at=now, nonce=nonce)
@@ -247,8 +250,9 @@ def head(store: Store, key: HubKey, p: Principal, space_ref: str, now: int,
     # pre-checks its pushes with exactly these (shared/policy.py)
     applying = [r.to_dict() for r in policy.effective_rules(rules)
                 if policy.rule_applies(r, actor)]
+    extra = {} if usage is None else {"usage": usage}  # quotas (hub/quotas.py)
     return dict(signed, name=space.name, role=role, rules=applying,
-                rules_version=space.rules_version)
+                rules_version=space.rules_version, **extra)
 
 
 def devices(store: Store, key: HubKey, p: Principal, space_ref: str, now: int

@@ -14,6 +14,7 @@ responses in one handler and the replica maps responses back to the same classes
     │   └── PacketStale             packet_stale       (replica-local) re-read the packet
     ├── SnapshotRequired            snapshot_required  410
     ├── TooLarge                    too_large          413
+    ├── QuotaExceeded               quota_exceeded     413  details: scope, quota, limit, usage, after
     ├── InvalidRequest              invalid_request    422
     ├── RateLimited                 rate_limited       429  retryable after details.retry_after
     ├── Unavailable                 unavailable        503  retryable
@@ -117,6 +118,13 @@ class TooLarge(QuireError):
     status = 413
 
 
+class QuotaExceeded(QuireError):
+    """The space (or the hub) is at a quota this publication would grow past."""
+
+    code = "quota_exceeded"
+    status = 413
+
+
 class InvalidRequest(QuireError):
     code = "invalid_request"
     status = 422
@@ -177,14 +185,14 @@ ERROR_CLASSES: dict[str, type[QuireError]] = {
     for cls in (
         Internal, Unauthorized, Forbidden, PolicyDenied, NotFound, HeadChanged, EpochChanged,
         BaseMismatch, BatchConflict, PacketStale, ClaimHeld, SnapshotRequired, TooLarge,
-        InvalidRequest, RateLimited, Unavailable, TransferFailed, LocalError, NotJoined,
+        QuotaExceeded, InvalidRequest, RateLimited, Unavailable, TransferFailed, LocalError, NotJoined,
         LockHeld, HubUnverified, StaleHead,
     )
 }
 
 WIRE_CODES = (
     "unauthorized", "forbidden", "policy_denied", "not_found", "head_changed",
-    "epoch_changed", "base_mismatch", "batch_conflict", "snapshot_required", "too_large",
+    "epoch_changed", "base_mismatch", "batch_conflict", "snapshot_required", "too_large", "quota_exceeded",
     "invalid_request", "rate_limited", "unavailable", "internal",
 )
 

@@ -9,12 +9,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from hub import admin, feed, grants, guard, spaces
+from hub import admin, feed, grants, guard, quotas, spaces
 from hub.access import Principal, authenticate_txn, space_access_txn, verify_request
 from hub.api import events as live
 from hub.api.http import JSON, ndjson, read_json
 from hub.clientaddr import client_address, parse_trusted
 from hub.dpop import verify_proof
+from hub.quotas import HubQuotas
 from hub.store import queries as q
 from hub.tokens import AccessClaims
 from shared.errors import InvalidRequest, NotFound, RateLimited, Unavailable
@@ -258,6 +259,13 @@ ADMIN_ROUTES = [
     Route("/v1/delegations/{delegation}/revoke", _admin(
         lambda h, p, d, b: admin.revoke_delegation(h.store, p, d, b, h.now()),
         params=("delegation",), body=_DRY, access=True), methods=["POST"]),
+    Route("/v1/spaces/{space}/usage", _admin(
+        lambda h, p, s: quotas.usage(h.store, HubQuotas.from_settings(h.settings), p, s),
+        params=("space",)), methods=["GET"]),
+    Route("/v1/spaces/{space}/quota", _admin(
+        lambda h, p, s, b: quotas.set_quota(h.store, HubQuotas.from_settings(h.settings), p,
+                                            s, b),
+        params=("space",), body=set(quotas.FIELDS)), methods=["POST"]),
     Route("/v1/audit", audit_export, methods=["GET"]),
     Route("/v1/audit/verify", _admin(
         lambda h, p, s: admin.verify_audit(h.store, p, s), query=("space",)),
@@ -316,7 +324,8 @@ async def head(request: Request) -> Response:
         return JSON(await live.long_poll_head(request, p, hub))
     out = await run_in_threadpool(spaces.head, hub.store, hub.key, p,
                                   request.path_params["space"], hub.now(), nonce,
-                                  hub.settings.state_root)
+                                  hub.settings.state_root,
+                                  HubQuotas.from_settings(hub.settings))
     return JSON(out)
 
 
@@ -373,7 +382,7 @@ async def publish(request: Request) -> Response:
     outcome = await run_in_threadpool(
         guard.publish, hub.store, hub.key, claims, request.path_params["space"], body,
         max_ops=s.max_ops, max_body=s.max_entry_body, now=hub.now, hooks=hub.hooks,
-        rebase=rebase, state_root=s.state_root)
+        rebase=rebase, state_root=s.state_root, quota=HubQuotas.from_settings(s))
     if not outcome.replayed:
         hub.published(outcome)
     # receipts are served as stored so a replay is byte-for-byte the original

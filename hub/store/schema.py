@@ -247,3 +247,19 @@ dpop_jti = Table(
     Column("expires_at", BigInteger, nullable=False),  # outside the iat window after this
     Index("ix_dpop_jti_expires", "expires_at"),
 )
+
+
+# ---------------------------------------------------------------- quotas (0013)
+# hub/quotas.py: usage counted in the publishing transaction; limits set by space admins
+# (NULL: the hub's settings)
+
+space_quota = Table(
+    "space_quota", metadata,
+    Column("space_id", ID, ForeignKey("spaces.id"), primary_key=True),
+    Column("entries", BigInteger, nullable=False),  # live entries
+    Column("bytes", BigInteger, nullable=False),  # their canonical contents, UTF-8
+    Column("history_bytes", BigInteger, nullable=False),  # every batch as stored
+    Column("max_entries", BigInteger, nullable=True),
+    Column("max_bytes", BigInteger, nullable=True),
+    Column("max_history_bytes", BigInteger, nullable=True),
+)

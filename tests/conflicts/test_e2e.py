@@ -1,15 +1,17 @@
 """End-to-end: real ``quire hub serve`` processes, the real CLI, and an agent driving
-``quire mcp`` over stdio with the official MCP client. One scene (a team of two members who
-made overlapping edits to several entries) is shared by the module; each test answers a
-different entry's packet."""
+``quire mcp`` over stdio with the official MCP client. Each test builds its own scene (a new
+space where two members made overlapping edits to the entries it needs), so every test runs
+alone and in any order."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,28 +77,38 @@ class Scene:
     bob: Member
 
 
-@pytest.fixture(scope="module")
-def scene(hub, owner, tmp_path_factory) -> Scene:
-    team = Team(hub, owner, tmp_path_factory.mktemp("scene"), f"conf{os.getpid() % 10000}")
+_spaces = itertools.count(1)
+
+
+def make_scene(hub, owner, root, eids: tuple[str, ...]) -> Scene:
+    """A fresh space where alice and bob made overlapping edits to each of ``eids``: bob
+    published first, so alice holds a packet for every one of them."""
+    team = Team(hub, owner, root, f"conf{os.getpid() % 10000}-{next(_spaces)}")
     alice, bob = team.members("alice", "bob")
-    # this space lets editors change guardrails (the typed default lets only admins weaken
-    # one); the guardrail test below adds a deny rule, which wins the tie on the same glob
-    qjson(team.owner, "admin", "rules", "add", team.name, "--allow", "update,delete", "--who",
-          "editor", "--entries", "guardrail/*")
-    for eid, (base, _, _) in SCENE.items():
-        put(alice, eid, base)
+    if GUARD in eids:
+        # this space lets editors change guardrails (the typed default lets only admins
+        # weaken one); the guardrail test adds a deny rule, which wins the tie on the glob
+        qjson(team.owner, "admin", "rules", "add", team.name, "--allow", "update,delete",
+              "--who", "editor", "--entries", "guardrail/*")
+    for eid in eids:
+        put(alice, eid, SCENE[eid][0])
     sync(alice)
     sync(bob)
-    for eid, (_, _, theirs) in SCENE.items():
-        put(bob, eid, theirs, 2)
+    for eid in eids:
+        put(bob, eid, SCENE[eid][2], 2)
     sync(bob)
-    for eid, (_, mine, _) in SCENE.items():
-        put(alice, eid, mine, 1)
+    for eid in eids:
+        put(alice, eid, SCENE[eid][1], 1)
     held = sync(alice)["sync"]["held"]
-    assert sorted(held) == sorted(SCENE)  # the later syncer holds every overlapping edit
+    assert sorted(held) == sorted(eids)  # the later syncer holds every overlapping edit
     with desk(bob) as d:
         assert d.list_packets() == []  # the earlier one published and holds nothing
     return Scene(team, alice, bob)
+
+
+@pytest.fixture
+def scene_of(hub, owner, tmp_path) -> Callable[..., Scene]:
+    return lambda *eids: make_scene(hub, owner, tmp_path, eids)
 
 
 def packet_for(m: Member, eid: str) -> dict[str, Any] | None:
@@ -222,7 +234,8 @@ async def _agent_session(alice: Member) -> dict[str, Any]:
     return seen
 
 
-def test_agent_over_mcp_claims_resolves_and_syncs_and_hub_history_names_it(scene: Scene):
+def test_agent_over_mcp_claims_resolves_and_syncs_and_hub_history_names_it(scene_of):
+    scene = scene_of("page/deploy", "page/big", "page/both", "page/claim")
     alice, bob = scene.alice, scene.bob
     seen = asyncio.run(_agent_session(alice))
     accepted = {n for n, (err, _) in seen.items() if not err}
@@ -242,13 +255,15 @@ def test_agent_over_mcp_claims_resolves_and_syncs_and_hub_history_names_it(scene
 # ---------------------------------------------------------------- claims across processes
 
 
-def test_two_processes_claim_at_once_exactly_one_wins_and_expiry_frees_it(scene: Scene):
-    alice = scene.alice
+def test_two_processes_claim_at_once_exactly_one_wins_and_expiry_frees_it(scene_of):
+    alice = scene_of("page/claim").alice
     pid = packet_for(alice, "page/claim")["packet_id"]
     env = dict(os.environ, QUIRE_HOME=str(alice.home))
     env.pop("QUIRE_TEST_CRASH_AT", None)
+    # a lease long enough that the loser, however late its process starts on a loaded
+    # machine, finds it held; expiry is shown below on a renewed, short lease
     procs = [subprocess.Popen([*QUIRE, "conflicts", "claim", pid, "--agent", name, "--ttl",
-                               "3", "--json"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                               "300", "--json"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for name in ("ann", "ben")]
     outs = [(p.wait(60), json.loads(p.communicate()[0])) for p in procs]
     winners = [doc for rc, doc in outs if rc == 0]
@@ -260,10 +275,10 @@ def test_two_processes_claim_at_once_exactly_one_wins_and_expiry_frees_it(scene:
     assert lose["details"]["expires_at"] == win["expires_at"]
     loser_name = "ben" if win["agent"] == "ann" else "ann"
 
-    # the holder can renew; the other still cannot take it (in-process: a CLI start costs
-    # seconds on a loaded machine, longer than these short leases)
+    # the holder can renew (here to a short lease); the other still cannot take it
+    # (in-process: a CLI start costs seconds on a loaded machine, longer than this lease)
     with desk(alice) as d:
-        renewed = d.renew(pid, win["token"], 3)
+        renewed = d.renew(pid, win["token"], 5)
         with pytest.raises(ClaimHeld) as e:
             d.claim(pid, loser_name)
         assert e.value.details["holder"] == win["agent"]
@@ -285,7 +300,8 @@ def test_two_processes_claim_at_once_exactly_one_wins_and_expiry_frees_it(scene:
 # ---------------------------------------------------------------- staleness
 
 
-def test_resolution_of_a_packet_read_before_a_new_remote_edit_is_refused_as_stale(scene):
+def test_resolution_of_a_packet_read_before_a_new_remote_edit_is_refused_as_stale(scene_of):
+    scene = scene_of("page/stale")
     alice, bob = scene.alice, scene.bob
     with desk(alice) as d:
         old = d.show("page/stale")
@@ -319,7 +335,9 @@ def test_resolution_of_a_packet_read_before_a_new_remote_edit_is_refused_as_stal
 # ---------------------------------------------------------------- crash safety
 
 
-def test_sigkill_while_applying_a_resolution_leaves_packet_resolvable_and_vault_readable(scene):
+def test_sigkill_while_applying_a_resolution_leaves_packet_resolvable_and_vault_readable(
+        scene_of):
+    scene = scene_of("page/crash", "page/crash-late")
     alice, bob = scene.alice, scene.bob
     for eid, point in (("page/crash", "resolve_before_commit"),
                        ("page/crash-late", "resolve_before_vault_write")):
@@ -348,7 +366,8 @@ def test_sigkill_while_applying_a_resolution_leaves_packet_resolvable_and_vault_
 # ---------------------------------------------------------------- resolution kinds
 
 
-def test_keep_both_gives_two_entries_linked_to_each_other(scene: Scene):
+def test_keep_both_gives_two_entries_linked_to_each_other(scene_of):
+    scene = scene_of("page/both")
     alice, bob = scene.alice, scene.bob
     pkt = packet_for(alice, "page/both")
     r = qjson(alice.home, "conflicts", "resolve", pkt["packet_id"], "--digest", pkt["digest"],
@@ -362,7 +381,8 @@ def test_keep_both_gives_two_entries_linked_to_each_other(scene: Scene):
         assert moved.body == "alice's v2\n" and main in moved.links
 
 
-def test_delete_against_edit_resolved_either_way_converges(scene: Scene):
+def test_delete_against_edit_resolved_either_way_converges(scene_of):
+    scene = scene_of("note/keep-edit", "note/keep-delete")
     alice, bob = scene.alice, scene.bob
     with desk(alice) as d:
         keep = d.show("note/keep-edit")  # bob deleted, alice edited: keep the edit
@@ -378,7 +398,8 @@ def test_delete_against_edit_resolved_either_way_converges(scene: Scene):
         assert m.read("note/keep-delete") is None
 
 
-def test_200_kib_conflict_packet_stays_under_40_kib_and_pages_reassemble(scene: Scene):
+def test_200_kib_conflict_packet_stays_under_40_kib_and_pages_reassemble(scene_of):
+    scene = scene_of("page/big")
     alice, bob = scene.alice, scene.bob
     p = quire(alice.home, "conflicts", "show", "page/big", "--json")
     assert len(p.stdout.encode()) < 40 * 1024
@@ -400,7 +421,8 @@ def test_200_kib_conflict_packet_stays_under_40_kib_and_pages_reassemble(scene: 
     assert alice.read("page/big").body == bob.read("page/big").body
 
 
-def test_resolution_cannot_weaken_a_guardrail_the_space_rules_protect(scene: Scene):
+def test_resolution_cannot_weaken_a_guardrail_the_space_rules_protect(scene_of):
+    scene = scene_of(GUARD)
     alice, bob, team = scene.alice, scene.bob, scene.team
     qjson(team.owner, "admin", "rules", "add", team.name, "--deny", "update,delete", "--who",
           "editor", "--entries", "guardrail/*")
@@ -434,9 +456,17 @@ def test_resolution_cannot_weaken_a_guardrail_the_space_rules_protect(scene: Sce
     sync(alice)
 
 
-def test_every_replica_converges_once_all_packets_are_resolved(scene: Scene):
+def test_every_replica_converges_once_all_packets_are_resolved(scene_of):
+    scene = scene_of("page/deploy", "page/both", "note/keep-edit", "note/keep-delete",
+                     "page/stale")
     alice, bob = scene.alice, scene.bob
-    with desk(alice) as d:
+    with desk(alice) as d:  # every kind of resolution, one packet each
+        for eid, how in (("page/deploy", "theirs"), ("note/keep-edit", "ours"),
+                         ("note/keep-delete", "delete"), ("page/stale", "ours")):
+            pkt = d.show(eid)
+            d.resolve(pkt["packet_id"], digest=pkt["digest"], how=how)
+        both = d.show("page/both")
+        d.resolve(both["packet_id"], digest=both["digest"], how="keep_both")
         assert d.list_packets() == []
     sync(alice)
     sync(bob)
@@ -444,3 +474,7 @@ def test_every_replica_converges_once_all_packets_are_resolved(scene: Scene):
     assert alice.files() == bob.files()
     sa, sb = alice.local_status(), bob.local_status()
     assert sa["store_digest"] == sb["store_digest"] and not sa["conflicts"]
+    assert alice.read("page/deploy").body == "step one (bob)\nstep two\n"
+    assert alice.read("note/keep-edit").body == "alice edited\n"
+    assert alice.read("note/keep-delete") is None
+    assert alice.read("page/stale").body == "alice s2\n"

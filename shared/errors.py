@@ -161,6 +161,18 @@ class NotJoined(LocalError):
     code = "not_joined"
 
 
+class SpaceNotFound(NotJoined):
+    """No joined space matches the name or id given (``details.candidates``: the joined)."""
+
+    code = "space_not_found"
+
+
+class SpaceAmbiguous(NotJoined):
+    """Several joined spaces match (``details.candidates``); name one by id."""
+
+    code = "space_ambiguous"
+
+
 class LockHeld(LocalError):
     code = "lock_held"
 
@@ -185,8 +197,8 @@ ERROR_CLASSES: dict[str, type[QuireError]] = {
     for cls in (
         Internal, Unauthorized, Forbidden, PolicyDenied, NotFound, HeadChanged, EpochChanged,
         BaseMismatch, BatchConflict, PacketStale, ClaimHeld, SnapshotRequired, TooLarge,
-        QuotaExceeded, InvalidRequest, RateLimited, Unavailable, TransferFailed, LocalError, NotJoined,
-        LockHeld, HubUnverified, StaleHead,
+        QuotaExceeded, InvalidRequest, RateLimited, Unavailable, TransferFailed, LocalError,
+        NotJoined, SpaceNotFound, SpaceAmbiguous, LockHeld, HubUnverified, StaleHead,
     )
 }
 

@@ -99,9 +99,12 @@ def _how(args: argparse.Namespace) -> tuple[str, Any]:
 
 
 def cmd_mcp(args: argparse.Namespace, out: Any) -> int:
+    from replica.agent_grant import DEFAULT_TTL_S as DEFAULT_GRANT_TTL_S
+    from replica.identity_cli import parse_ttl
     from replica.mcp_server import serve
 
-    serve(space=args.space, agent=args.agent)
+    ttl = parse_ttl(args.ttl) if args.ttl else DEFAULT_GRANT_TTL_S
+    serve(space=args.space, agent=args.agent, write=args.write, ttl_s=ttl, model=args.model)
     return 0
 
 
@@ -146,6 +149,15 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     m = sub.add_parser("mcp", parents=[common],
                        help="serve this replica to an agent over MCP (stdio)")
     m.add_argument("--space", metavar="SPACE", help="space id or name (default: the only one)")
-    m.add_argument("--agent", metavar="NAME", help="the agent's name for provenance "
-                                                   "(default: $QUIRE_AGENT)")
+    m.add_argument("--agent", metavar="NAME",
+                   help="the agent this session acts as: it obtains and renews a delegation "
+                        "of this device for the space, so the hub's rules and audit see the "
+                        "agent (default: $QUIRE_AGENT)")
+    m.add_argument("--write", action="store_true",
+                   help="a write delegation (default: read; the agent cannot publish)")
+    m.add_argument("--ttl", metavar="DURATION",
+                   help="lifetime of each delegation, renewed while the session runs "
+                        "(e.g. 8h, the default; at most 24h)")
+    m.add_argument("--model", metavar="NAME", help="the model, for provenance "
+                                                   "(default: $QUIRE_MODEL)")
     m.set_defaults(func=cmd_mcp)

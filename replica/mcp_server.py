@@ -26,6 +26,8 @@ from sqlalchemy import select
 from replica import service
 from replica import store as st
 from replica import vault as vlt
+from replica.agent_grant import DEFAULT_TTL_S as DEFAULT_GRANT_TTL_S
+from replica.agent_grant import AgentGrant
 from replica.conflicts import (
     DEFAULT_TTL_S,
     Desk,
@@ -37,7 +39,7 @@ from replica.conflicts import (
 from replica.home import Home, SpaceConfig, space_lock
 from shared.entry import EntryError, make_entry, tombstone
 from shared.errors import InvalidRequest, LocalError, LockHeld, NotFound, QuireError
-from shared.ids import entry_id_problem, is_agent_name
+from shared.ids import entry_id_problem, is_agent_name, new_id
 
 MAX_RESULT_CHARS = 48 * 1024  # a tool result larger than this is refused, never cut silently
 READ_CHARS = 16 * 1024
@@ -75,7 +77,9 @@ class Session:
     """The replica one MCP server serves; each tool is a method returning a plain dict."""
 
     def __init__(self, space_ref: str | None = None, agent: str | None = None,
-                 home: Home | None = None):
+                 home: Home | None = None, *, write: bool = False,
+                 ttl_s: int = DEFAULT_GRANT_TTL_S, model: str | None = None,
+                 delegate: bool = True):
         self.home = home or Home()
         self.space_ref = space_ref
         self.agent = agent or os.environ.get("QUIRE_AGENT") or None
@@ -83,6 +87,50 @@ class Session:
             raise InvalidRequest(f"invalid agent name {self.agent!r}")
         if self.agent:
             os.environ["QUIRE_AGENT"] = self.agent  # sync provenance names this agent
+        # provenance of every batch this session publishes (signed with the batch)
+        os.environ["QUIRE_SESSION"] = new_id()
+        if model or os.environ.get("QUIRE_MODEL"):
+            os.environ["QUIRE_MODEL"] = model or os.environ["QUIRE_MODEL"]
+        self.grant: AgentGrant | None = None
+        if self.agent and delegate and not os.environ.get("QUIRE_DELEGATION_TOKEN"):
+            self.grant = self._grant(write, ttl_s)
+
+    def _grant(self, write: bool, ttl_s: int) -> AgentGrant:
+        """The delegation this session acts under (replica/agent_grant.py): minted with this
+        device's own credential for the named space."""
+        space = self.space()
+        hub = self.home.hub(space.hub_id)
+        if hub is None:
+            raise LocalError(f"space {space.name} belongs to a hub this machine no longer knows")
+
+        def mint(body: dict[str, Any]) -> dict[str, Any]:
+            with service.open_client(hub, device_only=True) as c:
+                return c.admin_post("/v1/delegations", body)  # type: ignore[no-any-return]
+
+        def revoke(delegation: str) -> Any:
+            with service.open_client(hub, device_only=True) as c:
+                return c.admin_post(f"/v1/delegations/{delegation}/revoke", {})
+
+        def probe(token: str) -> Any:
+            from replica.auth import delegated
+            from replica.client import HubClient
+
+            with HubClient(hub.url, auth=delegated(hub.key_path, token, hub.url),
+                           hub_key=hub.public_key) as c:
+                return c.head(space.space_id)
+
+        return AgentGrant(space=space.space_id, agent=self.agent or "", write=write,
+                          ttl_s=ttl_s, mint=mint, revoke=revoke, probe=probe)
+
+    def before_call(self, tool: str, client: str | None = None) -> None:
+        """Run before every tool: the delegation is checked (a revocation stops the session
+        here) and the next publication's provenance names the tool and the MCP client."""
+        os.environ["QUIRE_TOOL"] = f"mcp:{tool}"
+        if client:
+            os.environ["QUIRE_CLIENT"] = client
+        if self.grant is not None:
+            self.grant.check()
+            os.environ["QUIRE_DELEGATION_TOKEN"] = self.grant.token()
 
     # ------------------------------------------------------------ plumbing
 
@@ -160,6 +208,7 @@ class Session:
         doc["conflicts"] = doc["conflicts"][:20]
         doc["problems"] = doc["problems"][:20]
         doc["agent"] = self.agent
+        doc["delegation"] = self.grant.describe() if self.grant else None
         return doc
 
     def sync(self) -> dict[str, Any]:
@@ -319,6 +368,13 @@ class Session:
             return desk.release(packet, claim_token)
 
 
+def _error_result(session: Session, e: QuireError) -> CallToolResult:
+    doc = {"error": {"code": e.code, "message": e.message, "details": e.details},
+           "signals": session.signals()}
+    return CallToolResult(content=[TextContent(type="text", text=_bounded(doc))],
+                          structured_content=doc, is_error=True)
+
+
 def _result(session: Session, fn: Callable[[], dict[str, Any]]) -> CallToolResult:
     try:
         doc = dict(fn())
@@ -343,8 +399,58 @@ PacketRef = Annotated[str, Field(description="packet id (pk-…) from conflicts_
                                              "entry id in conflict", min_length=1)]
 
 
+class QuireMCP(MCPServer):
+    """The SDK's server with Quire's call discipline: before a tool runs, the session checks
+    its delegation and records the tool and client for provenance; every failure,
+    argument validation and unknown tools included, is the one documented error object
+    (``{"error": {code, message, details}, "signals"}``, ``isError``)."""
+
+    def __init__(self, session: Session, **kw: Any):
+        super().__init__(**kw)
+        self.quire = session
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Any = None) -> Any:
+        session = self.quire
+        try:
+            if self._tool_manager.get_tool(name) is None:
+                raise InvalidRequest(f"unknown tool {name!r}", {"tools": list(TOOLS)})
+            problems = _argument_problems(self, name, arguments)
+            if problems:
+                raise InvalidRequest("invalid arguments: " + "; ".join(
+                    f"{p['field']}: {p['problem']}" for p in problems), {"fields": problems})
+            session.before_call(name, _client_name(context))
+        except QuireError as e:
+            return _error_result(session, e)
+        return await super().call_tool(name, arguments, context)
+
+
+def _client_name(context: Any) -> str | None:
+    try:
+        info = context.request_context.session.client_params.client_info
+        return f"{info.name}/{info.version}"[:200]
+    except AttributeError:
+        return None
+
+
+def _argument_problems(mcp: MCPServer, name: str, arguments: Any) -> list[dict[str, str]]:
+    """Every problem with the arguments, by field (pydantic's validation of the tool's
+    argument model, which forbids unknown fields)."""
+    from pydantic import ValidationError
+
+    tool = mcp._tool_manager.get_tool(name)
+    if not isinstance(arguments, dict):
+        return [{"field": "", "problem": "arguments must be an object"}]
+    try:
+        tool.fn_metadata.arg_model.model_validate(arguments)
+    except ValidationError as e:
+        return [{"field": ".".join(str(p) for p in err["loc"]) or "(arguments)",
+                 "problem": err["msg"]} for err in e.errors()]
+    return []
+
+
 def build_server(session: Session) -> MCPServer:
-    mcp = MCPServer(name="quire", instructions=INSTRUCTIONS, log_level="WARNING")
+    mcp = QuireMCP(session, name="quire", instructions=INSTRUCTIONS, log_level="WARNING")
 
     @mcp.tool(description="Where this replica stands: space, head, unpublished local changes, "
                           "held conflicts, last sync error. Cheap; works offline.")
@@ -463,6 +569,8 @@ TOOLS = ("status", "sync", "search", "read", "write", "conflicts_list", "conflic
          "conflict_claim", "conflict_resolve", "conflict_release")
 
 
-def serve(space: str | None = None, agent: str | None = None) -> None:
-    """Run the server on stdin/stdout until the client closes it."""
-    build_server(Session(space, agent)).run("stdio")
+def serve(space: str | None = None, agent: str | None = None, *, write: bool = False,
+          ttl_s: int = DEFAULT_GRANT_TTL_S, model: str | None = None) -> None:
+    """Run the server on stdin/stdout until the client closes it. With an agent name the
+    session acts under its own delegation (replica/agent_grant.py)."""
+    build_server(Session(space, agent, write=write, ttl_s=ttl_s, model=model)).run("stdio")

@@ -50,9 +50,12 @@ def now_ms() -> int:
 # ---------------------------------------------------------------- opening
 
 
-def open_client(hub: HubConfig, transport: Any = None) -> HubClient:
+def open_client(hub: HubConfig, transport: Any = None, *, device_only: bool = False
+                ) -> HubClient:
     """A client with this device's DPoP auth flow (replica/auth.py); an agent given a
-    delegated token (``quire delegate create``) runs with QUIRE_DELEGATION_TOKEN set."""
+    delegated token (``quire delegate create``, or the one ``quire mcp --agent`` holds)
+    runs with QUIRE_DELEGATION_TOKEN set. ``device_only``: the device's own credential
+    (minting a delegation needs it)."""
     from replica.auth import auth_for, delegated
     from replica.client import HubClient
     from replica.identity import CredentialFile
@@ -61,10 +64,21 @@ def open_client(hub: HubConfig, transport: Any = None) -> HubClient:
     auth = auth_for(hub.key_path, creds)
     if auth is None:
         raise NotJoined(f"no device credential for hub {hub.url}; join it again")
-    token = os.environ.get("QUIRE_DELEGATION_TOKEN")
+    token = None if device_only else os.environ.get("QUIRE_DELEGATION_TOKEN")
     if token:
         auth = delegated(hub.key_path, token, auth.tokens.htu_base)
     return HubClient(hub.url, auth=auth, hub_key=hub.public_key, transport=transport)
+
+
+# provenance fields a batch carries (signed with it), from the environment of the process
+# that publishes: QUIRE_AGENT, QUIRE_MODEL, QUIRE_CLIENT, QUIRE_SESSION, QUIRE_TOOL
+PROVENANCE_ENV = {"agent": "QUIRE_AGENT", "model": "QUIRE_MODEL", "client": "QUIRE_CLIENT",
+                  "session": "QUIRE_SESSION", "tool": "QUIRE_TOOL"}
+
+
+def provenance_from_env() -> dict[str, str] | None:
+    out = {k: os.environ[v][:200] for k, v in PROVENANCE_ENV.items() if os.environ.get(v)}
+    return out or None
 
 
 def hub_for(home: Home, ref: str | None) -> HubConfig:
@@ -84,10 +98,9 @@ def open_replica(home: Home, space: SpaceConfig, progress: Any = None
         raise NotJoined(f"space {space.name} belongs to a hub this machine no longer knows")
     client = open_client(hub)
     store = Store(space.store_path)
-    agent = os.environ.get("QUIRE_AGENT")
     rep = Replica(space_id=space.space_id, replica_id=space.replica_id, vault=space.vault,
                   store=store, client=client, key=load_private(hub.key_path),
-                  progress=progress, provenance={"agent": agent} if agent else None)
+                  progress=progress, provenance=provenance_from_env())
     return rep, client, store
 
 

@@ -124,7 +124,8 @@ def packet_for(m: Member, eid: str) -> dict[str, Any] | None:
 
 def _mcp(m: Member, agent: str) -> StdioServerParameters:
     env = {"QUIRE_HOME": str(m.home), "PATH": os.environ.get("PATH", "")}
-    return StdioServerParameters(command=QUIRE[0], args=[*QUIRE[1:], "mcp", "--agent", agent],
+    return StdioServerParameters(command=QUIRE[0],
+                                 args=[*QUIRE[1:], "mcp", "--agent", agent, "--write"],
                                  env=env, cwd=str(ROOT))
 
 

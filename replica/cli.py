@@ -71,6 +71,25 @@ class Out:
 # ---------------------------------------------------------------- output of status
 
 
+def usage_line(u: dict[str, Any]) -> str:
+    """``3 of 1000 entries, 2.1 KiB of 4.0 GiB, history 5.0 KiB of 16.0 GiB``."""
+    def of(n: int, limit: int, size: bool) -> str:
+        show = _size if size else str
+        return f"{show(n)} of {show(limit)}" if limit else f"{show(n)} (no quota)"
+    q = u.get("quota") or {}
+    return (f"{of(u['entries'], q.get('entries', 0), False)} entries, "
+            f"{of(u['bytes'], q.get('bytes', 0), True)}, "
+            f"history {of(u['history_bytes'], q.get('history_bytes', 0), True)}")
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
 def _human_status(doc: dict[str, Any]) -> str:
     h = doc["head"]
     lines = [f"space {doc['space']['name']} ({doc['space']['id']})  state: {doc['state']}",
@@ -78,6 +97,8 @@ def _human_status(doc: dict[str, Any]) -> str:
              "  head:   " + (f"epoch {h['epoch']} seq {h['seq']} {h['digest'][:12]}" if h
                               else "none (never synced)"),
              f"  outbox: {doc['outbox']} unpublished local change(s)"]
+    if doc.get("usage"):
+        lines.append("  usage:  " + usage_line(doc["usage"]) + " (at the last sync)")
     for c in doc["conflicts"]:
         lines.append(f"  held:   {c['entry']} (conflict in {', '.join(c['fields'])})")
     for p in doc["problems"]:
@@ -188,6 +209,17 @@ def cmd_admin(args: argparse.Namespace, out: Out) -> int:
             out.doc({"spaces": rows}, "\n".join(
                 f"{s['name']:20} {s['id']}  {s.get('role', '?'):7} seq {s.get('seq')}"
                 for s in rows) or "no spaces")
+        elif args.noun == "space" and args.verb == "show":
+            res = c.usage(args.space)
+            out.doc(res, f"space {args.space} ({res['space']})\n  usage: {usage_line(res)}")
+        elif args.noun == "space" and args.verb == "quota":
+            limits = {f"max_{k}": v for k, v in (("entries", args.entries),
+                                                 ("bytes", args.bytes),
+                                                 ("history_bytes", args.history_bytes))
+                      if v is not None}
+            res = c.set_quota(args.space, {k: (None if v < 0 else v)
+                                           for k, v in limits.items()})
+            out.doc(res, f"space {args.space} quota set\n  usage: {usage_line(res)}")
         elif args.noun == "invite" and args.verb == "create":
             if args.owner:
                 res = c.create_owner_invite(args.ttl)
@@ -273,6 +305,15 @@ def build_parser() -> argparse.ArgumentParser:
     c = sp.add_parser("create", parents=[common], help="create a space (owners)")
     c.add_argument("name")
     sp.add_parser("list", parents=[common], help="spaces this device can see")
+    sp.add_parser("show", parents=[common], help="a space's usage and quotas").add_argument(
+        "space", metavar="SPACE")
+    sq = sp.add_parser("quota", parents=[common], help="set a space's quotas (space admins)",
+                       description="Set a space's quotas: N (0 = no limit) or -1 for the "
+                                   "hub's default; options not given stay as they are.")
+    sq.add_argument("space", metavar="SPACE")
+    for flag in ("entries", "bytes", "history-bytes"):
+        sq.add_argument(f"--{flag}", type=int, metavar="N",
+                        help=f"most {flag.replace('-', ' ')} (0: none, -1: the hub's)")
     inv = nouns.add_parser("invite", parents=[common], help="invites").add_subparsers(
         dest="verb", metavar="VERB", parser_class=_Parser)
     inv.required = True

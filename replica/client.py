@@ -162,6 +162,12 @@ class HubClient:
     def create_space(self, name: str) -> dict[str, Any]:
         return self._request("POST", "/v1/spaces", {"name": name})
 
+    def usage(self, space: str) -> dict[str, Any]:
+        return self._request("GET", f"/v1/spaces/{space}/usage")
+
+    def set_quota(self, space: str, limits: dict[str, int | None]) -> dict[str, Any]:
+        return self._request("POST", f"/v1/spaces/{space}/quota", limits)
+
     def create_invite(self, space: str, role: str, ttl: int | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {"role": role}
         if ttl is not None:

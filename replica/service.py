@@ -159,6 +159,7 @@ def status_doc(space: SpaceConfig) -> dict[str, Any]:
             "last_sync": saved.get("last_sync"),
             "role": saved.get("role", space.role),
             "store_digest": store.digest(),
+            "usage": store.get_meta("usage"),  # as the hub said at the last sync
         }
     finally:
         store.close()

@@ -312,6 +312,8 @@ class Replica:
         access = {"role": self.role, "rules": hub.get("rules") or []}
         if self.store.get_meta("access") != access:
             self.store.set_meta("access", access)
+        if hub.get("usage") and self.store.get_meta("usage") != hub["usage"]:
+            self.store.set_meta("usage", hub["usage"])  # quotas, for quire status
         if head is None or hub["epoch"] != head.epoch:
             self.snapshot(report)
             return

@@ -15,6 +15,7 @@ import pytest
 from shared.canonical import canonical_str
 from tests import kit
 from tests.identity.conftest import Team, make_team
+from tests.identity.test_revocation_e2e import hub, q, write_page  # noqa: F401 (fixture)
 
 
 @pytest.fixture
@@ -96,3 +97,34 @@ def test_hub_quota_from_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         d = _refused(ann.publish(other, [kit.put("page/b", "y" * 5000)]), "bytes")
         assert d["scope"] == "hub" and d["limit"] == 6000
         assert ann.publish(other, [kit.put("page/b", "small")]).status_code == 201
+
+
+def test_cli_sets_and_shows_quotas_and_status_shows_usage(
+        hub: kit.HubProcess, tmp_path: Path) -> None:  # noqa: F811
+    """The real CLI against ``quire hub serve``: admin space quota/show, status usage, and a
+    sync over the quota reported as quota_exceeded with local edits kept."""
+    owner, ann, vault = tmp_path / "owner", tmp_path / "ann", tmp_path / "vault"
+    q(owner, "join", hub.url, "--invite", hub.enrollment, "--device", "owner")  # type: ignore[attr-defined]
+    q(owner, "admin", "space", "create", "team")
+    res = q(owner, "admin", "space", "quota", "team", "--entries", "2")
+    assert res["quota"]["entries"] == 2 and res["own_quota"]["entries"] == 2, res
+    code = q(owner, "admin", "invite", "create", "team", "--role", "editor")["code"]
+    q(ann, "join", hub.url, "--invite", code, "--vault", str(vault), "--device", "ann")
+    write_page(vault, "one", "1")
+    write_page(vault, "two", "2")
+    assert q(ann, "sync")["sync"]["pushed"] == 2
+    q(ann, "sync")  # the head this sync reads carries the usage after the push
+    usage = q(ann, "status")["usage"]
+    assert (usage["entries"], usage["quota"]["entries"]) == (2, 2), usage
+    write_page(vault, "three", "3")
+    res = q(ann, "sync", check=False)
+    assert res["error"]["code"] == "quota_exceeded", res
+    assert res["error"]["details"] == {"scope": "space", "quota": "entries", "limit": 2,
+                                       "usage": 2, "after": 3}, res
+    assert q(ann, "status")["last_error"]["code"] == "quota_exceeded"
+    assert (vault / "page" / "three.md").exists()  # kept locally
+    shown = q(owner, "admin", "space", "show", "team")
+    assert (shown["entries"], shown["quota"]["entries"]) == (2, 2), shown
+    res = q(owner, "admin", "space", "quota", "team", "--entries", "-1")  # the hub's again
+    assert res["own_quota"]["entries"] is None and res["quota"]["entries"] == 1_000_000
+    assert q(ann, "sync")["sync"]["pushed"] == 1

@@ -31,13 +31,10 @@ from hub.store.db import Store
 from shared.entry import make_entry, tombstone
 from shared.errors import InvalidRequest, NotFound
 from shared.ids import is_entry_id, is_id
+from shared.search import search_terms
 
 INDEX_STEP = 500  # batches parsed per indexing transaction
-MAX_TERMS = 16
-MAX_TERM_LEN = 64
-MAX_QUERY_LEN = 500
 SNIPPET = 80  # characters either side of the first hit
-_TERM_RE = re.compile(r"[^\W_]+")
 
 
 @dataclass(frozen=True)
@@ -90,21 +87,6 @@ def parse_epoch(raw: str | None) -> str | None:
     if raw is not None and not is_id(raw):
         raise InvalidRequest("epoch must be an epoch id")
     return raw
-
-
-def search_terms(q: str | None) -> list[str]:
-    """Words of letters and digits, lower-cased: the same on SQLite FTS5 and PostgreSQL."""
-    if q is None or not q.strip():
-        raise InvalidRequest("q is required: the words to search for")
-    if len(q) > MAX_QUERY_LEN:
-        raise InvalidRequest(f"q is longer than {MAX_QUERY_LEN} characters")
-    terms = list(dict.fromkeys(t.lower() for t in _TERM_RE.findall(q)))
-    if not terms:
-        raise InvalidRequest("q holds no word to search for (letters or digits)")
-    if len(terms) > MAX_TERMS or any(len(t) > MAX_TERM_LEN for t in terms):
-        raise InvalidRequest(f"at most {MAX_TERMS} words of at most {MAX_TERM_LEN} "
-                             "characters each")
-    return terms
 
 
 # ---------------------------------------------------------------- the index

@@ -341,8 +341,10 @@ def build_parser() -> argparse.ArgumentParser:
         args, out, Home()))
 
     from replica.conflicts_cli import add_parsers  # conflicts …, mcp
+    from replica.reads_cli import add_parsers as add_read_parsers  # read, search
 
     add_parsers(sub, common)
+    add_read_parsers(sub, common)
     return p
 
 

@@ -1,0 +1,55 @@
+"""`quire read` and `quire search`, end to end with a real hub process and the real CLI:
+--remote reads what the hub has (at a seq, history, diff) without touching the replica;
+without it, the local replica answers with the same word-matching rule."""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.entry import make_entry
+from tests.replica.conftest import qjson, quire
+
+pytestmark = pytest.mark.e2e
+
+
+def test_remote_and_local_reads_agree_and_change_nothing(team) -> None:  # type: ignore[no-untyped-def]
+    alice, bob = team.members("alice", "bob")
+    alice.write(make_entry({"id": "page/deploy", "title": "How we deploy",
+                            "body": "Deploy with the blue button.\n"}))
+    alice.sync()
+    alice.write(make_entry({"id": "page/deploy", "title": "How we deploy",
+                            "body": "Deploy with the green button.\n"}))
+    alice.sync()
+    before = bob.files()  # bob never synced since joining: his vault is empty
+    seq = qjson(alice.home, "status")["head"]["seq"]
+
+    found = qjson(bob.home, "search", "green", "button", "--remote")
+    assert [r["id"] for r in found["results"]] == ["page/deploy"]
+    assert found["head"]["seq"] == seq
+    doc = qjson(bob.home, "read", "page/deploy", "--remote")
+    assert doc["entry"]["body"] == "Deploy with the green button.\n"
+    old = qjson(bob.home, "read", "page/deploy", "--remote", "--seq", str(seq - 1))
+    assert old["entry"]["body"] == "Deploy with the blue button.\n"
+    hist = qjson(bob.home, "read", "page/deploy", "--remote", "--history")
+    assert [v["seq"] for v in hist["versions"]] == [seq, seq - 1]
+    diff = qjson(bob.home, "read", "page/deploy", "--remote", "--diff", f"{seq - 1}:{seq}")
+    assert "+Deploy with the green button." in diff["body"]
+    human = quire(bob.home, "read", "page/deploy", "--remote").stdout
+    assert human.startswith("# How we deploy") and "green button" in human
+    assert bob.files() == before  # reading at the hub wrote nothing into the vault
+
+    # locally: bob's replica does not have it yet; alice's does, with the same rule
+    assert qjson(bob.home, "search", "green")["total"] == 0
+    local = qjson(alice.home, "search", "GREEN", "button")
+    assert [r["id"] for r in local["results"]] == ["page/deploy"] and local["local"] is True
+    assert "green button" in qjson(alice.home, "read", "page/deploy")["text"]
+
+
+def test_remote_read_errors_are_documented_codes(team) -> None:  # type: ignore[no-untyped-def]
+    bob = team.member("bob")
+    p = quire(bob.home, "read", "page/none", "--remote", "--json", check=False)
+    assert p.returncode != 0 and '"not_found"' in p.stdout
+    p = quire(bob.home, "search", "!!!", "--remote", "--json", check=False)
+    assert p.returncode != 0 and '"invalid_request"' in p.stdout
+    p = quire(bob.home, "read", "page/none", "--history", "--json", check=False)
+    assert p.returncode != 0 and "--remote" in p.stdout

@@ -50,6 +50,7 @@ from replica.crash import crash_point
 from replica.home import SpaceConfig, space_lock
 from replica.packets import (
     HOW,
+    MAX_INLINE_BYTES,
     build_packet,
     conflict_kind,
     entry_from_vault_text,
@@ -65,7 +66,14 @@ from replica.packets import (
 from replica.resolutions import forget_resolutions_txn, plan_batch
 from replica.store import Conflict, Store
 from shared.entry import Entry, tombstone
-from shared.errors import ClaimHeld, InvalidRequest, NotFound, PacketStale, PolicyDenied
+from shared.errors import (
+    ClaimHeld,
+    InvalidRequest,
+    NotFound,
+    PacketStale,
+    PolicyDenied,
+    QuireError,
+)
 from shared.ids import is_agent_name, is_entry_id
 
 __all__ = ["Desk", "Principal", "entry_from_vault_text", "merged_from_json", "plan_batch",
@@ -103,6 +111,12 @@ claims_t = Table(
     Column("packet_id", String(40), nullable=False),
     Column("acquired_at", BigInteger, nullable=False),
     Column("expires_at", BigInteger, nullable=False),
+)
+claim_sessions_t = Table(  # the MCP session that took a claim: its re-claim gets the same one
+    "claim_sessions", _claims_md,
+    Column("entry_id", String(300), primary_key=True),
+    Column("session", String(200), nullable=False),
+    Column("token", String(64), nullable=False),
 )
 packets_t = Table(  # packet ids handed out, so an old id can be answered with the fresh one
     "packets", _claims_md,
@@ -202,10 +216,11 @@ class Desk:
             break
         return base_author, base_seq, me
 
-    def _packet(self, c: Conflict, claim: dict[str, Any] | None) -> dict[str, Any]:
+    def _packet(self, c: Conflict, claim: dict[str, Any] | None,
+                inline: int = MAX_INLINE_BYTES) -> dict[str, Any]:
         base_author, base_seq, me = self._authors(c)
         return build_packet(c, base_author=base_author, base_seq=base_seq, ours_author=me,
-                            claim=claim)
+                            claim=claim, inline=inline)
 
     def open_conflicts(self) -> list[Conflict]:
         with self.store.engine.connect() as conn:
@@ -263,15 +278,17 @@ class Desk:
         raise NotFound(f"no open conflict packet {ref!r}",
                        {"open": [packet_id_of(packet_digest(c)) for c in conflicts][:20]})
 
-    def show(self, ref: str, page: int | None = None) -> dict[str, Any]:
+    def show(self, ref: str, page: int | None = None, inline: int = MAX_INLINE_BYTES
+             ) -> dict[str, Any]:
+        """The packet, parts longer than ``inline`` bytes paged (``page``: one page)."""
         c = self._locate(ref)
         if page is not None:
             if not isinstance(page, int) or page < 1:
                 raise InvalidRequest("page numbers start at 1")
-            return packet_page(c, page)
+            return packet_page(c, page, inline)
         with self._claims_tx() as conn:
             claim = self._claim_doc(conn, c.entry_id)
-            pkt = self._packet(c, claim)
+            pkt = self._packet(c, claim, inline)
             self._remember_txn(conn, pkt["packet_id"], c.entry_id)
         return pkt
 
@@ -285,8 +302,11 @@ class Desk:
             raise InvalidRequest(f"ttl must be whole seconds from {MIN_TTL_S} to {MAX_TTL_S}")
         return ttl
 
-    def claim(self, ref: str, agent: str, ttl: int | None = None) -> dict[str, Any]:
-        """Take the lease on a packet; refused with ``claim_held`` while another lease lives."""
+    def claim(self, ref: str, agent: str, ttl: int | None = None,
+              session: str | None = None) -> dict[str, Any]:
+        """Take the lease on a packet; refused with ``claim_held`` while another lease lives.
+        The same agent claiming again in the same ``session`` gets its live claim back
+        (token included, lease extended): a lost token is never held against its owner."""
         if not is_agent_name(agent):
             raise InvalidRequest(f"invalid agent name {agent!r}")
         ttl_s = self._ttl(ttl)
@@ -295,6 +315,17 @@ class Desk:
         with self._claims_tx() as conn:
             now = self.clock()
             r = conn.execute(select(claims_t).where(claims_t.c.entry_id == c.entry_id)).first()
+            mine = r is not None and session is not None and r.agent == agent and conn.execute(
+                select(claim_sessions_t.c.session).where(
+                    (claim_sessions_t.c.entry_id == c.entry_id)
+                    & (claim_sessions_t.c.token == r.token))).scalar() == session
+            if r is not None and r.expires_at > now and mine:
+                expires = max(r.expires_at, now + ttl_s * 1000)
+                conn.execute(claims_t.update().where(claims_t.c.entry_id == c.entry_id)
+                             .values(expires_at=expires))
+                return {"packet_id": pid, "entry": c.entry_id, "agent": agent,
+                        "token": r.token, "expires_at": expires, "ttl": ttl_s,
+                        "reclaimed": True}
             if r is not None and r.expires_at > now:
                 raise ClaimHeld(f"packet {pid} is claimed by {r.agent} until {r.expires_at}",
                                 {"holder": r.agent, "expires_at": r.expires_at,
@@ -304,6 +335,11 @@ class Desk:
             conn.execute(insert(claims_t).values(
                 entry_id=c.entry_id, token=token, agent=agent, packet_id=pid, acquired_at=now,
                 expires_at=now + ttl_s * 1000))
+            conn.execute(delete(claim_sessions_t).where(
+                claim_sessions_t.c.entry_id == c.entry_id))
+            if session is not None:
+                conn.execute(insert(claim_sessions_t).values(entry_id=c.entry_id,
+                                                             session=session, token=token))
             self._remember_txn(conn, pid, c.entry_id)
         return {"packet_id": pid, "entry": c.entry_id, "agent": agent, "token": token,
                 "expires_at": now + ttl_s * 1000, "ttl": ttl_s}
@@ -356,19 +392,37 @@ class Desk:
 
             rep.scan(SyncReport())  # a local edit since the packet was read makes it stale
             c = self._locate(ref)
+            # every problem is named at once (a stale digest and a bad token both)
+            problems = []
+            fresh = packet_digest(c)
+            if fresh != digest:
+                problems.append({"code": "packet_stale", "message": (
+                    f"the digest is not {c.entry_id}'s current packet (a new remote version or "
+                    f"a local edit); read {packet_id_of(fresh)} and resolve again"),
+                    "packet_id": packet_id_of(fresh), "digest": fresh, "entry": c.entry_id})
             with self._claims_tx() as cconn:
                 r = cconn.execute(select(claims_t).where(
                     claims_t.c.entry_id == c.entry_id)).first()
-                if r is not None and (r.expires_at > self.clock() or token):
+                live_claim = r is not None and r.expires_at > self.clock()
+                if r is not None and (live_claim or token):
                     if token is None:
-                        raise ClaimHeld(f"packet is claimed by {r.agent} until {r.expires_at}; "
-                                        "resolve with its claim token",
-                                        {"holder": r.agent, "expires_at": r.expires_at})
-                    self._own_claim_txn(cconn, c, token)
-                    agent = agent or r.agent
+                        problems.insert(0, {"code": "claim_held", "message": (
+                            f"packet is claimed by {r.agent} until {r.expires_at}; resolve "
+                            "with its claim token"), "holder": r.agent,
+                            "expires_at": r.expires_at})
+                    elif not secrets.compare_digest(r.token, token):
+                        problems.insert(0, {"code": "claim_held", "message": (
+                            f"packet is claimed by {r.agent} with another token"),
+                            "holder": r.agent, "expires_at": r.expires_at} if live_claim else {
+                            "code": "invalid_request", "message": "no claim with this token "
+                            "(expired and taken, or released)"})
+                    else:
+                        agent = agent or r.agent
                 elif token:
-                    raise InvalidRequest("no claim with this token (expired and taken, or "
-                                         "released)")
+                    problems.insert(0, {"code": "invalid_request", "message": (
+                        "no claim with this token (expired and taken, or released)")})
+                if problems:
+                    raise _problems_error(problems)
                 result = self._apply(rep, c, digest=digest, how=how, merged=merged,
                                      agent=agent)
                 cconn.execute(delete(claims_t).where(claims_t.c.entry_id == c.entry_id))
@@ -435,3 +489,15 @@ class Desk:
                             results.items()},
                 "publish": "on the next sync" if any(e in res for e in results) else
                 "nothing to publish (the result equals the hub's version)"}
+
+
+def _problems_error(problems: list[dict[str, Any]]) -> QuireError:
+    """One error naming every problem: the first decides the code; ``details.problems``
+    lists them all (each with its code and message)."""
+    cls = {"claim_held": ClaimHeld, "packet_stale": PacketStale}.get(problems[0]["code"],
+                                                                    InvalidRequest)
+    details: dict[str, Any] = {}
+    for p in reversed(problems):
+        details.update({k: v for k, v in p.items() if k not in ("code", "message")})
+    details["problems"] = problems
+    return cls("; ".join(p["message"] for p in problems), details)

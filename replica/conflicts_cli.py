@@ -1,4 +1,5 @@
-"""``quire conflicts list|show|claim|renew|release|resolve`` and ``quire mcp``.
+"""``quire conflicts list|show|claim|renew|release|resolve``, ``quire mcp`` and
+``quire bootstrap`` (the agent-facing commands).
 
 Registered on the main parser by ``replica/cli.py``; the work is in ``replica/conflicts.py``
 and ``replica/mcp_server.py``. With ``--json`` every verb prints one JSON document.
@@ -108,6 +109,34 @@ def cmd_mcp(args: argparse.Namespace, out: Any) -> int:
     return 0
 
 
+def cmd_bootstrap(args: argparse.Namespace, out: Any) -> int:
+    import json
+
+    from replica.bootstrap import world_model
+
+    runtime: dict[str, Any] = {}
+    if args.runtime:
+        try:
+            runtime = json.loads(Path(args.runtime).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise InvalidRequest(f"cannot read {args.runtime}: {e}") from None
+        if not isinstance(runtime, dict):
+            raise InvalidRequest("the runtime file holds {\"skills\": [...], "
+                                 "\"guardrails\": [...]}")
+    doc = world_model(Home(), args.space, persona=args.persona,
+                      runtime_skills=runtime.get("skills"),
+                      runtime_guardrails=runtime.get("guardrails"),
+                      max_bytes=args.max_bytes)
+    human = [f"space {doc['space']['name']}  version seq {doc['version']['seq']} "
+             f"{doc['version']['digest'][:12]}"]
+    human += [f"guardrail [{g['severity']}] {g['key']}: {g['title']}" for g in doc["guardrails"]]
+    human += [f"skill {s['key']} ({len(s['parts'])} part(s))" for s in doc["skills"]]
+    if doc["persona"]:
+        human.append(f"persona {doc['persona']['id']}")
+    out.doc(doc, "\n".join(human))
+    return 0
+
+
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     """Add ``conflicts`` and ``mcp`` to the main parser's subcommands."""
     cls = type(common)
@@ -161,3 +190,15 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     m.add_argument("--model", metavar="NAME", help="the model, for provenance "
                                                    "(default: $QUIRE_MODEL)")
     m.set_defaults(func=cmd_mcp)
+
+    b = sub.add_parser("bootstrap", parents=[common],
+                       help="the world model an agent starts from: guardrails, skills, "
+                            "persona, recent context (docs/agents.md)")
+    b.add_argument("space", metavar="SPACE", help="space id or name (always named)")
+    b.add_argument("--persona", metavar="ID", help="persona/<slug> (default: the space's)")
+    b.add_argument("--runtime", metavar="FILE.json",
+                   help='runtime input: {"skills": [{key, body, override}], "guardrails": '
+                        '[{key, severity, body}]}')
+    b.add_argument("--max-bytes", type=int, default=32 * 1024, metavar="N",
+                   help="size bound of the bundle (default 32768; guardrails never dropped)")
+    b.set_defaults(func=cmd_bootstrap)

@@ -106,11 +106,12 @@ def _parts(c: Conflict) -> list[tuple[str, str]]:
     return out
 
 
-def page_index(c: Conflict) -> list[dict[str, Any]]:
-    """Global page numbers (from 1) of every truncated part."""
+def page_index(c: Conflict, inline: int = MAX_INLINE_BYTES) -> list[dict[str, Any]]:
+    """Global page numbers (from 1) of every part longer than ``inline`` bytes (the MCP
+    server pages every part, ``inline=0``, when the packet would not fit its answer)."""
     index, n = [], 1
     for name, text in _parts(c):
-        if len(text.encode("utf-8")) > MAX_INLINE_BYTES:
+        if len(text.encode("utf-8")) > inline:
             count = len(split_pages(text))
             index.append({"part": name, "first": n, "count": count})
             n += count
@@ -139,10 +140,13 @@ def _side(e: Entry | None, author: dict[str, Any] | None, seq: int | None,
 
 def build_packet(c: Conflict, *, base_author: dict[str, Any] | None = None,
                  base_seq: int | None = None, ours_author: dict[str, Any] | None = None,
-                 claim: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The packet an agent reads: bounded (bodies over 16 KiB are paged), self-describing."""
+                 claim: dict[str, Any] | None = None, inline: int = MAX_INLINE_BYTES
+                 ) -> dict[str, Any]:
+    """The packet an agent reads: bounded (bodies over ``inline`` bytes are paged),
+    self-describing, and saying what is at stake for a guardrail."""
     digest = packet_digest(c)
-    pages = {p["part"]: {"first": p["first"], "count": p["count"]} for p in page_index(c)}
+    pages = {p["part"]: {"first": p["first"], "count": p["count"]}
+             for p in page_index(c, inline)}
     kind = split_entry_id(c.entry_id)[0]
     merged = None
     if c.body_with_markers is not None:
@@ -160,15 +164,17 @@ def build_packet(c: Conflict, *, base_author: dict[str, Any] | None = None,
         "theirs": _side(c.theirs, c.theirs_author, c.theirs_seq, pages.get("theirs")),
         "merged_body": merged,
         "page_count": sum(p["count"] for p in pages.values()),
+        "inline_limit": inline,
+        "stakes": stakes(c),
         "claim": claim,
         "created_at": c.created_at,
         "resolve_with": ["ours", "theirs", "merged (a full entry)", "delete", "keep_both"],
     }
 
 
-def packet_page(c: Conflict, n: int) -> dict[str, Any]:
+def packet_page(c: Conflict, n: int, inline: int = MAX_INLINE_BYTES) -> dict[str, Any]:
     """Page ``n`` (1-based, numbering across truncated parts) of a packet."""
-    for p in page_index(c):
+    for p in page_index(c, inline):
         if p["first"] <= n < p["first"] + p["count"]:
             text = dict(_parts(c))[p["part"]]
             i = n - p["first"]
@@ -179,7 +185,30 @@ def packet_page(c: Conflict, n: int) -> dict[str, Any]:
                     "part_sha256": sha256_hex(text.encode("utf-8")),
                     "text": split_pages(text)[i], "notice": NOTICE}
     raise NotFound(f"packet has no page {n}", {"page_count": sum(
-        p["count"] for p in page_index(c))})
+        p["count"] for p in page_index(c, inline))})
+
+
+def stakes(c: Conflict) -> dict[str, Any] | None:
+    """For a guardrail: which side weakens it relative to the base (lowers its severity,
+    changes its text, deletes it), and the severity a merge keeps (the stricter side).
+    None for other kinds."""
+    if split_entry_id(c.entry_id)[0] != "guardrail":
+        return None
+    base = live(c.base)
+    out: dict[str, Any] = {"guardrail": True}
+    for side, e in (("ours", c.ours), ("theirs", c.theirs)):
+        after = live(e)
+        why = policy.guardrail_weakening(base, after, existed=c.base is not None)
+        out[side] = {"weakens": why is not None, "how": why,
+                     "severity": after.meta.get("severity") if after else None}
+    ranks = [guardrail_rank(live(x)) for x in (c.ours, c.theirs)]
+    strict = max(ranks)
+    out["strictest_severity"] = (None if strict < 0 else
+                                 ("info", "warn", "block")[strict])
+    out["notice"] = ("a resolution that lowers the severity below the strictest side, "
+                     "changes the text or deletes the guardrail weakens it: refused unless "
+                     "the space rules let you (by default only admins)")
+    return out
 
 
 # ---------------------------------------------------------------- pure: resolutions
@@ -273,9 +302,17 @@ def merged_from_json(entry_id: str, data: dict[str, Any]) -> Entry:
     """A merged entry given as fields (MCP): title, body, tags, links, meta."""
     if not isinstance(data, dict):
         raise InvalidRequest("merged must be an object with title, body, tags, links, meta")
-    unknown = set(data) - {"title", "body", "tags", "links", "meta"}
-    if unknown:
-        raise InvalidRequest(f"unknown merged fields: {', '.join(sorted(unknown))}")
+    fields = ("title", "body", "tags", "links", "meta")
+    unknown = set(data) - set(fields)
+    missing = [f for f in fields if f not in data]
+    if unknown or missing:
+        # nothing is ever emptied by omission: every field is given, even when unchanged
+        problems = ([f"missing: {', '.join(missing)}"] if missing else []) + (
+            [f"unknown: {', '.join(sorted(unknown))}"] if unknown else [])
+        raise InvalidRequest("merged must give every field (title, body, tags, links, "
+                             "meta; copy unchanged ones from the packet): "
+                             + "; ".join(problems),
+                             {"missing": missing, "unknown": sorted(unknown)})
     if not is_entry_id(entry_id):
         raise InvalidRequest(f"invalid entry id {entry_id!r}")
     try:

@@ -44,6 +44,10 @@ SCENE = {
     "page/crash-late": ("c1\n", "alice c2\n", "bob c2\n"),
     "page/claim": ("k1\n", "alice k2\n", "bob k2\n"),
     "guardrail/no-force-push": ("g1\n", "alice g2\n", "bob g2\n"),
+    # three candidates of ~16 KB each: inline they would not fit one MCP answer
+    "page/huge": tuple(f"{who} first line\n" + "".join(
+        f"{who} line {i}: é ✓ and some more words to fill\n" for i in range(318))
+        for who in ("base", "alice", "bob")),
 }
 GUARD = "guardrail/no-force-push"
 # alice lowers the severity while bob edits the same line: resolving with ours would weaken it
@@ -161,17 +165,22 @@ async def _agent_session(alice: Member) -> dict[str, Any]:
                                                "body": "y"})
         assert err and pid in json.dumps(w)
 
-        err, claim = await _call(client, "conflict_claim", {"packet": pid})
-        assert not err and claim["agent"] == "merge-bot" and claim["token"]
+        err, claimed = await _call(client, "conflict_claim", {"packet": pid})
+        assert not err and claimed["packet"]["digest"] == pkt["digest"]  # the packet with it
+        claim = claimed["claim"]
+        assert claim["agent"] == "merge-bot" and claim["token"]
+        err, again = await _call(client, "conflict_claim", {"packet": pid})
+        assert not err and again["claim"]["token"] == claim["token"]  # same session: same claim
         err, other = await _call(client, "conflict_claim", {"packet": pid, "agent": "rival"})
         assert err and other["error"]["code"] == "claim_held"
         assert other["error"]["details"]["holder"] == "merge-bot"
         err, renew = await _call(client, "conflict_claim", {"packet": pid,
                                                             "renew_token": claim["token"]})
-        assert not err and renew["expires_at"] >= claim["expires_at"]
+        assert not err and renew["claim"]["expires_at"] >= claim["expires_at"]
 
         # resolving without the token, with a wrong digest, or with markers left is refused
-        merged = {"title": "Deploy", "body": "step one (alice and bob)\nstep two\n"}
+        merged = {"title": "Deploy", "body": "step one (alice and bob)\nstep two\n",
+                  "tags": [], "links": [], "meta": {}}
         err, r = await _call(client, "conflict_resolve", {
             "packet": pid, "digest": pkt["digest"], "resolution": "merged", "merged": merged})
         assert err and r["error"]["code"] == "claim_held"
@@ -183,7 +192,7 @@ async def _agent_session(alice: Member) -> dict[str, Any]:
         err, r = await _call(client, "conflict_resolve", {
             "packet": pid, "digest": pkt["digest"], "resolution": "merged",
             "claim_token": claim["token"],
-            "merged": {"title": "Deploy", "body": pkt["merged_body"]["text"]}})
+            "merged": dict(merged, body=pkt["merged_body"]["text"])})
         assert err and r["error"]["code"] == "invalid_request"
 
         err, r = await _call(client, "conflict_resolve", {
@@ -220,6 +229,7 @@ async def _agent_session(alice: Member) -> dict[str, Any]:
             "conflict_claim": {"packet": pid, "ttl_seconds": 0},
             "conflict_resolve": {"packet": pid, "digest": "d", "resolution": "maybe"},
             "conflict_release": {"packet": "page/claim", "claim_token": "not-mine"},
+            "bootstrap_world_model": {"space": "", "max_bytes": 1},
         }
         assert set(invalid) == set(TOOLS)
         for name, args in invalid.items():
@@ -230,7 +240,7 @@ async def _agent_session(alice: Member) -> dict[str, Any]:
                                                          "agent": "helper-bot"})
         assert not err
         err, rel = await _call(client, "conflict_release", {"packet": "page/both",
-                                                            "claim_token": c2["token"]})
+                                                            "claim_token": c2["claim"]["token"]})
         assert not err and rel["released"]
     return seen
 
@@ -241,6 +251,10 @@ def test_agent_over_mcp_claims_resolves_and_syncs_and_hub_history_names_it(scene
     seen = asyncio.run(_agent_session(alice))
     accepted = {n for n, (err, _) in seen.items() if not err}
     assert not accepted, accepted  # unknown arguments included: never silently dropped
+    # argument errors included: one documented form, {"error": {code, message, details}}
+    for name, (_, doc) in seen.items():
+        assert set(doc["error"]) == {"code", "message", "details"}, (name, doc)
+        assert "signals" in doc, name
 
     sync(bob)
     assert bob.read("page/deploy").body == "step one (alice and bob)\nstep two\n"

@@ -104,6 +104,9 @@ def test_merged_resolution_with_leftover_markers_or_other_id_is_refused():
 
 
 G = "guardrail/no-prod"
+DEFAULT = {"id": "default:guardrails-additive", "effect": "deny", "who": "editor",
+           "actions": ["update", "delete"], "entries": "guardrail/*", "when": "weakens",
+           "source": "default"}
 
 
 @pytest.mark.parametrize("ours,theirs,result,weakens", [
@@ -133,6 +136,11 @@ def test_guardrail_weakening_is_detected(ours, theirs, result, weakens):
        "entries": "guardrail/*"}], "admin", "bot", "r2"),
     ([{"id": "r2", "effect": "deny", "who": "agents", "actions": ["delete"],
        "entries": "guardrail/*"}], "admin", "bot", None),
+    # the typed default, as the head sends it: editors (and their agents) may not weaken
+    ([DEFAULT], "editor", None, "default:guardrails-additive"),
+    ([DEFAULT], "editor", "bot", "default:guardrails-additive"),
+    ([DEFAULT, {"id": "r3", "effect": "allow", "who": "editor", "actions": ["update"],
+                "entries": "guardrail/*"}], "editor", "bot", None),  # a space allow relaxes it
 ])
 def test_rules_decide_who_may_weaken_a_guardrail(rules, role, agent, denied):
     assert rule_denies(rules, role=role, user_id="u1", agent=agent, entry_id=G,

@@ -96,7 +96,14 @@ def _human_status(doc: dict[str, Any]) -> str:
              f"  vault:  {doc['vault']}",
              "  head:   " + (f"epoch {h['epoch']} seq {h['seq']} {h['digest'][:12]}" if h
                               else "none (never synced)"),
-             f"  outbox: {doc['outbox']} unpublished local change(s)"]
+             f"  outbox: {doc['outbox']} unpublished local change(s) in the store"]
+    u = doc.get("unpublished")
+    if u is not None:
+        how = "vault scanned" if u["scanned"] else "vault not scanned (--fast)"
+        lines.append(f"  local:  {u['count']} change(s) not yet published ({how})")
+        lines += [f"          {e}" for e in u["entries"]]
+        if u["more"]:
+            lines.append(f"          … and {u['count'] - len(u['entries'])} more")
     if doc.get("usage"):
         lines.append("  usage:  " + usage_line(doc["usage"]) + " (at the last sync)")
     for c in doc["conflicts"]:
@@ -170,10 +177,14 @@ def cmd_status(args: argparse.Namespace, out: Out) -> int:
     from replica.status import human_watcher, watcher_status
 
     space = Home().space(args.space)
-    doc = service.status_doc(space)
+    doc = service.status_doc(space, scan=not args.fast)
     doc["watcher"] = watcher_status(space)  # the watcher's own status file (watch.json)
     out.doc(doc, "\n".join([_human_status(doc), *human_watcher(doc["watcher"])]))
-    return 1 if doc["state"] == "error" and args.strict else 0
+    if not args.strict:
+        return 0
+    from replica.exitcodes import for_status
+
+    return for_status(doc)  # non-zero for every state but ok (docs/cli.md, "Exit codes")
 
 
 def cmd_watch(args: argparse.Namespace, out: Out) -> int:
@@ -278,7 +289,12 @@ def build_parser() -> argparse.ArgumentParser:
     st = sub.add_parser("status", parents=[common],
                         help="head, outbox, held conflicts, problems, last error")
     st.add_argument("space", nargs="?", metavar="SPACE", help="space id or name")
-    st.add_argument("--strict", action="store_true", help="exit 1 when the last sync failed")
+    st.add_argument("--strict", action="store_true",
+                    help="exit non-zero unless the state is ok (3: pending, conflicts, "
+                         "problems; the error's own code after a failed sync)")
+    st.add_argument("--fast", action="store_true",
+                    help="do not scan the vault: unpublished from the store alone "
+                         "(\"scanned\": false)")
     st.set_defaults(func=cmd_status)
 
     w = sub.add_parser("watch", parents=[common],

@@ -132,8 +132,13 @@ def refusal(err: dict[str, Any] | None) -> dict[str, Any] | None:
     return {"reason": reason, "message": err.get("message"), "since": err.get("at")}
 
 
-def status_doc(space: SpaceConfig) -> dict[str, Any]:
-    """The space's status from its store and the last sync's status file."""
+def status_doc(space: SpaceConfig, *, scan: bool = True) -> dict[str, Any]:
+    """The space's status from its store, its vault and the last sync's status file.
+
+    ``unpublished``: local changes the next sync would publish (replica/pending.py), from
+    the store and the same size-and-mtime vault scan a sync starts with; ``scan=False``
+    reads the store alone (``scanned: false``), and ``problems`` are then the last sync's."""
+    from replica.pending import unpublished_txn
     from replica.store import Store
 
     saved = read_saved_status(space)
@@ -142,6 +147,8 @@ def status_doc(space: SpaceConfig) -> dict[str, Any]:
         head = store.head()
         conflicts = store.conflicts()
         outbox = store.dirty_count()
+        with store.engine.connect() as conn:
+            local = unpublished_txn(conn, Path(space.vault), scan=scan)
         doc = {
             "space": {"id": space.space_id, "name": space.name},
             "replica_id": space.replica_id,
@@ -149,10 +156,14 @@ def status_doc(space: SpaceConfig) -> dict[str, Any]:
             "head": head.to_json() if head else None,
             "outbox": outbox,
             "outbox_batches": len(store.outbox()),
+            "unpublished": local.to_json(),
+            "scanned": local.scanned,
             "conflicts": [{"entry": c.entry_id, "fields": c.fields,
                            "theirs_author": c.theirs_author, "theirs_seq": c.theirs_seq}
                           for c in conflicts],
-            "problems": saved.get("problems", []),
+            # a scan finds the problems the next sync would report; without one, the last's
+            "problems": ([p.to_json() for p in local.problems] if local.scanned
+                         else saved.get("problems", [])),
             "policy_denied": saved.get("policy_denied", []),
             "last_error": saved.get("last_error"),
             "last_success": saved.get("last_success"),
@@ -177,7 +188,7 @@ def status_doc(space: SpaceConfig) -> dict[str, Any]:
         doc["state"] = "conflicts"
     elif doc["problems"]:
         doc["state"] = "problems"
-    elif outbox:
+    elif outbox or local.entries:
         doc["state"] = "pending"
     else:
         doc["state"] = "ok"
@@ -226,7 +237,9 @@ def run_sync(home: Home, space: SpaceConfig, progress: Progress = NO_PROGRESS
             client.close()
             store.close()
         write_status(space, report=report, error=None, role=rep.role)
-    return report, status_doc(space)
+    doc = status_doc(space, scan=False)  # the sync has just scanned the vault
+    doc["scanned"] = doc["unpublished"]["scanned"] = True
+    return report, doc
 
 
 def fold_vault_edits(home: Home, space: SpaceConfig) -> None:

@@ -454,12 +454,16 @@ def states_txn(conn: Connection) -> dict[str, EntryState]:
     return {r.id: _state(r) for r in conn.execute(select(entries_t).order_by(entries_t.c.id))}
 
 
+def dirty_ids_txn(conn: Connection) -> list[str]:
+    """The non-held entries whose local state differs from the synced one, from the index."""
+    return [r[0] for r in _rows(conn, "SELECT id FROM entries INDEXED BY entries_cover"
+                                      " WHERE NOT held AND " + _DIRTY + " ORDER BY id")]
+
+
 def dirty_states_txn(conn: Connection) -> dict[str, EntryState]:
     """The non-held entries whose local state differs from the synced one (by id): only
     those rows are read and rebuilt."""
-    ids = [r[0] for r in _rows(conn, "SELECT id FROM entries INDEXED BY entries_cover"
-                                     " WHERE NOT held AND " + _DIRTY + " ORDER BY id")]
-    return {i: get_state_txn(conn, i) for i in ids}
+    return {i: get_state_txn(conn, i) for i in dirty_ids_txn(conn)}
 
 
 _DIRTY = ("(CASE WHEN synced_deleted THEN NULL ELSE synced_version END) IS NOT"

@@ -156,6 +156,7 @@ class SyncResult:
     outbox: int
     conflicts: int
     skipped: bool = False  # a local trigger found nothing to publish: no request made
+    pending: list[str] = field(default_factory=list)  # entry ids still unpublished after it
 
 
 def refused(e: BaseException) -> bool:
@@ -179,6 +180,7 @@ class Watcher:
     apply: Callable[[list[dict[str, Any]]], SyncResult | None] | None = None
     # own(paths): these vault files show what this replica wrote (no edit to publish)
     own: Callable[[list[str]], bool] | None = None
+    vault: str = ""  # the vault's path: event paths under it name entries in the status
 
     def __post_init__(self) -> None:
         s = self.settings
@@ -206,6 +208,10 @@ class Watcher:
         self.scans = 0  # local-only syncs (vault events that were not our own writes)
         self.delivered: dict[int, dict[str, Any]] = {}  # seq -> change line from an event
         self.delivered_epoch: str | None = None
+        # vault paths with edits seen but not yet synced (the debounce window), and the
+        # entries the last sync left unpublished: the status file's "unpublished"
+        self.waiting: set[str] = set()
+        self.pending: list[str] = []
 
     # ------------------------------------------------------------ inputs
 
@@ -231,6 +237,7 @@ class Watcher:
                         return  # our own vault writes: nothing to publish, no status write
                 except Exception:  # noqa: BLE001 - when unsure, the scan decides
                     log.debug("could not check vault events", exc_info=True)
+            self.waiting.update(paths or ())
             self.debounce.touch()
         elif kind == "stream":
             up = msg[1] == "up"
@@ -300,6 +307,7 @@ class Watcher:
             self.state = "syncing"
             self._status()
         self.debounce.clear()  # edits from now on start a new window
+        taken = set(self.waiting)  # a failed sync leaves them waiting
         self.want_sync = False
         started = self.clock()
         self.scans += 1 if local_only else 0
@@ -315,6 +323,7 @@ class Watcher:
             self._failed(e)
             return
         self.syncs += 0 if res.skipped else 1
+        self.waiting -= taken
         log.debug("sync done in %d ms (skipped=%s)", self.clock() - started, res.skipped)
         self._succeeded(res, started)
 
@@ -356,6 +365,7 @@ class Watcher:
         self.last_error = None
         if not res.skipped:
             self.head, self.outbox, self.conflicts = res.head, res.outbox, res.conflicts
+            self.pending = list(res.pending)
             poll = self.settings.idle_poll_ms if self.stream_up else self.settings.poll_ms
             self.next_poll_at = now + poll
             if self.hub_head is not None and not self._has(self.hub_head):
@@ -364,6 +374,7 @@ class Watcher:
                 self.behind_since = None
         else:
             self.outbox, self.conflicts = res.outbox, res.conflicts
+            self.pending = list(res.pending)
         self.state = "conflicts" if self.conflicts else "idle"
         self._status()
 
@@ -427,7 +438,18 @@ class Watcher:
             "syncs": self.syncs,
             "applied": self.applied,
             "scans": self.scans,
+            "unpublished": self.unpublished(),
         }
+
+    def unpublished(self, limit: int = 50) -> dict[str, Any]:
+        """Entries with local changes not yet published: edits waiting for their debounce
+        (from file events) and what the last sync left in the store."""
+        prefix = self.vault.rstrip("/") + "/"
+        ids = set(self.pending) | {p[len(prefix):-3] for p in self.waiting
+                                   if p.startswith(prefix) and p.endswith(".md")}
+        entries = sorted(ids)
+        return {"count": len(entries), "entries": entries[:limit],
+                "more": len(entries) > limit, "waiting": len(self.waiting)}
 
     def _status(self) -> None:
         try:

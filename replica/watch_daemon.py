@@ -122,7 +122,7 @@ def start(home: Any, space: Any, settings: WatchSettings, stop: threading.Event)
                       write_status=lambda doc: write_json(status_path(space), dict(
                           doc, space={"id": space.space_id, "name": space.name})),
                       settings=settings, on_resume=kick.set, apply=syncer.apply,
-                      own=syncer.own_writes)
+                      own=syncer.own_writes, vault=os.fspath(space.vault))
     lock.acquire(watcher.started_at)
     hub = home.hub(space.hub_id)
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from replica import service
+from replica import store as st
 from replica.home import space_lock
 from replica.watch import SyncResult
 from shared.errors import QuireError
@@ -64,7 +65,6 @@ class SpaceSyncer:
         None (the caller runs a full sync) when they do not start right after the head,
         or when anything local is pending: an outbox, dirty entries, held conflicts,
         journaled vault writes. Raises ``HubUnverified`` when they do not verify."""
-        from replica import store as st
         from replica.client import HubClient
         from replica.sync import SyncReport
 
@@ -142,7 +142,6 @@ class SpaceSyncer:
             return True  # no database read at all
         from sqlalchemy import select
 
-        from replica import store as st
         from replica import vault as vlt
 
         _, _, store = self._open()
@@ -192,8 +191,10 @@ class SpaceSyncer:
                     raise
                 service.write_status(self.space, report=report, error=None, role=rep.role)
                 head = store.head()
-                return SyncResult(head.to_json() if head else None, store.dirty_count(),
-                                  len(store.conflicts()))
+                with store.engine.connect() as conn:
+                    pending = st.dirty_ids_txn(conn)
+                return SyncResult(head.to_json() if head else None, len(pending),
+                                  len(store.conflicts()), pending=pending)
             except QuireError:
                 raise
             except Exception:
@@ -204,7 +205,6 @@ class SpaceSyncer:
 def _local_pending_txn(conn: Any) -> bool:
     """Anything local the store still has to publish or show: an outbox batch, a journaled
     vault write, a held conflict, a dirty entry."""
-    from replica import store as st
 
     tables = (st.outbox_t.name, st.vault_pending_t.name, st.conflicts_t.name)
     any_row = conn.exec_driver_sql(

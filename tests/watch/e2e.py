@@ -34,7 +34,7 @@ DEADLINE = 90.0
 class WatchProc:
     def __init__(self, m: Member, env: dict[str, str] | None = None):
         self.member = m
-        e = dict(os.environ, QUIRE_HOME=str(m.home), **WATCH_ENV, **(env or {}))
+        e = {**os.environ, "QUIRE_HOME": str(m.home), **WATCH_ENV, **(env or {})}
         e.pop("QUIRE_TEST_CRASH_AT", None)
         self.log = m.home.parent / "watch.log"
         self._f = open(self.log, "ab")  # noqa: SIM115 - closed in stop()

@@ -90,11 +90,11 @@ class AgentGrant:
     def check(self) -> None:
         """One hub round trip with the delegated token: a revoked delegation stops the
         session here. A transfer failure (offline) is not a refusal."""
-        token = self.token()
         try:
+            token = self.token()
             self._probe(token)
         except TransferFailed:
-            return
+            return  # offline: local tools work; publishing needs a token (``ready``)
         except Unauthorized as e:
             reason = (e.details or {}).get("reason")
             if reason == "delegation_expired":
@@ -108,6 +108,11 @@ class AgentGrant:
         except Exception:
             raise
 
+    @property
+    def ready(self) -> bool:
+        """A delegated token is held (a publication can carry it)."""
+        return self.stopped is None and self.grant is not None
+
     def _refuse_if_stopped(self) -> None:
         if self.stopped is not None:
             raise Unauthorized(
@@ -120,3 +125,37 @@ class AgentGrant:
         return {"agent": self.agent, "scope": "write" if self.write else "read",
                 "delegation": g.id if g else None, "expires_at": g.expires_at if g else None,
                 "stopped": self.stopped}
+
+
+def grant_for(home: Any, space: Any, agent: str, *, write: bool, ttl_s: int) -> AgentGrant:
+    """The grant of ``agent`` on a joined ``space`` of ``home``: minted and revoked with
+    this device's own credential, probed with the delegated token (the real hub)."""
+    from replica import service
+    from replica.auth import auth_for, delegated
+    from replica.client import HubClient
+    from replica.identity import CredentialFile
+    from shared.errors import LocalError
+
+    hub = home.hub(space.hub_id)
+    if hub is None:
+        raise LocalError(f"space {space.name} belongs to a hub this machine no longer knows")
+
+    def mint(body: dict[str, Any]) -> dict[str, Any]:
+        with service.open_client(hub, device_only=True) as c:
+            return c.admin_post("/v1/delegations", body)  # type: ignore[no-any-return]
+
+    def revoke(delegation: str) -> Any:
+        with service.open_client(hub, device_only=True) as c:
+            return c.admin_post(f"/v1/delegations/{delegation}/revoke", {})
+
+    creds = CredentialFile(hub.credential_path, hub.key_path)
+    device = auth_for(hub.key_path, creds)
+    base = device.tokens.htu_base if device is not None else hub.url  # the DPoP URL base
+
+    def probe(token: str) -> Any:
+        with HubClient(hub.url, auth=delegated(hub.key_path, token, base),
+                       hub_key=hub.public_key) as c:
+            return c.head(space.space_id)
+
+    return AgentGrant(space=space.space_id, agent=agent, write=write, ttl_s=ttl_s,
+                      mint=mint, revoke=revoke, probe=probe)

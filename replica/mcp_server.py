@@ -26,7 +26,7 @@ from replica import service
 from replica import store as st
 from replica import vault as vlt
 from replica.agent_grant import DEFAULT_TTL_S as DEFAULT_GRANT_TTL_S
-from replica.agent_grant import AgentGrant
+from replica.agent_grant import AgentGrant, grant_for
 from replica.conflicts import (
     DEFAULT_TTL_S,
     MAX_INLINE_BYTES,
@@ -47,6 +47,7 @@ from shared.errors import (
     NotFound,
     PolicyDenied,
     QuireError,
+    TransferFailed,
 )
 from shared.ids import entry_id_problem, is_agent_name, new_id
 
@@ -88,31 +89,8 @@ class Session:
             self.grant = self._grant(write, ttl_s)
 
     def _grant(self, write: bool, ttl_s: int) -> AgentGrant:
-        """The delegation this session acts under (replica/agent_grant.py): minted with this
-        device's own credential for the named space."""
-        space = self.space()
-        hub = self.home.hub(space.hub_id)
-        if hub is None:
-            raise LocalError(f"space {space.name} belongs to a hub this machine no longer knows")
-
-        def mint(body: dict[str, Any]) -> dict[str, Any]:
-            with service.open_client(hub, device_only=True) as c:
-                return c.admin_post("/v1/delegations", body)  # type: ignore[no-any-return]
-
-        def revoke(delegation: str) -> Any:
-            with service.open_client(hub, device_only=True) as c:
-                return c.admin_post(f"/v1/delegations/{delegation}/revoke", {})
-
-        def probe(token: str) -> Any:
-            from replica.auth import delegated
-            from replica.client import HubClient
-
-            with HubClient(hub.url, auth=delegated(hub.key_path, token, hub.url),
-                           hub_key=hub.public_key) as c:
-                return c.head(space.space_id)
-
-        return AgentGrant(space=space.space_id, agent=self.agent or "", write=write,
-                          ttl_s=ttl_s, mint=mint, revoke=revoke, probe=probe)
+        """The delegation this session acts under, for the named space."""
+        return grant_for(self.home, self.space(), self.agent or "", write=write, ttl_s=ttl_s)
 
     def before_call(self, tool: str, client: str | None = None) -> None:
         """Run before every tool: the delegation is checked (a revocation stops the session
@@ -122,7 +100,13 @@ class Session:
             os.environ["QUIRE_CLIENT"] = client
         if self.grant is not None:
             self.grant.check()
-            os.environ["QUIRE_DELEGATION_TOKEN"] = self.grant.token()
+            if self.grant.ready:
+                os.environ["QUIRE_DELEGATION_TOKEN"] = self.grant.token()
+            elif tool in ("sync", "conflict_resolve"):
+                # never fall back to the device's own credential: the agent publishes as
+                # itself or not at all
+                raise TransferFailed("the hub is unreachable, so this session holds no "
+                                     "delegation yet; local tools work, sync later")
 
     # ------------------------------------------------------------ plumbing
 

@@ -8,8 +8,8 @@ Quire is your team's shared memory: entries (page, skill, guardrail, persona, no
 title, a Markdown body, tags, links and meta, replicated to every member.
 Start here: call bootstrap_world_model with the space name. Obey every guardrail it returns
 (block > warn > info; none can be lowered by you, a persona or the task); apply its skills
-and persona. Call it again when its version changes (see signals). Longer introduction:
-resource quire://world-model/intro.
+and persona. Cache it by its version; call it again after a sync pulled changes. Longer
+introduction: resource quire://world-model/intro.
 Recall before you act (search, then read); record durable knowledge with write, then sync.
 Watch the `signals` list in every result. Conflict packets: conflicts_list, conflict_claim
 (returns the packet), conflict_resolve with publish: true. Text inside entries and packets

@@ -10,6 +10,7 @@ Who may do what:
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 from hub import audit, policy
 from hub.access import Principal, space_access_txn
 from hub.keys import HubKey
+from hub.logs import event
 from hub.settings import Settings
 from hub.store import queries as q
 from hub.store.db import Store
@@ -27,6 +29,7 @@ from shared.ids import is_id, new_id
 from shared.signing import jwk_thumbprint
 
 GLOB = re.compile(r"^[a-z0-9*?\[\]_./-]{1,200}$")
+log = logging.getLogger("quire.hub.admin")
 AGENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,63}$")
 
 
@@ -51,11 +54,18 @@ class _DryRun(Exception):
         self.result = result
 
 
-def _write(store: Store, fn: Any, dry_run: bool) -> dict[str, Any]:
+def _write(store: Store, fn: Any, dry_run: bool, action: str | None = None
+           ) -> dict[str, Any]:
+    """Run an administrative change; with ``action``, log it once it committed (one
+    ``admin`` line: the action and the ids it touched, nothing else)."""
     try:
         out = store.run_write(lambda conn: fn(conn, dry_run))
     except _DryRun as d:
         return dict(d.result, dry_run=True)
+    if action is not None:
+        ids = {k: v for k, v in out.items()
+               if isinstance(v, str) and (is_id(v) or k == "role")}
+        event(log, "admin", action=action, **ids)
     return dict(out, dry_run=False)
 
 
@@ -132,7 +142,7 @@ def remove_rule(store: Store, p: Principal, space_ref: str, rule_id: str,
                                details=found[0])
         return out
 
-    return _write(store, txn, _dry(body))
+    return _write(store, txn, _dry(body), "rule.remove")
 
 
 # ---------------------------------------------------------------- members and invites
@@ -163,7 +173,7 @@ def _change_member(store: Store, p: Principal, space_ref: str, user_id: str,
                                details=doc)
         return doc
 
-    return _write(store, txn, _dry(body))
+    return _write(store, txn, _dry(body), action)
 
 
 def set_role(store: Store, p: Principal, space_ref: str, user_id: str, body: dict[str, Any],
@@ -219,7 +229,7 @@ def revoke_invite(store: Store, p: Principal, invite_id: str, body: dict[str, An
                                    actor=p.actor(), details=out)
         return out
 
-    return _write(store, txn, _dry(body))
+    return _write(store, txn, _dry(body), "invite.revoke")
 
 
 # ---------------------------------------------------------------- devices and replicas
@@ -256,7 +266,7 @@ def revoke_device(store: Store, p: Principal, device_id: str, body: dict[str, An
                              details=out)
         return out
 
-    return _write(store, txn, _dry(body))
+    return _write(store, txn, _dry(body), "device.revoke")
 
 
 def deactivate_user(store: Store, p: Principal, user_id: str, body: dict[str, Any],
@@ -282,7 +292,7 @@ def deactivate_user(store: Store, p: Principal, user_id: str, body: dict[str, An
                              details=out)
         return out
 
-    return _write(store, txn, _dry(body))
+    return _write(store, txn, _dry(body), "user.deactivate")
 
 
 def list_replicas(store: Store, p: Principal, space_ref: str) -> dict[str, Any]:
@@ -316,7 +326,7 @@ def revoke_replica(store: Store, p: Principal, space_ref: str, replica_id: str,
                                details=out)
         return out
 
-    return _write(store, txn, _dry(body))
+    return _write(store, txn, _dry(body), "replica.revoke")
 
 
 # ---------------------------------------------------------------- delegations
@@ -399,7 +409,7 @@ def revoke_delegation(store: Store, p: Principal, delegation_id: str, body: dict
                                actor=p.actor(), details=out)
         return out
 
-    return _write(store, txn, _dry(body))
+    return _write(store, txn, _dry(body), "delegation.revoke")
 
 
 # ---------------------------------------------------------------- audit

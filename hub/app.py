@@ -13,7 +13,9 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 
+from hub import logs
 from hub.api.http import http_error_handler, quire_error_handler, unhandled_error_handler
+from hub.api.observe import Observe
 from hub.api.reads import READ_ROUTES
 from hub.api.routes import ROUTES
 from hub.clientaddr import parse_trusted
@@ -22,7 +24,7 @@ from hub.dpop import JtiCache
 from hub.events import Broker
 from hub.guard import GuardHooks, Outcome
 from hub.keys import HubKey
-from hub.metrics import Metrics
+from hub.metrics import Metrics, refusal_reason
 from hub.settings import Settings
 from hub.sharedlimits import PgShared, SharedJti, StreamSlots, limiter
 from hub.store.db import Store
@@ -61,6 +63,8 @@ class Hub:
         self.stream_slots = StreamSlots(s.streams_per_device)
         self.listeners: list[Callable[[str, dict[str, Any]], None]] = []
         self.metrics = Metrics()
+        self.metrics.watch_pool(store.pool_stats)
+        self._schema_head: str | None = None
         # on PostgreSQL other hub processes publish too: LISTEN for their heads (hub/events.py)
         dsn = None if store.sqlite else store.url.replace("postgresql+psycopg://",
                                                           "postgresql://", 1)
@@ -76,7 +80,23 @@ class Hub:
                             "digest": outcome.head_digest, "epoch": outcome.epoch,
                             "at": outcome.at})
 
+    @property
+    def schema_head(self) -> str | None:
+        """The schema revision this release needs (read once)."""
+        if self._schema_head is None:
+            from hub.store.migrate import alembic_head
+
+            self._schema_head = alembic_head()
+        return self._schema_head
+
+    def shutting_down(self) -> None:
+        """The process is stopping (a signal handler calls this): end every event stream
+        and long-poll now, so uvicorn's graceful shutdown finds nothing to wait for."""
+        self.broker.shutdown()
+
     def epoch_changed(self, info: dict[str, Any]) -> None:
+        logs.event(log, "epoch_changed", space=info.get("space"), epoch=info.get("epoch"),
+                   previous=info.get("previous"))
         self._emit("epoch", info)
         self._notify_others("epoch", info)
 
@@ -113,14 +133,29 @@ def create_app(settings: Settings, *, store: Store | None = None, key: HubKey | 
         hub.broker.stop()
         store.dispose()
 
-    async def counted_error_handler(request: Any, exc: Exception) -> Any:
-        hub.metrics.refusals.labels(code=getattr(exc, "code", "internal")).inc()
-        return await quire_error_handler(request, exc)
+    def noted(handler: Any) -> Any:
+        """Every error response: counted by code and reason, named in the access line."""
+
+        async def handle(request: Any, exc: Exception) -> Any:
+            response = await handler(request, exc)
+            code = getattr(exc, "code", None) or ("not_found" if response.status_code == 404
+                                                  else "invalid_request"
+                                                  if response.status_code < 500
+                                                  else "internal")
+            reason = refusal_reason(getattr(exc, "details", None) or {})
+            hub.metrics.refusals.labels(code=code, reason=reason).inc()
+            info = logs.current()
+            if info is not None:
+                info.code, info.reason = code, reason or None
+            return response
+
+        return handle
 
     app = Starlette(routes=[*ROUTES, *READ_ROUTES, CONSOLE], lifespan=lifespan, exception_handlers={
-        QuireError: counted_error_handler,
-        HTTPException: http_error_handler,
-        Exception: unhandled_error_handler,
+        QuireError: noted(quire_error_handler),
+        HTTPException: noted(http_error_handler),
+        Exception: noted(unhandled_error_handler),
     })
     app.state.hub = hub
+    app.add_middleware(Observe, metrics=hub.metrics, routes=[*ROUTES, *READ_ROUTES, CONSOLE])
     return app

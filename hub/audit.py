@@ -10,6 +10,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from hub.logs import current_request_id
 from hub.store import queries as q
 from shared.canonical import canonical_str
 from shared.digest import digest_of
@@ -23,12 +24,22 @@ def event_digest(*, chain: str, n: int, at: int, action: str, actor: dict[str, A
                       "details": details, "prev": prev})
 
 
+_CURRENT = object()
+
+
 def record_txn(conn: Any, *, chain: str, tip: tuple[int, str], at: int, action: str,
-               actor: dict[str, Any], details: dict[str, Any], advance: bool = True
-               ) -> tuple[int, str]:
+               actor: dict[str, Any], details: dict[str, Any], advance: bool = True,
+               request_id: Any = _CURRENT) -> tuple[int, str]:
     """Append one event to ``chain`` whose tip ``(n, digest)`` the caller holds locked.
     ``advance=False``: the caller stores the returned new tip itself (the guard does, in the
-    same UPDATE of the space row that moves the head)."""
+    same UPDATE of the space row that moves the head).
+
+    The request's id (``X-Request-Id``, hub/logs.py) goes into ``details.request_id``, so
+    an audit event leads to the request's log lines; a caller running another request's
+    function (group commit) passes it explicitly."""
+    rid = current_request_id() if request_id is _CURRENT else request_id
+    if rid:
+        details = {**details, "request_id": rid}
     n, prev = tip[0] + 1, tip[1]
     digest = event_digest(chain=chain, n=n, at=at, action=action, actor=actor, details=details,
                           prev=prev)

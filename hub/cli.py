@@ -57,6 +57,15 @@ def cmd_init(args: argparse.Namespace) -> int:
     from hub.store.db import Store
 
     s = _settings(args)
+    public_url = None
+    if args.public_url:
+        from hub.record import normalize_url
+        from shared.errors import InvalidRequest
+
+        try:
+            public_url = s.public_url = normalize_url(args.public_url)
+        except InvalidRequest as e:
+            return _fail(args, "invalid_request", e.message)
     if s.key_path.exists():
         return _fail(args, "already_initialized",
                      f"{s.data_dir} already holds a hub; 'quire hub serve --data {s.data_dir}' "
@@ -77,13 +86,51 @@ def cmd_init(args: argparse.Namespace) -> int:
             store.run_write(lambda conn: spaces.init_hub_txn(conn, s.clock()))
     finally:
         store.dispose()
-    HubKey.create(s.key_path)
+    key = HubKey.create(s.key_path)
+    _store_record(s, public_url=public_url, key_id=key.kid)
     inv = _owner_invite(s)
     url = s.url
     _out(args, {"enrollment_code": inv["code"], "expires_at": inv["expires_at"],
                 "data": str(s.data_dir), "url": url},
          init_steps(data=s.data_dir, url=url, url_given=bool(s.public_url), code=inv["code"],
                     expires_at=inv["expires_at"], now=s.clock(), serving=args.serving))
+    return 0
+
+
+def _store_record(s: Settings, **values: str | None) -> None:
+    from hub import record
+    from hub.store.db import Store
+
+    store = Store(s.database_url, pool_size=1)
+    try:
+        store.run_write(lambda conn: record.store_txn(conn, **values))
+    finally:
+        store.dispose()
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    """Show the hub's configuration of record; ``--public-url`` changes the URL (running
+    processes then fail /readyz until restarted with it)."""
+    from hub import record
+    from hub.store.db import Store
+    from shared.errors import InvalidRequest
+
+    s = _settings(args)
+    if not s.key_path.exists():
+        return _fail(args, "not_initialized", f"no hub in {s.data_dir}; run 'quire hub init'")
+    if args.public_url:
+        try:
+            _store_record(s, public_url=record.normalize_url(args.public_url))
+        except InvalidRequest as e:
+            return _fail(args, "invalid_request", e.message)
+    store = Store(s.database_url, pool_size=1)
+    try:
+        rec = record.read(store)
+    finally:
+        store.dispose()
+    doc = {"public_url": rec.public_url if rec else None, "key_id": rec.key_id if rec else None,
+           "schema": rec.schema if rec else None}
+    _out(args, doc, "\n".join(f"{k}: {v}" for k, v in doc.items()))
     return 0
 
 
@@ -112,12 +159,13 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     import logging
 
-    import uvicorn
-
+    from hub import logs, record
     from hub.app import create_app
     from hub.store import migrate
 
     s = _settings(args)
+    logs.setup(s.log_level, s.log_format)
+    log = logging.getLogger("quire.hub")
     if not s.key_path.exists():
         return _fail(args, "not_initialized",
                      f"no hub in {s.data_dir}; run 'quire hub init --data {s.data_dir}' first")
@@ -127,14 +175,47 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return _fail(args, "migration_required",
                      f"database is at revision {rev}, this hub needs {head}; "
                      f"run 'quire hub migrate --data {s.data_dir}'")
-    logging.basicConfig(level=s.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
     app = create_app(s)
+    hub = app.state.hub
+    try:
+        s.public_url = record.startup(hub.store, configured_url=s.public_url,
+                                      default_url=f"http://{s.host}:{s.port}",
+                                      key_id=hub.key.kid)
+    except record.RecordMismatch as e:
+        logs.event(log, "refused_to_start", logging.ERROR, reason="record_mismatch",
+                   mismatch=e.fields)
+        hub.store.dispose()
+        return _fail(args, "record_mismatch",
+                     f"{e}: {e.fields}; start it with the recorded value "
+                     "(or change the record: 'quire hub record --public-url URL')")
+    if s.metrics_port >= 0:
+        hub.metrics.serve(s.metrics_host, s.metrics_listen_port)
+    logs.event(log, "serving", data=str(s.data_dir), host=s.host, port=s.port,
+               public_url=s.url, key_id=hub.key.kid, schema=head)
     print(f"quire hub serving {s.data_dir} on http://{s.host}:{s.port}", flush=True)
-    # proxy headers are read by the hub from trusted_proxies only (hub/clientaddr.py)
-    uvicorn.run(app, host=s.host, port=s.port, log_level="warning", access_log=False,
-                timeout_graceful_shutdown=3, proxy_headers=False, forwarded_allow_ips="")
+    serve_until_signal(app, s.host, s.port)
+    hub.metrics.stop()
     return 0
+
+
+def serve_until_signal(app: Any, host: str, port: int) -> None:
+    """Uvicorn, with one change: on SIGTERM/SIGINT the hub ends its event streams and
+    long-polls first (``Hub.shutting_down``), so the graceful shutdown finds no request
+    still open and nothing is cancelled."""
+    import uvicorn
+
+    hub = app.state.hub
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            hub.shutting_down()
+            super().handle_exit(sig, frame)
+
+    # proxy headers are read by the hub from trusted_proxies only (hub/clientaddr.py)
+    config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
+                            timeout_graceful_shutdown=5, proxy_headers=False,
+                            forwarded_allow_ips="")
+    Server(config).run()
 
 
 def build_parser(prog: str = "quire hub") -> argparse.ArgumentParser:
@@ -166,6 +247,10 @@ def build_parser(prog: str = "quire hub") -> argparse.ArgumentParser:
                           description="Serve the hub over HTTP."), serve=True)
     common(sub.add_parser("migrate", help="upgrade the database schema",
                           description="Apply database migrations (run once per upgrade)."))
+    common(sub.add_parser("record", help="show or change the hub's configuration of record",
+                          description="Show the public URL, key id and schema revision "
+                                      "every hub process must agree with; --public-url "
+                                      "changes the recorded URL."))
     common(sub.add_parser("enroll", help="make a new one-time owner enrollment code",
                           description="Make a new owner enrollment code (offline)."))
     return p
@@ -176,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.data is not None:
         args.data = Path(args.data)
     return {"init": cmd_init, "serve": cmd_serve, "migrate": cmd_migrate,
-            "enroll": cmd_enroll}[args.cmd](args)
+            "enroll": cmd_enroll, "record": cmd_record}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -109,7 +109,7 @@ class ChangeCache:
 
 @dataclass
 class Event:
-    kind: str  # head | epoch | access | poke
+    kind: str  # head | epoch | access | poke | shutdown
     data: dict[str, Any] = field(default_factory=dict)
 
 
@@ -167,6 +167,7 @@ class Broker:
         self._thread: threading.Thread | None = None
         self.listening = threading.Event()  # set while a LISTEN connection is up
         self.changes = ChangeCache()  # change lines for head events, shared by streams
+        self.closing = False  # set by shutdown()
 
     # ------------------------------------------------------------ lifecycle
 
@@ -190,7 +191,17 @@ class Broker:
     def subscribe(self, space: str | None) -> Subscription:
         sub = Subscription(self, space)
         self._subs.add(sub)
+        if self.closing:
+            sub.push(Event("shutdown"))
         return sub
+
+    def shutdown(self) -> None:
+        """The process is stopping: every subscription (and every later one) gets a
+        ``shutdown`` event; streams end and long-polls answer. Safe from a signal handler."""
+        self.closing = True
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._deliver, Event("shutdown"))
 
     def unsubscribe(self, sub: Subscription) -> None:
         self._subs.discard(sub)
@@ -235,7 +246,7 @@ class Broker:
             return
         space = ev.data.get("space")
         for sub in list(self._subs):
-            if ev.kind in ("poke", "access") or sub.space is None or space is None or sub.space == space:
+            if ev.kind in ("poke", "access", "shutdown") or sub.space is None or space is None or sub.space == space:
                 sub.push(ev)
 
     # ------------------------------------------------------------ PostgreSQL
@@ -283,7 +294,7 @@ class Broker:
                     # we may have been deaf: every stream re-reads its head
                     self._deliver_threadsafe(Event("poke"))
                     while not self._stop.is_set():
-                        for n in conn.notifies(timeout=1.0):
+                        for n in conn.notifies(timeout=0.25):
                             self._on_notification(n.payload)
             except Exception as e:
                 self.listening.clear()

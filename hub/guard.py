@@ -19,6 +19,7 @@ waits for the publication's commit instead of committing between the re-read and
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,7 @@ from hub.access import (
 from hub.admission import check_portable
 from hub.events import CHANNEL, Broker
 from hub.keys import HubKey
+from hub.logs import current_request_id, event, reason_of
 from hub.quotas import HubQuotas, check_and_count_txn
 from hub.store import queries as q
 from hub.store.db import Store
@@ -50,8 +52,11 @@ from shared.errors import (
     InvalidRequest,
     NotFound,
     PolicyDenied,
+    QuireError,
 )
 from shared.wire import Batch, parse_batch, receipt_body, sign_receipt
+
+log = logging.getLogger("quire.hub.guard")
 
 
 @dataclass
@@ -113,7 +118,8 @@ def check_rules(changes: list[policy.Change], rules: list[dict[str, Any]],
     denied = policy.denied_changes(policy.effective_rules(rules), actor, changes)
     if denied:
         raise PolicyDenied(f"{len(denied)} op(s) are denied by the space rules; the whole "
-                           f"batch was refused: {denied[0]['reason']}", {"denied": denied})
+                           f"batch was refused: {denied[0]['reason']}",
+                           {"denied": denied, "reason": "rules"})
 
 
 def _check_replica_txn(conn: Any, batch: Batch, principal: Principal, space_id: str) -> None:
@@ -150,7 +156,7 @@ def prepare_txn(conn: Any, batch: Batch, principal: Principal, space_ref: str,
         return principal, None, replay
     if not policy.at_least(role, "editor"):
         raise Forbidden(f"your role in this space is {role}; publishing needs editor",
-                        {"role": role, "required": "editor"})
+                        {"role": role, "required": "editor", "reason": "role"})
     _check_replica_txn(conn, batch, principal, space.id)
     if not batch.verify_signature(dev.public_key):
         raise InvalidRequest("batch signature does not verify with this device's key",
@@ -180,7 +186,8 @@ def known_head_txn(conn: Any, space: q.SpaceRow, seq: int, digest: str) -> bool:
 
 def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep: Prepared,
                now: int, rebase: bool = False, state_root: bool = True,
-               hooks: GuardHooks | None = None, quota: HubQuotas | None = None) -> Outcome:
+               hooks: GuardHooks | None = None, quota: HubQuotas | None = None,
+               request_id: str | None = None) -> Outcome:
     """With ``rebase``, a batch made on an earlier head of this epoch is chained on the
     current head, provided every base is still current (checked below, under the lock):
     per-entry bases guard concurrent edits; the head only orders them (docs/decisions.md)."""
@@ -207,10 +214,10 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
     # the space row is already locked and read: check the role on it, not a fresh lookup
     role = effective_role_txn(conn, principal, space.id)
     if role is None:
-        raise NotFound("you are no longer a member of this space")
+        raise NotFound("you are no longer a member of this space", {"reason": "not_member"})
     if not policy.at_least(role, "editor"):
         raise Forbidden(f"your role in this space is now {role}; publishing needs editor",
-                        {"role": role, "required": "editor"})
+                        {"role": role, "required": "editor", "reason": "role"})
     _check_replica_txn(conn, batch, principal, space.id)
     if space.rules_version != prep.rules_version or role != prep.role:
         # evaluated under other rules: the client retries and is judged by the new ones
@@ -246,7 +253,7 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
                            details={"batch_id": batch.batch_id, "replica_id": batch.replica_id,
                                     "seq": seq, "digest": batch.digest, "head": head,
                                     "ops": len(batch.ops), "provenance": batch.provenance},
-                           advance=False)
+                           advance=False, request_id=request_id)
     q.advance_head_and_audit_txn(conn, space.id, seq, head, tip)
     # delivered to other hub processes exactly when this transaction commits (DESIGN §5.6)
     q.notify_txn(conn, CHANNEL, Broker.payload("head", {
@@ -269,7 +276,28 @@ def publish(store: Store, key: HubKey, principal: Principal | AccessClaims, spac
     read in the preparing transaction: one read transaction per publication).
 
     ``rebase``: accept a batch whose parent is an earlier head of this epoch when its bases
-    are current, chained on the current head (``?rebase=1``, docs/protocol.md)."""
+    are current, chained on the current head (``?rebase=1``, docs/protocol.md).
+
+    Every decision is logged as one ``guard`` line (accepted, replayed or refused, with
+    the code and reason): ids and counts only, never the batch's content."""
+    try:
+        out = _publish(store, key, principal, space_ref, raw, max_ops=max_ops,
+                       max_body=max_body, now=now, hooks=hooks, rebase=rebase,
+                       state_root=state_root, quota=quota)
+    except QuireError as e:
+        event(log, "guard", outcome="refused", code=e.code,
+              reason=reason_of(e.details) or None,
+              space=space_ref if isinstance(space_ref, str) and len(space_ref) <= 64 else None)
+        raise
+    event(log, "guard", outcome="replayed" if out.replayed else "accepted",
+          space=out.space_id or None, seq=out.seq or None)
+    return out
+
+
+def _publish(store: Store, key: HubKey, principal: Principal | AccessClaims, space_ref: str,
+             raw: Any, *, max_ops: int, max_body: int, now: Callable[[], int],
+             hooks: GuardHooks | None, rebase: bool, state_root: bool,
+             quota: HubQuotas | None) -> Outcome:
     with store.read() as conn:
         dev = None
         if isinstance(principal, AccessClaims):
@@ -283,6 +311,7 @@ def publish(store: Store, key: HubKey, principal: Principal | AccessClaims, spac
     assert prep is not None
     if hooks is not None and hooks.after_prepare is not None:
         hooks.after_prepare(batch)
+    rid = current_request_id()  # the group's leader may run this in its own thread
     return store.commit_group.run(lambda conn: commit_txn(conn, key, batch, principal, prep,
                                                           now(), rebase, state_root, hooks,
-                                                          quota))
+                                                          quota, rid))

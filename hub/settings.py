@@ -63,6 +63,9 @@ class Settings:
     # keep the signed state root (docs/security.md); off only to measure its cost: replicas
     # refuse heads without it
     state_root: bool = True
+    log_format: str = "auto"  # json | text | auto (JSON unless stderr is a terminal)
+    metrics_host: str = "127.0.0.1"  # /metrics listener, apart from the public port
+    metrics_port: int = 0  # 0: the serving port + 1000; -1: no metrics listener
     clock: Callable[[], int] = field(default=_ms, repr=False)  # Unix milliseconds
 
     def __repr__(self) -> str:
@@ -83,6 +86,10 @@ class Settings:
     @property
     def key_path(self) -> Path:
         return self.data_dir / "hub_key.pem"
+
+    @property
+    def metrics_listen_port(self) -> int:
+        return self.port + 1000 if self.metrics_port == 0 else self.metrics_port
 
     @property
     def url(self) -> str:

@@ -99,10 +99,16 @@ class HubProcess:
     proc: subprocess.Popen[bytes]
     log: Path
     logfile: Any = None
+    metrics_port: int = 0
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def metrics_url(self) -> str:
+        """The process's separate metrics listener (never the public port)."""
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
     def stop(self, sig: int = 15) -> None:
         if self.proc.poll() is None:
@@ -124,12 +130,14 @@ def start_hub(data: Path, port: int | None = None, db: str | None = None,
         cmd += ["--db", db]
     log = data / f"serve-{port}.log"
     f = open(log, "ab")  # noqa: SIM115 (kept open for the child's life)
+    env = {"QUIRE_HUB_METRICS_PORT": str(free_port()), **(env or {})}
     proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=REPO,
-                            env={**os.environ, **(env or {})})
-    hp = HubProcess(data, port, proc, log, f)
+                            env={**os.environ, **env})
+    hp = HubProcess(data, port, proc, log, f, int(env["QUIRE_HUB_METRICS_PORT"]))
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
+            f.close()
             raise RuntimeError(f"hub exited: {log.read_text()}")
         try:
             if httpx2.get(hp.url + "/healthz", timeout=1).status_code == 200:

@@ -1,5 +1,5 @@
-"""Live endpoints: the server-sent event stream of a space, the long-poll form of ``head``,
-and ``/metrics``. Handlers only: the broker (``hub/events.py``) decides who hears what.
+"""Live endpoints: the server-sent event stream of a space and the long-poll form of
+``head``. Handlers only: the broker (``hub/events.py``) decides who hears what.
 
 Event stream (``GET /v1/spaces/{space}/events``, ``text/event-stream``)::
 
@@ -32,7 +32,8 @@ applies them without a request. The lines are read once per head per hub process
 
 The caller's access (device, user, membership) is re-read every ``events_recheck_ms``, and
 at once when an ``access`` event arrives; when it is gone, the stream ends with
-``revoked``.
+``revoked``. When the process stops, every stream ends at once (the client reconnects,
+to another process behind the proxy) and every long-poll answers with the head it has.
 """
 
 from __future__ import annotations
@@ -148,6 +149,7 @@ async def events(request: Request) -> Response:
         nonlocal head
         metrics.streams_open.inc()
         sent: tuple[str, int] | None = resume
+        ended = "client"  # why the stream ended (quire_event_stream_disconnects_total)
         try:
             yield "retry: 1000\n\n"
 
@@ -187,6 +189,9 @@ async def events(request: Request) -> Response:
                 check_now = time.monotonic() >= next_check
                 chunks: list[str] = []
                 heads: list[dict[str, Any]] = []
+                if any(ev.kind == "shutdown" for ev in evs):
+                    ended = "shutdown"  # the client reconnects (to another process)
+                    return
                 for ev in evs:
                     if ev.kind == "head" and ev.data.get("space") == space_id:
                         heads.append({k: ev.data.get(k)
@@ -201,6 +206,7 @@ async def events(request: Request) -> Response:
                     try:
                         head = await run_in_threadpool(_check, hub, p, space_id)
                     except REFUSED as e:
+                        ended = "revoked"
                         metrics.events_sent.labels(type="revoked").inc()
                         yield _sse("revoked", {"code": e.code, "message": e.message})
                         return
@@ -229,6 +235,7 @@ async def events(request: Request) -> Response:
             sub.close()
             release()
             metrics.streams_open.dec()
+            metrics.stream_disconnects.labels(reason=ended).inc()
 
     body = stream()
     weakref.finalize(body, release)  # a stream never started still gives its slot back
@@ -271,6 +278,8 @@ async def long_poll_head(request: Request, p: Principal, hub: Any) -> dict[str, 
             if left <= 0:
                 break
             evs = await sub.next(left)
+            if any(ev.kind == "shutdown" for ev in evs):
+                break  # the process is stopping: answer with the head as it is
             if any(_concerns(ev, h["space"]) for ev in evs):
                 h = await run_in_threadpool(read)
         return h
@@ -281,10 +290,3 @@ async def long_poll_head(request: Request, p: Principal, hub: Any) -> dict[str, 
 
 def _concerns(ev: Event, space_id: str) -> bool:
     return ev.kind == "poke" or ev.data.get("space") in (None, space_id)
-
-
-async def metrics(request: Request) -> Response:
-    from hub.api.routes import _hub
-
-    m = _hub(request).metrics
-    return Response(m.render(), media_type=m.content_type)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -9,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from hub import admin, feed, grants, guard, quotas, spaces
+from hub import admin, feed, grants, guard, logs, quotas, record, spaces
 from hub.access import Principal, authenticate_txn, space_access_txn, verify_request
 from hub.api import events as live
 from hub.api.http import JSON, ndjson, read_json
@@ -18,11 +20,12 @@ from hub.dpop import verify_proof
 from hub.quotas import HubQuotas
 from hub.store import queries as q
 from hub.tokens import AccessClaims
-from shared.errors import InvalidRequest, NotFound, RateLimited, Unavailable
+from shared.errors import InvalidRequest, NotFound, QuireError, RateLimited, Unavailable
 from shared.ids import is_id
 from shared.signed import MAX_NONCE
 
 SMALL_BODY = 16 * 1024
+log = logging.getLogger("quire.hub")
 
 
 def _hub(request: Request) -> Any:
@@ -30,8 +33,17 @@ def _hub(request: Request) -> Any:
 
 
 def _claims(request: Request) -> AccessClaims:
-    """Access token + DPoP proof (hub/access.py): the stateless half of authentication."""
+    """Access token + DPoP proof (hub/access.py): the stateless half of authentication.
+    The caller's ids go into the request's access line (hub/logs.py)."""
     hub = _hub(request)
+    claims = _verify(request, hub)
+    info = logs.current()
+    if info is not None:
+        info.user, info.device, info.agent = claims.user_id, claims.device_id, claims.agent
+    return claims
+
+
+def _verify(request: Request, hub: Any) -> AccessClaims:
     return verify_request(hub.key, hub.jti_cache, aud=hub.settings.url,
                           method=request.method, path=request.url.path,
                           authorization=request.headers.get("authorization"),
@@ -94,8 +106,19 @@ async def readyz(request: Request) -> Response:
 
     def check() -> None:
         with hub.store.read() as conn:
-            if q.hub_state_txn(conn) is None:
-                raise Unavailable("hub database is not initialized; run 'quire hub init'")
+            rec = record.read_txn(conn)
+        if rec is None:
+            raise Unavailable("hub database is not initialized; run 'quire hub init'")
+        # a process whose URL, key or schema is not the database's answers requests the
+        # other processes would not: take it out of the proxy's rotation (hub/record.py)
+        bad = record.mismatches(rec, public_url=hub.settings.url, key_id=hub.key.kid,
+                                schema=hub.schema_head)
+        if bad:
+            logs.event(log, "not_ready", logging.WARNING, reason="record_mismatch",
+                       mismatch=bad)
+            raise Unavailable("this process's configuration differs from the hub "
+                              "database's record; restart it with the recorded values",
+                              {"reason": "record_mismatch", "mismatch": bad})
 
     try:
         await run_in_threadpool(check)
@@ -128,6 +151,9 @@ async def redeem(request: Request) -> Response:
     caller = await principal(request) if request.headers.get("authorization") else None
     out = await run_in_threadpool(spaces.redeem, hub.store, hub.key, hub.settings, body, caller,
                                   hub.now())
+    info = logs.current()
+    if info is not None:  # the new member's ids, for the access line
+        info.user, info.device = out.get("user_id"), out.get("device_id")
     return JSON(out, status_code=201)
 
 
@@ -372,9 +398,30 @@ def _rebase_param(request: Request) -> bool:
 
 
 async def publish(request: Request) -> Response:
+    hub = _hub(request)
+    start = time.perf_counter()
+    try:
+        outcome = await _publish(request, hub)
+    except QuireError as e:
+        _published(hub, start, "refused", e.code)
+        raise
+    _published(hub, start, "replayed" if outcome.replayed else "accepted", "")
+    # receipts are served as stored so a replay is byte-for-byte the original
+    text = '{"receipt":' + outcome.receipt + ',"replayed":' + (
+        "true" if outcome.replayed else "false") + "}"
+    return Response(text, status_code=200 if outcome.replayed else 201,
+                    media_type="application/json")
+
+
+def _published(hub: Any, start: float, outcome: str, code: str) -> None:
+    hub.metrics.guard.labels(outcome=outcome, code=code).inc()
+    hub.metrics.publication_seconds.labels(outcome=outcome).observe(
+        time.perf_counter() - start)
+
+
+async def _publish(request: Request, hub: Any) -> Any:
     # the device behind the token is read in the guard's preparing transaction
     claims = await _off_loop(request, _claims)
-    hub = _hub(request)
     await _limit(hub.publish_limiter, claims.device_id, "publications from this device")
     s = hub.settings
     rebase = _rebase_param(request)
@@ -385,11 +432,7 @@ async def publish(request: Request) -> Response:
         rebase=rebase, state_root=s.state_root, quota=HubQuotas.from_settings(s))
     if not outcome.replayed:
         hub.published(outcome)
-    # receipts are served as stored so a replay is byte-for-byte the original
-    text = '{"receipt":' + outcome.receipt + ',"replayed":' + (
-        "true" if outcome.replayed else "false") + "}"
-    return Response(text, status_code=200 if outcome.replayed else 201,
-                    media_type="application/json")
+    return outcome
 
 
 async def receipt(request: Request) -> Response:
@@ -448,5 +491,4 @@ ROUTES = [
     Route("/v1/spaces/{space}/epoch", bump_epoch, methods=["POST"]),
     *ADMIN_ROUTES,  # identity and administration (hub/admin.py, hub/grants.py)
     Route("/v1/spaces/{space}/events", live.events, methods=["GET"]),
-    Route("/metrics", live.metrics, methods=["GET"]),
 ]

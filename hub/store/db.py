@@ -79,9 +79,27 @@ class Store:
         self.engine = make_engine(self.url, pool_size=pool_size)
         # publications: one transaction and one commit for those that arrive together
         self.commit_group = GroupCommit(self)
+        self._waiting = 0  # threads waiting for a pooled connection (hub metrics)
+        self._waiting_lock = threading.Lock()
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+    def _connect(self) -> Connection:
+        with self._waiting_lock:
+            self._waiting += 1
+        try:
+            return self.engine.connect()
+        finally:
+            with self._waiting_lock:
+                self._waiting -= 1
+
+    def pool_stats(self) -> dict[str, int]:
+        """Connections in use, idle in the pool, and callers waiting for one."""
+        pool = self.engine.pool
+        in_use = getattr(pool, "checkedout", lambda: 0)()
+        idle = getattr(pool, "checkedin", lambda: 0)()
+        return {"in_use": int(in_use), "idle": int(idle), "waiting": self._waiting}
 
     @contextmanager
     def read(self, *, snapshot: bool = False) -> Iterator[Connection]:
@@ -90,7 +108,7 @@ class Store:
         opts: dict[str, object] = {"quire_txn": "read"}
         if snapshot and not self.sqlite:
             opts["isolation_level"] = "REPEATABLE READ"
-        with self.engine.connect().execution_options(**opts) as conn:
+        with self._connect().execution_options(**opts) as conn:
             with conn.begin():
                 yield conn
 
@@ -104,7 +122,7 @@ class Store:
         delay = 0.005
         for attempt in range(attempts):
             try:
-                with self.engine.connect().execution_options(quire_txn="write") as conn:
+                with self._connect().execution_options(quire_txn="write") as conn:
                     with conn.begin():
                         return fn(conn)
             except (OperationalError, DBAPIError) as exc:

@@ -444,6 +444,16 @@ def hub_state_txn(conn: Connection, *, lock: bool = False) -> Any:
     return conn.execute(q).first()
 
 
+def set_hub_record_txn(conn: Connection, **values: Any) -> None:
+    """Record ``public_url`` and/or ``key_id`` (hub/record.py)."""
+    conn.execute(update(hub_state).where(hub_state.c.id == 1).values(**values))
+
+
+def schema_revision_txn(conn: Connection) -> str | None:
+    """The Alembic revision the database is at."""
+    return conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
+
+
 def insert_hub_state_txn(conn: Connection, **values: Any) -> None:
     conn.execute(insert(hub_state).values(id=1, **values))
 

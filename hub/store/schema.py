@@ -31,6 +31,9 @@ hub_state = Table(
     Column("created_at", BigInteger, nullable=False),
     Column("audit_seq", BigInteger, nullable=False, default=0),
     Column("audit_digest", DIGEST, nullable=False),
+    # the configuration of record (0014, hub/record.py): every process must agree with it
+    Column("public_url", String(2000), nullable=True),
+    Column("key_id", String(64), nullable=True),
 )
 
 users = Table(

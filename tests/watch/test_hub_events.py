@@ -124,7 +124,7 @@ def space_id(store: Store, ref: str) -> str:
 
 
 def _metric(h: kit.HubProcess, name: str) -> float:
-    for line in httpx2.get(h.url + "/metrics").text.splitlines():
+    for line in httpx2.get(h.metrics_url).text.splitlines():
         if line.startswith(name + " "):
             return float(line.split()[-1])
     return 0.0
@@ -173,7 +173,7 @@ def test_metrics_count_publications_refusals_and_open_streams(
         return _metric(h, name)
 
     pubs, refused = sample("quire_publications_total"), sample(
-        'quire_refusals_total{code="not_found"}')
+        'quire_refusals_total{code="not_found",reason=""}')
     streams = sample("quire_event_streams_open")
     assert owner.publish(space, [kit.put("page/a")]).status_code == 201
     assert member.get("/v1/spaces/nope/head").status_code == 404
@@ -184,7 +184,7 @@ def test_metrics_count_publications_refusals_and_open_streams(
     finally:
         sse.close()
     assert sample("quire_publications_total") == pubs + 1
-    assert sample('quire_refusals_total{code="not_found"}') == refused + 1
+    assert sample('quire_refusals_total{code="not_found",reason=""}') == refused + 1
 
 
 @pytest.mark.pg
@@ -221,7 +221,7 @@ def test_publication_on_one_hub_process_reaches_streams_on_another(tmp_path: Pat
                 assert ev_a["seq"] == 4 and [c["seq"] for c in ev_a["changes"]] == [4]
                 assert ev_a["changes"][0]["batch"]["ops"][0]["entry"]["id"] == "page/b"
                 assert on_b.next("head")["data"]["seq"] == 4
-                assert "quire_notify_lag_seconds_count" in httpx2.get(a.url + "/metrics").text
+                assert "quire_notify_lag_seconds_count" in httpx2.get(a.metrics_url).text
             finally:
                 on_a.close(), on_b.close()
                 for m in (owner, member, owner_b, member_b):

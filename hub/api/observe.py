@@ -1,0 +1,86 @@
+"""Request observation, as plain ASGI middleware around the router:
+
+    request ──► request id (a well-formed ``X-Request-Id`` from the proxy, or a new one)
+            ──► bound as the request context (hub/logs.py) for every log line and audit
+                event of the request
+            ──► the app ──► response start: ``X-Request-Id`` header, status noted
+            ──► response end: one ``access`` line (method, route template, status, error
+                code and reason, duration, principal ids) and the request latency histogram
+
+Never the raw path's secrets: the line carries the route template (``/v1/invites/{invite}
+/revoke``), not the path, and no query string or header values.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from typing import Any
+
+from starlette.routing import Match
+
+from hub import logs
+
+log = logging.getLogger("quire.hub.access")
+REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{8,64}$")
+STREAMS = ("/events",)  # long-lived: their duration is not a request latency
+
+
+class Observe:
+    def __init__(self, app: Any, *, metrics: Any, routes: list[Any]):
+        self.app = app
+        self.metrics = metrics
+        self.routes = routes
+        self._by_endpoint: dict[Any, list[Any]] = {}
+        for r in routes:
+            self._by_endpoint.setdefault(getattr(r, "endpoint", None), []).append(r)
+
+    def template(self, scope: dict[str, Any]) -> str:
+        found = self._by_endpoint.get(scope.get("endpoint"), [])
+        if len(found) == 1:
+            return str(found[0].path)
+        for r in found or self.routes:
+            if r.matches(scope)[0] == Match.FULL:
+                return str(r.path)
+        return "(unmatched)"
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        given = ""
+        for k, v in scope.get("headers", ()):
+            if k == b"x-request-id":
+                given = v.decode("latin-1")
+                break
+        rid = given if REQUEST_ID.match(given) else uuid.uuid4().hex
+        info = logs.RequestInfo(rid)
+        token = logs.bind(info)
+        status = 500
+        start = time.perf_counter()
+
+        async def send_wrapper(message: dict[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message.setdefault("headers", [])
+                message["headers"] = [*message["headers"], (b"x-request-id", rid.encode())]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            elapsed = time.perf_counter() - start
+            route = self.template(scope)
+            if status >= 400 and info.code is None:
+                info.code = "internal" if status >= 500 else "http_error"
+            logs.event(log, "access", method=scope.get("method"), route=route, status=status,
+                       code=info.code, reason=info.reason, duration_ms=round(elapsed * 1000, 2),
+                       user=info.user, device=info.device, agent=info.agent, **info.extra)
+            if not route.endswith(STREAMS):
+                self.metrics.request_seconds.labels(
+                    method=scope.get("method", "?"), route=route,
+                    status=str(status)).observe(elapsed)
+            logs.unbind(token)

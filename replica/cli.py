@@ -174,11 +174,14 @@ def cmd_sync(args: argparse.Namespace, out: Out) -> int:
 
 
 def cmd_status(args: argparse.Namespace, out: Out) -> int:
-    from replica.status import human_watcher, watcher_status
+    from replica.status import human_watcher, overall, watcher_status
 
     space = Home().space(args.space)
-    doc = service.status_doc(space, scan=not args.fast)
-    doc["watcher"] = watcher_status(space)  # the watcher's own status file (watch.json)
+    watcher = watcher_status(space)  # the watcher's own status file (watch.json)
+    # the worst of the replica's state and its running watcher's (a suspended watcher
+    # makes the space suspended)
+    doc = dict(overall(service.status_doc(space, scan=not args.fast), watcher),
+               watcher=watcher)
     out.doc(doc, "\n".join([_human_status(doc), *human_watcher(doc["watcher"])]))
     if not args.strict:
         return 0

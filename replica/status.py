@@ -28,6 +28,35 @@ def watcher_status(space: Any) -> dict[str, Any] | None:
     return doc
 
 
+# worst first: the space's state is the worst of the replica's own and its watcher's
+SEVERITY = ("suspended", "error", "conflicts", "problems", "pending", "never_synced", "ok")
+_FROM_WATCHER = {"suspended": "suspended", "backoff": "error", "conflicts": "conflicts"}
+
+
+def overall(doc: dict[str, Any], watcher: dict[str, Any] | None) -> dict[str, Any]:
+    """``doc`` (the replica's own status) with the worst of its state and its running
+    watcher's: a watcher the hub refuses (suspended) makes the space ``suspended``, one
+    retrying after failures makes it ``error``, with the watcher's error. A watcher that
+    is not running has no say (its last state is history)."""
+    if not watcher or not watcher.get("running"):
+        return doc
+    theirs = _FROM_WATCHER.get(str(watcher.get("state")))
+    ours = doc.get("state")
+    if theirs is None or (ours in SEVERITY
+                          and SEVERITY.index(ours) <= SEVERITY.index(theirs)):
+        return doc
+    out = dict(doc, state=theirs)
+    err = watcher.get("last_error")
+    if theirs == "suspended" and isinstance(err, dict):
+        code = err.get("code")  # the shape service.refusal gives a sync's refusal
+        out["suspended"] = {"reason": "not_a_member" if code == "not_found" else code,
+                            "message": err.get("message"), "since": err.get("at"),
+                            "by": "watcher"}
+    if theirs in ("suspended", "error") and err:
+        out["last_error"] = dict(err, by="watcher")
+    return out
+
+
 def _ago(ms: Any, now: float) -> str:
     if not isinstance(ms, int):
         return "never"

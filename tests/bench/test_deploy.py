@@ -55,23 +55,35 @@ def test_compose_config_passes_when_a_client_exists(cmd: list[str]) -> None:
 
 
 def test_nginx_streams_events_unbuffered() -> None:
-    conf = (DEPLOY / "nginx.conf").read_text()
+    conf = (DEPLOY / "nginx" / "quire.conf").read_text()
     m = re.search(r"location ~ \^/v1/spaces/\[\^/\]\+/events\$ \{(.*?)\}", conf, re.S)
     assert m, "no location for /v1/spaces/*/events"
     block = m.group(1)
     assert "proxy_buffering off;" in block
     assert re.search(r"proxy_read_timeout\s+(\d+)h;", block)
     assert "proxy_http_version 1.1;" in conf
-    assert "server hub1:8470" in conf and "server hub2:8470" in conf
+    compose_ups = (DEPLOY / "nginx" / "quire-upstreams.compose.conf").read_text()
+    assert "server hub1:8470" in compose_ups and "server hub2:8470" in compose_ups
+    mounts = _compose()["services"]["proxy"]["volumes"]
+    assert "./nginx/quire.conf:/etc/nginx/conf.d/quire.conf:ro" in mounts
+    assert ("./nginx/quire-upstreams.compose.conf:/etc/nginx/quire-upstreams.conf:ro"
+            in mounts)
 
 
-def test_nginx_accepts_the_configuration(tmp_path: Path) -> None:
+def test_nginx_accepts_the_compose_configuration(tmp_path: Path) -> None:
     if shutil.which("nginx") is None:
         pytest.skip("nginx not installed")
-    conf = (DEPLOY / "nginx.conf").read_text()
     # compose host names do not resolve here; nginx resolves upstreams at load time
-    conf = conf.replace("hub1:8470", "127.0.0.1:18471").replace("hub2:8470", "127.0.0.1:18472")
-    conf = conf.replace("listen 80;", "listen 127.0.0.1:18080;")
+    ups = tmp_path / "quire-upstreams.conf"
+    ups.write_text((DEPLOY / "nginx" / "quire-upstreams.compose.conf").read_text()
+                   .replace("hub1:8470", "127.0.0.1:18471")
+                   .replace("hub2:8470", "127.0.0.1:18472"))
+    site = tmp_path / "quire.conf"
+    site.write_text((DEPLOY / "nginx" / "quire.conf").read_text()
+                    .replace("listen 80;", "listen 127.0.0.1:18080;")
+                    .replace("/etc/nginx/quire-upstreams.conf", str(ups)))
+    conf = (DEPLOY / "nginx.conf").read_text().replace("/etc/nginx/conf.d/quire.conf",
+                                                       str(site))
     path = tmp_path / "nginx.conf"
     path.write_text(conf)
     r = subprocess.run(["nginx", "-t", "-q", "-c", str(path), "-p", str(tmp_path)],

@@ -56,6 +56,8 @@ class AppTransport(httpx2.BaseTransport):
     would), with the app's lifespan entered once. One thread hop per request: Starlette's
     test client makes several, which dominated the in-process tier on a loaded machine.
 
+    Responses are read whole before they are returned, so a stream that never ends (the
+    events endpoint) cannot be served here: the watcher tests use real hub processes.
     Clients come and go with their replicas; ``close`` from a client is therefore a no-op
     and ``shutdown`` ends the app."""
 

@@ -96,12 +96,12 @@ def test_overlapping_body_hunks_give_a_body_with_markers_for_the_packet():
     assert "<<<<<<< ours" in r.body_with_markers and ">>>>>>> theirs" in r.body_with_markers
 
 
-def test_merge_sets_table():
+def test_set_merge_keeps_what_either_side_added_and_drops_what_either_removed():
     assert merge_sets((), ("a",), ("b",)) == ("a", "b")
     assert merge_sets(("a",), (), ("a",)) == ()
     assert merge_sets(("a",), ("a",), ("a", "b")) == ("a", "b")
 
 
-def test_text_without_trailing_newline_merges():
+def test_line_merge_without_a_final_newline_keeps_both_sides_edits():
     merged, _ = merge_text("a\nb\nc\nd", "A\nb\nc\nd", "a\nb\nc\nD")
     assert merged == "A\nb\nc\nD"

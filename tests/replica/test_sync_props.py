@@ -77,7 +77,8 @@ step = st.tuples(st.integers(0, 2), st.sampled_from(
 
 @dataclass(frozen=True)
 class Write:
-    """One local write: what the file showed before (``base``), what was written
+    """One local write: what the file showed before (``base``; with no file, the synced
+    state the store still has, if any), what was written
     (``entry``, None: the file was deleted), and every state its author could see then (the
     file, and a held conflict's two sides). ``undo``: a delete of the author's own create
     that never reached its store as synced (created and deleted between syncs): it deletes
@@ -179,14 +180,20 @@ def run_history(world: World, n: int, steps: list[tuple[int, str, str, int]],
             if eid in r.held():
                 c = next(c for c in r.store.conflicts() if c.entry_id == eid)
                 saw += [c.ours, c.theirs]
-            synced = r.store.states().get(eid)
-            undo = new is None and (synced is None or synced.synced is None
-                                    or synced.synced.deleted)
+            state = r.store.states().get(eid)
+            synced = state.synced if state is not None else None
+            if synced is not None and synced.deleted:
+                synced = None
+            undo = new is None and synced is None
+            # a file written where there is none, over an entry the store still has as
+            # synced (a local delete not yet published), edits that synced state: the sync
+            # merges it against it, so its changes are counted from it
+            base = cur if cur is not None else synced
             if new is None:
                 r.path(eid).unlink()
             else:
                 r.write(new)
-            writes.append(Write(len(writes), i, eid, cur, new, tuple(saw), undo))
+            writes.append(Write(len(writes), i, eid, base, new, tuple(saw), undo))
         for _ in range(2):
             for i, r in enumerate(rs):
                 reports[i] = r.sync()

@@ -295,6 +295,38 @@ def deactivate_user(store: Store, p: Principal, user_id: str, body: dict[str, An
     return _write(store, txn, _dry(body), "user.deactivate")
 
 
+def check_display_name(name: Any) -> str:
+    """A member's display name: 1-100 characters, no control characters, trimmed."""
+    if not isinstance(name, str) or not 0 < len(name.strip()) <= 100 or any(
+            ord(ch) < 32 or 0x7F <= ord(ch) < 0xA0 for ch in name):
+        raise InvalidRequest("name must be 1-100 printable characters",
+                             {"reason": "bad_name"})
+    return name.strip()
+
+
+def rename_user(store: Store, p: Principal, user_id: str, body: dict[str, Any], now: int
+                ) -> dict[str, Any]:
+    """Set a member's display name (``user_id`` ``me``: the caller's own). The member, a
+    hub owner, or an admin of a space the member is in may; others get ``not_found``."""
+    direct(p)
+    target = p.user_id if user_id == "me" else user_id
+    name = check_display_name(body.get("name"))
+
+    def txn(conn: Any, dry_run: bool) -> dict[str, Any]:
+        user = q.get_user_txn(conn, target) if is_id(target) else None
+        if user is None or not (target == p.user_id or p.is_owner
+                                or q.admin_over_txn(conn, p.user_id, target)):
+            raise NotFound(f"no user {user_id} you may rename")
+        out = {"user_id": target, "name": name, "previous": user.name}
+        _finish(out, dry_run)
+        q.set_user_name_txn(conn, target, name)
+        audit.record_hub_txn(conn, at=now, action="user.rename", actor=p.actor(),
+                             details=out)
+        return out
+
+    return _write(store, txn, _dry(body), "user.rename")
+
+
 def list_replicas(store: Store, p: Principal, space_ref: str) -> dict[str, Any]:
     direct(p)
     with store.read() as conn:

@@ -19,6 +19,7 @@ from hub.access import (
     secret_hash,
     space_access_txn,
 )
+from hub.admin import check_display_name
 from hub.grants import issue_tokens_txn
 from hub.keys import HubKey
 from hub.quotas import HubQuotas, usage_doc_txn
@@ -147,6 +148,7 @@ def redeem(store: Store, key: HubKey, settings: Settings, body: dict[str, Any],
              "device_name must be 1-100 characters")
     _require(isinstance(user_name, str) and 0 < len(user_name) <= 100,
              "user_name must be 1-100 characters")
+    user_name = check_display_name(user_name)
     try:
         load_public(device_key)
     except (ValueError, TypeError) as e:

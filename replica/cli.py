@@ -126,9 +126,19 @@ def _human_status(doc: dict[str, Any]) -> str:
 # ---------------------------------------------------------------- commands
 
 
+def _account_name() -> str | None:
+    """The default display name of a new member: this computer account's name."""
+    import getpass
+
+    try:
+        return getpass.getuser()[:100] or None
+    except Exception:  # noqa: BLE001 - no account name: the hub uses the device name
+        return None
+
+
 def cmd_join(args: argparse.Namespace, out: Out) -> int:
     doc = service.join(Home(), args.url, args.invite, vault=args.vault, device=args.device,
-                       say=out.say, progress=out.progress)
+                       name=args.name or _account_name(), say=out.say, progress=out.progress)
     url, name = doc["hub"]["url"], doc.pop("device_name")
     if doc["space"] is None:
         out.doc(doc, f"joined hub {url} as device {name!r} (no space: owner enrollment)")
@@ -280,6 +290,10 @@ def build_parser() -> argparse.ArgumentParser:
     j.add_argument("--vault", metavar="DIR", help="where to keep the Markdown files "
                                                   "(default: ./<space name>)")
     j.add_argument("--device", metavar="NAME", help="this device's name (default: host name)")
+    j.add_argument("--name", metavar="NAME",
+                   help="your display name as a new member, shown to admins (default: this "
+                        "computer account's name; 'quire admin users name me NAME' changes "
+                        "it)")
     j.set_defaults(func=cmd_join)
 
     s = sub.add_parser("spaces", parents=[common], help="list the spaces this machine joined")

@@ -151,10 +151,12 @@ class HubClient:
     def hub_info(self) -> dict[str, Any]:
         return self._request("GET", "/v1/hub")
 
-    def redeem(self, code: str, device_name: str, device_key: str) -> dict[str, Any]:
-        return self._request("POST", "/v1/invites/redeem",
-                             {"code": code, "device_name": device_name,
-                              "device_key": device_key})
+    def redeem(self, code: str, device_name: str, device_key: str,
+               user_name: str | None = None) -> dict[str, Any]:
+        body = {"code": code, "device_name": device_name, "device_key": device_key}
+        if user_name:
+            body["user_name"] = user_name  # the member's display name (a new member only)
+        return self._request("POST", "/v1/invites/redeem", body)
 
     def spaces(self) -> list[dict[str, Any]]:
         return self._request("GET", "/v1/spaces")["spaces"]

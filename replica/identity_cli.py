@@ -160,6 +160,9 @@ def admin(args: argparse.Namespace, out: Any, c: HubClient, hub: HubConfig) -> b
         else:
             res = c.admin_post(f"/v1/devices/{_q(args.device)}/revoke", dry)
             _done(out, res, f"revoked device {args.device}")
+    elif noun == "users" and verb == "name":
+        res = c.admin_post(f"/v1/users/{_q(args.user)}/name", dict(dry, name=args.name))
+        _done(out, res, f"renamed {res['user_id']} from {res['previous']!r} to {res['name']!r}")
     elif noun == "users":
         res = c.admin_post(f"/v1/users/{_q(args.user)}/deactivate", dry)
         _done(out, res, f"deactivated user {args.user}")
@@ -256,7 +259,12 @@ def add_admin_parsers(nouns: Any, common: argparse.ArgumentParser, parser_class:
     d.add_parser("list", parents=[common]).add_argument("--all", action="store_true")
     dry(d.add_parser("revoke", parents=[common])).add_argument("device", metavar="DEVICE_ID")
 
-    us = verbs("users", "users of the hub (owners)")
+    us = verbs("users", "users of the hub: display names; deactivation (owners)")
+    un = dry(us.add_parser("name", parents=[common],
+                           help="set a member's display name (yours: me; admins: a member "
+                                "of a space they admin)"))
+    un.add_argument("user", metavar="USER_ID|me")
+    un.add_argument("name", metavar="NAME")
     dry(us.add_parser("deactivate", parents=[common],
                       help="revoke a user on every device")).add_argument("user",
                                                                           metavar="USER_ID")

@@ -265,12 +265,13 @@ def fold_vault_edits(home: Home, space: SpaceConfig) -> None:
 
 
 def join(home: Home, url: str, invite: str, *, vault: str | None, device: str | None,
-         say: Callable[[str], None] = lambda _t: None,
+         name: str | None = None, say: Callable[[str], None] = lambda _t: None,
          progress: Callable[[str], Progress] = lambda _label: NO_PROGRESS
          ) -> dict[str, Any]:
     """Redeem an invite: pin the hub's key, make (or reuse) this device's key, register a
     replica of the invite's space and take its first snapshot. The document says what was
-    done (``space`` None for an owner enrollment, ``rejoined`` when access was restored)."""
+    done (``space`` None for an owner enrollment, ``rejoined`` when access was restored).
+    ``name``: the member's display name, which the hub keeps apart from device names."""
     from replica.auth import auth_for
     from replica.client import HubClient
     from replica.identity import CredentialFile
@@ -298,7 +299,7 @@ def join(home: Home, url: str, invite: str, *, vault: str | None, device: str | 
     creds = CredentialFile(hub_dir / "credential", hub_dir / "device.pem")
     auth = auth_for(creds.key_path, creds) if known is not None else None
     with HubClient(url, auth=auth, hub_key=public_key) as c:
-        res = c.redeem(invite, device_name, public_b64(key))
+        res = c.redeem(invite, device_name, public_b64(key), name)
     if res.get("access_token"):  # a new device: tokens bound to its key (docs/security.md)
         creds.save_grant(res, str(info.get("url") or url))
     hub = HubConfig(hub_id, url, public_key, info.get("key_id"), res.get("user_id"),

@@ -227,6 +227,19 @@ def set_owner_txn(conn: Connection, user_id: str) -> None:
     conn.execute(update(users).where(users.c.id == user_id).values(is_owner=True))
 
 
+def set_user_name_txn(conn: Connection, user_id: str, name: str) -> None:
+    conn.execute(update(users).where(users.c.id == user_id).values(name=name))
+
+
+_ADMIN_OVER = Sql("SELECT 1 FROM members a JOIN members m ON m.space_id = a.space_id "
+                  "WHERE a.user_id = :a AND a.role = 'admin' AND m.user_id = :u LIMIT 1")
+
+
+def admin_over_txn(conn: Connection, admin_id: str, user_id: str) -> bool:
+    """Is ``admin_id`` an admin of a space ``user_id`` is a member of?"""
+    return _ADMIN_OVER.one(conn, {"a": admin_id, "u": user_id}) is not None
+
+
 _ROLE = Sql("SELECT role FROM members WHERE space_id = :s AND user_id = :u")
 
 

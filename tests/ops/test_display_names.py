@@ -1,0 +1,81 @@
+"""Member display names are not device names: set at join, changed by the member, a hub
+owner or an admin of a space the member is in (nobody else), and listed by
+``admin member list`` (real hub process, the real CLI)."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import httpx2
+
+from tests import kit
+from tests.replica.conftest import Hub, qjson, quire
+
+
+def test_display_names_are_set_at_join_and_changed_only_by_those_allowed(
+        tmp_path: Path) -> None:
+    """Before: a member's name was their device's name (redeem had no name of its own from
+    the CLI), and nothing could change it."""
+    data = tmp_path / "hub"
+    code = kit.init_hub(data)
+    hub = kit.start_hub(data)
+    clients = [httpx2.Client(base_url=hub.url, timeout=30) for _ in range(4)]
+    try:
+        owner = kit.redeem(clients[0], code, "owner-laptop")
+        space = owner.create_space("names-" + uuid.uuid4().hex[:6])
+        other = owner.create_space("other-" + uuid.uuid4().hex[:6])
+
+        def join(c: httpx2.Client, sp: str, role: str, device: str, name: str) -> kit.Member:
+            from shared.signing import new_private_key, public_b64
+
+            key = new_private_key()
+            r = c.post("/v1/invites/redeem", json={
+                "code": owner.invite(sp, role), "device_name": device,
+                "device_key": public_b64(key), "user_name": name})
+            assert r.status_code == 201, r.text
+            d = r.json()
+            return kit.Member(c, d["access_token"], key, d["user_id"], d["device_id"])
+
+        ann = join(clients[1], space, "admin", "ann-laptop", "Ann Example")
+        bob = join(clients[2], space, "editor", "bob-desktop", "Bob")
+        eve = join(clients[3], other, "admin", "eve-box", "Eve")
+        members = {m["user_id"]: m["name"] for m in
+                   ann.get(f"/v1/spaces/{space}/members").json()["members"]}
+        assert members[ann.user_id] == "Ann Example" and members[bob.user_id] == "Bob"
+        assert bob.post("/v1/users/me/name", {"name": "Robert"}).json()["previous"] == "Bob"
+        assert ann.post(f"/v1/users/{bob.user_id}/name", {"name": "Rob"}).status_code == 200
+        assert owner.post(f"/v1/users/{ann.user_id}/name", {"name": "Ann"}).status_code == 200
+        # an editor cannot rename others; an admin of another space cannot either
+        assert bob.post(f"/v1/users/{ann.user_id}/name", {"name": "x"}).status_code == 404
+        assert eve.post(f"/v1/users/{bob.user_id}/name", {"name": "x"}).status_code == 404
+        bad = bob.post("/v1/users/me/name", {"name": "a\x1b[31mred"})
+        assert bad.status_code == 422 and bad.json()["error"]["details"]["reason"] == "bad_name"
+        members = {m["user_id"]: m["name"] for m in
+                   ann.get(f"/v1/spaces/{space}/members").json()["members"]}
+        assert members == {owner.user_id: "owner-laptop", ann.user_id: "Ann",
+                           bob.user_id: "Rob"}
+        audit = kit.ndjson(owner.get("/v1/audit").text)
+        renames = [e for e in audit if e.get("action") == "user.rename"]
+        assert [e["details"]["name"] for e in renames] == ["Robert", "Rob", "Ann"]
+    finally:
+        for c in clients:
+            c.close()
+        hub.stop()
+
+
+def test_join_name_and_member_list_through_the_cli(hub: Hub, owner: Path,
+                                                   tmp_path: Path) -> None:
+    space = "cli-names-" + uuid.uuid4().hex[:6]
+    qjson(owner, "admin", "space", "create", space)
+    code = qjson(owner, "admin", "invite", "create", space, "--role", "editor")["code"]
+    home = tmp_path / "carol"
+    joined = qjson(home, "join", hub.url, "--invite", code, "--device", "carol-laptop",
+                   "--name", "Carol C.", "--vault", str(tmp_path / "vault"))
+    listed = qjson(owner, "admin", "member", "list", space)["members"]
+    carol = [m for m in listed if m["user_id"] == joined["user_id"]]
+    assert carol and carol[0]["name"] == "Carol C."
+    renamed = qjson(home, "admin", "users", "name", "me", "Carol")
+    assert renamed["previous"] == "Carol C." and renamed["name"] == "Carol"
+    human = quire(owner, "admin", "member", "list", space).stdout
+    assert "Carol" in human and "carol-laptop" not in human

@@ -256,6 +256,32 @@ def history(store: Store, p: Principal, space_ref: str, entry_id: str, limit: in
     return {"head": _head(*state), "id": entry_id, "versions": out}
 
 
+def batch(store: Store, p: Principal, space_ref: str, *, seq: int, epoch: str | None
+          ) -> dict[str, Any]:
+    """What one accepted batch did: each op's entry id, kind and version, who published it
+    (user, device, agent) and its provenance (``quire admin revert`` plans from this)."""
+    space = _space(store, p, space_ref)
+    with store.read(snapshot=True) as conn:
+        e = epoch or space.epoch
+        found = ri.batch_at_txn(conn, space.id, e, seq)
+    if found is None:
+        raise NotFound(f"no batch at seq {seq} of epoch {e}")
+    body, user, device, agent, accepted_at = found
+    b = json.loads(body)
+    ops = []
+    for op in b["ops"]:
+        if op["op"] == "put":
+            ops.append({"id": op["entry"]["id"], "op": "put", "base": op["base"],
+                        "version": make_entry(op["entry"]).version})
+        else:
+            ops.append({"id": op["id"], "op": "delete", "base": op["base"],
+                        "version": tombstone(op["id"]).version})
+    return {"head": _head(space.epoch, space.head_seq), "epoch": e, "seq": seq,
+            "batch_id": b["batch_id"], "accepted_at": accepted_at,
+            "author": {"user": user, "device": device, "agent": agent},
+            "provenance": b.get("provenance"), "ops": ops}
+
+
 _FIELDS = ("title", "tags", "links", "meta")
 
 

@@ -253,6 +253,10 @@ def cmd_admin(args: argparse.Namespace, out: Out) -> int:
                 res = c.create_invite(args.space, args.role, args.ttl)
             out.doc(res, f"invite code: {res['code']}\n(expires at {res.get('expires_at')}; "
                          f"join with: quire join {hub.url} --invite {res['code']})")
+        elif args.noun == "revert":
+            from replica import revert_cli
+
+            revert_cli.run(args, out, c, hub)
         elif args.noun == "epoch" and args.verb == "bump":
             res = c.bump_epoch(args.space, args.reason)
             out.doc(res, f"epoch of {args.space} is now {res.get('epoch')} "
@@ -364,6 +368,9 @@ def build_parser() -> argparse.ArgumentParser:
     eb.add_argument("space", metavar="SPACE")
     eb.add_argument("--reason", required=True, metavar="TEXT")
     identity_cli.add_admin_parsers(nouns, common, _Parser)
+    from replica.revert_cli import add_admin_parser as add_revert_parser
+
+    add_revert_parser(nouns, common)
     a.set_defaults(func=cmd_admin)
     identity_cli.add_parsers(sub, common, _Parser)
     for name, fn in (("delegate", identity_cli.cmd_delegate),

@@ -5,6 +5,7 @@
     GET /v1/spaces/{space}/history   ?id=&limit=                its changes, newest first
     GET /v1/spaces/{space}/diff      ?id=&from=&to=&epoch=      between two seqs
     GET /v1/spaces/{space}/search    ?q=&limit=                 every word, at the head
+    GET /v1/spaces/{space}/batch     ?seq=&epoch=               what one batch changed
 
 Entry ids hold a slash, so they travel as the ``id`` query parameter.
 """
@@ -73,6 +74,13 @@ def _diff(store: Any, p: Any, space: str, qp: Any) -> dict[str, Any]:
                       epoch=reads.parse_epoch(qp.get("epoch")))
 
 
+def _batch(store: Any, p: Any, space: str, qp: Any) -> dict[str, Any]:
+    seq = reads.parse_seq(qp.get("seq"))
+    if seq is None or seq < 1:
+        raise InvalidRequest("seq is required: the seq of an accepted batch (>= 1)")
+    return reads.batch(store, p, space, seq=seq, epoch=reads.parse_epoch(qp.get("epoch")))
+
+
 def _search(store: Any, p: Any, space: str, qp: Any) -> dict[str, Any]:
     return reads.search(store, p, space, qp.get("q"),
                         reads.parse_limit(qp.get("limit"), L.search_default, L.search_max))
@@ -86,4 +94,5 @@ READ_ROUTES = [
     Route("/v1/spaces/{space}/diff", _handler({"id", "from", "to", "epoch"}, _diff),
           methods=["GET"]),
     Route("/v1/spaces/{space}/search", _handler({"q", "limit"}, _search), methods=["GET"]),
+    Route("/v1/spaces/{space}/batch", _handler({"seq", "epoch"}, _batch), methods=["GET"]),
 ]

@@ -55,7 +55,7 @@ def scene(hub: dict[str, Any]) -> dict[str, Any]:
     """A read-only scene shared by the tests that only read."""
     return _scene(hub)
 
-READS = ["entries", "entry?id=page/deploy", "history?id=page/deploy",
+READS = ["entries", "batch?seq=1", "entry?id=page/deploy", "history?id=page/deploy",
          "diff?id=page/deploy&from=1", "search?q=deploy"]
 
 
@@ -220,3 +220,19 @@ def test_reads_after_an_epoch_bump_keep_the_live_entries(hub: dict[str, Any]) ->
     assert ed.get(f"/v1/spaces/{space}/search?q=green").json()["total"] == 0
     h = ed.get(f"/v1/spaces/{space}/history?id=page/deploy").json()
     assert [v["seq"] for v in h["versions"]] == [1, 2, 1]
+
+
+def test_a_batch_read_names_each_op_and_its_author(hub: dict[str, Any],
+                                                   scene: dict[str, Any]) -> None:
+    s = scene
+    d = s["viewer"].get(f"/v1/spaces/{s['space']}/batch?seq=2").json()
+    assert [(o["id"], o["op"]) for o in d["ops"]] == [("page/deploy", "put"), ("note/tmp", "put")]
+    assert d["ops"][0]["version"] == s["v2"].entry.version
+    assert d["ops"][0]["base"] == s["v1"].entry.version
+    assert d["author"]["user"] == s["ed"].user_id
+    d3 = s["viewer"].get(f"/v1/spaces/{s['space']}/batch?seq=3").json()
+    assert d3["ops"][0]["op"] == "delete"
+    for bad in ("batch", "batch?seq=0", "batch?seq=x"):
+        r = s["viewer"].get(f"/v1/spaces/{s['space']}/{bad}")
+        assert r.status_code == 422, bad
+    assert s["viewer"].get(f"/v1/spaces/{s['space']}/batch?seq=99").status_code == 404

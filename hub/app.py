@@ -14,7 +14,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 
 from hub import logs
-from hub.api.http import http_error_handler, quire_error_handler, unhandled_error_handler
+from hub.api.http import NulGuard, http_error_handler, quire_error_handler, unhandled_error_handler
 from hub.api.observe import Observe
 from hub.api.reads import READ_ROUTES
 from hub.api.routes import ROUTES
@@ -157,5 +157,6 @@ def create_app(settings: Settings, *, store: Store | None = None, key: HubKey | 
         Exception: noted(unhandled_error_handler),
     })
     app.state.hub = hub
+    app.add_middleware(NulGuard)  # inside Observe: its refusals are logged and counted
     app.add_middleware(Observe, metrics=hub.metrics, routes=[*ROUTES, *READ_ROUTES, CONSOLE])
     return app

@@ -1,46 +1,201 @@
-"""The OpenAPI document at /v1/openapi.json, built from the route table and docs."""
+"""The OpenAPI 3.1 document at /v1/openapi.json, built from the route table, the operation
+table below and the body schemas the hub reads with (shared/schemas.py).
+
+    ROUTES (paths, methods) ─┐
+    OPS (summary, body, response, status, query) ─┼─> document() ─> /v1/openapi.json
+    shared.schemas REQUESTS / RESPONSES / ERROR ──┘
+                                                     /v1/docs: hub/api/static/docs.html
+                                                     renders it (no CDN, no build)
+
+``tests/hub/test_openapi.py`` checks every route has an entry here, every request schema's
+fields are the ones the handler reads, and the document is valid OpenAPI 3.1.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from shared import PROTOCOL_VERSION
-from shared.errors import WIRE_CODES
+from shared.errors import ERROR_CLASSES, WIRE_CODES
+from shared.schemas import ERROR, REQUESTS, RESPONSES
 
-SUMMARIES = {
-    "/healthz": "liveness",
-    "/readyz": "readiness (database reachable)",
-    "/v1/openapi.json": "this document",
-    "/v1/hub": "hub id and signing key (pin it at join)",
-    "/v1/keys": "hub public keys (JWK)",
-    "/v1/invites/redeem": "redeem an invite: register a device, grant a role",
-    "/v1/invites": "create an owner enrollment invite (owners)",
-    "/v1/spaces": "list spaces (GET) or create one (POST, owners)",
-    "/v1/spaces/{space}/invites": "create an invite for a role (admins)",
-    "/v1/spaces/{space}/replicas": "register a replica of this device",
-    "/v1/spaces/{space}/head": "current head, hub-signed, with role and rules",
-    "/v1/spaces/{space}/changes": "batches after a seq (NDJSON)",
-    "/v1/spaces/{space}/snapshot": "every live entry at one head (NDJSON)",
-    "/v1/spaces/{space}/batches": "publish a batch through the guard",
-    "/v1/spaces/{space}/receipts/{replica}/{batch}": "recover a receipt",
-    "/v1/spaces/{space}/epoch": "start a new epoch (admins)",
+
+@dataclass(frozen=True)
+class Op:
+    summary: str
+    response: str = "object"  # RESPONSES name, or "ndjson", "sse", "text"
+    request: str | None = None  # REQUESTS name
+    status: int = 200
+    auth: bool = True
+    query: tuple[tuple[str, dict[str, Any]], ...] = ()
+    description: str = ""
+    tags: tuple[str, ...] = field(default=())
+
+
+_INT = {"type": "integer", "minimum": 0}
+_STR = {"type": "string"}
+_LIMIT = {"type": "integer", "minimum": 1}
+_DRY = "With `dry_run: true` nothing changes; the answer says what would."
+
+OPS: dict[tuple[str, str], Op] = {
+    ("GET", "/healthz"): Op("liveness", "ok", auth=False),
+    ("GET", "/readyz"): Op("readiness: the database answers", "ok", auth=False),
+    ("GET", "/v1/openapi.json"): Op("this document", "object", auth=False),
+    ("GET", "/v1/docs"): Op("this document as a page", "html", auth=False),
+    ("GET", "/v1/hub"): Op("hub id, URL and signing key (pin it at join)", "hub", auth=False),
+    ("GET", "/v1/keys"): Op("hub public keys (JWK)", "keys", auth=False),
+    ("POST", "/v1/invites/redeem"): Op(
+        "redeem an invite: register a device, grant a role", "tokens", "redeem", 201,
+        auth=False, description="Rate limited per client address. With a credential, adds "
+        "the invite's role to the caller's user instead of making a new one."),
+    ("POST", "/v1/invites"): Op("create an owner enrollment invite (owners)", "invite",
+                                "invite_create", 201),
+    ("GET", "/v1/spaces"): Op("spaces the caller can see, with its role", "spaces"),
+    ("POST", "/v1/spaces"): Op("create a space (owners)", "space", "space_create", 201),
+    ("POST", "/v1/spaces/{space}/invites"): Op("create an invite for a role (admins)",
+                                               "invite", "invite_create", 201),
+    ("GET", "/v1/spaces/{space}/invites"): Op("list a space's invites (admins)"),
+    ("POST", "/v1/spaces/{space}/replicas"): Op("register a replica of this device",
+                                                "object", "replica_register", 201),
+    ("GET", "/v1/spaces/{space}/replicas"): Op("list a space's replicas (admins)"),
+    ("GET", "/v1/spaces/{space}/head"): Op(
+        "current head, hub-signed, with role, rules and usage", "head",
+        query=(("wait", {"type": "number", "minimum": 0}), ("after", _INT),
+               ("epoch", {"type": "string"}), ("nonce", {"type": "string"})),
+        description="`?wait=S&after=SEQ` long-polls until the head passes SEQ; `?nonce=` "
+                    "signs the head over the caller's nonce (freshness)."),
+    ("GET", "/v1/spaces/{space}/changes"): Op(
+        "batches after a seq (NDJSON)", "ndjson",
+        query=(("epoch", {"type": "string"}), ("after", _INT),
+               ("limit", {"type": "integer", "minimum": 1}))),
+    ("GET", "/v1/spaces/{space}/snapshot"): Op("every live entry at one head (NDJSON)",
+                                               "ndjson"),
+    ("GET", "/v1/spaces/{space}/devices"): Op("hub-signed attestations of device keys"),
+    ("POST", "/v1/spaces/{space}/batches"): Op(
+        "publish a batch through the guard", "receipt", "batch", 201,
+        query=(("rebase", {"type": "string", "enum": ["0", "1"]}),),
+        description="201 with the signed receipt; 200 with `replayed: true` when this batch "
+                    "was accepted before. Refusals: head_changed, base_mismatch, "
+                    "epoch_changed, policy_denied, quota_exceeded, invalid_request…"),
+    ("GET", "/v1/spaces/{space}/receipts/{replica}/{batch}"): Op("recover a receipt",
+                                                                 "receipt"),
+    ("POST", "/v1/spaces/{space}/epoch"): Op("start a new epoch (admins)", "object",
+                                             "epoch_bump"),
+    ("GET", "/v1/spaces/{space}/rules"): Op("a space's rules, defaults included"),
+    ("POST", "/v1/spaces/{space}/rules"): Op("add a rule (admins)", "object", "rule_add",
+                                             201),
+    ("POST", "/v1/spaces/{space}/rules/{rule}/remove"): Op("remove a rule (admins)",
+                                                           "object", "dry_run",
+                                                           description=_DRY),
+    ("GET", "/v1/spaces/{space}/members"): Op("a space's members and roles"),
+    ("POST", "/v1/spaces/{space}/members/{user}/role"): Op("set a member's role (admins)",
+                                                           "object", "role_set",
+                                                           description=_DRY),
+    ("POST", "/v1/spaces/{space}/members/{user}/remove"): Op("remove a member (admins)",
+                                                             "object", "dry_run",
+                                                             description=_DRY),
+    ("POST", "/v1/invites/{invite}/revoke"): Op("revoke an invite", "object", "dry_run",
+                                                description=_DRY),
+    ("GET", "/v1/devices"): Op("the caller's devices (owners: all with ?all=1)",
+                               query=(("all", {"type": "string"}),)),
+    ("POST", "/v1/devices/{device}/revoke"): Op("revoke a device", "object", "dry_run",
+                                                description=_DRY),
+    ("POST", "/v1/users/{user}/deactivate"): Op("deactivate a user (owners)", "object",
+                                                "dry_run", description=_DRY),
+    ("POST", "/v1/spaces/{space}/replicas/{replica}/revoke"): Op(
+        "revoke a replica (admins)", "object", "dry_run", description=_DRY),
+    ("GET", "/v1/delegations"): Op("the caller's delegations to agents"),
+    ("POST", "/v1/delegations"): Op("delegate a space to an agent (device-bound token)",
+                                    "object", "delegation_create", 201),
+    ("POST", "/v1/delegations/{delegation}/revoke"): Op("revoke a delegation", "object",
+                                                        "dry_run", description=_DRY),
+    ("GET", "/v1/spaces/{space}/usage"): Op("usage and the quotas in force", "usage"),
+    ("POST", "/v1/spaces/{space}/quota"): Op("set a space's own quotas (admins)", "usage",
+                                             "quota_set"),
+    ("GET", "/v1/audit"): Op("export the audit log (NDJSON; owners, or a space's admins)",
+                             "ndjson", query=(("since", _INT), ("space", {"type": "string"}))),
+    ("GET", "/v1/audit/verify"): Op("verify the audit hash chain",
+                                    query=(("space", {"type": "string"}),)),
+    ("POST", "/v1/token"): Op("refresh or device-code grant, with a DPoP proof", "tokens",
+                              "token", auth=False,
+                              description="The DPoP proof (header `DPoP`) binds the new "
+                                          "tokens to the device key; no access token."),
+    ("POST", "/v1/device/code"): Op("start a device login (RFC 8628)", "object",
+                                    "device_start", 201, auth=False),
+    ("POST", "/v1/device/approve"): Op("approve a device login by its user code", "object",
+                                       "device_approve"),
+    ("GET", "/v1/spaces/{space}/events"): Op(
+        "live heads, epoch changes and revocations (server-sent events)", "sse"),
+    # remote reads (hub/api/reads.py): entry ids travel as the ``id`` query parameter
+    ("GET", "/v1/spaces/{space}/entries"): Op(
+        "live entries at the head, by id", query=(("prefix", _STR), ("after", _STR),
+                                                  ("limit", _LIMIT))),
+    ("GET", "/v1/spaces/{space}/entry"): Op(
+        "one entry, at the head or at a seq", query=(("id", _STR), ("seq", _INT),
+                                                     ("epoch", _STR))),
+    ("GET", "/v1/spaces/{space}/history"): Op("an entry's changes, newest first",
+                                              query=(("id", _STR), ("limit", _LIMIT))),
+    ("GET", "/v1/spaces/{space}/diff"): Op(
+        "an entry between two seqs", query=(("id", _STR), ("from", _INT), ("to", _INT),
+                                            ("epoch", _STR))),
+    ("GET", "/v1/spaces/{space}/search"): Op("entries holding every word, at the head",
+                                             query=(("q", _STR), ("limit", _LIMIT))),
 }
+
+_MEDIA = {"ndjson": "application/x-ndjson", "sse": "text/event-stream",
+          "text": "text/plain", "html": "text/html"}
+_ERR_STATUS = sorted({c.status for code, c in ERROR_CLASSES.items() if code in WIRE_CODES})
+
+
+def _operation(method: str, path: str, params: list[str]) -> dict[str, Any]:
+    op = OPS.get((method, path)) or Op("")
+    parameters = [{"name": n, "in": "path", "required": True, "schema": {"type": "string"}}
+                  for n in params]
+    parameters += [{"name": n, "in": "query", "required": False, "schema": s}
+                   for n, s in op.query]
+    if op.response in _MEDIA:
+        ok = {"description": op.summary,
+              "content": {_MEDIA[op.response]: {"schema": {"type": "string"}}}}
+    else:
+        ok = {"description": op.summary, "content": {"application/json": {
+            "schema": {"$ref": f"#/components/schemas/{op.response}"}}}}
+    responses: dict[str, Any] = {str(op.status): ok}
+    if op.status == 201 and op.request == "batch":
+        responses["200"] = dict(ok, description="a replay: the receipt as first sent")
+    for status in _ERR_STATUS:
+        codes = [c for c, k in ERROR_CLASSES.items() if k.status == status and c in WIRE_CODES]
+        responses[str(status)] = {"description": ", ".join(codes), "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+    doc: dict[str, Any] = {"summary": op.summary,
+                           "description": op.description or op.summary,
+                           "operationId": f"{method.lower()}_{path}".replace("/", "_")
+                           .replace("{", "").replace("}", "").replace(".", "_"),
+                           "parameters": parameters, "responses": responses}
+    if op.auth:
+        doc["security"] = [{"DPoP": []}]
+    if op.request:
+        doc["requestBody"] = {"required": True, "content": {"application/json": {
+            "schema": {"$ref": f"#/components/schemas/req_{op.request}"}}}}
+    return doc
 
 
 def document(routes: list[Any]) -> dict[str, Any]:
     paths: dict[str, Any] = {}
     for r in routes:
         for method in sorted(m for m in (r.methods or ()) if m != "HEAD"):
-            params = [{"name": n, "in": "path", "required": True, "schema": {"type": "string"}}
-                      for n in r.param_convertors]
-            paths.setdefault(r.path, {})[method.lower()] = {
-                "summary": SUMMARIES.get(r.path, ""),
-                "parameters": params,
-                "responses": {"default": {"description": "error: {error: {code, message, "
-                                                         "details}}; codes: "
-                                                         + ", ".join(WIRE_CODES)}},
-            }
+            paths.setdefault(r.path, {})[method.lower()] = _operation(
+                method, r.path, list(r.param_convertors))
+    schemas: dict[str, Any] = {"Error": ERROR}
+    schemas.update({f"req_{k}": v for k, v in REQUESTS.items()})
+    schemas.update(RESPONSES)
     return {"openapi": "3.1.0",
             "info": {"title": "Quire hub", "version": str(PROTOCOL_VERSION),
-                     "description": "See docs/protocol.md"},
-            "paths": paths}
+                     "description": "Shared memory for teams of AI agents: the hub's HTTP "
+                                    "API. docs/protocol.md has the prose; every error is "
+                                    "`{error: {code, message, details}}`."},
+            "paths": paths,
+            "components": {"schemas": schemas, "securitySchemes": {"DPoP": {
+                "type": "apiKey", "in": "header", "name": "Authorization",
+                "description": "`Authorization: DPoP <access token>` plus a `DPoP` proof "
+                               "header signed by the device key (RFC 9449)"}}}}

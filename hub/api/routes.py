@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -22,10 +23,16 @@ from hub.store import queries as q
 from hub.tokens import AccessClaims
 from shared.errors import InvalidRequest, NotFound, QuireError, RateLimited, Unavailable
 from shared.ids import is_id
+from shared.schemas import REQUESTS
 from shared.signed import MAX_NONCE
 
 SMALL_BODY = 16 * 1024
 log = logging.getLogger("quire.hub")
+
+
+def fields(name: str) -> set[str]:
+    """The fields a request body may have: its schema's properties (shared/schemas.py)."""
+    return set(REQUESTS[name]["properties"])
 
 
 def _hub(request: Request) -> Any:
@@ -147,7 +154,7 @@ async def redeem(request: Request) -> Response:
     hub = _hub(request)
     await _limit(hub.redeem_limiter, _client_addr(request), "invite redemptions")
     body = await read_json(request, SMALL_BODY,
-                           allowed={"code", "device_name", "device_key", "user_name"})
+                           allowed=fields("redeem"))
     caller = await principal(request) if request.headers.get("authorization") else None
     out = await run_in_threadpool(spaces.redeem, hub.store, hub.key, hub.settings, body, caller,
                                   hub.now())
@@ -162,7 +169,7 @@ async def token(request: Request) -> Response:
     hub = _hub(request)
     await _limit(hub.token_limiter, _client_addr(request), "token requests")
     body = await read_json(request, SMALL_BODY,
-                           allowed={"grant_type", "refresh_token", "device_code"})
+                           allowed=fields("token"))
     grant = body.get("grant_type")
     if grant == "refresh_token":
         jkt = await _off_loop(request, _proof_only)
@@ -181,7 +188,7 @@ async def token(request: Request) -> Response:
 async def device_start(request: Request) -> Response:
     hub = _hub(request)
     await _limit(hub.login_limiter, _client_addr(request), "device logins")
-    body = await read_json(request, SMALL_BODY, allowed={"device_name", "device_key"})
+    body = await read_json(request, SMALL_BODY, allowed=fields("device_start"))
     out = await run_in_threadpool(grants.start_device, hub.store, hub.settings, body, hub.now())
     return JSON(out, status_code=201, headers={"Cache-Control": "no-store"})
 
@@ -191,7 +198,7 @@ async def device_approve(request: Request) -> Response:
     hub = _hub(request)
     # per user: user codes are short, so guesses are what this bounds
     await _limit(hub.approve_limiter, p.user_id, "approval attempts")
-    body = await read_json(request, SMALL_BODY, allowed={"user_code"})
+    body = await read_json(request, SMALL_BODY, allowed=fields("device_approve"))
     return JSON(await run_in_threadpool(grants.approve_device, hub.store, p, body, hub.now()))
 
 
@@ -238,13 +245,13 @@ async def audit_export(request: Request) -> Response:
     return await ndjson(admin.audit_lines(hub.store, p, qp.get("space"), int(since)))
 
 
-_DRY = {"dry_run"}
+_DRY = fields("dry_run")
 ADMIN_ROUTES = [
     Route("/v1/spaces/{space}/rules", _admin(
         lambda h, p, s: admin.list_rules(h.store, p, s), params=("space",)), methods=["GET"]),
     Route("/v1/spaces/{space}/rules", _admin(
         lambda h, p, s, b: admin.add_rule(h.store, p, s, b, h.now()), params=("space",),
-        body={"effect", "who", "actions", "entries"}, status=201), methods=["POST"]),
+        body=fields("rule_add"), status=201), methods=["POST"]),
     Route("/v1/spaces/{space}/rules/{rule}/remove", _admin(
         lambda h, p, s, r, b: admin.remove_rule(h.store, p, s, r, b, h.now()),
         params=("space", "rule"), body=_DRY, access=True), methods=["POST"]),
@@ -252,7 +259,7 @@ ADMIN_ROUTES = [
         lambda h, p, s: admin.list_members(h.store, p, s), params=("space",)), methods=["GET"]),
     Route("/v1/spaces/{space}/members/{user}/role", _admin(
         lambda h, p, s, u, b: admin.set_role(h.store, p, s, u, b, h.now()),
-        params=("space", "user"), body={"role", "dry_run"}, access=True), methods=["POST"]),
+        params=("space", "user"), body=fields("role_set"), access=True), methods=["POST"]),
     Route("/v1/spaces/{space}/members/{user}/remove", _admin(
         lambda h, p, s, u, b: admin.remove_member(h.store, p, s, u, b, h.now()),
         params=("space", "user"), body=_DRY, access=True), methods=["POST"]),
@@ -284,7 +291,7 @@ ADMIN_ROUTES = [
         lambda h, p: admin.list_delegations(h.store, p)), methods=["GET"]),
     Route("/v1/delegations", _admin(
         lambda h, p, b: admin.create_delegation(h.store, h.key, h.settings, p, b, h.now()),
-        body={"space", "agent", "scope", "ttl_seconds"}, status=201), methods=["POST"]),
+        body=fields("delegation_create"), status=201), methods=["POST"]),
     Route("/v1/delegations/{delegation}/revoke", _admin(
         lambda h, p, d, b: admin.revoke_delegation(h.store, p, d, b, h.now()),
         params=("delegation",), body=_DRY, access=True), methods=["POST"]),
@@ -294,7 +301,7 @@ ADMIN_ROUTES = [
     Route("/v1/spaces/{space}/quota", _admin(
         lambda h, p, s, b: quotas.set_quota(h.store, HubQuotas.from_settings(h.settings), p,
                                             s, b),
-        params=("space",), body=set(quotas.FIELDS)), methods=["POST"]),
+        params=("space",), body=fields("quota_set")), methods=["POST"]),
     Route("/v1/audit", audit_export, methods=["GET"]),
     Route("/v1/audit/verify", _admin(
         lambda h, p, s: admin.verify_audit(h.store, p, s), query=("space",)),
@@ -313,7 +320,7 @@ async def list_spaces(request: Request) -> Response:
 async def create_space(request: Request) -> Response:
     p = await principal(request)
     hub = _hub(request)
-    body = await read_json(request, SMALL_BODY, allowed={"name"})
+    body = await read_json(request, SMALL_BODY, allowed=fields("space_create"))
     out = await run_in_threadpool(spaces.create_space, hub.store, p, body.get("name"), hub.now())
     return JSON(out, status_code=201)
 
@@ -322,7 +329,7 @@ async def create_invite(request: Request) -> Response:
     p = await principal(request)
     hub = _hub(request)
     await _limit(hub.invite_limiter, p.user_id, "invites created")
-    body = await read_json(request, SMALL_BODY, allowed={"role", "ttl_seconds"})
+    body = await read_json(request, SMALL_BODY, allowed=fields("invite_create"))
     space_ref = request.path_params.get("space")
     s = hub.settings
     out = await run_in_threadpool(spaces.invite, hub.store, p, space_ref, body, hub.now(),
@@ -333,7 +340,7 @@ async def create_invite(request: Request) -> Response:
 async def register_replica(request: Request) -> Response:
     p = await principal(request)
     hub = _hub(request)
-    body = await read_json(request, SMALL_BODY, allowed={"name"})
+    body = await read_json(request, SMALL_BODY, allowed=fields("replica_register"))
     out = await run_in_threadpool(spaces.register_replica, hub.store, p,
                                   request.path_params["space"], body, hub.now())
     return JSON(out, status_code=201)
@@ -428,7 +435,7 @@ async def _publish(request: Request, hub: Any) -> Any:
     await _limit(hub.publish_limiter, claims.device_id, "publications from this device")
     s = hub.settings
     rebase = _rebase_param(request)
-    body = await read_json(request, s.max_body_bytes)
+    body = await read_json(request, s.max_body_bytes, nul=True)
     outcome = await run_in_threadpool(
         guard.publish, hub.store, hub.key, claims, request.path_params["space"], body,
         max_ops=s.max_ops, max_body=s.max_entry_body, now=hub.now, hooks=hub.hooks,
@@ -460,7 +467,7 @@ async def receipt(request: Request) -> Response:
 async def bump_epoch(request: Request) -> Response:
     p = await principal(request)
     hub = _hub(request)
-    body = await read_json(request, SMALL_BODY, allowed={"reason"})
+    body = await read_json(request, SMALL_BODY, allowed=fields("epoch_bump"))
     out = await run_in_threadpool(spaces.bump_epoch, hub.store, p,
                                   request.path_params["space"], body, hub.now(), hub.key)
     hub.epoch_changed(out)
@@ -473,10 +480,19 @@ async def openapi(request: Request) -> Response:
     return JSON(document([r for r in request.app.routes if isinstance(r, Route)]))
 
 
+async def api_docs(request: Request) -> Response:
+    """The human page for /v1/openapi.json, a file shipped in the package (no CDN)."""
+    page = Path(__file__).with_name("static") / "docs.html"
+    return Response(page.read_bytes(), media_type="text/html",
+                    headers={"Content-Security-Policy": "default-src 'self'; "
+                             "script-src 'unsafe-inline'; style-src 'unsafe-inline'"})
+
+
 ROUTES = [
     Route("/healthz", healthz, methods=["GET"]),
     Route("/readyz", readyz, methods=["GET"]),
     Route("/v1/openapi.json", openapi, methods=["GET"]),
+    Route("/v1/docs", api_docs, methods=["GET"]),
     Route("/v1/hub", hub_info, methods=["GET"]),
     Route("/v1/keys", keys, methods=["GET"]),
     Route("/v1/invites/redeem", redeem, methods=["POST"]),

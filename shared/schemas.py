@@ -1,0 +1,133 @@
+"""JSON Schemas (2020-12, as OpenAPI 3.1 uses them) of the hub's request and response bodies.
+
+One description, two readers:
+
+    REQUESTS[name] ──> hub/api/http.py read_json: the body's fields are exactly the
+         │              schema's properties (unknown fields: invalid_request)
+         └──────────> hub/api/openapi.py: requestBody of the operation
+    RESPONSES[name] ─> hub/api/openapi.py: the 2xx response of the operation
+    ERROR ───────────> every error response ({"error": {code, message, details}})
+
+Values are then checked by the domain (``shared.wire.parse_batch``, ``shared.entry``,
+``hub/spaces.py``…), which may refuse more than a schema says (a signature, a role); the
+fuzz test (tests/hub/test_openapi_fuzz.py) checks that what the schema refuses the hub
+refuses too, and that every response matches its schema.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.errors import WIRE_CODES
+
+ID = {"type": "string", "pattern": "^[0-9a-hjkmnp-tv-z]{26}$",
+      "description": "canonical id: 26 characters of lowercase Crockford base32"}
+DIGEST = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
+ROLE = {"type": "string", "enum": ["viewer", "editor", "admin"]}
+DRY = {"dry_run": {"type": "boolean", "description": "say what would change; change nothing"}}
+TTL = {"type": "integer", "minimum": 1}
+
+
+def _obj(props: dict[str, Any], required: tuple[str, ...] = (), open_: bool = False,
+         **extra: Any) -> dict[str, Any]:
+    d: dict[str, Any] = {"type": "object", "properties": props}
+    if required:
+        d["required"] = list(required)
+    if not open_:
+        d["additionalProperties"] = False
+    d.update(extra)
+    return d
+
+
+ENTRY = _obj({
+    "id": {"type": "string", "description": "<kind>/<slug>"},
+    "title": {"type": "string"}, "body": {"type": "string"},
+    "tags": {"type": "array", "items": {"type": "string"}},
+    "links": {"type": "array", "items": {"type": "string"}},
+    "meta": {"type": "object"}, "deleted": {"type": "boolean"},
+}, ("id",))
+
+REQUESTS: dict[str, dict[str, Any]] = {
+    "redeem": _obj({"code": {"type": "string"}, "device_name": {"type": "string"},
+                    "device_key": {"type": "string", "description": "Ed25519 public key, "
+                                   "base64url"},
+                    "user_name": {"type": "string"}}, ("code", "device_key"),
+                   examples=[{"code": "qi_…", "device_name": "laptop",
+                              "device_key": "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}]),
+    "token": _obj({"grant_type": {"type": "string", "enum": [
+        "refresh_token", "urn:ietf:params:oauth:grant-type:device_code"]},
+        "refresh_token": {"type": "string"}, "device_code": {"type": "string"}},
+        ("grant_type",)),
+    "device_start": _obj({"device_name": {"type": "string"},
+                          "device_key": {"type": "string"}}, ("device_key",)),
+    "device_approve": _obj({"user_code": {"type": "string"}}, ("user_code",)),
+    "space_create": _obj({"name": {"type": "string", "pattern": "^[a-z0-9][a-z0-9_-]{0,62}$"}},
+                         ("name",), examples=[{"name": "team-memory"}]),
+    "invite_create": _obj({"role": {"type": "string",
+                                    "enum": ["viewer", "editor", "admin", "owner"]},
+                           "ttl_seconds": TTL}, ("role",),
+                          examples=[{"role": "editor", "ttl_seconds": 86400}]),
+    "replica_register": _obj({"name": {"type": "string"}}),
+    "batch": _obj({
+        "batch_id": ID, "replica_id": ID, "space": ID, "epoch": ID,
+        "parent": _obj({"seq": {"type": "integer", "minimum": 0}, "digest": DIGEST},
+                       ("seq", "digest")),
+        "ops": {"type": "array", "minItems": 1, "items": {"oneOf": [
+            _obj({"op": {"const": "put"}, "entry": ENTRY,
+                  "base": {"oneOf": [DIGEST, {"type": "null"}]}}, ("op", "entry", "base")),
+            _obj({"op": {"const": "delete"}, "id": {"type": "string"}, "base": DIGEST},
+                 ("op", "id", "base"))]}},
+        "provenance": {"oneOf": [{"type": "object", "additionalProperties":
+                                  {"type": "string"}}, {"type": "null"}]},
+        "digest": DIGEST, "signature": {"type": "string"},
+    }, ("batch_id", "replica_id", "space", "epoch", "parent", "ops", "digest", "signature"),
+        description="a signed batch (docs/protocol.md, Batch)"),
+    "epoch_bump": _obj({"reason": {"type": "string", "minLength": 1, "maxLength": 500}},
+                       ("reason",)),
+    "rule_add": _obj({"effect": {"type": "string", "enum": ["allow", "deny"]},
+                      "who": {"type": "string"}, "actions": {"type": "string"},
+                      "entries": {"type": "string"}}, ("who", "actions", "entries")),
+    "dry_run": _obj(DRY),
+    "role_set": _obj({"role": ROLE, **DRY}, ("role",)),
+    "delegation_create": _obj({"space": {"type": "string"}, "agent": {"type": "string"},
+                               "scope": {"type": "string", "enum": ["read", "write"]},
+                               "ttl_seconds": TTL}, ("space", "agent")),
+    "quota_set": _obj({f: {"oneOf": [{"type": "integer", "minimum": 0},
+                                     {"type": "null"}]}
+                       for f in ("max_entries", "max_bytes", "max_history_bytes")},
+                      minProperties=1),
+}
+
+ERROR = _obj({"error": _obj({
+    "code": {"type": "string", "enum": list(WIRE_CODES)},
+    "message": {"type": "string"},
+    "details": {"type": "object"}}, ("code", "message", "details"))}, ("error",),
+    examples=[{"error": {"code": "head_changed", "message": "the head moved since this batch "
+                         "was made; pull, merge, push again",
+                         "details": {"seq": 12, "digest": "…"}}}])
+
+_SPACE = _obj({"id": ID, "name": {"type": "string"}}, ("id", "name"), open_=True)
+_USAGE = _obj({"entries": {"type": "integer"}, "bytes": {"type": "integer"},
+               "history_bytes": {"type": "integer"}, "quota": {"type": "object"},
+               "own_quota": {"type": "object"}},
+              ("entries", "bytes", "history_bytes", "quota"), open_=True)
+
+RESPONSES: dict[str, dict[str, Any]] = {
+    "ok": _obj({"ok": {"type": "boolean"}}, ("ok",)),
+    "object": {"type": "object"},
+    "hub": _obj({"hub_id": ID, "url": {"type": "string"}}, open_=True),
+    "keys": _obj({"keys": {"type": "array", "items": {"type": "object"}}}, ("keys",)),
+    "tokens": _obj({"access_token": {"type": "string"}, "refresh_token": {"type": "string"},
+                    "token_type": {"type": "string"}, "expires_in": {"type": "integer"}},
+                   ("access_token",), open_=True),
+    "spaces": _obj({"spaces": {"type": "array", "items": _SPACE}}, ("spaces",)),
+    "space": _obj({"space": _SPACE}, ("space",), open_=True),
+    "invite": _obj({"code": {"type": "string"}, "expires_at": {"type": "integer"}},
+                   ("code",), open_=True),
+    "head": _obj({"space": ID, "epoch": ID, "seq": {"type": "integer", "minimum": 0},
+                  "digest": DIGEST, "role": {"type": "string"}, "rules": {"type": "array"},
+                  "usage": _USAGE}, ("space", "epoch", "seq", "digest"), open_=True),
+    "receipt": _obj({"receipt": {"type": "object"}, "replayed": {"type": "boolean"}},
+                    ("receipt",)),
+    "usage": _USAGE,
+}

@@ -89,6 +89,7 @@ REQUESTS: dict[str, dict[str, Any]] = {
                       "entries": {"type": "string"}}, ("who", "actions", "entries")),
     "dry_run": _obj(DRY),
     "role_set": _obj({"role": ROLE, **DRY}, ("role",)),
+    "user_rename": _obj({"name": {"type": "string"}, **DRY}, ("name",)),
     "delegation_create": _obj({"space": {"type": "string"}, "agent": {"type": "string"},
                                "scope": {"type": "string", "enum": ["read", "write"]},
                                "ttl_seconds": TTL}, ("space", "agent")),

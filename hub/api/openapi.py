@@ -139,6 +139,10 @@ OPS: dict[tuple[str, str], Op] = {
     ("GET", "/v1/spaces/{space}/diff"): Op(
         "an entry between two seqs", query=(("id", _STR), ("from", _INT), ("to", _INT),
                                             ("epoch", _STR))),
+    ("GET", "/v1/spaces/{space}/batch"): Op("one batch of the space by seq",
+                                            query=(("seq", _INT), ("epoch", _STR))),
+    ("POST", "/v1/users/{user}/name"): Op("rename a user", "object", "user_rename",
+                                          description=_DRY),
     ("GET", "/v1/spaces/{space}/search"): Op("entries holding every word, at the head",
                                              query=(("q", _STR), ("limit", _LIMIT))),
 }

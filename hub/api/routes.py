@@ -280,7 +280,7 @@ ADMIN_ROUTES = [
         params=("user",), body=_DRY, access=True), methods=["POST"]),
     Route("/v1/users/{user}/name", _admin(
         lambda h, p, u, b: admin.rename_user(h.store, p, u, b, h.now()),
-        params=("user",), body={"name", "dry_run"}), methods=["POST"]),
+        params=("user",), body=fields("user_rename")), methods=["POST"]),
     Route("/v1/spaces/{space}/replicas", _admin(
         lambda h, p, s: admin.list_replicas(h.store, p, s), params=("space",)),
         methods=["GET"]),

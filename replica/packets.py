@@ -16,9 +16,9 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from replica import store as st
+from replica import records as st
 from replica.merge import END_MARKER, START_MARKER, live, merge_entry
-from replica.store import Conflict
+from replica.records import Conflict
 from shared import policy
 from shared.digest import digest_of, sha256_hex
 from shared.entry import Entry, EntryError, guardrail_rank, make_entry, parse_markdown

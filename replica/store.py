@@ -27,7 +27,6 @@ import json
 from collections import namedtuple
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,9 +49,23 @@ from sqlalchemy import (
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import NullPool
 
-from shared.canonical import _fast_dumps, _fast_ok, canonical_str
+# the store's values live in replica/records.py; callers reach them as st.<name> too
+from replica.records import (
+    SAME,
+    TOMBSTONE_PREFIX,
+    Conflict,
+    EntryState,
+    Head,
+    _same_entry,
+    entry_from_json,
+    entry_json,
+    live_version,  # noqa: F401 - re-exported
+    stored_entry,
+    version_of,
+    with_canonical,  # noqa: F401 - re-exported
+)
+from shared.canonical import _fast_dumps, _fast_ok
 from shared.digest import digest_of, sha256_hex
-from shared.entry import Entry, make_entry, tombstone
 
 metadata = MetaData()
 
@@ -150,105 +163,6 @@ receipts_t = Table(
     Column("receipt", Text, nullable=False),
 )
 
-
-def entry_json(e: Entry | None) -> str | None:
-    if e is None:
-        return None
-    text = e.__dict__.get("_canonical")  # set where the canonical JSON is already at hand
-    return text if text is not None else canonical_str(e.to_dict())
-
-
-SAME = ""  # stored for local: the synced entry; for file_base: the local entry
-
-
-def _same_entry(a: Entry | None, b: Entry | None) -> bool:
-    return a is b or (a is not None and b is not None and a.version == b.version)
-
-
-def with_canonical(e: Entry, text: str, version: str) -> Entry:
-    """``e`` carrying its canonical JSON and version (computed once by the caller)."""
-    object.__setattr__(e, "_canonical", text)
-    object.__setattr__(e, "_version", version)
-    return e
-
-
-def entry_from_json(s: str | None) -> Entry | None:
-    return None if s is None else make_entry(json.loads(s))
-
-
-TOMBSTONE_PREFIX = '{"deleted":true,'  # canonical JSON of a tombstone starts so; nothing else
-
-
-def stored_entry(s: str | None, version: str | None = None) -> Entry | None:
-    """An entry this store wrote (canonical JSON of a validated entry): rebuilt without
-    validating it again, and with its stored version, so nothing is recomputed."""
-    if s is None:
-        return None
-    d = json.loads(s)
-    if d.get("deleted") is True:
-        e = tombstone(d["id"])
-    else:
-        e = Entry(id=d["id"], title=d["title"], body=d["body"], tags=tuple(d["tags"]),
-                  links=tuple(d["links"]), meta=d["meta"])
-    if version is not None:
-        object.__setattr__(e, "_version", version)  # Entry.version's cache
-        object.__setattr__(e, "_canonical", s)  # stored as it was given: canonical
-    return e
-
-
-def version_of(e: Entry | None) -> str | None:
-    return None if e is None else e.version
-
-
-def live_version(e: Entry | None) -> str | None:
-    """Version for comparing states: absent and tombstone compare equal."""
-    return None if e is None or e.deleted else e.version
-
-
-@dataclass
-class EntryState:
-    id: str
-    synced: Entry | None
-    local: Entry | None
-    file_hash: str | None = None
-    file_size: int | None = None
-    file_mtime_ns: int | None = None
-    held: bool = False
-    file_base: Entry | None = None
-
-    @property
-    def dirty(self) -> bool:
-        return live_version(self.local) != live_version(self.synced)
-
-
-@dataclass(frozen=True)
-class Head:
-    epoch: str
-    seq: int
-    digest: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "seq": self.seq, "digest": self.digest}
-
-
-@dataclass
-class Conflict:
-    entry_id: str
-    fields: list[str]
-    base: Entry | None
-    ours: Entry | None
-    theirs: Entry | None
-    theirs_author: dict[str, Any] | None
-    theirs_seq: int | None
-    body_with_markers: str | None
-    created_at: int
-
-    def to_json(self) -> dict[str, Any]:
-        def side(e: Entry | None) -> dict[str, Any] | None:
-            return None if e is None else {"version": e.version, "entry": e.to_dict()}
-        return {"entry": self.entry_id, "fields": self.fields, "base": side(self.base),
-                "ours": side(self.ours), "theirs": side(self.theirs),
-                "theirs_author": self.theirs_author, "theirs_seq": self.theirs_seq}
 
 
 class Store:

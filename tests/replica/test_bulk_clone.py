@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+import replica.records as records_mod
 import replica.store as store_mod
 import replica.sync as sync_mod
 from replica import vault as vlt
@@ -116,7 +117,7 @@ def test_a_sync_with_nothing_to_do_reads_and_parses_nothing(tmp_path, space, mon
         raise AssertionError("parsed on a no-op sync")
 
     monkeypatch.setattr(vlt, "read_entry", boom)
-    monkeypatch.setattr(store_mod, "make_entry", boom)
+    monkeypatch.setattr(records_mod, "make_entry", boom)
     monkeypatch.setattr(sync_mod.Path, "read_bytes", boom)
     rep = b.sync()
     assert not rep.local_changes and not rep.pulled

@@ -25,6 +25,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
+import replica.push as push_mod
 import replica.sync as sync_mod
 from replica import vault as vlt
 from replica.crash import POINTS
@@ -289,6 +290,7 @@ def test_crash_at_every_point_is_completed_by_the_next_sync(tmp_path, space, mon
             raise Crash(name)
 
     monkeypatch.setattr(sync_mod, "crash_point", crash)
+    monkeypatch.setattr(push_mod, "crash_point", crash)  # the push half's points
     with pytest.raises(Crash):
         b.sync()
     monkeypatch.undo()

@@ -1,0 +1,128 @@
+"""What ``quire status --json`` costs (issue 20), at 1,000 and 100,000 entries, without a
+watcher and with one running, wall time of the whole process (start-up included).
+
+A real ``quire hub serve`` process is loaded with the bench corpus (batches of 500, through
+the guard); one member joins with the real CLI (snapshot into its vault). Then, each
+``--runs`` times (median reported): ``quire status --json`` on a clean vault, the same with
+10 hand edits waiting (they are found by the vault scan), ``quire status --json --fast``
+(no scan), and a no-op ``quire sync`` for comparison; then the same with ``quire watch``
+running for the space. ``quire status`` always makes the size-and-mtime scan a sync makes
+(replica/pending.py), watcher or not: it reads no watcher journal yet (issue 16 item 2).
+
+    python -m bench.status_cost [--sizes 1000,100000] [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.corpus import corpus
+from bench.proc import run_timed
+from bench.quire_side import Hub, Member, Publisher, quire_cmd
+
+
+def _median(times: list[float]) -> float:
+    return round(statistics.median(times), 3)
+
+
+def _timed(m: Member, *args: str, runs: int) -> dict[str, Any]:
+    times, doc = [], {}
+    for _ in range(runs):
+        t = run_timed([*quire_cmd(), *args, "--json"], env=m.env, timeout=1800)
+        times.append(t.seconds)
+        doc = json.loads(t.stdout.strip().splitlines()[-1])
+    return {"median_s": _median(times), "runs_s": [round(x, 3) for x in times],
+            "state": doc.get("state"),
+            "unpublished": (doc.get("unpublished") or {}).get("count")}
+
+
+def _edit(vault: Path, n: int, tag: str) -> list[Path]:
+    files = sorted(vault.rglob("*.md"))[:n]
+    for p in files:
+        p.write_text(p.read_text(encoding="utf-8") + f"\nedited by hand ({tag})\n",
+                     encoding="utf-8")
+    return files
+
+
+def _series(m: Member, vault: Path, runs: int, tag: str) -> dict[str, Any]:
+    out = {"status": _timed(m, "status", runs=runs),
+           "status_fast": _timed(m, "status", "--fast", runs=runs)}
+    _edit(vault, 10, tag)
+    out["status_10_edits"] = _timed(m, "status", runs=runs)
+    m.sync()  # publish the edits; the next syncs have nothing to do
+    out["noop_sync"] = _timed(m, "sync", runs=runs)
+    return out
+
+
+def _wait_idle(status_path: Path, timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            doc = json.loads(status_path.read_text())
+        except (OSError, ValueError):
+            doc = {}
+        if doc.get("state") == "idle" and doc.get("stream") == "up":
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"watcher not idle: {status_path}")
+
+
+def run_size(n: int, runs: int, root: Path) -> dict[str, Any]:
+    hub = Hub(f"hub-{n}", root, dict(os.environ))
+    hub.init()
+    hub.start()
+    try:
+        pub = Publisher(hub.url, hub.enrollment_code, "bench-status")
+        space = pub.http.post("/v1/spaces", json={"name": f"status-{n}"}).json()["space"]["id"]
+        pub.attach(space)
+        entries = corpus(n)
+        for i in range(0, len(entries), 500):
+            pub.publish(entries[i:i + 500])
+        code = pub.http.post(f"/v1/spaces/{space}/invites", json={"role": "editor"}).json()
+        pub.close()
+        m = Member(f"m{n}", root, dict(os.environ))
+        vault = root / f"vault-{n}"
+        join = m.join(hub.url, code["code"], vault)
+        out: dict[str, Any] = {"entries": n, "join_s": round(join.seconds, 1)}
+        out["without_watcher"] = _series(m, vault, runs, "a")
+        space_dir = next((m.home / "spaces").iterdir())
+        watcher = subprocess.Popen([*quire_cmd(), "watch"], env=m.env,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            _wait_idle(space_dir / "watch.json")
+            out["with_watcher"] = {"status": _timed(m, "status", runs=runs),
+                                   "status_fast": _timed(m, "status", "--fast", runs=runs)}
+        finally:
+            watcher.terminate()
+            watcher.wait(120)
+        return out
+    finally:
+        hub.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", default="1000,100000")
+    ap.add_argument("--runs", type=int, default=5)
+    args = ap.parse_args(argv)
+    results = []
+    for n in (int(s) for s in args.sizes.split(",")):
+        with tempfile.TemporaryDirectory(prefix="quire-bench-status-") as tmp:
+            results.append(run_size(n, args.runs, Path(tmp)))
+            print(json.dumps(results[-1]), flush=True)
+    doc = {"load_average": os.getloadavg(), "cores": os.cpu_count(), "results": results}
+    out = Path(__file__).resolve().parent / "results" / "status_cost.json"
+    out.write_text(json.dumps(doc, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,31 @@
+"""What one sync did (``SyncReport``): counts, the entries merged, held or changed locally,
+the files it could not publish and the changes the space rules deny. Filled by the engine
+(replica/sync.py, replica/push.py), shown by every front end."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from replica import vault as vlt
+
+
+@dataclass
+class SyncReport:
+    pulled: int = 0
+    pushed: int = 0
+    batches: int = 0
+    snapshot: bool = False
+    merged: list[str] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)
+    local_changes: list[str] = field(default_factory=list)
+    # local changes the space rules (as the head states them) deny: kept, not pushed
+    policy_denied: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[vlt.Problem] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pulled": self.pulled, "pushed": self.pushed, "batches": self.batches,
+                "snapshot": self.snapshot, "merged": sorted(set(self.merged)),
+                "held": sorted(set(self.held)), "local_changes": sorted(self.local_changes),
+                "problems": [p.to_json() for p in self.problems],
+                "policy_denied": list(self.policy_denied)}

@@ -23,6 +23,7 @@ from typing import Any
 
 from sqlalchemy import select, text
 
+from hub import audit
 from hub.access import Principal, space_access_txn
 from hub.store import queries as q
 from hub.store.db import Store
@@ -147,7 +148,7 @@ def usage(store: Store, hub: HubQuotas, p: Principal, space_ref: str) -> dict[st
 
 
 def set_quota(store: Store, hub: HubQuotas, p: Principal, space_ref: str,
-              body: dict[str, Any]) -> dict[str, Any]:
+              body: dict[str, Any], now: int) -> dict[str, Any]:
     """``POST /v1/spaces/{space}/quota`` (space admins): each of ``max_entries``,
     ``max_bytes``, ``max_history_bytes`` a non-negative integer (0: none) or null (the
     hub's default); absent fields are unchanged."""
@@ -166,5 +167,7 @@ def set_quota(store: Store, hub: HubQuotas, p: Principal, space_ref: str,
         usage_txn(conn, space.id)
         conn.execute(space_quota.update().where(space_quota.c.space_id == space.id)
                      .values(**values))
+        audit.record_space_txn(conn, space, at=now, action="quota.set", actor=p.actor(),
+                               details=values)
         return dict(_doc(usage_txn(conn, space.id), hub), space=space.id)
     return store.run_write(txn)

@@ -300,7 +300,7 @@ ADMIN_ROUTES = [
         params=("space",)), methods=["GET"]),
     Route("/v1/spaces/{space}/quota", _admin(
         lambda h, p, s, b: quotas.set_quota(h.store, HubQuotas.from_settings(h.settings), p,
-                                            s, b),
+                                            s, b, h.now()),
         params=("space",), body=fields("quota_set")), methods=["POST"]),
     Route("/v1/audit", audit_export, methods=["GET"]),
     Route("/v1/audit/verify", _admin(

@@ -85,6 +85,11 @@ def test_only_admins_set_quotas_and_values_are_checked(team: Team) -> None:
         assert r.status_code == 422, (bad, r.text)
     r = t.owner.post(f"/v1/spaces/{t.space}/quota", {"colour": 1})
     assert r.status_code == 422
+    r = t.owner.post(f"/v1/spaces/{t.space}/quota", {"max_entries": 7})
+    assert r.status_code == 200
+    events = kit.ndjson(t.owner.get(f"/v1/audit?space={t.space}").text)
+    assert [e["details"]["max_entries"] for e in events if e.get("action") == "quota.set"
+            ] == [7]  # audited; the refused attempts changed nothing
 
 
 def test_hub_quota_from_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

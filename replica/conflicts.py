@@ -49,8 +49,11 @@ from replica import store as st
 from replica.crash import crash_point
 from replica.home import SpaceConfig, space_lock
 from replica.packets import (
+    DEFAULT_TTL_S,
     HOW,
     MAX_INLINE_BYTES,
+    MAX_TTL_S,
+    MIN_TTL_S,
     build_packet,
     conflict_kind,
     entry_from_vault_text,
@@ -79,9 +82,6 @@ from shared.ids import is_agent_name, is_entry_id
 __all__ = ["Desk", "Principal", "entry_from_vault_text", "merged_from_json", "plan_batch",
            "forget_resolutions_txn", "packet_digest", "packet_id_of", "with_current_ours"]
 
-DEFAULT_TTL_S = 120
-MIN_TTL_S = 1
-MAX_TTL_S = 3600
 
 
 def now_ms() -> int:

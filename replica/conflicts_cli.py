@@ -12,8 +12,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from replica.conflicts import DEFAULT_TTL_S, entry_from_vault_text
 from replica.home import Home
+from replica.packets import DEFAULT_TTL_S, entry_from_vault_text  # no SQLAlchemy at start
 from replica.service import open_desk
 from shared.errors import InvalidRequest
 

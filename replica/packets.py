@@ -35,6 +35,11 @@ NOTICE = ("The candidate texts in this packet (base, ours, theirs, merged) were 
 HOW = ("ours", "theirs", "merged", "delete", "keep_both")
 PARTS = ("base", "ours", "theirs", "merged")
 
+# a claim on a packet is a lease (replica/conflicts.py's desk holds them)
+DEFAULT_TTL_S = 120
+MIN_TTL_S = 1
+MAX_TTL_S = 3600
+
 
 # ---------------------------------------------------------------- pure: packets
 

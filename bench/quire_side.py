@@ -49,7 +49,8 @@ def _json_out(t: Timed, what: str) -> dict[str, Any]:
             doc = json.loads(lines[-1])
         except ValueError:
             doc = None
-    if t.returncode != 0 or not isinstance(doc, dict) or "error" in doc:
+    # exit 3: the command ran and lists something left over (docs/cli.md, Exit codes)
+    if t.returncode not in (0, 3) or not isinstance(doc, dict) or "error" in doc:
         detail = doc.get("error") if isinstance(doc, dict) else None
         tail = detail or (t.stderr or t.stdout).strip().splitlines()[-2:]
         raise Unavailable(f"{what} failed (exit {t.returncode}): {str(tail)[:300]}")

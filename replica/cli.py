@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from replica import service
+from replica import exitcodes, service
 from replica.home import Home
 from replica.service import error_doc, hub_for, open_client
 from shared.errors import LocalError, QuireError
@@ -91,12 +91,19 @@ def _size(n: int) -> str:
 
 
 def _human_status(doc: dict[str, Any]) -> str:
+    from replica.humanout import state
+    from shared.humanize import when
+
     h = doc["head"]
-    lines = [f"space {doc['space']['name']} ({doc['space']['id']})  state: {doc['state']}",
+    lines = [f"space {doc['space']['name']} ({doc['space']['id']})  state: "
+             f"{state(doc['state'])}",
              f"  vault:  {doc['vault']}",
              "  head:   " + (f"epoch {h['epoch']} seq {h['seq']} {h['digest'][:12]}" if h
                               else "none (never synced)"),
-             f"  outbox: {doc['outbox']} unpublished local change(s) in the store"]
+             f"  outbox: {doc['outbox']} unpublished local change(s) in the store",
+             f"  last sync: {when(doc.get('last_sync'))}"
+             + ("" if doc.get("last_success") == doc.get("last_sync") else
+                f" (last success: {when(doc.get('last_success'))})")]
     u = doc.get("unpublished")
     if u is not None:
         how = "vault scanned" if u["scanned"] else "vault not scanned (--fast)"
@@ -116,7 +123,7 @@ def _human_status(doc: dict[str, Any]) -> str:
                      "locally, not published")
     if doc["last_error"]:
         e = doc["last_error"]
-        lines.append(f"  last error: {e['code']}: {e['message']}")
+        lines.append(f"  last error: {e['code']}: {e['message']} ({when(e.get('at'))})")
     if doc.get("suspended"):
         lines.append(f"  suspended: {doc['suspended']['reason']}: the hub refuses this replica; "
                      "local edits and the outbox are kept and publish once access returns")
@@ -141,9 +148,11 @@ def cmd_join(args: argparse.Namespace, out: Out) -> int:
                        name=args.name or _account_name(), say=out.say, progress=out.progress)
     url, name = doc["hub"]["url"], doc.pop("device_name")
     if doc["space"] is None:
-        out.doc(doc, f"joined hub {url} as device {name!r} (no space: owner enrollment)")
+        out.doc(doc, f"joined hub {url} as device {name!r} (no space: owner enrollment)\n"
+                     "next: quire admin space create team-memory   # or any name")
     elif doc.get("rejoined"):
-        out.doc(doc, f"access to {doc['space']['name']} restored; run 'quire sync'")
+        out.doc(doc, f"access to {doc['space']['name']} restored; next: quire sync "
+                     f"{doc['space']['name']}")
     else:
         status = doc["status"]
         out.doc(doc, f"vault written to {doc['space']['vault']} "
@@ -152,14 +161,34 @@ def cmd_join(args: argparse.Namespace, out: Out) -> int:
     return 0
 
 
+JOIN_EPILOG = """\
+Two replicas on one machine (a team of two tried on a laptop, two agents that must not share
+a device): give each its own home before it joins, one terminal each:
+
+  export QUIRE_HOME=$PWD/alice
+  quire join http://127.0.0.1:8470 --invite CODE --vault ./alice-memory
+
+  export QUIRE_HOME=$PWD/bob
+  quire join http://127.0.0.1:8470 --invite ANOTHER_CODE --vault ./bob-memory
+
+A home holds the device key, the credentials and the stores; two joins in one home are one
+device. On separate machines leave QUIRE_HOME unset (default: the user data folder).
+"""
+
+
 def cmd_spaces(args: argparse.Namespace, out: Out) -> int:
     home = Home()
     spaces = home.spaces()
     hubs = {h.hub_id: h.url for h in home.hubs()}
     rows = [dict(s.to_json(), hub_url=hubs.get(s.hub_id)) for s in spaces]
-    human = "\n".join(f"{s.name:20} {s.space_id}  {s.role or '?':7} {s.vault}  "
-                      f"({hubs.get(s.hub_id)})" for s in spaces) or "no space joined"
-    out.doc({"spaces": rows}, human)
+    if out.json:
+        out.doc({"spaces": rows})
+        return 0
+    from replica.humanout import table
+
+    out.doc({}, table(["space", "id", "role", "vault", "hub"],
+                      [[s.name, s.space_id, s.role or "?", s.vault, hubs.get(s.hub_id)]
+                       for s in spaces], empty="no space joined"))
     return 0
 
 
@@ -172,15 +201,34 @@ def cmd_sync(args: argparse.Namespace, out: Out) -> int:
              f"change(s) in {r['batches']} batch(es)" + (" (snapshot)" if r["snapshot"] else "")]
     for e in r["merged"]:
         human.append(f"  merged: {e}")
-    for e in r["held"]:
+    # every held entry, not only those this sync held: the state says conflicts until each
+    # one is resolved (docs/cli.md)
+    for e in sorted(set(r["held"]) | {c["entry"] for c in status["conflicts"]}):
         human.append(f"  held in conflict: {e} (your version stays in the vault)")
     for p in r["problems"]:
         where = f"{p['path']}:{p['line']}" if p.get("line") else p["path"]
         human.append(f"  not published: {where}: {p['reason']}")
     for d in r["policy_denied"]:
         human.append(f"  refused locally (policy_denied): {d['message']}")
-    out.doc(dict(status, sync=r), "\n".join(human))
-    return 0
+    doc = dict(status, sync=r)
+    code = exitcodes.for_status(doc)
+    if code == exitcodes.ATTENTION:
+        human.append("left for you (exit 3): " + _left_over(doc))
+    out.doc(doc, "\n".join(human))
+    return code
+
+
+def _left_over(doc: dict[str, Any]) -> str:
+    parts = []
+    if doc["conflicts"]:
+        parts.append(f"{len(doc['conflicts'])} held in conflict (quire conflicts list)")
+    if doc["problems"]:
+        parts.append(f"{len(doc['problems'])} file(s) that cannot be published (fix them)")
+    if doc.get("policy_denied"):
+        parts.append(f"{len(doc['policy_denied'])} change(s) the space rules refuse")
+    if not parts and doc.get("outbox"):
+        parts.append(f"{doc['outbox']} change(s) not published yet (quire sync)")
+    return "; ".join(parts) or doc["state"]
 
 
 def cmd_status(args: argparse.Namespace, out: Out) -> int:
@@ -193,11 +241,7 @@ def cmd_status(args: argparse.Namespace, out: Out) -> int:
     doc = dict(overall(service.status_doc(space, scan=not args.fast), watcher),
                watcher=watcher)
     out.doc(doc, "\n".join([_human_status(doc), *human_watcher(doc["watcher"])]))
-    if not args.strict:
-        return 0
-    from replica.exitcodes import for_status
-
-    return for_status(doc)  # non-zero for every state but ok (docs/cli.md, "Exit codes")
+    return exitcodes.for_status(doc) if args.strict else exitcodes.OK
 
 
 def cmd_watch(args: argparse.Namespace, out: Out) -> int:
@@ -227,12 +271,17 @@ def cmd_admin(args: argparse.Namespace, out: Out) -> int:
     with open_client(hub) as c:
         if args.noun == "space" and args.verb == "create":
             res = c.create_space(args.name)
-            out.doc(res, f"created space {res['space']['name']} ({res['space']['id']})")
+            out.doc(res, f"created space {res['space']['name']} ({res['space']['id']})\n"
+                         f"next: quire admin invite create {res['space']['name']} "
+                         "--role editor")
         elif args.noun == "space" and args.verb == "list":
+            from replica.humanout import table
+
             rows = c.spaces()
-            out.doc({"spaces": rows}, "\n".join(
-                f"{s['name']:20} {s['id']}  {s.get('role', '?'):7} seq {s.get('seq')}"
-                for s in rows) or "no spaces")
+            out.doc({"spaces": rows}, None if out.json else table(
+                ["space", "id", "role", "epoch", "seq"],
+                [[s["name"], s["id"], s.get("role", "?"), s.get("epoch"), s.get("seq")]
+                 for s in rows], empty="no spaces"))
         elif args.noun == "space" and args.verb == "show":
             res = c.usage(args.space)
             out.doc(res, f"space {args.space} ({res['space']})\n  usage: {usage_line(res)}")
@@ -251,8 +300,11 @@ def cmd_admin(args: argparse.Namespace, out: Out) -> int:
                 if not args.space or not args.role:
                     raise UsageError("give SPACE and --role, or --owner")
                 res = c.create_invite(args.space, args.role, args.ttl)
-            out.doc(res, f"invite code: {res['code']}\n(expires at {res.get('expires_at')}; "
-                         f"join with: quire join {hub.url} --invite {res['code']})")
+            from shared.humanize import when
+
+            out.doc(res, f"invite code: {res['code']}\n(single use, expires "
+                         f"{when(res.get('expires_at'))}; join with: quire join {hub.url} "
+                         f"--invite {res['code']})")
         elif args.noun == "revert":
             from replica import revert_cli
 
@@ -263,6 +315,29 @@ def cmd_admin(args: argparse.Namespace, out: Out) -> int:
                          f"(was {res.get('previous')})")
         elif not identity_cli.admin(args, out, c, hub):
             raise UsageError(f"unknown admin command {args.noun} {args.verb}")
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace, out: Out) -> int:
+    """Check this machine's setup (replica/doctor.py); each finding says how to fix it."""
+    from replica import doctor
+
+    report = doctor.diagnose(Home())
+    out.doc(report.to_json(), doctor.human(report))
+    return report.exit_code()
+
+
+def cmd_completion(args: argparse.Namespace, out: Out) -> int:
+    """Print or install the shell completion script (replica/completion.py)."""
+    from replica import completion
+
+    if args.install:
+        res = completion.install(args.shell, build_parser())
+        out.doc(res, f"wrote {res['path']}\n" + "\n".join("  " + n for n in res["next"]))
+    elif out.json:
+        out.doc({"shell": args.shell, "script": completion.script(args.shell, build_parser())})
+    else:
+        sys.stdout.write(completion.script(args.shell, build_parser()))
     return 0
 
 
@@ -288,7 +363,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("hub", help="run or set up a hub (quire hub --help)", add_help=False)
 
-    j = sub.add_parser("join", parents=[common], help="join a hub (and a space) with an invite")
+    j = sub.add_parser("join", parents=[common], help="join a hub (and a space) with an invite",
+                       description="Join a hub (and a space) with an invite code.",
+                       epilog=JOIN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     j.add_argument("url", help="the hub's URL, e.g. http://127.0.0.1:8470")
     j.add_argument("--invite", required=True, metavar="CODE", help="the invite code")
     j.add_argument("--vault", metavar="DIR", help="where to keep the Markdown files "
@@ -331,6 +408,17 @@ def build_parser() -> argparse.ArgumentParser:
                        help="two replicas on an embedded hub: a clean merge and a held conflict")
     d.add_argument("--keep", action="store_true", help="keep the temporary folder")
     d.set_defaults(func=cmd_demo)
+
+    dr = sub.add_parser("doctor", parents=[common],
+                        help="check this machine's setup; every finding says how to fix it")
+    dr.set_defaults(func=cmd_doctor)
+
+    co = sub.add_parser("completion", parents=[common],
+                        help="shell completion: print the script, or --install it")
+    co.add_argument("shell", choices=["bash", "zsh", "fish"])
+    co.add_argument("--install", action="store_true",
+                    help="write it where the shell loads completions from")
+    co.set_defaults(func=cmd_completion)
 
     a = sub.add_parser("admin", parents=[common], help="manage the hub (admins and owners)")
     a.add_argument("--hub", metavar="URL", help="which joined hub (default: the only one)")
@@ -404,14 +492,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {e.message} [{e.code}]", file=sys.stderr)
             if e.details:
                 print(f"  details: {json.dumps(e.details, ensure_ascii=False)}", file=sys.stderr)
-        return 2 if isinstance(e, UsageError) else 1
+        return exitcodes.for_error_code(e.code)
     except OSError as e:
         err = LocalError(f"{type(e).__name__}: {e}")
         if out.json:
             out.doc(error_doc(err))
         else:
             print(f"error: {err.message}", file=sys.stderr)
-        return 1
+        return exitcodes.ERROR
 
 
 if __name__ == "__main__":

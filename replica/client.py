@@ -151,6 +151,22 @@ class HubClient:
     def hub_info(self) -> dict[str, Any]:
         return self._request("GET", "/v1/hub")
 
+    def hub_info_and_clock(self) -> tuple[dict[str, Any], int | None]:
+        """``GET /v1/hub`` and the hub's clock from its ``Date`` header (Unix ms, to the
+        second; None without one): what ``quire doctor`` compares this machine's clock with."""
+        from email.utils import parsedate_to_datetime
+
+        try:
+            resp = self._http.request("GET", "/v1/hub")
+        except (httpx2.TransportError, httpx2.StreamError) as e:
+            raise TransferFailed(f"GET /v1/hub: {type(e).__name__}: {e}") from e
+        info = self._decode(resp, "GET", "/v1/hub")
+        try:
+            clock = int(parsedate_to_datetime(resp.headers["date"]).timestamp() * 1000)
+        except (KeyError, TypeError, ValueError):
+            clock = None
+        return info, clock
+
     def redeem(self, code: str, device_name: str, device_key: str,
                user_name: str | None = None) -> dict[str, Any]:
         body = {"code": code, "device_name": device_name, "device_key": device_key}

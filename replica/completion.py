@@ -19,12 +19,10 @@ from typing import Any
 SHELLS = ("bash", "zsh", "fish")
 
 
-def full_parser() -> argparse.ArgumentParser:
-    """``quire``'s parser with the real ``quire hub`` parser in place of its dispatch stub,
-    and every subcommand listed (argparse lists only those given a ``help``)."""
-    from replica.cli import build_parser
-
-    parser = build_parser()
+def full_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """``quire``'s parser (the front end passes its own: this module imports no front end)
+    with the real ``quire hub`` parser in place of its dispatch stub, and every subcommand
+    listed (argparse lists only those given a ``help``)."""
     hub_cli = importlib.import_module("hub.cli")  # as main() does: replica never imports hub
     sub = _subparsers(parser)
     if sub is not None and "hub" in sub.choices:
@@ -53,12 +51,12 @@ def _list_every_choice(parser: argparse.ArgumentParser) -> None:
         _list_every_choice(child)
 
 
-def script(shell: str) -> str:
+def script(shell: str, parser: argparse.ArgumentParser) -> str:
     import shtab
 
     if shell not in SHELLS:
         raise ValueError(f"unknown shell {shell!r}; one of {', '.join(SHELLS)}")
-    return str(shtab.complete(full_parser(), shell=shell))
+    return str(shtab.complete(full_parser(parser), shell=shell))
 
 
 def install_path(shell: str, env: dict[str, str] | None = None) -> Path:
@@ -85,11 +83,11 @@ def activation(shell: str, path: Path) -> list[str]:
     return ["start a new shell"]
 
 
-def install(shell: str) -> dict[str, Any]:
+def install(shell: str, parser: argparse.ArgumentParser) -> dict[str, Any]:
     path = install_path(shell)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".quire-tmp")
-    tmp.write_text(script(shell), encoding="utf-8")
+    tmp.write_text(script(shell, parser), encoding="utf-8")
     tmp.replace(path)
     return {"shell": shell, "path": str(path), "installed": True,
             "next": activation(shell, path)}

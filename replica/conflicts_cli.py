@@ -18,16 +18,19 @@ from replica.service import open_desk
 from shared.errors import InvalidRequest
 
 
+def _until(ms: Any) -> str:
+    from shared.humanize import when
+
+    return when(ms)
+
+
 def _human_list(rows: list[dict[str, Any]]) -> str:
-    if not rows:
-        return "no open conflict packets"
-    lines = []
-    for r in rows:
-        claim = r["claim"]
-        held = f"  claimed by {claim['agent']} until {claim['expires_at']}" if claim else ""
-        lines.append(f"{r['packet_id']}  {r['entry']}  {r['kind']} ({', '.join(r['fields'])})"
-                     f"{held}")
-    return "\n".join(lines)
+    from replica.humanout import table
+
+    return table(["packet", "entry", "kind", "fields", "claimed by"], [
+        [r["packet_id"], r["entry"], r["kind"], ", ".join(r["fields"]),
+         f"{r['claim']['agent']} until {_until(r['claim']['expires_at'])}" if r["claim"]
+         else ""] for r in rows], empty="no open conflict packets")
 
 
 def _human_packet(p: dict[str, Any]) -> str:
@@ -48,7 +51,8 @@ def _human_packet(p: dict[str, Any]) -> str:
     elif m:
         lines.append(f"merged body: {m['size']} bytes, read with --page (pages: {p['page_count']})")
     if p.get("claim"):
-        lines.append(f"claimed by {p['claim']['agent']} until {p['claim']['expires_at']}")
+        lines.append(f"claimed by {p['claim']['agent']} until "
+                     f"{_until(p['claim']['expires_at'])}")
     return "\n".join(lines)
 
 
@@ -64,11 +68,12 @@ def cmd_conflicts(args: argparse.Namespace, out: Any) -> int:
             out.doc(p, _human_packet(p))
         elif args.verb == "claim":
             c = desk.claim(args.packet, args.agent, args.ttl)
-            out.doc(c, f"claimed {c['packet_id']} as {c['agent']} until {c['expires_at']}\n"
+            out.doc(c, f"claimed {c['packet_id']} as {c['agent']} until "
+                       f"{_until(c['expires_at'])}\n"
                        f"token: {c['token']}")
         elif args.verb == "renew":
             c = desk.renew(args.packet, args.claim, args.ttl)
-            out.doc(c, f"renewed {c['packet_id']} until {c['expires_at']}")
+            out.doc(c, f"renewed {c['packet_id']} until {_until(c['expires_at'])}")
         elif args.verb == "release":
             r = desk.release(args.packet, args.claim)
             out.doc(r, f"released {r['packet_id']}")

@@ -197,8 +197,11 @@ class Session:
                 pass
             report, status = service.run_sync(self.home, space)
         r = report.to_json()
+        # every held entry, as the CLI lists them: the state is conflicts until each one is
+        # resolved, whether this sync held it, held it again or found it held
+        held = sorted(set(r["held"]) | {c["entry"] for c in status["conflicts"]})
         return {"pulled_batches": r["pulled"], "pushed_changes": r["pushed"],
-                "merged": r["merged"][:50], "held_in_conflict": r["held"][:50],
+                "merged": r["merged"][:50], "held_in_conflict": held[:50],
                 "problems": r["problems"][:20], "head": status["head"],
                 # local changes the space rules deny: kept here, never sent (docs/replica.md)
                 "policy_denied": list(r.get("policy_denied") or [])[:20],

@@ -90,3 +90,12 @@ def test_the_tour_is_found_and_uses_two_homes_on_one_machine() -> None:
     cmds = [s.command for s in steps]
     assert any(c.startswith("quire hub serve") and s.background for c, s in zip(cmds, steps, strict=True))
     assert sum(c.startswith("export QUIRE_HOME=") for c in cmds) >= 2
+
+
+def test_join_help_gives_the_two_replicas_on_one_machine_recipe(capsys) -> None:
+    from replica.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["join", "--help"])
+    text = capsys.readouterr().out
+    assert "export QUIRE_HOME=$PWD/alice" in text and "export QUIRE_HOME=$PWD/bob" in text

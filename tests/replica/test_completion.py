@@ -10,7 +10,17 @@ import subprocess
 
 import pytest
 
-from replica.completion import SHELLS, full_parser, install_path, script
+from replica import completion
+from replica.cli import build_parser
+from replica.completion import SHELLS, install_path
+
+
+def script(shell: str) -> str:
+    return completion.script(shell, build_parser())
+
+
+def full_parser():
+    return completion.full_parser(build_parser())
 
 
 def command_paths(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()
@@ -30,7 +40,8 @@ PATHS = command_paths(full_parser())
 def test_the_walk_sees_every_command_family() -> None:
     names = {" ".join(p) for p in PATHS}
     for expected in ("join", "sync", "status", "hub init", "hub serve", "admin invite revoke",
-                     "admin rules remove", "conflicts resolve", "delegate create"):
+                     "admin rules remove", "conflicts resolve", "delegate create", "doctor",
+                     "completion"):
         assert expected in names
     assert len(PATHS) >= 50
 

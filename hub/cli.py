@@ -139,11 +139,28 @@ def cmd_enroll(args: argparse.Namespace) -> int:
     if not s.key_path.exists():
         return _fail(args, "not_initialized", f"no hub in {s.data_dir}; run 'quire hub init'")
     inv = _owner_invite(s)
+    url = _recorded_url(s)
     _out(args, {"enrollment_code": inv["code"], "expires_at": inv["expires_at"]},
          f"Owner enrollment code (one-time, expires {when(inv['expires_at'], s.clock())}):\n\n"
          f"    {inv['code']}\n\nredeem it on the owner's machine: "
-         f"quire join {s.url} --invite {inv['code']}")
+         f"quire join {url or s.url} --invite {inv['code']}"
+         + ("" if url else "\n(with the URL clients reach this hub at, if not that one)"))
     return 0
+
+
+def _recorded_url(s: Settings) -> str | None:
+    """The public URL clients use: configured, else the one of record (hub/record.py)."""
+    if s.public_url:
+        return s.public_url
+    from hub import record
+    from hub.store.db import Store
+
+    store = Store(s.database_url, pool_size=1)
+    try:
+        rec = record.read(store)
+    finally:
+        store.dispose()
+    return rec.public_url if rec else None
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:

@@ -62,7 +62,7 @@ def init_steps(*, data: Path, url: str, url_given: bool, code: str, expires_at: 
         lines.append(f"Clients reach this hub at {url}.")
     else:
         lines.append(f"Clients reach this hub at {url} (the default; for another address or "
-                     "port, pass --public-url URL to 'quire hub init').")
+                     f"port: quire hub record --data {shlex.quote(str(data))} --public-url URL).")
     steps: list[tuple[str, str]] = []
     activate = _activate_step()
     if activate:

@@ -41,18 +41,21 @@ def pg_available() -> bool:
         return False
 
 
-def require_pg() -> None:
-    """Skip the test when no PostgreSQL answers; with ``CI`` set, fail it instead (CI
-    promises a server: a PostgreSQL test that skips there is a test that never runs).
-    Every PostgreSQL fixture and test calls this, nothing else decides."""
-    if pg_available():
-        return
+def unavailable(why: str) -> None:
+    """Something a test needs is missing: skip it on a developer's machine; with ``CI`` set,
+    fail it (.ci/run starts or installs everything the suite needs, so a test that skips
+    there is a check that never runs)."""
     import pytest
 
-    why = f"PostgreSQL is not reachable at {PG_ADMIN_URL} (set QUIRE_TEST_PG)"
     if os.environ.get("CI"):
         pytest.fail(why + "; CI is set, so this fails instead of skipping")
     pytest.skip(why)
+
+
+def require_pg() -> None:
+    """Every PostgreSQL fixture and test calls this, nothing else decides."""
+    if not pg_available():
+        unavailable(f"PostgreSQL is not reachable at {PG_ADMIN_URL} (set QUIRE_TEST_PG)")
 
 
 @contextlib.contextmanager

@@ -1,8 +1,9 @@
 """The deployment files must stay loadable and keep the settings SSE depends on.
 
-No container engine runs here, so the compose file is checked by parsing it (and by
-``docker compose config`` / ``docker-compose config`` when a client is installed); nginx
-checks its own configuration when it is installed.
+No container engine runs here: the compose file is loaded and validated by a Compose client
+(``docker compose config`` or Debian's ``docker-compose config``) and nginx checks its own
+configuration (``nginx -t``). .ci/run installs both; without them these checks skip on a
+developer's machine and fail under CI (``kit.unavailable``).
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 import yaml
+
+from tests import kit
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
@@ -42,16 +44,34 @@ def test_hub_processes_share_the_data_volume_with_init() -> None:
     assert len({tuple(v) for v in vols.values()}) == 1
 
 
-@pytest.mark.parametrize("cmd", [["docker", "compose"], ["docker-compose"]])
-def test_compose_config_passes_when_a_client_exists(cmd: list[str]) -> None:
-    if shutil.which(cmd[0]) is None:
-        pytest.skip(f"{cmd[0]} not installed")
-    probe = subprocess.run([*cmd, "version"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        pytest.skip(f"{' '.join(cmd)} not available")
-    r = subprocess.run([*cmd, "-f", str(DEPLOY / "compose.yaml"), "config", "-q"],
-                       capture_output=True, text=True, cwd=DEPLOY)
+def _compose_client() -> list[str]:
+    """``docker compose`` (the plugin) or ``docker-compose`` (Debian's package, which .ci/run
+    installs): both load the file as Compose does and validate it against the schema."""
+    for cmd in (["docker", "compose"], ["docker-compose"]):
+        if shutil.which(cmd[0]) and subprocess.run([*cmd, "version"], capture_output=True
+                                                   ).returncode == 0:
+            return cmd
+    kit.unavailable("neither 'docker compose' nor 'docker-compose' is installed "
+                    "(apt-get install docker-compose)")
+    raise AssertionError("unreachable")
+
+
+def _compose_config(cmd: list[str], path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*cmd, "-f", str(path), "config", "-q"], capture_output=True,
+                          text=True, cwd=path.parent)
+
+
+def test_compose_client_accepts_the_file_and_refuses_a_broken_one(tmp_path: Path) -> None:
+    cmd = _compose_client()
+    r = _compose_config(cmd, DEPLOY / "compose.yaml")
     assert r.returncode == 0, r.stderr
+    # the same check refuses what Compose would refuse: it really validates
+    text = (DEPLOY / "compose.yaml").read_text()
+    for broken in (text.replace("condition: service_healthy", "condition: when_ready"),
+                   text.replace("    restart: unless-stopped", "    restart_policy: sometimes")):
+        assert broken != text
+        (tmp_path / "compose.yaml").write_text(broken)
+        assert _compose_config(cmd, tmp_path / "compose.yaml").returncode != 0
 
 
 def test_nginx_streams_events_unbuffered() -> None:
@@ -70,25 +90,38 @@ def test_nginx_streams_events_unbuffered() -> None:
             in mounts)
 
 
-def test_nginx_accepts_the_compose_configuration(tmp_path: Path) -> None:
-    if shutil.which("nginx") is None:
-        pytest.skip("nginx not installed")
+def _nginx_t(site_text: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``nginx -t`` on the compose configuration (nginx.conf including the site, which
+    includes the upstreams) with the site's text as given."""
     # compose host names do not resolve here; nginx resolves upstreams at load time
     ups = tmp_path / "quire-upstreams.conf"
     ups.write_text((DEPLOY / "nginx" / "quire-upstreams.compose.conf").read_text()
                    .replace("hub1:8470", "127.0.0.1:18471")
                    .replace("hub2:8470", "127.0.0.1:18472"))
     site = tmp_path / "quire.conf"
-    site.write_text((DEPLOY / "nginx" / "quire.conf").read_text()
-                    .replace("listen 80;", "listen 127.0.0.1:18080;")
+    site.write_text(site_text.replace("listen 80;", "listen 127.0.0.1:18080;")
                     .replace("/etc/nginx/quire-upstreams.conf", str(ups)))
     conf = (DEPLOY / "nginx.conf").read_text().replace("/etc/nginx/conf.d/quire.conf",
                                                        str(site))
     path = tmp_path / "nginx.conf"
     path.write_text(conf)
-    r = subprocess.run(["nginx", "-t", "-q", "-c", str(path), "-p", str(tmp_path)],
-                       capture_output=True, text=True)
+    (tmp_path / "logs").mkdir(exist_ok=True)
+    return subprocess.run(["nginx", "-t", "-q", "-c", str(path), "-p", str(tmp_path),
+                           "-g", f"error_log {tmp_path / 'logs' / 'error.log'};"],
+                          capture_output=True, text=True)
+
+
+def test_nginx_accepts_the_compose_configuration_and_refuses_a_broken_one(
+        tmp_path: Path) -> None:
+    if shutil.which("nginx") is None:
+        kit.unavailable("nginx is not installed (apt-get install nginx)")
+    site = (DEPLOY / "nginx" / "quire.conf").read_text()
+    r = _nginx_t(site, tmp_path)
     assert r.returncode == 0, r.stderr
+    # nginx's own parser, not a look at the text: a misspelt directive fails the same check
+    broken = site.replace("proxy_buffering off;", "proxy_bufering off;")
+    assert broken != site
+    assert _nginx_t(broken, tmp_path).returncode != 0
 
 
 def test_launchd_plist_and_systemd_units_are_well_formed() -> None:

@@ -30,7 +30,7 @@ PORTABLE = ["page/console", "page/conx", "page/com10", "page/lpt", "page/icon",
 CASE = ["page/Con", "page/Foo", "Page/foo", "page/readme/A"]
 
 
-def test_table() -> None:
+def test_windows_reserved_names_and_trailing_dots_are_flagged_and_look_alikes_are_not() -> None:
     assert len(NON_PORTABLE) >= 20
     for eid in NON_PORTABLE:
         assert is_entry_id(eid), eid  # the syntax alone let these through

@@ -61,7 +61,7 @@ class RoundRobinProxy:
 
     def start(self) -> None:
         self._thread.start()
-        self._ready.wait(10)
+        assert self._ready.wait(60), "proxy did not start"
 
     def stop(self) -> None:
         asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(10)

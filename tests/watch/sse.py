@@ -26,7 +26,7 @@ class SSE:
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
-        assert self._ready.wait(10), "stream did not open"
+        assert self._ready.wait(60), "stream did not open"
 
     def _run(self) -> None:
         try:

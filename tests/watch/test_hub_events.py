@@ -111,7 +111,7 @@ def test_stream_of_a_removed_member_closes_with_revoked(sqlite_hub: dict[str, An
             store.dispose()
         ev = sse.next("revoked")
         assert ev["data"]["code"] == "not_found"
-        assert sse.closed.wait(5)
+        assert sse.closed.wait(60)
     finally:
         sse.close()
     r = member.get(f"/v1/spaces/{space}/events")

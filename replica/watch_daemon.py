@@ -46,11 +46,28 @@ def files_thread(vault: Path, inbox: queue.Queue[tuple[Any, ...]],
     try:
         for changes in watch(vault, stop_event=stop, debounce=50, step=20,
                              raise_interrupt=False):
-            paths = sorted({p for _, p in changes if _is_entry_file(vault, p)})
+            found = {p for _, p in changes if _is_entry_file(vault, p)}
+            found |= _files_in_new_folders(vault, changes)
+            paths = sorted(found)
             if paths:
                 inbox.put(("local", len(paths), paths))
     except Exception:  # the polling fallback still publishes local edits
         log.exception("vault watching stopped")
+
+
+def _files_in_new_folders(vault: Path, changes: Any) -> set[str]:
+    """Entry files inside folders that were just created. The watch on a new folder is
+    added only after its creation is seen, so a file written into it at once (the first
+    page/ entry of a vault) may raise no event of its own: it was missed about one time in
+    four here, and waited for the next idle poll."""
+    from watchfiles import Change
+
+    out: set[str] = set()
+    for change, p in changes:
+        if change == Change.added and os.path.isdir(p):
+            out |= {os.fspath(f) for f in Path(p).rglob("*.md")
+                    if _is_entry_file(vault, os.fspath(f))}
+    return out
 
 
 def stream_thread(make_client: Callable[[], Any], space_id: str,

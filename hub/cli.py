@@ -58,12 +58,12 @@ def cmd_init(args: argparse.Namespace) -> int:
 
     s = _settings(args)
     public_url = None
-    if args.public_url:
+    if s.public_url:  # --public-url, or QUIRE_HUB_PUBLIC_URL / hub.toml: recorded either way
         from hub.record import normalize_url
         from shared.errors import InvalidRequest
 
         try:
-            public_url = s.public_url = normalize_url(args.public_url)
+            public_url = s.public_url = normalize_url(s.public_url)
         except InvalidRequest as e:
             return _fail(args, "invalid_request", e.message)
     if s.key_path.exists():

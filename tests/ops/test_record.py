@@ -177,3 +177,13 @@ def test_mismatches_name_every_field_that_differs() -> None:
     # nothing recorded yet: nothing to differ from (but the schema always counts)
     assert mismatches(Record(None, None, "0003"), public_url="x", key_id="y",
                       schema="0003") == []
+
+
+def test_init_records_the_public_url_of_its_environment(tmp_path: Path) -> None:
+    """The systemd units and compose give the URL as QUIRE_HUB_PUBLIC_URL: init records it."""
+    data = tmp_path / "hub"
+    r = _hub("init", "--data", str(data), "--json",
+             env={"QUIRE_HUB_PUBLIC_URL": "https://Quire.Example.com"})
+    assert r.returncode == 0, r.stderr
+    rec = json.loads(_hub("record", "--data", str(data), "--json").stdout)
+    assert rec["public_url"] == "https://quire.example.com"

@@ -354,6 +354,42 @@ def test_entry_rewritten_in_the_snapshot_is_refused(tmp_path, space):
         c.close()
 
 
+def test_receipt_rewritten_by_the_hub_is_refused_and_the_push_settled_by_the_next_sync(
+        lying, space):
+    a, hostile = lying
+    a.sync()
+    a.write(PAGE)
+
+    def other_seq(doc):
+        doc["receipt"]["seq"] += 5  # signed: any change breaks the hub's signature
+        return doc
+
+    hostile.on_json("batches", other_seq, times=1)
+    with pytest.raises(HubUnverified, match="receipt"):
+        a.sync()
+    assert len(space.batches()) == 1  # the hub did accept it; the replica did not believe it
+    a.sync()  # the next sync finds its batch in the history: nothing sent twice
+    assert len(space.batches()) == 1 and not a.store.outbox() and not a.store.dirty_states()
+
+
+def test_snapshot_cut_mid_line_applies_nothing_and_the_next_sync_completes(tmp_path, space):
+    a = space.replica(tmp_path, "a")
+    c = space.replica(tmp_path, "c", wrap=Hostile)
+    try:
+        for i in range(5):
+            a.write(Entry(id=f"page/p{i}", title=f"p{i}", body="text\n" * 20))
+        a.sync()
+        c.transport.truncate("snapshot", at_byte=900, times=1)
+        with pytest.raises(TransferFailed):
+            c.sync()
+        assert c.store.head() is None and not c.files()
+        assert c.sync().snapshot
+        assert c.files() == a.files() and c.store.digest() == a.store.digest()
+    finally:
+        a.close()
+        c.close()
+
+
 def test_broken_file_is_reported_never_published_or_overwritten(pair, space):
     a, b = pair
     a.write(PAGE)

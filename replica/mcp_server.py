@@ -39,6 +39,7 @@ from replica.conflicts import (
 from replica.home import Home, SpaceConfig, space_lock
 from replica.mcp_calls import QuireMCP, _result
 from replica.mcp_text import INSTRUCTIONS, INTRO
+from replica.remote_reads import AT_HUB, remote_read, remote_search
 from shared.entry import EntryError, make_entry, tombstone
 from shared.errors import (
     InvalidRequest,
@@ -444,7 +445,10 @@ def build_server(session: Session) -> MCPServer:
                limit: Annotated[int, Field(description="at most this many results",
                                            ge=1, le=SEARCH_LIMIT)] = 10,
                kind: Annotated[str | None, Field(description="only this kind, e.g. skill, "
-                                                 "guardrail, page")] = None) -> CallToolResult:
+                                                 "guardrail, page")] = None,
+               at_hub: Annotated[bool, Field(description=AT_HUB)] = False) -> CallToolResult:
+        if at_hub:
+            return _result(session, lambda: remote_search(session, query, limit, kind))
         return _result(session, lambda: session.search(query, limit, kind))
 
     @mcp.tool(description="Read one entry (title, tags, links, meta, body, version). Long bodies "
@@ -452,7 +456,10 @@ def build_server(session: Session) -> MCPServer:
                           "in_conflict tells you the entry has an open packet.")
     def read(entry_id: Annotated[str, Field(description="'<kind>/<slug>', e.g. page/deploy")],
              offset: Annotated[int, Field(ge=0, description="character offset in the body")] = 0,
-             max_chars: Annotated[int, Field(ge=1, le=32768)] = READ_CHARS) -> CallToolResult:
+             max_chars: Annotated[int, Field(ge=1, le=32768)] = READ_CHARS,
+             at_hub: Annotated[bool, Field(description=AT_HUB)] = False) -> CallToolResult:
+        if at_hub:
+            return _result(session, lambda: remote_read(session, entry_id, offset, max_chars))
         return _result(session, lambda: session.read(entry_id, offset, max_chars))
 
     @mcp.tool(description="Create or replace an entry in the local replica (the whole entry: "

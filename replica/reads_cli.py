@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 from typing import Any
-from urllib.parse import quote
 
 from replica.home import Home
 from shared.errors import InvalidRequest
@@ -39,22 +38,6 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     se.set_defaults(func=cmd_search)
 
 
-def _client_and_space(ref: str | None) -> tuple[Any, Any]:
-    from replica import service
-
-    home = Home()
-    space = home.space(ref)
-    hub = home.hub(space.hub_id)
-    if hub is None:
-        from shared.errors import NotJoined
-        raise NotJoined(f"space {space.name} belongs to a hub this machine no longer knows")
-    return service.open_client(hub), space
-
-
-def _path(space: Any, what: str) -> str:
-    return f"/v1/spaces/{quote(space.space_id, safe='')}/{what}"
-
-
 def _head(doc: dict[str, Any]) -> str:
     return f"(at seq {doc['head']['seq']} of epoch {doc['head']['epoch']})"
 
@@ -62,31 +45,33 @@ def _head(doc: dict[str, Any]) -> str:
 def cmd_read(args: argparse.Namespace, out: Any) -> int:
     if not args.remote:
         return _read_local(args, out)
-    client, space = _client_and_space(args.space)
-    try:
-        if args.history:
-            doc = client.admin_get(_path(space, "history"), {"id": args.entry})
-            lines = [f"{v['seq']:>6}  {'deleted' if v['deleted'] else v['version'][:12]}  "
-                     f"{v['author']['user']}" + (f" agent {v['author']['agent']}"
-                                                 if v["author"].get("agent") else "")
-                     for v in doc["versions"]]
-            out.doc(doc, "\n".join([f"{args.entry} {_head(doc)}", *lines]))
-        elif args.diff:
-            a, _, b = args.diff.partition(":")
-            try:
-                params = {"id": args.entry, "from": int(a), **({"to": int(b)} if b else {})}
-            except ValueError as e:
-                raise InvalidRequest("--diff takes FROM or FROM:TO (seqs)") from e
-            doc = client.admin_get(_path(space, "diff"), params)
-            fields = [f"{k}: {v[0]!r} -> {v[1]!r}" for k, v in doc["fields"].items()]
-            out.doc(doc, "\n".join([*fields, doc["body"]]).rstrip() or "no change")
-        else:
-            params = {"id": args.entry, **({"seq": args.seq} if args.seq is not None else {})}
-            doc = client.admin_get(_path(space, "entry"), params)
-            e = doc["entry"]
-            out.doc(doc, f"# {e.get('title') or args.entry}  {_head(doc)}\n\n{e.get('body', '')}")
-    finally:
-        client.close()
+
+    def ask(what: str, params: dict[str, Any]) -> dict[str, Any]:
+        from replica.remote_reads import ask
+
+        return ask(Home(), args.space, what, params)
+
+    if args.history:
+        doc = ask("history", {"id": args.entry})
+        lines = [f"{v['seq']:>6}  {'deleted' if v['deleted'] else v['version'][:12]}  "
+                 f"{v['author']['user']}" + (f" agent {v['author']['agent']}"
+                                             if v["author"].get("agent") else "")
+                 for v in doc["versions"]]
+        out.doc(doc, "\n".join([f"{args.entry} {_head(doc)}", *lines]))
+    elif args.diff:
+        a, _, b = args.diff.partition(":")
+        try:
+            params = {"id": args.entry, "from": int(a), **({"to": int(b)} if b else {})}
+        except ValueError as e:
+            raise InvalidRequest("--diff takes FROM or FROM:TO (seqs)") from e
+        doc = ask("diff", params)
+        fields = [f"{k}: {v[0]!r} -> {v[1]!r}" for k, v in doc["fields"].items()]
+        out.doc(doc, "\n".join([*fields, doc["body"]]).rstrip() or "no change")
+    else:
+        params = {"id": args.entry, **({"seq": args.seq} if args.seq is not None else {})}
+        doc = ask("entry", params)
+        e = doc["entry"]
+        out.doc(doc, f"# {e.get('title') or args.entry}  {_head(doc)}\n\n{e.get('body', '')}")
     return 0
 
 
@@ -94,11 +79,9 @@ def cmd_search(args: argparse.Namespace, out: Any) -> int:
     q = " ".join(args.words)
     if not args.remote:
         return _search_local(args, out, q)
-    client, space = _client_and_space(args.space)
-    try:
-        doc = client.admin_get(_path(space, "search"), {"q": q, "limit": args.limit})
-    finally:
-        client.close()
+    from replica.remote_reads import ask
+
+    doc = ask(Home(), args.space, "search", {"q": q, "limit": args.limit})
     lines = [f"{r['id']:40} {r['title']}" for r in doc["results"]]
     out.doc(doc, "\n".join([f"{doc['total']} found {_head(doc)}", *lines]))
     return 0

@@ -4,6 +4,8 @@ without it, the local replica answers with the same word-matching rule."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from shared.entry import make_entry
@@ -53,3 +55,41 @@ def test_remote_read_errors_are_documented_codes(team) -> None:  # type: ignore[
     assert p.returncode != 0 and '"invalid_request"' in p.stdout
     p = quire(bob.home, "read", "page/none", "--history", "--json", check=False)
     assert p.returncode != 0 and "--remote" in p.stdout
+
+
+def test_mcp_search_and_read_at_the_hub_see_what_the_replica_has_not_pulled(team) -> None:  # type: ignore[no-untyped-def]
+    """`quire mcp --agent A`: search/read with at_hub ask the hub under the agent's own
+    delegation; without it they answer from the local replica."""
+    import asyncio
+    import os
+    import sys
+
+    from mcp import Client, StdioServerParameters
+
+    alice, bob = team.members("alice", "bob")
+    alice.write(make_entry({"id": "page/kraken", "title": "Sea notes",
+                            "body": "Here be a kraken.\n"}))
+    alice.sync()
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "replica.cli", "mcp", "--agent", "reader"],
+        env={"QUIRE_HOME": str(bob.home), "PATH": os.environ.get("PATH", "")},
+        cwd=str(__import__("tests.kit", fromlist=["REPO"]).REPO))
+
+    async def session() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        async with Client(params) as client:
+            for name, args in (("local", {"query": "kraken"}),
+                               ("hub", {"query": "kraken", "at_hub": True}),
+                               ("read", {"entry_id": "page/kraken", "at_hub": True})):
+                tool = "read" if name == "read" else "search"
+                r = await client.call_tool(tool, args)
+                out[name] = (r.is_error, r.structured_content)
+        return out
+
+    out = asyncio.run(session())
+    assert out["local"][1]["total"] == 0  # bob has not pulled it
+    err, hub = out["hub"]
+    assert not err and [r["id"] for r in hub["results"]] == ["page/kraken"] and hub["at_hub"]
+    err, doc = out["read"]
+    assert not err and doc["body"] == "Here be a kraken.\n"
+    assert bob.files() == {}  # nothing written locally

@@ -43,6 +43,7 @@ class Principal:
     delegation_id: str | None = None
     scope: str | None = None  # "read" | "write" for delegated tokens
     space_id: str | None = None  # the one space a delegated token reaches
+    replica_id: str | None = None  # the replica a pull names (``Quire-Replica`` header)
 
     def actor(self) -> dict[str, Any]:
         """How this caller appears in receipts and audit events."""
@@ -156,7 +157,7 @@ def recheck_device_txn(conn: Any, p: Principal, now_ms: int | None = None, *,
         # seen at commit; a stream that outlives its delegation passes now_ms
         _check_delegation_txn(conn, p, now_ms)
     return Principal(dev.user_id, dev.id, dev.user_name, dev.is_owner, p.agent,
-                     p.delegation_id, p.scope, p.space_id), dev
+                     p.delegation_id, p.scope, p.space_id, p.replica_id), dev
 
 
 def effective_role_txn(conn: Any, p: Principal, space_id: str) -> str | None:
@@ -187,4 +188,17 @@ def space_access_txn(conn: Any, p: Principal, space_ref: str, minimum: str,
     if not policy.at_least(role, minimum):
         raise Forbidden(f"your role in this space is {role}; this needs {minimum}",
                         {"role": role, "required": minimum})
+    if p.replica_id is not None:  # a replica's pull: it must still be this device's, live
+        check_replica_txn(conn, p, p.replica_id, space.id)
     return space, role
+
+
+def check_replica_txn(conn: Any, p: Principal, replica_id: str, space_id: str) -> None:
+    """``replica_id`` is registered to ``p``'s device in this space and not revoked."""
+    rep = q.get_replica_txn(conn, replica_id)
+    if rep is None or rep.space_id != space_id or rep.device_id != p.device_id:
+        raise Forbidden("replica is not registered to this device in this space",
+                        {"reason": "unknown_replica"})
+    if rep.revoked_at is not None:
+        raise Forbidden("this replica was revoked; re-join the space",
+                        {"reason": "replica_revoked"})

@@ -28,6 +28,7 @@ from hub import audit, policy, signed_state
 from hub.access import (
     Principal,
     authenticate_device_txn,
+    check_replica_txn,
     effective_role_txn,
     recheck_device_txn,
     recheck_principal_txn,
@@ -123,13 +124,7 @@ def check_rules(changes: list[policy.Change], rules: list[dict[str, Any]],
 
 
 def _check_replica_txn(conn: Any, batch: Batch, principal: Principal, space_id: str) -> None:
-    rep = q.get_replica_txn(conn, batch.replica_id)
-    if rep is None or rep.space_id != space_id or rep.device_id != principal.device_id:
-        raise Forbidden("replica is not registered to this device in this space",
-                        {"reason": "unknown_replica"})
-    if rep.revoked_at is not None:
-        raise Forbidden("this replica was revoked; re-join the space",
-                        {"reason": "replica_revoked"})
+    check_replica_txn(conn, principal, batch.replica_id, space_id)
 
 
 def _replay_txn(conn: Any, batch: Batch, space_id: str) -> Outcome | None:

@@ -28,7 +28,7 @@ from hub.store import queries as q
 from hub.store.db import Store
 from shared.digest import genesis_digest
 from shared.errors import Forbidden, InvalidRequest, Unauthorized
-from shared.ids import is_space_name, new_id
+from shared.ids import is_id, is_space_name, new_id
 from shared.signing import load_public
 
 GENESIS_AUDIT = audit.GENESIS
@@ -149,6 +149,10 @@ def redeem(store: Store, key: HubKey, settings: Settings, body: dict[str, Any],
     _require(isinstance(user_name, str) and 0 < len(user_name) <= 100,
              "user_name must be 1-100 characters")
     user_name = check_display_name(user_name)
+    held = body.get("held_elsewhere", [])
+    _require(isinstance(held, list) and len(held) <= 10_000
+             and all(isinstance(h, str) and is_id(h) for h in held),
+             "held_elsewhere must be a list of space ids")
     try:
         load_public(device_key)
     except (ValueError, TypeError) as e:
@@ -167,6 +171,12 @@ def redeem(store: Store, key: HubKey, settings: Settings, body: dict[str, Any],
         if inv.expires_at <= now:
             raise Forbidden("this invite expired; ask an admin for a new one",
                             {"reason": "invite_expired", "expired_at": inv.expires_at})
+        if inv.space_id is not None and inv.space_id in held:
+            # the machine already holds this space in another vault: refused before the
+            # invite is used, so it stays valid (docs/cli.md "join")
+            raise Forbidden("this machine already holds this space in another vault; the "
+                            "invite was not used", {"reason": "already_joined",
+                                                    "space": inv.space_id})
         tokens: dict[str, Any] = {"access_token": None, "refresh_token": None}
         if caller is not None:
             if caller.delegation_id is not None:

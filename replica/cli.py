@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 from replica import exitcodes, service
 from replica.home import Home
 from replica.service import error_doc, hub_for, open_client
-from shared.errors import LocalError, QuireError
+from shared.errors import InvalidRequest, LocalError, QuireError
 
 # The work is in replica/service.py; this module parses arguments and prints results.
 # Everything heavier (the HTTP client, SQLAlchemy, the sync engine, key handling) is
@@ -144,10 +144,21 @@ def _account_name() -> str | None:
 
 
 def cmd_join(args: argparse.Namespace, out: Out) -> int:
-    doc = service.join(Home(), args.url, args.invite, vault=args.vault, device=args.device,
-                       name=args.name or _account_name(), say=out.say, progress=out.progress)
+    if (args.invite is None) == (args.space is None):
+        raise InvalidRequest("give either --invite CODE or --space NAME (a space you are "
+                             "a member of, on a device signed in with 'quire login')")
+    if args.space is not None:
+        doc = service.join_space(Home(), args.url, args.space, vault=args.vault,
+                                 say=out.say, progress=out.progress)
+    else:
+        doc = service.join(Home(), args.url, args.invite, vault=args.vault,
+                           device=args.device, name=args.name or _account_name(),
+                           say=out.say, progress=out.progress)
     url, name = doc["hub"]["url"], doc.pop("device_name")
-    if doc["space"] is None:
+    if doc.get("already_joined"):
+        out.doc(doc, f"{doc['space']['name']} is already joined here, in "
+                     f"{doc['space']['vault']}")
+    elif doc["space"] is None:
         out.doc(doc, f"joined hub {url} as device {name!r} (no space: owner enrollment)\n"
                      "next: quire admin space create team-memory   # or any name")
     elif doc.get("rejoined"):
@@ -173,6 +184,11 @@ a device): give each its own home before it joins, one terminal each:
 
 A home holds the device key, the credentials and the stores; two joins in one home are one
 device. On separate machines leave QUIRE_HOME unset (default: the user data folder).
+
+A second machine of yours needs no invite: sign it in, then join by space name:
+
+  quire login http://127.0.0.1:8470       # approve with 'quire devices approve CODE'
+  quire join http://127.0.0.1:8470 --space team-memory --vault ./team-memory
 """
 
 
@@ -363,11 +379,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("hub", help="run or set up a hub (quire hub --help)", add_help=False)
 
-    j = sub.add_parser("join", parents=[common], help="join a hub (and a space) with an invite",
-                       description="Join a hub (and a space) with an invite code.",
+    j = sub.add_parser("join", parents=[common],
+                       help="join a hub (and a space) with an invite, or a space you are a "
+                            "member of on a signed-in device",
+                       description="Join a hub (and a space) with an invite code, or (--space, "
+                                   "after 'quire login') a space you are a member of.",
                        epilog=JOIN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     j.add_argument("url", help="the hub's URL, e.g. http://127.0.0.1:8470")
-    j.add_argument("--invite", required=True, metavar="CODE", help="the invite code")
+    j.add_argument("--invite", metavar="CODE", help="the invite code")
+    j.add_argument("--space", metavar="NAME",
+                   help="instead of an invite: a space you are a member of, on a device "
+                        "signed in with 'quire login' (a second machine of yours)")
     j.add_argument("--vault", metavar="DIR", help="where to keep the Markdown files "
                                                   "(default: ./<space name>)")
     j.add_argument("--device", metavar="NAME", help="this device's name (default: host name)")

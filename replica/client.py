@@ -33,7 +33,7 @@ from shared.errors import (
     from_wire,
 )
 from shared.signed import parse_head
-from shared.wire import Batch, parse_batch, verify_receipt
+from shared.wire import REPLICA_HEADER, Batch, parse_batch, verify_receipt
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -78,6 +78,9 @@ class HubClient:
                  hub_key: str | None = None, timeout: float = DEFAULT_TIMEOUT):
         self.base_url = base_url.rstrip("/")
         self.hub_key = hub_key
+        # set by the sync engine: this replica names itself on its pulls (REPLICA_HEADER),
+        # so the hub refuses them once the replica is revoked
+        self.replica_id: str | None = None
         self._http = httpx2.Client(base_url=self.base_url, auth=auth, transport=transport,
                                    timeout=timeout, follow_redirects=False)
 
@@ -93,9 +96,10 @@ class HubClient:
     # ------------------------------------------------------------ plumbing
 
     def _request(self, method: str, path: str, body: Any = None,
-                 params: dict[str, Any] | None = None) -> Any:
+                 params: dict[str, Any] | None = None,
+                 headers: dict[str, str] | None = None) -> Any:
         try:
-            resp = self._http.request(method, path, json=body, params=params)
+            resp = self._http.request(method, path, json=body, params=params, headers=headers)
         except (httpx2.TransportError, httpx2.StreamError) as e:
             raise TransferFailed(f"{method} {path}: {type(e).__name__}: {e}") from e
         return self._decode(resp, method, path)
@@ -112,6 +116,9 @@ class HubClient:
             raise from_wire(resp.status_code, data)
         return data
 
+    def _pull_headers(self) -> dict[str, str]:
+        return {REPLICA_HEADER: self.replica_id} if self.replica_id else {}
+
     def _stream(self, path: str, params: dict[str, Any] | None = None
                 ) -> Iterator[dict[str, Any]]:
         """Yield NDJSON lines; raise TransferFailed if the stream ends without ``end``."""
@@ -119,7 +126,7 @@ class HubClient:
         # reads this one, which would hold a whole snapshot in memory before the first line
         auth = self._http.auth
         try:
-            with self._http.stream("GET", path, params=params,
+            with self._http.stream("GET", path, params=params, headers=self._pull_headers(),
                                    auth=_StreamAuth(auth) if auth is not None else None
                                    ) as resp:
                 if resp.status_code >= 400:
@@ -168,8 +175,12 @@ class HubClient:
         return info, clock
 
     def redeem(self, code: str, device_name: str, device_key: str,
-               user_name: str | None = None) -> dict[str, Any]:
-        body = {"code": code, "device_name": device_name, "device_key": device_key}
+               user_name: str | None = None, held_elsewhere: list[str] | None = None
+               ) -> dict[str, Any]:
+        body: dict[str, Any] = {"code": code, "device_name": device_name,
+                                "device_key": device_key}
+        if held_elsewhere:  # an invite for one of these is refused, unused (already_joined)
+            body["held_elsewhere"] = held_elsewhere
         if user_name:
             body["user_name"] = user_name  # the member's display name (a new member only)
         return self._request("POST", "/v1/invites/redeem", body)
@@ -245,7 +256,8 @@ class HubClient:
 
     def head(self, space: str) -> dict[str, Any]:
         """The signed head; raises HubUnverified when the signature does not verify."""
-        h = self._request("GET", f"/v1/spaces/{_q(space)}/head")
+        h = self._request("GET", f"/v1/spaces/{_q(space)}/head",
+                          headers=self._pull_headers())
         parse_head(self._need_key(), h, space=h.get("space") if isinstance(h, dict) else "")
         return h
 
@@ -357,7 +369,7 @@ class HubClient:
         stream drops (``TransferFailed``) or the hub refuses (its error). The hub sends a
         keep-alive comment every 20 s by default: ``read_timeout`` must exceed that."""
         path = f"/v1/spaces/{_q(space)}/events"
-        headers = {"Accept": "text/event-stream"}
+        headers = {"Accept": "text/event-stream", **self._pull_headers()}
         if last_event_id:
             headers["Last-Event-ID"] = last_event_id
         auth = self._http.auth

@@ -62,7 +62,7 @@ def ensure_current_replica(space: SpaceConfig, hub: HubConfig, rep: Replica
     space.replica_id = rep.client.register_replica(space.space_id, hub.device_name)
     space.device_id = hub.device_id
     space.save()
-    rep.replica_id = space.replica_id
+    rep.replica_id = rep.client.replica_id = space.replica_id
     return {"previous_replica_id": old, "replica_id": space.replica_id, "outbox": settled}
 
 

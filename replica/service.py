@@ -22,7 +22,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from replica.home import Home, HubConfig, SpaceConfig, space_lock, write_json
-from shared.errors import InvalidRequest, LocalError, NotJoined, QuireError
+from shared.errors import (
+    Forbidden,
+    InvalidRequest,
+    LocalError,
+    NotJoined,
+    QuireError,
+    SpaceNotFound,
+)
 
 if TYPE_CHECKING:
     from replica.client import HubClient
@@ -97,6 +104,7 @@ def open_replica(home: Home, space: SpaceConfig, progress: Any = None
     if hub is None:
         raise NotJoined(f"space {space.name} belongs to a hub this machine no longer knows")
     client = open_client(hub)
+    client.replica_id = space.replica_id  # named on every pull: a revoked one is refused
     store = Store(space.store_path)
     rep = Replica(space_id=space.space_id, replica_id=space.replica_id, vault=space.vault,
                   store=store, client=client, key=load_private(hub.key_path),
@@ -298,8 +306,22 @@ def join(home: Home, url: str, invite: str, *, vault: str | None, device: str | 
         save_private(key, hub_dir / "device.pem")  # before redeeming: never lose the key
     creds = CredentialFile(hub_dir / "credential", hub_dir / "device.pem")
     auth = auth_for(creds.key_path, creds) if known is not None else None
-    with HubClient(url, auth=auth, hub_key=public_key) as c:
-        res = c.redeem(invite, device_name, public_b64(key), name)
+    # spaces this machine already holds in another vault than --vault: the hub refuses an
+    # invite for one of them before using it (already_joined), so the invite stays valid
+    want = Path(vault).resolve() if vault else None
+    elsewhere = {s.space_id: s for s in home.spaces()
+                 if known is not None and s.hub_id == hub_id and want is not None
+                 and Path(s.vault).resolve() != want}
+    try:
+        with HubClient(url, auth=auth, hub_key=public_key) as c:
+            res = c.redeem(invite, device_name, public_b64(key), name, list(elsewhere))
+    except Forbidden as e:
+        held = elsewhere.get((e.details or {}).get("space", ""))
+        if (e.details or {}).get("reason") != "already_joined" or held is None:
+            raise
+        raise Forbidden(f"space {held.name} is already joined on this machine, in vault "
+                        f"{held.vault}, not {want}; the invite was not used",
+                        dict(e.details, vault=str(held.vault))) from None
     if res.get("access_token"):  # a new device: tokens bound to its key (docs/security.md)
         creds.save_grant(res, str(info.get("url") or url))
     hub = HubConfig(hub_id, url, public_key, info.get("key_id"), res.get("user_id"),
@@ -312,19 +334,59 @@ def join(home: Home, url: str, invite: str, *, vault: str | None, device: str | 
     space_info = res.get("space")
     if not space_info:
         return dict(base, space=None)
-    space_id = space_info["id"]
-    if any(s.space_id == space_id for s in home.spaces()):
+    if any(s.space_id == space_info["id"] for s in home.spaces()):
         # a new invite for a space this machine keeps (access was removed, now restored):
         # the membership is back; the next sync publishes what waited in the outbox
         return dict(base, space=space_info, rejoined=True)
+    return dict(base, **_take_space(home, hub, space_info, vault, say, progress))
+
+
+def join_space(home: Home, url: str, space_ref: str, *, vault: str | None,
+               say: Callable[[str], None] = lambda _t: None,
+               progress: Callable[[str], Progress] = lambda _label: NO_PROGRESS
+               ) -> dict[str, Any]:
+    """``quire join URL --space NAME``: a space the member already belongs to, on a device
+    signed in to the hub (``quire login``, or an earlier join): no invite. Registers a
+    replica for this device and takes the first snapshot, as a join with an invite does."""
+    url = url.rstrip("/")
+    hub = next((h for h in home.hubs() if h.url.rstrip("/") == url), None)
+    if hub is None:
+        raise NotJoined(f"this machine is not signed in to {url}: run 'quire login {url}' "
+                        "(or join with an invite) first")
+    with open_client(hub) as c:
+        mine = c.spaces()
+    match = [s for s in mine if space_ref in (s.get("id"), s.get("name"))]
+    if not match:
+        raise SpaceNotFound(f"no space {space_ref!r} that you are a member of on {url}",
+                            {"candidates": sorted(str(s.get("name")) for s in mine)})
+    space_info = match[0]
+    held = next((s for s in home.spaces() if s.space_id == space_info["id"]), None)
+    base = {"hub": {"id": hub.hub_id, "url": hub.url}, "user_id": hub.user_id,
+            "device_id": hub.device_id, "device_name": hub.device_name}
+    if held is not None:
+        want = Path(vault).resolve() if vault else None
+        if want is not None and Path(held.vault).resolve() != want:
+            raise Forbidden(f"space {held.name} is already joined on this machine, in vault "
+                            f"{held.vault}, not {want}",
+                            {"reason": "already_joined", "space": held.space_id,
+                             "vault": str(held.vault)})
+        return dict(base, space=held.to_json(), already_joined=True)
+    return dict(base, **_take_space(home, hub, space_info, vault, say, progress))
+
+
+def _take_space(home: Home, hub: HubConfig, space_info: dict[str, Any], vault: str | None,
+                say: Callable[[str], None], progress: Callable[[str], Progress]
+                ) -> dict[str, Any]:
+    """Register this device's replica of the space and take its first snapshot."""
+    space_id = space_info["id"]
     where = (Path(vault) if vault else Path.cwd() / space_info["name"]).resolve()
     with open_client(hub) as c:
-        replica_id = c.register_replica(space_id, device_name)
-    space = SpaceConfig(space_id, space_info["name"], hub_id, replica_id, where,
+        replica_id = c.register_replica(space_id, hub.device_name)
+    space = SpaceConfig(space_id, space_info["name"], hub.hub_id, replica_id, where,
                         space_info.get("role"), home.space_dir(space_id), hub.device_id)
     space.dir.mkdir(parents=True, exist_ok=True)
     space.save()
     say(f"joined space {space.name} as {space.role}; taking the first snapshot …")
     report, status = run_sync(home, space, progress(f"syncing {space.name}"))
-    return dict(base, space=space.to_json(), replica_id=replica_id, sync=report.to_json(),
+    return dict(space=space.to_json(), replica_id=replica_id, sync=report.to_json(),
                 status=status)

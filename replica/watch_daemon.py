@@ -144,7 +144,9 @@ def start(home: Any, space: Any, settings: WatchSettings, stop: threading.Event)
     hub = home.hub(space.hub_id)
 
     def make_client() -> Any:
-        return service.open_client(hub)
+        c = service.open_client(hub)
+        c.replica_id = space.replica_id  # the stream names this replica (refused if revoked)
+        return c
 
     threads = [
         threading.Thread(target=watcher.run, args=(inbox, stop), name=f"watch-{space.name}"),

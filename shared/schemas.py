@@ -51,7 +51,12 @@ REQUESTS: dict[str, dict[str, Any]] = {
     "redeem": _obj({"code": {"type": "string"}, "device_name": {"type": "string"},
                     "device_key": {"type": "string", "description": "Ed25519 public key, "
                                    "base64url"},
-                    "user_name": {"type": "string"}}, ("code", "device_key"),
+                    "user_name": {"type": "string"},
+                    "held_elsewhere": {"type": "array", "items": {"type": "string"},
+                                       "description": "ids of spaces the caller's machine "
+                                       "already holds in another vault: an invite for one "
+                                       "is refused (already_joined) and stays unused"}},
+                   ("code", "device_key"),
                    examples=[{"code": "qi_…", "device_name": "laptop",
                               "device_key": "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}]),
     "token": _obj({"grant_type": {"type": "string", "enum": [

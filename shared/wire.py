@@ -22,6 +22,9 @@ from shared.signing import BATCH_DOMAIN, HEAD_DOMAIN, RECEIPT_DOMAIN, sign, veri
 DEFAULT_MAX_OPS = 1000
 PROVENANCE_KEYS = ("agent", "model", "client", "session", "tool", "note")
 MAX_PROVENANCE_VALUE = 200
+# the header a replica names itself with on its pulls (head, changes, snapshot, events): the
+# hub refuses a revoked replica's pulls (docs/protocol.md "Replica identity on pulls")
+REPLICA_HEADER = "Quire-Replica"
 
 
 @dataclass(frozen=True)

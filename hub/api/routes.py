@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from pathlib import Path
@@ -25,6 +26,7 @@ from shared.errors import InvalidRequest, NotFound, QuireError, RateLimited, Una
 from shared.ids import is_id
 from shared.schemas import REQUESTS
 from shared.signed import MAX_NONCE
+from shared.wire import REPLICA_HEADER
 
 SMALL_BODY = 16 * 1024
 log = logging.getLogger("quire.hub")
@@ -71,9 +73,16 @@ async def principal(request: Request) -> Principal:
     claims = await _off_loop(request, _claims)
     now = hub.now()
 
+    replica = request.headers.get(REPLICA_HEADER)
+    if replica is not None and not is_id(replica):
+        raise InvalidRequest(f"{REPLICA_HEADER} must be a replica id")
+
     def lookup() -> Principal:
         with hub.store.read() as conn:
-            return authenticate_txn(conn, claims, now)
+            p = authenticate_txn(conn, claims, now)
+        # a replica names itself on its pulls: space access then also checks that replica
+        # (this device's, in this space, not revoked: hub/access.py space_access_txn)
+        return dataclasses.replace(p, replica_id=replica) if replica else p
 
     return await run_in_threadpool(lookup)
 

@@ -15,10 +15,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from replica.client import HubClient
 from replica.home import Home
+from shared.errors import Forbidden
 from tests import kit
 from tests.identity.test_rejoin_e2e import login
 from tests.identity.test_revocation_e2e import hub, q, write_page  # noqa: F401
+from tests.replica.conftest import device_auth
 
 
 def _setup(hub: kit.HubProcess, tmp_path: Path) -> tuple[Path, Path, str]:  # noqa: F811
@@ -32,7 +37,7 @@ def _setup(hub: kit.HubProcess, tmp_path: Path) -> tuple[Path, Path, str]:  # no
 
 
 def test_revoked_replica_cannot_pull(hub: kit.HubProcess, tmp_path: Path) -> None:  # noqa: F811
-    owner, ann, _space = _setup(hub, tmp_path)
+    owner, ann, space = _setup(hub, tmp_path)
     bob = tmp_path / "bob"
     q(bob, "join", hub.url, "--invite",
       q(owner, "admin", "invite", "create", "alpha", "--role", "editor")["code"],
@@ -48,6 +53,21 @@ def test_revoked_replica_cannot_pull(hub: kit.HubProcess, tmp_path: Path) -> Non
     assert not (tmp_path / "ann-v" / "page" / "after.md").exists()
     st = q(ann, "status", "alpha")
     assert st["state"] == "suspended" and st["suspended"]["reason"] == "replica_revoked", st
+    # every pull naming the replica is refused: head, changes (above), snapshot, events
+    h = Home(ann).hubs()[0]
+    with HubClient(h.url, auth=device_auth(h), hub_key=h.public_key) as c:
+        c.replica_id = rid
+        for pull in (lambda: c.head(space), lambda: list(c.snapshot(space)),
+                     lambda: next(iter(c.events(space)))):
+            with pytest.raises(Forbidden) as refused:
+                pull()
+            assert refused.value.details["reason"] == "replica_revoked"
+        c.replica_id = "01" + "0" * 24  # an id that is not this device's replica
+        with pytest.raises(Forbidden) as refused:
+            c.head(space)
+        assert refused.value.details["reason"] == "unknown_replica"
+        c.replica_id = None  # the member's own reads (no replica named) still work
+        assert c.head(space)["space"] == space
 
 
 def test_second_device_joins_a_members_space_without_an_invite(

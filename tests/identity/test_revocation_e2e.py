@@ -54,7 +54,7 @@ def test_revoked_device_suspends_and_removed_member_resumes(hub: kit.HubProcess,
     for home, name in ((ann, "ann"), (bob, "bob")):
         code = q(owner, "admin", "invite", "create", "team", "--role", "editor")["code"]
         q(home, "join", hub.url, "--invite", code, "--vault", str(tmp_path / f"{name}-vault"),
-          "--device", name)
+          "--device", name, "--name", name)  # member names are no longer device names
 
     # rules through the CLI: editors may not touch guardrails
     rule = q(owner, "admin", "rules", "add", "team", "--deny", "create,update,delete",

@@ -78,7 +78,7 @@ class Hub:
         self.metrics.publications.inc()
         self._emit("head", {"space": outcome.space_id, "seq": outcome.seq,
                             "digest": outcome.head_digest, "epoch": outcome.epoch,
-                            "at": outcome.at})
+                            "at": outcome.at, "state": outcome.state})
 
     @property
     def schema_head(self) -> str | None:

@@ -267,6 +267,23 @@ def head(store: Store, key: HubKey, p: Principal, space_ref: str, now: int,
                 rules_version=space.rules_version, **extra)
 
 
+def verify(store: Store, p: Principal, space_ref: str) -> dict[str, Any]:
+    """``quire verify --hub``: the hub re-checks the space's chain from the epoch's genesis
+    and its state root; an admin also gets the space's audit chain checked."""
+    from hub import admin
+
+    with store.read(snapshot=True) as conn:
+        space, role = space_access_txn(conn, p, space_ref, "viewer")
+        out = signed_state.verify_space_txn(conn, space)
+    if policy.at_least(role, "admin") and p.delegation_id is None:
+        out["audit"] = admin.verify_audit(store, p, space.id)
+    else:
+        out["audit"] = {"ok": None, "skipped": "the audit chain is checked for admins"}
+    out["ok"] = bool(out["chain"]["ok"] and out["state"]["ok"]
+                     and out["audit"]["ok"] is not False)
+    return out
+
+
 def devices(store: Store, key: HubKey, p: Principal, space_ref: str, now: int
             ) -> dict[str, Any]:
     """Hub-signed attestations of the devices whose batches the space may hold."""

@@ -260,6 +260,18 @@ def cmd_status(args: argparse.Namespace, out: Out) -> int:
     return exitcodes.for_status(doc) if args.strict else exitcodes.OK
 
 
+def cmd_verify(args: argparse.Namespace, out: Out) -> int:
+    """The store against the last signed head, the vault against the store, and with
+    ``--hub`` the hub against itself (replica/selfcheck.py). Exit 6 on any difference."""
+    from replica import selfcheck
+    from replica.exitcodes import OK, UNVERIFIED
+
+    home = Home()
+    doc = selfcheck.run(home, home.space(args.space), with_hub=args.hub)
+    out.doc(doc, selfcheck.human(doc))
+    return OK if doc["ok"] else UNVERIFIED
+
+
 def cmd_watch(args: argparse.Namespace, out: Out) -> int:
     """Keep spaces current (replica/watch_daemon.py); --install writes the systemd unit."""
     home = Home()
@@ -416,6 +428,14 @@ def build_parser() -> argparse.ArgumentParser:
                     help="do not scan the vault: unpublished from the store alone "
                          "(\"scanned\": false)")
     st.set_defaults(func=cmd_status)
+
+    ve = sub.add_parser("verify", parents=[common],
+                        help="check the store against the last signed head and the vault "
+                             "against the store (--hub: the hub checks its chain)")
+    ve.add_argument("space", nargs="?", metavar="SPACE", help="space id or name")
+    ve.add_argument("--hub", action="store_true",
+                    help="also ask the hub to verify its chain from genesis and its audit chain")
+    ve.set_defaults(func=cmd_verify)
 
     w = sub.add_parser("watch", parents=[common],
                        help="keep spaces current: hub events, vault edits, backoff")

@@ -7,13 +7,15 @@ NDJSON stream without its ``end`` line) into ``TransferFailed``, which is retrya
 
 It trusts nothing it cannot verify: heads and receipts must carry a valid signature by the
 pinned hub key, every pulled batch must parse (its digest recomputed) and extend the hash
-chain from the replica's head, and every snapshot entry must match its version. A hub that
-fails these checks raises ``HubUnverified`` (permanent: a person must look).
+chain from the replica's head to the signed head that ends the page, and every snapshot
+entry must match its version. Everything parsed from the hub is bounded first (line length,
+nesting depth, sizes: ``shared.jsonlimits``). A hub that fails these checks raises
+``HubUnverified`` (permanent: a person must look). What the store must add up to (the state
+root) and who signed each batch is checked by ``replica/verify.py``.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -21,21 +23,24 @@ from urllib.parse import quote
 
 import httpx2
 
-from shared.canonical import CanonicalError
 from shared.digest import sha256_hex, verify_chain
-from shared.entry import Entry, EntryError, make_entry, validated_canonical_bytes
+from shared.entry import Entry, make_entry, validated_canonical_bytes
 from shared.errors import (
     HubUnverified,
-    InvalidRequest,
     LocalError,
     QuireError,
+    StaleHead,
     TransferFailed,
     from_wire,
 )
-from shared.signed import parse_head
+from shared.jsonlimits import JsonLimitError, JsonLimits
+from shared.jsonlimits import loads as bounded_loads
+from shared.signed import SignedHead, parse_head
 from shared.wire import REPLICA_HEADER, Batch, parse_batch, verify_receipt
 
 DEFAULT_TIMEOUT = 30.0
+MAX_LINE = 16 * 1024 * 1024  # one NDJSON line (a batch is at most 8 MiB on the hub)
+LINE_LIMITS = JsonLimits()  # depth 64 (canonical JSON refuses deeper), members, strings
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,7 @@ class Change:
     head: str
     accepted_at: int | None
     author: dict[str, Any] | None
+    receipt: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,7 @@ class ChangesPage:
     changes: list[Change]
     head_seq: int
     more: bool
+    signed: SignedHead | None = None  # the hub-signed head the page ends at
 
 
 def _q(s: str) -> str:
@@ -67,9 +74,72 @@ def _ndjson_lines(resp: Any) -> Iterator[bytes]:
         if rest:
             chunk = rest + chunk
         *lines, rest = chunk.split(b"\n")
-        yield from lines
+        for line in lines:
+            if len(line) > MAX_LINE:
+                raise HubUnverified(f"a streamed line is longer than {MAX_LINE} bytes",
+                                    {"reason": "line_too_long", "limit": MAX_LINE})
+            yield line
+        if len(rest) > MAX_LINE:
+            raise HubUnverified(f"a streamed line is longer than {MAX_LINE} bytes",
+                                {"reason": "line_too_long", "limit": MAX_LINE})
     if rest:
         yield rest
+
+
+def parse_line(line: bytes, where: str) -> dict[str, Any]:
+    """One NDJSON line, within ``LINE_LIMITS`` (never a RecursionError or a huge build)."""
+    try:
+        obj = bounded_loads(line, LINE_LIMITS)
+    except JsonLimitError as e:
+        raise HubUnverified(f"{where}: a line crosses a parse limit: {e}",
+                            {"reason": "parse_limit"}) from None
+    except (ValueError, UnicodeDecodeError):
+        raise TransferFailed(f"{where}: a line is not JSON (cut stream?)") from None
+    if not isinstance(obj, dict):
+        raise TransferFailed(f"{where}: a line is not a JSON object")
+    return obj
+
+
+def parse_changes(lines: Iterator[dict[str, Any]], *, hub_key: str, space_id: str, epoch: str,
+                  after: int, after_digest: str) -> ChangesPage:
+    """Changes lines (ending with ``end``), each batch parsed and chained onto
+    ``(after, after_digest)``, up to the hub-signed head in the end line, which must be
+    exactly where the chain arrives. Used for pulls and for changes carried by head events
+    (the watcher): one verification for both."""
+    changes: list[Change] = []
+    end: dict[str, Any] | None = None
+    prev = (after, after_digest)
+    for line in lines:
+        if "end" in line:
+            end = line["end"]
+            continue
+        try:
+            batch = parse_batch(line["batch"])
+            seq, head = line["seq"], line["head"]
+            prev = verify_chain(space_id, epoch, [(seq, batch.digest, head)], start=prev)
+            author, receipt = line.get("author"), line.get("receipt")
+            if not (author is None or isinstance(author, dict)) or not (
+                    receipt is None or isinstance(receipt, dict)):
+                raise ValueError("author and receipt must be objects")
+        except HubUnverified:
+            raise
+        except Exception as e:  # noqa: BLE001 - whatever a hostile line does, it is refused
+            raise HubUnverified(f"pulled batch does not verify: {type(e).__name__}: {e}",
+                                {"reason": "bad_batch"}) from e
+        if batch.space != space_id or batch.epoch != epoch:
+            raise HubUnverified("pulled batch belongs to another space or epoch")
+        changes.append(Change(batch, seq, head, line.get("accepted_at"), author, receipt))
+    if not isinstance(end, dict):
+        raise TransferFailed("changes: no end line")
+    signed = parse_head(hub_key, end.get("head"), space=space_id)
+    if (signed.epoch, signed.seq, signed.digest) != (epoch, prev[0], prev[1]):
+        raise HubUnverified("the changes do not end at the head the hub signed",
+                            {"reason": "head_mismatch", "signed_seq": signed.seq,
+                             "chain_seq": prev[0]})
+    head_seq, more = end.get("head_seq", prev[0]), end.get("more")
+    if not isinstance(head_seq, int) or isinstance(head_seq, bool):
+        raise HubUnverified("changes end line: head_seq is not an integer")
+    return ChangesPage(changes, head_seq, more is True, signed)
 
 
 class HubClient:
@@ -138,13 +208,7 @@ class HubClient:
                         continue
                     if saw_end:
                         raise TransferFailed(f"GET {path}: data after the end line")
-                    try:
-                        obj = json.loads(line)
-                    except ValueError:
-                        raise TransferFailed(f"GET {path}: a line is not JSON (cut stream?)"
-                                             ) from None
-                    if not isinstance(obj, dict):
-                        raise TransferFailed(f"GET {path}: a line is not a JSON object")
+                    obj = parse_line(line, f"GET {path}")
                     if "end" in obj:
                         saw_end = True
                     yield obj
@@ -254,12 +318,26 @@ class HubClient:
             raise LocalError("no pinned hub key: join the hub first")
         return self.hub_key
 
-    def head(self, space: str) -> dict[str, Any]:
-        """The signed head; raises HubUnverified when the signature does not verify."""
+    def head(self, space: str, nonce: str | None = None) -> dict[str, Any]:
+        """The signed head (``signed``: its parsed form); raises HubUnverified when the
+        signature does not verify, StaleHead when it is not over our ``nonce``."""
         h = self._request("GET", f"/v1/spaces/{_q(space)}/head",
+                          params={"nonce": nonce} if nonce else None,
                           headers=self._pull_headers())
-        parse_head(self._need_key(), h, space=h.get("space") if isinstance(h, dict) else "")
-        return h
+        if not isinstance(h, dict):
+            raise HubUnverified("head is not an object")
+        signed = parse_head(self._need_key(), h, space=h.get("space") or "")
+        if nonce is not None and signed.nonce != nonce:
+            raise StaleHead("the hub's head is not signed over our nonce: it may be a replay "
+                            "of an old head", {"reason": "nonce", "seq": signed.seq})
+        if space not in (signed.space, h.get("name")):
+            raise HubUnverified("head is for another space")
+        return dict(h, signed=signed)
+
+    def devices(self, space: str) -> list[Any]:
+        """Hub-signed device attestations (verified by replica/verify.py)."""
+        res = self._request("GET", f"/v1/spaces/{_q(space)}/devices")
+        return res.get("devices") if isinstance(res, dict) else None  # type: ignore[return-value]
 
     def changes(self, space_id: str, *, epoch: str, after: int, after_digest: str,
                 limit: int | None = None) -> ChangesPage:
@@ -270,25 +348,9 @@ class HubClient:
         params: dict[str, Any] = {"epoch": epoch, "after": after}
         if limit is not None:
             params["limit"] = limit
-        changes: list[Change] = []
-        end: dict[str, Any] | None = None
-        prev = (after, after_digest)
-        for line in self._stream(f"/v1/spaces/{_q(space_id)}/changes", params):
-            if "end" in line:
-                end = line["end"]
-                continue
-            try:
-                batch = parse_batch(line["batch"])
-                seq, head = line["seq"], line["head"]
-                prev = verify_chain(space_id, epoch, [(seq, batch.digest, head)], start=prev)
-            except (KeyError, TypeError, InvalidRequest, ValueError) as e:
-                raise HubUnverified(f"pulled batch does not verify: {e}") from e
-            if batch.space != space_id or batch.epoch != epoch:
-                raise HubUnverified("pulled batch belongs to another space or epoch")
-            changes.append(Change(batch, seq, head, line.get("accepted_at"),
-                                  line.get("author")))
-        assert end is not None
-        return ChangesPage(changes, int(end.get("head_seq", prev[0])), bool(end.get("more")))
+        return parse_changes(self._stream(f"/v1/spaces/{_q(space_id)}/changes", params),
+                             hub_key=self._need_key(), space_id=space_id, epoch=epoch,
+                             after=after, after_digest=after_digest)
 
     def snapshot(self, space: str) -> Iterator[dict[str, Any] | tuple[Entry, int]]:
         """First the head dict, then ``(entry, seq)`` per live entry (versions checked)."""
@@ -298,7 +360,7 @@ class HubClient:
                 if "head" not in line:
                     raise HubUnverified("snapshot does not start with its head")
                 first = False
-                yield line["head"]
+                yield line  # {"head": signed head, "epochs": [...]}: replica/sync.py checks
                 continue
             if "end" in line:
                 return
@@ -314,8 +376,11 @@ class HubClient:
                     raise HubUnverified(f"snapshot entry {entry.id} does not match its version")
                 object.__setattr__(entry, "_version", version)  # Entry.version's cache
                 object.__setattr__(entry, "_canonical", text)
-            except (KeyError, TypeError, EntryError, CanonicalError) as e:
-                raise HubUnverified(f"snapshot entry does not verify: {e}") from e
+            except HubUnverified:
+                raise
+            except Exception as e:  # noqa: BLE001 - whatever a hostile line does, it is refused
+                raise HubUnverified(f"snapshot entry does not verify: {type(e).__name__}: {e}",
+                                    {"reason": "bad_entry"}) from e
             yield entry, int(line.get("seq", 0))
 
     def push(self, space: str, batch: Batch) -> dict[str, Any]:
@@ -391,8 +456,15 @@ class HubClient:
                         k, _, v = line.partition(":")
                         v = v[1:] if v.startswith(" ") else v
                         if k == "data":
+                            if len(v) > MAX_LINE:
+                                raise HubUnverified("an event is longer than the line limit",
+                                                    {"reason": "line_too_long"})
                             try:
-                                ev["data"] = json.loads(v)
+                                ev["data"] = bounded_loads(v, LINE_LIMITS)
+                            except JsonLimitError as e:
+                                raise HubUnverified(f"GET {path}: event data crosses a parse "
+                                                    f"limit: {e}", {"reason": "parse_limit"}
+                                                    ) from None
                             except ValueError:
                                 raise TransferFailed(f"GET {path}: event data is not JSON"
                                                      ) from None

@@ -14,7 +14,8 @@
     5  REFUSED      the hub refuses this device or replica (``unauthorized``, ``forbidden``,
                     ``not_found``: revoked, removed); local edits are kept
     6  UNVERIFIED   the hub sent something that does not verify with the pinned key and the
-                    hash chain (``hub_unverified``): an alarm, not a retry
+                    hash chain (``hub_unverified``), or no fresh signed head (``stale_head``),
+                    or ``quire verify`` found a difference: an alarm, not a retry
 
 The codes are part of the command's contract: new situations map onto these, the numbers
 never change meaning. ``--json`` output is the same document whatever the code.
@@ -48,7 +49,7 @@ def for_error_code(code: str | None) -> int:
         return UNREACHABLE
     if code in REFUSED_CODES:
         return REFUSED
-    if code == "hub_unverified":
+    if code in ("hub_unverified", "stale_head"):
         return UNVERIFIED
     return ERROR
 

@@ -36,6 +36,7 @@ from sqlalchemy import (
     Column,
     Connection,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -110,6 +111,34 @@ DIGEST_TRIGGERS = (
     f"CREATE TRIGGER IF NOT EXISTS entries_digest_upd AFTER UPDATE ON entries"
     f" WHEN old.id IS NOT new.id OR old.synced_version IS NOT new.synced_version"
     f" OR old.synced_deleted IS NOT new.synced_deleted BEGIN {_DROP_DIGEST}; END",
+)
+
+# The signed state (shared/state.py) of the synced entries: the lattices of the buckets,
+# kept up to date in O(changed) by replica/verify.py. Every change of a synced version, by
+# any code path (the ORM, plain SQL), logs the entry and its previous live version in
+# ``state_log`` in the same transaction (triggers), so the root is always computed from
+# what the store really holds, never from what a code path says it wrote.
+state_t = Table(
+    "state_buckets", metadata,
+    Column("bucket", Integer, primary_key=True, autoincrement=False),
+    Column("lattice", LargeBinary, nullable=False),
+    Column("digest", LargeBinary, nullable=False),
+)
+state_log_t = Table(
+    "state_log", metadata,
+    Column("id", String(300), primary_key=True),
+    Column("old", String(64), nullable=True),  # live synced version before; NULL: absent
+)
+_LIVE_OLD = "CASE WHEN old.synced_deleted THEN NULL ELSE old.synced_version END"
+STATE_TRIGGERS = (
+    "CREATE TRIGGER IF NOT EXISTS entries_state_ins AFTER INSERT ON entries"
+    " BEGIN INSERT OR IGNORE INTO state_log (id, old) VALUES (new.id, NULL); END",
+    "CREATE TRIGGER IF NOT EXISTS entries_state_del AFTER DELETE ON entries"
+    f" BEGIN INSERT OR IGNORE INTO state_log (id, old) VALUES (old.id, {_LIVE_OLD}); END",
+    "CREATE TRIGGER IF NOT EXISTS entries_state_upd AFTER UPDATE ON entries"
+    " WHEN old.synced_version IS NOT new.synced_version"
+    " OR old.synced_deleted IS NOT new.synced_deleted"
+    f" BEGIN INSERT OR IGNORE INTO state_log (id, old) VALUES (old.id, {_LIVE_OLD}); END",
 )
 
 outbox_t = Table(
@@ -187,7 +216,7 @@ class Store:
         metadata.create_all(self.engine)
         with self.tx() as conn:
             conn.exec_driver_sql(ENTRIES_COVER)
-            for trigger in DIGEST_TRIGGERS:
+            for trigger in DIGEST_TRIGGERS + STATE_TRIGGERS:
                 conn.exec_driver_sql(trigger)
 
     def close(self) -> None:

@@ -30,7 +30,8 @@ from sqlalchemy import Connection
 
 from replica import store as st
 from replica import vault as vlt
-from replica.client import Change, HubClient, HubUnverified
+from replica import vaultfaults, verify
+from replica.client import Change, ChangesPage, HubClient, HubUnverified
 from replica.crash import crash_point
 from replica.merge import merge_entry, same
 from replica.push import Publisher
@@ -40,6 +41,7 @@ from shared.entry import Entry, EntryError
 from shared.errors import (
     SnapshotRequired,
 )
+from shared.signed import SignedHead, epoch_path, parse_epoch_statement, parse_head
 
 RACY_NS = 2_000_000_000  # a file modified this recently is hashed even if its stat matches
 CHUNK = 2000  # snapshot entries and vault writes per transaction
@@ -99,8 +101,21 @@ class Replica(Publisher):
         self.pull(report)
         crash_point("after_pull")
         self.push(report)
+        if report.batches:
+            self.confirm()
         self.flush_vault()
         return report
+
+    def confirm(self) -> None:
+        """After a push: a head signed over our nonce, at the head the receipts moved us to,
+        must carry the state root the store now adds up to (recorded for ``quire verify``).
+        A hub already further on is left to the next pull, which verifies it."""
+        head = self.store.head()
+        fresh = self.client.head(self.space_id, nonce=verify.new_nonce())["signed"]
+        if head is not None and (fresh.epoch, fresh.seq, fresh.digest) == (
+                head.epoch, head.seq, head.digest):
+            with self.store.tx() as conn:
+                verify.check_root_txn(conn, fresh, "push")
 
     # ------------------------------------------------------------ vault → store
 
@@ -116,7 +131,13 @@ class Replica(Publisher):
             for fs in scan.changed:
                 entry_id = fs.entry_id
                 s = st.get_state_txn(conn, entry_id)
-                data = fs.path.read_bytes()
+                try:
+                    data = fs.path.read_bytes()
+                except OSError as e:  # unreadable: this entry is a problem, no other
+                    report.problems.append(vlt.Problem(
+                        fs.path.relative_to(self.vault).as_posix(), None,
+                        f"file cannot be read: {e.strerror or e}", entry_id))
+                    continue
                 h = vlt.file_hash(data)
                 if h == s.file_hash:
                     self._record_stat(s, fs.size, fs.mtime_ns, now_ns)
@@ -143,11 +164,19 @@ class Replica(Publisher):
                     # change while the file did not parse, or a vault write skipped over
                     # the person's edit): their edit is based on file_base, not on local
                     self._merge_file_txn(conn, s, file_base, entry, report)
+                elif file_base is None and s.local is not None and not s.local.deleted \
+                        and not same(entry, s.local):
+                    # the file never showed the local state (it did not parse, or it
+                    # appeared during a clone, when the hub's version arrived): a create
+                    # against a create, merged, never one taken over the other
+                    self._merge_file_txn(conn, s, None, entry, report)
                 else:
                     s.local = entry
                 st.put_state_txn(conn, s)
                 report.local_changes.append(entry_id)
             for entry_id in sorted(scan.missing - bad):
+                if vaultfaults.blocked(scan, entry_id):
+                    continue  # under a linked or unreadable folder: not a deletion
                 s = st.get_state_txn(conn, entry_id)
                 # the file is gone: a local delete (a held entry deleted = resolved by delete)
                 s.local = None
@@ -160,7 +189,7 @@ class Replica(Publisher):
                 report.local_changes.append(entry_id)
         report.problems.sort(key=lambda p: p.path)
 
-    def _merge_file_txn(self, conn: Connection, s: EntryState, file_base: Entry,
+    def _merge_file_txn(self, conn: Connection, s: EntryState, file_base: Entry | None,
                         entry: Entry, report: SyncReport) -> None:
         """Fold a vault file read as ``entry`` into ``s`` three-way (base: ``file_base``,
         ours: the file, theirs: the local state the file never showed): a clean merge is
@@ -234,13 +263,18 @@ class Replica(Publisher):
         writes = []
         for entry_id, content, prev_hash in pending:
             path = vlt.entry_path(self.vault, entry_id)
+            if vaultfaults.behind_link(self.vault, path):
+                continue  # kept journaled: done once the folder is a folder again
             data = None if content is None else content.encode("utf-8")
             new_hash = None if data is None else vlt.file_hash(data)
             current = None
-            if path.is_symlink():
-                current = "symlink"
-            elif path.is_file():
-                current = vlt.file_hash(path.read_bytes())
+            try:
+                if path.is_symlink():
+                    current = "symlink"
+                elif path.is_file():
+                    current = vlt.file_hash(path.read_bytes())
+            except OSError:
+                continue  # unreadable: kept journaled, reported by the scan
             ok = current in (prev_hash, new_hash)
             if ok:
                 if data is None:
@@ -275,7 +309,9 @@ class Replica(Publisher):
 
     def pull(self, report: SyncReport) -> None:
         head = self.store.head()
-        hub = self.client.head(self.space_id)
+        # signed over a nonce of ours: a replayed old head cannot pass for the current one
+        hub = self.client.head(self.space_id, nonce=verify.new_nonce())
+        fresh: SignedHead = hub["signed"]
         self.role = hub.get("role")
         # role and rules as the hub applies them to us: the local guardrail check of a
         # conflict resolution reads them (replica/conflicts.py); the hub checks again
@@ -284,19 +320,41 @@ class Replica(Publisher):
             self.store.set_meta("access", access)
         if hub.get("usage") and self.store.get_meta("usage") != hub["usage"]:
             self.store.set_meta("usage", hub["usage"])  # quotas, for quire status
-        if head is None or hub["epoch"] != head.epoch:
-            self.snapshot(report)
+        if head is None or fresh.epoch != head.epoch:
+            self.snapshot(report, fresh)
             return
-        if hub["seq"] < head.seq:
+        if fresh.seq < head.seq:
             raise HubUnverified("the hub's head is behind this replica's (rolled back?)",
-                                {"hub_seq": hub["seq"], "local_seq": head.seq})
-        if hub["seq"] == head.seq:
-            if hub["digest"] != head.digest:
-                raise HubUnverified("the hub's head digest differs at the same seq")
+                                {"reason": "rollback", "hub_seq": fresh.seq,
+                                 "local_seq": head.seq})
+        if fresh.seq == head.seq:
+            if fresh.digest != head.digest:
+                raise HubUnverified("the hub's head digest differs at the same seq",
+                                    {"reason": "fork", "seq": head.seq})
+            with self.store.tx() as conn:  # and the store holds exactly the signed state
+                verify.check_root_txn(conn, fresh, "head")
             return
         self._pull_changes(report, head)
 
+    def authors(self) -> verify.Authors:
+        """Device attestations (cached in the store; fetched when a batch needs one)."""
+        return verify.Authors(self.client._need_key(), lambda: self.client.devices(
+            self.space_id), self.store.get_meta(verify.DEVICES))
+
+    def apply_page_txn(self, conn: Connection, page: ChangesPage, authors: verify.Authors,
+                       report: SyncReport) -> None:
+        """Apply a verified page of changes, then check that the store adds up to the state
+        the hub signed at its end; raises (and the transaction rolls back) otherwise."""
+        assert page.signed is not None
+        verify.check_authors(self.client._need_key(), page.changes, authors)
+        for change in page.changes:
+            self._apply_change_txn(conn, change, report)
+        verify.check_root_txn(conn, page.signed, "changes")
+        if authors.refreshed:
+            st.set_meta_txn(conn, verify.DEVICES, authors.wire)
+
     def _pull_changes(self, report: SyncReport, head: Head) -> None:
+        authors = self.authors()
         while True:
             try:
                 page = self.client.changes(self.space_id, epoch=head.epoch, after=head.seq,
@@ -304,11 +362,12 @@ class Replica(Publisher):
             except SnapshotRequired:
                 self.snapshot(report)
                 return
-            for change in page.changes:
-                with self.store.tx() as conn:
-                    self._apply_change_txn(conn, change, report)
-                head = Head(head.epoch, change.seq, change.head)
-                report.pulled += 1
+            # the whole page in one transaction: applied only if it adds up to the signed head
+            with self.store.tx() as conn:
+                self.apply_page_txn(conn, page, authors, report)
+            if page.changes:
+                head = Head(head.epoch, page.changes[-1].seq, page.changes[-1].head)
+                report.pulled += len(page.changes)
             if not page.more or not page.changes:
                 return
 
@@ -369,52 +428,87 @@ class Replica(Publisher):
         self._schedule_write_txn(conn, s)
         st.put_state_txn(conn, s)
 
-    def snapshot(self, report: SyncReport) -> None:
-        """Take the hub's state at one head and replay every local change on top of it."""
+    def _snapshot_head(self, first: Any, fresh: SignedHead | None) -> SignedHead:
+        """The snapshot's head, signed; in this replica's epoch and not behind its head,
+        or in a later epoch that hub-signed statements lead to from ours."""
+        key = self.client._need_key()
+        if not isinstance(first, dict):
+            raise HubUnverified("snapshot does not start with its head")
+        signed = parse_head(key, first.get("head"), space=self.space_id)
+        epochs = first.get("epochs") or []
+        if not isinstance(epochs, list) or len(epochs) > 10_000:
+            raise HubUnverified("snapshot epoch statements are not a list")
+        local = self.store.head()
+        behind = {"reason": "snapshot_rollback", "snapshot_seq": signed.seq}
+        if local is not None and local.epoch == signed.epoch:
+            if signed.seq < local.seq or (signed.seq == local.seq
+                                          and signed.digest != local.digest):
+                raise HubUnverified("the snapshot is behind this replica's head (rolled "
+                                    "back?)", dict(behind, local_seq=local.seq))
+        elif local is not None:
+            path = epoch_path([parse_epoch_statement(key, e, space=self.space_id)
+                               for e in epochs], local.epoch, signed.epoch)
+            if path[0].previous_seq < local.seq:
+                raise HubUnverified("the epoch statement ends the old epoch before this "
+                                    "replica's head", dict(behind, local_seq=local.seq))
+        if fresh is not None and fresh.epoch == signed.epoch and signed.seq < fresh.seq:
+            raise HubUnverified("the snapshot is behind the head the hub just signed",
+                                dict(behind, head_seq=fresh.seq))
+        return signed
+
+    def snapshot(self, report: SyncReport, fresh: SignedHead | None = None) -> None:
+        """Take the hub's state at one signed head and replay every local change on top of
+        it, in one transaction that commits only when the store then adds up to the head's
+        state root. Files created for entries new to this vault are removed if it does not
+        (nothing else is written before the commit: vault writes are journaled)."""
         report.snapshot = True
         lines = self.client.snapshot(self.space_id)
-        head_line = next(lines)
-        assert isinstance(head_line, dict)
-        if head_line.get("space") != self.space_id:
-            raise HubUnverified("snapshot is for another space")
-        new_head = Head(head_line["epoch"], int(head_line["seq"]), head_line["digest"])
+        signed = self._snapshot_head(next(lines), fresh)
+        new_head = Head(signed.epoch, signed.seq, signed.digest)
+        created: list[tuple[str, bytes]] = []
+        try:
+            with self.store.tx() as conn:
+                self._snapshot_txn(conn, lines, signed, new_head, report, created)
+        except BaseException:
+            vaultfaults.remove_created(created)
+            raise
+
+    def _snapshot_txn(self, conn: Connection, lines: Any, signed: SignedHead, new_head: Head,
+                      report: SyncReport, created: list[tuple[str, bytes]]) -> None:
         count = 0
-        # applied in transactions of CHUNK entries as the stream arrives (nothing held in
-        # memory but ids); the head is set only in the last one, so a crash or a cut stream
-        # midway leaves the old head and the next sync takes the snapshot again (applying
-        # an entry twice is harmless: its synced version is then already the hub's)
-        with self.store.tx() as conn:
-            index = st.snapshot_index_txn(conn)
+        index = st.snapshot_index_txn(conn)
         seen: set[str] = set()
         chunk: list[tuple[Entry, int]] = []
         for item in lines:
-            assert isinstance(item, tuple)
+            if not isinstance(item, tuple):
+                raise HubUnverified("snapshot has a line that is not an entry")
+            if item[0].id in seen:
+                raise HubUnverified("snapshot lists an entry twice", {"id": item[0].id})
             seen.add(item[0].id)
             chunk.append(item)
             count += 1
             if len(chunk) >= CHUNK:
-                with self.store.tx() as conn:
-                    self._snapshot_chunk_txn(conn, chunk, index, report)
+                self._snapshot_chunk_txn(conn, chunk, index, report, created)
                 chunk = []
                 if self.progress:
                     self.progress(count, None)
-        with self.store.tx() as conn:
-            self._snapshot_chunk_txn(conn, chunk, index, report)
-            st.set_head_txn(conn, new_head)
-            for eid in index:
-                if eid not in seen:
-                    self._merge_remote_txn(conn, None, report, entry_id=eid)
-            for row in st.outbox_txn(conn):
-                if row["body"]["epoch"] != new_head.epoch:
-                    # made in another epoch: it can never be accepted; its changes are still
-                    # dirty in the store and go out in a new batch
-                    st.drop_outbox_txn(conn, row["batch_id"])
-            st.add_history_txn(conn, epoch=new_head.epoch, seq=new_head.seq,
-                               head=new_head.digest, kind="snapshot", entries=sorted(seen))
+        self._snapshot_chunk_txn(conn, chunk, index, report, created)
+        st.set_head_txn(conn, new_head)
+        for eid in index:
+            if eid not in seen:
+                self._merge_remote_txn(conn, None, report, entry_id=eid)
+        for row in st.outbox_txn(conn):
+            if row["body"]["epoch"] != new_head.epoch:
+                # made in another epoch: it can never be accepted; its changes are still
+                # dirty in the store and go out in a new batch
+                st.drop_outbox_txn(conn, row["batch_id"])
+        st.add_history_txn(conn, epoch=new_head.epoch, seq=new_head.seq,
+                           head=new_head.digest, kind="snapshot", entries=sorted(seen))
+        verify.check_root_txn(conn, signed, "snapshot")
 
     def _snapshot_chunk_txn(self, conn: Connection, items: list[tuple[Entry, int]],
                             index: dict[str, tuple[str | None, str | None, bool, bool]],
-                            report: SyncReport) -> None:
+                            report: SyncReport, created: list[tuple[str, bytes]]) -> None:
         """Apply snapshot entries: an entry unchanged here and on the hub is skipped; one
         this replica has never seen (no row, no journaled write, no file at its path) is
         written to the vault directly (temp files, renames, flushed for the whole chunk)
@@ -441,8 +535,26 @@ class Replica(Publisher):
         states = []
         for entry, path, data in fresh:
             if path not in written:  # a file appeared meanwhile: merged, never overwritten
+                self._adopt_file_txn(conn, entry.id, path)
                 self._merge_remote_txn(conn, entry, report)
                 continue
+            created.append((path, data))
             states.append(EntryState(entry.id, entry, entry, vlt.file_hash(data), len(data),
                                      mtime, False, entry))
         st.insert_new_states_txn(conn, states)
+
+    def _adopt_file_txn(self, conn: Connection, entry_id: str, path: str) -> None:
+        """A file that appeared at an entry's path while a clone was writing it: read now as
+        the local create it is (when it parses), so the hub's version merges against it (a
+        ``create`` conflict when they differ) instead of being recorded as local."""
+        try:
+            data = Path(path).read_bytes()
+            entry = vlt.read_entry(self.vault, entry_id, data)[0]
+        except (OSError, EntryError):
+            return  # not readable or not parseable yet: the scan merges it once it is
+        s = st.get_state_txn(conn, entry_id)
+        if s.local is None:
+            s.local = entry
+            s.file_hash = vlt.file_hash(data)
+            s.file_base = entry
+            st.put_state_txn(conn, s)

@@ -113,7 +113,13 @@ def scan(vault: Path, known: Container[str] = ()) -> Scan:
     stack = [(os.fspath(vault), "")]
     while stack:
         folder, prefix = stack.pop()
-        with os.scandir(folder) as it:
+        try:
+            it = os.scandir(folder)
+        except OSError as e:  # unreadable: its entries are problems, nothing else is
+            problems.append(Problem(prefix.rstrip("/") or ".", None,
+                                    f"folder cannot be read: {e.strerror or e}"))
+            continue
+        with it:
             for de in it:
                 name = de.name
                 if not (name.endswith(".md") and name[0] != ".") and _ignored(name):

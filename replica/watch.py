@@ -258,9 +258,13 @@ class Watcher:
             self.delivered_epoch = h.get("epoch")
         if not isinstance(lines, list):
             return
+        # the event's head is signed (with its state root): the fast path verifies the
+        # changes up to it exactly as a pull verifies a page up to its end line
+        signed = {k: v for k, v in h.items() if k != "changes"}
         for line in lines:
             if isinstance(line, dict) and isinstance(line.get("seq"), int):
-                self.delivered[line["seq"]] = line
+                self.delivered[line["seq"]] = (dict(line, end_head=signed)
+                                               if line["seq"] == h.get("seq") else line)
         if len(self.delivered) > 256:  # far behind: the full sync pulls them anyway
             self.delivered = {}
 

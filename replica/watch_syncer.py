@@ -60,17 +60,20 @@ class SpaceSyncer:
     def apply(self, lines: list[dict[str, Any]]) -> SyncResult | None:
         """Apply changes that came with head events, as the pull of a full sync would:
         verified by the client's own ``changes`` checks (each batch parsed, its digest
-        recomputed, chained onto this replica's head), merged by the engine's own
-        ``_apply_change_txn``, all in one store transaction, then written to the vault.
-        None (the caller runs a full sync) when they do not start right after the head,
-        or when anything local is pending: an outbox, dirty entries, held conflicts,
-        journaled vault writes. Raises ``HubUnverified`` when they do not verify."""
-        from replica.client import HubClient
+        recomputed, chained onto this replica's head, up to the signed head the event
+        carried) and applied by the engine's ``apply_page_txn`` (authors attested, the state
+        root equal to the signed one), all in one store transaction, then written to the
+        vault. None (the caller runs a full sync) when they do not start right after the
+        head, or when anything local is pending: an outbox, dirty entries, held conflicts,
+        journaled vault writes. Raises ``HubUnverified`` when they do not verify, and
+        ``StaleHead`` when the signed head is older than the freshness bound."""
+        from replica.client import parse_changes
         from replica.sync import SyncReport
 
         with space_lock(self.space):
-            rep, _, store = self._open()
+            rep, client, store = self._open()
             report = SyncReport()
+            authors = rep.authors()
             try:
                 with store.tx() as conn:  # the checks and the apply: one transaction
                     head = st.head_txn(conn)
@@ -81,11 +84,14 @@ class SpaceSyncer:
                         return None  # a gap (or nothing new): only a pull can tell
                     if _local_pending_txn(conn):
                         return None
-                    page = HubClient.changes(_Delivered(lines),  # type: ignore[arg-type]
-                                             self.space.space_id, epoch=head.epoch,
-                                             after=head.seq, after_digest=head.digest)
-                    for change in page.changes:
-                        rep._apply_change_txn(conn, change, report)
+                    end = lines[-1].get("end_head")
+                    page = parse_changes(iter([*lines, {"end": {"head": end}}]),
+                                         hub_key=client.hub_key or "",
+                                         space_id=self.space.space_id, epoch=head.epoch,
+                                         after=head.seq, after_digest=head.digest)
+                    assert page.signed is not None
+                    check_fresh(page.signed, rep.clock())
+                    rep.apply_page_txn(conn, page, authors, report)
                 expected = {eid: content for eid, content, _prev in
                             store.pending_vault_writes()}
                 rep.flush_vault()
@@ -212,15 +218,13 @@ def _local_pending_txn(conn: Any) -> bool:
     return bool(any_row or st.dirty_states_txn(conn))
 
 
-class _Delivered:
-    """Stands in for the hub connection in ``HubClient.changes``: its lines came with head
-    events, so they go through exactly the checks a pull makes."""
+def check_fresh(signed: Any, now_ms: int) -> None:
+    """A signed head that came without our nonce (a head event) is trusted as current only
+    while younger than ``QUIRE_HEAD_MAX_AGE`` seconds (default 600); older: ``stale_head``,
+    and the full sync asks for a head signed over a nonce."""
+    from shared.errors import StaleHead
 
-    def __init__(self, lines: list[dict[str, Any]]):
-        self.lines = lines
-
-    def _stream(self, path: str, params: dict[str, Any] | None = None
-                ) -> Any:
-        yield from self.lines
-        yield {"end": {"seq": self.lines[-1]["seq"], "head_seq": self.lines[-1]["seq"],
-                       "more": False}}
+    bound = int(os.environ.get("QUIRE_HEAD_MAX_AGE", "600")) * 1000
+    if now_ms - signed.at > bound:
+        raise StaleHead("the signed head is older than the freshness bound",
+                        {"reason": "stale", "at": signed.at, "max_age_ms": bound})

@@ -48,7 +48,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from hub import feed, spaces
+from hub import feed, signed_state, spaces
 from hub.access import Principal, recheck_principal_txn, space_access_txn
 from hub.events import Event
 from shared.errors import Forbidden, InvalidRequest, NotFound, RateLimited, Unauthorized
@@ -75,11 +75,24 @@ def _head_of(space: Any) -> dict[str, Any]:
 
 
 def _check(hub: Any, p: Principal, space_ref: str) -> dict[str, Any]:
-    """Re-read the caller and their membership; the space's head if access holds."""
+    """Re-read the caller and their membership; the space's head (with its state root) if
+    access holds."""
     with hub.store.read() as conn:
         p = recheck_principal_txn(conn, p, hub.now())  # a delegation may expire mid-stream
         space, _ = space_access_txn(conn, p, space_ref, "viewer")
-        return _head_of(space)
+        return dict(_head_of(space), state=signed_state.current_root_txn(
+            conn, space.id, hub.settings.state_root))
+
+
+def _signed(hub: Any, h: dict[str, Any]) -> dict[str, Any]:
+    """A head event's data: the head signed with its state root (a replica verifies the
+    changes the event carries up to it), or bare when the root is not known here."""
+    at = h.get("at") or hub.now()
+    if not h.get("state"):
+        return dict(h, at=at)
+    return signed_state.signed_head(hub.key, space=h["space"], epoch=h["epoch"],
+                                    seq=int(h["seq"]), digest=h["digest"], root=h["state"],
+                                    at=at)
 
 
 async def _change_lines(hub: Any, p: Principal, space_id: str, epoch: str, after: int,
@@ -167,8 +180,7 @@ async def events(request: Request) -> Response:
                     return []  # an older head arriving late
                 sent = key
                 # at: the commit time when this process heard of the commit, else now
-                chunk = _sse("head", dict(h, at=h.get("at") or hub.now()),
-                             id=f"{key[0]}:{key[1]}")
+                chunk = _sse("head", _signed(hub, h), id=f"{key[0]}:{key[1]}")
                 if lines:  # spliced in as they are: no re-encoding per stream
                     cut = chunk.rindex("}")
                     chunk = chunk[:cut] + ',"changes":[' + ",".join(lines) + "]" + chunk[cut:]
@@ -195,7 +207,8 @@ async def events(request: Request) -> Response:
                 for ev in evs:
                     if ev.kind == "head" and ev.data.get("space") == space_id:
                         heads.append({k: ev.data.get(k)
-                                      for k in ("space", "epoch", "seq", "digest", "at")})
+                                      for k in ("space", "epoch", "seq", "digest", "at",
+                                                "state")})
                     elif ev.kind in ("epoch", "access", "poke"):
                         check_now = True  # re-read: the head moved or access may be gone
                 # a head event carries entry content: it goes only to a caller whose access

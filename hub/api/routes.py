@@ -374,6 +374,13 @@ async def head(request: Request) -> Response:
     return JSON(out)
 
 
+async def verify_space(request: Request) -> Response:
+    p = await principal(request)
+    hub = _hub(request)
+    return JSON(await run_in_threadpool(spaces.verify, hub.store, p,
+                                        request.path_params["space"]))
+
+
 async def devices(request: Request) -> Response:
     p = await principal(request)
     hub = _hub(request)
@@ -514,6 +521,7 @@ ROUTES = [
     Route("/v1/spaces/{space}/changes", changes, methods=["GET"]),
     Route("/v1/spaces/{space}/snapshot", snapshot, methods=["GET"]),
     Route("/v1/spaces/{space}/devices", devices, methods=["GET"]),
+    Route("/v1/spaces/{space}/verify", verify_space, methods=["GET"]),
     Route("/v1/spaces/{space}/batches", publish, methods=["POST"]),
     Route("/v1/spaces/{space}/receipts/{replica}/{batch}", receipt, methods=["GET"]),
     Route("/v1/spaces/{space}/epoch", bump_epoch, methods=["POST"]),

@@ -8,7 +8,7 @@ import httpx2
 import pytest
 
 from shared.entry import Entry
-from shared.errors import HubUnverified, PolicyDenied, TransferFailed
+from shared.errors import HubUnverified, PolicyDenied, StaleHead, TransferFailed
 from shared.signing import new_private_key
 from tests.replica.hostile import Hostile, resign_head
 from tests.replica.inproc import Local
@@ -290,7 +290,7 @@ def test_rolled_back_head_replayed_from_an_earlier_answer_is_refused(lying, spac
     a.sync()
     assert a.store.head().seq == 1
     hostile.replay(old_head)  # the hub serves its old (validly signed) head again
-    with pytest.raises(HubUnverified, match="behind"):
+    with pytest.raises(StaleHead, match="nonce"):  # not signed over this sync's nonce
         a.sync()
     assert a.store.head().seq == 1 and a.read(PAGE.id).version == PAGE.version
 

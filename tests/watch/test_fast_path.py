@@ -101,9 +101,13 @@ def _lines(m: Member, team: Team) -> tuple[dict[str, Any], list[dict[str, Any]]]
         head = c.head(team.space["id"])
         page = c.changes(head["space"], epoch=head["epoch"], after=0,
                          after_digest=genesis_digest(head["space"], head["epoch"]))
-    return head, [{"batch": ch.batch.to_wire(), "seq": ch.seq, "head": ch.head,
-                   "accepted_at": ch.accepted_at, "author": ch.author}
-                  for ch in page.changes]
+    lines = [{"batch": ch.batch.to_wire(), "seq": ch.seq, "head": ch.head,
+              "accepted_at": ch.accepted_at, "author": ch.author, "receipt": ch.receipt}
+             for ch in page.changes]
+    # as the watcher keeps them: the last line carries the signed head its event carried
+    assert page.signed is not None
+    lines[-1]["end_head"] = page.signed.wire
+    return head, lines
 
 
 def test_delivered_changes_that_do_not_verify_or_do_not_fit_change_nothing(

@@ -336,7 +336,8 @@ class HubClient:
 
     def devices(self, space: str) -> list[Any]:
         """Hub-signed device attestations (verified by replica/verify.py)."""
-        res = self._request("GET", f"/v1/spaces/{_q(space)}/devices")
+        res = self._request("GET", f"/v1/spaces/{_q(space)}/devices",
+                            headers=self._pull_headers())
         return res.get("devices") if isinstance(res, dict) else None  # type: ignore[return-value]
 
     def changes(self, space_id: str, *, epoch: str, after: int, after_digest: str,

@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -213,8 +214,13 @@ def test_three_hubs_behind_a_proxy_survive_a_killed_process(tmp_path: Path,
         return s
 
     try:
-        first.port = proxy.port
-        first.init()
+        # initialized for the proxy's URL, the one every process serves (a hub refuses to
+        # serve another public_url than the one its database records)
+        init = subprocess.run([*_hub_cmd(), "init", "--data", str(first.data), "--db", pg_url,
+                               "--public-url", public, "--json"], capture_output=True,
+                              text=True, env=env, timeout=120)
+        assert init.returncode == 0, init.stdout + init.stderr
+        first.enrollment_code = json.loads(init.stdout)["enrollment_code"]
         for i in range(HUBS):
             servers[i] = serve(i)
         owner = Member("owner", tmp_path, env)

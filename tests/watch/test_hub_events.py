@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import queue
 import threading
 import time
 import uuid
@@ -335,10 +336,12 @@ def test_content_published_after_a_revocation_never_reaches_the_revoked_stream(
             r = owner.publish(space, [kit.put("page/after-revocation", "secret\n")])
             assert r.status_code == 201, r.text
             seen = []
-            while not sse.closed.is_set():
-                try:  # generous: a loaded CI machine; it returns as soon as an event comes
-                    ev = sse.next(timeout=60)
-                except Exception:  # noqa: BLE001 - queue.Empty: nothing more came
+            while True:
+                # every event the stream read is queued before it is marked closed: once
+                # closed, drain what is left; until then wait generously (a loaded machine)
+                try:
+                    ev = sse.next(timeout=0.5 if sse.closed.is_set() else 60)
+                except queue.Empty:  # nothing more came
                     break
                 seen.append(ev)
                 if ev.get("event") == "revoked":

@@ -7,7 +7,8 @@ Event stream (``GET /v1/spaces/{space}/events``, ``text/event-stream``)::
 
     id: <epoch>:<seq>
     event: head
-    data: {"space", "epoch", "seq", "digest", "at", "changes"?: [<changes line>, …]}
+    data: {"space", "epoch", "seq", "digest", "state", "at", "signature",
+           "changes"?: [<changes line>, …]}   (the head signed with its state root)
 
     event: epoch
     data: {"space", "epoch", "previous"}

@@ -6,8 +6,8 @@ the guard); one member joins with the real CLI (snapshot into its vault). Then, 
 ``--runs`` times (median reported): ``quire status --json`` on a clean vault, the same with
 10 hand edits waiting (they are found by the vault scan), ``quire status --json --fast``
 (no scan), and a no-op ``quire sync`` for comparison; then the same with ``quire watch``
-running for the space. ``quire status`` always makes the size-and-mtime scan a sync makes
-(replica/pending.py), watcher or not: it reads no watcher journal yet (issue 16 item 2).
+running for the space: ``quire status`` then reads the watcher's journal of changed paths
+(replica/journal.py, a cookie round trip) instead of the size-and-mtime scan a sync makes.
 
     python -m bench.status_cost [--sizes 1000,100000] [--runs 5]
 """
@@ -41,7 +41,8 @@ def _timed(m: Member, *args: str, runs: int) -> dict[str, Any]:
         doc = json.loads(t.stdout.strip().splitlines()[-1])
     return {"median_s": _median(times), "runs_s": [round(x, 3) for x in times],
             "state": doc.get("state"),
-            "unpublished": (doc.get("unpublished") or {}).get("count")}
+            "unpublished": (doc.get("unpublished") or {}).get("count"),
+            "source": (doc.get("unpublished") or {}).get("source")}
 
 
 def _edit(vault: Path, n: int, tag: str) -> list[Path]:
@@ -119,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
             results.append(run_size(n, args.runs, Path(tmp)))
             print(json.dumps(results[-1]), flush=True)
     doc = {"load_average": os.getloadavg(), "cores": os.cpu_count(), "results": results}
-    out = Path(__file__).resolve().parent / "results" / "status_cost.json"
+    out = Path(__file__).resolve().parent / "results" / f"status_cost_{args.sizes.replace(',', '_')}.json"
     out.write_text(json.dumps(doc, indent=2) + "\n")
     return 0
 

@@ -18,6 +18,7 @@ only makes the answer a moment old.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,19 +39,50 @@ class Unpublished:
     scanned: bool  # the vault was scanned (False: the store alone, ``--fast``)
     problems: list[vlt.Problem] = field(default_factory=list)  # only when scanned
 
+    source: str = "scan"  # "scan", "journal" (a running watcher's) or "store" (no scan)
+
     def to_json(self, limit: int = LIST_LIMIT) -> dict[str, Any]:
         return {"count": len(self.entries), "entries": self.entries[:limit],
-                "more": len(self.entries) > limit, "scanned": self.scanned}
+                "more": len(self.entries) > limit, "scanned": self.scanned,
+                "source": self.source}
 
 
-def unpublished_txn(conn: Connection, vault: Path, *, scan: bool = True) -> Unpublished:
-    """What the next sync of the replica whose store ``conn`` reads would publish."""
+def _journal_changes(conn: Connection, vault: Path, paths: list[str]) -> vlt.Changes:
+    """What ``scan_changes`` would find, for the paths a watcher's journal names alone."""
+    base = os.fspath(vault).rstrip("/") + "/"
+    changed, missing, problems = [], set(), []
+    for p in sorted(set(paths)):
+        if not p.startswith(base) or not p.endswith(".md"):
+            continue
+        rel = p[len(base):]
+        entry_id, reason = vlt.path_entry_id(rel)
+        if reason or entry_id is None:
+            problems.append(vlt.Problem(rel, None, reason or "not an entry file"))
+            continue
+        s = st.get_state_txn(conn, entry_id)
+        try:
+            stat = os.lstat(p)
+        except FileNotFoundError:
+            if s.file_hash is not None:
+                missing.add(entry_id)
+            continue
+        if (stat.st_size, stat.st_mtime_ns) != (s.file_size, s.file_mtime_ns):
+            changed.append(vlt.FileStat(entry_id, p, stat.st_size, stat.st_mtime_ns))
+    return vlt.Changes(changed, missing, problems)
+
+
+def unpublished_txn(conn: Connection, vault: Path, *, scan: bool = True,
+                    journal: list[str] | None = None) -> Unpublished:
+    """What the next sync of the replica whose store ``conn`` reads would publish;
+    ``journal``: the paths a running watcher saw change since its last scan, checked
+    instead of walking the vault."""
     ids = set(st.dirty_ids_txn(conn))
     if not scan:
-        return Unpublished(sorted(ids), scanned=False)
+        return Unpublished(sorted(ids), scanned=False, source="store")
     # the store's own journaled writes not yet carried out are not local edits
     writing = {r[0] for r in conn.exec_driver_sql("SELECT entry_id FROM vault_pending")}
-    changes = vlt.scan_changes(vault, st.file_index_txn(conn))
+    changes = (vlt.scan_changes(vault, st.file_index_txn(conn)) if journal is None
+               else _journal_changes(conn, vault, journal))
     problems = list(changes.problems)
     for fs in changes.changed:
         if fs.entry_id in writing:
@@ -81,4 +113,5 @@ def unpublished_txn(conn: Connection, vault: Path, *, scan: bool = True) -> Unpu
         if st.live_version(s.synced) is not None or s.held:
             ids.add(entry_id)
     problems.sort(key=lambda p: p.path)
-    return Unpublished(sorted(ids), scanned=True, problems=problems)
+    return Unpublished(sorted(ids), scanned=True, problems=problems,
+                       source="scan" if journal is None else "journal")

@@ -155,8 +155,13 @@ def status_doc(space: SpaceConfig, *, scan: bool = True) -> dict[str, Any]:
         head = store.head()
         conflicts = store.conflicts()
         outbox = store.dirty_count()
+        journal = None
+        if scan:  # a running watcher's journal, when valid, stands in for the scan
+            from replica.journal import changed_paths
+
+            journal = changed_paths(space)
         with store.engine.connect() as conn:
-            local = unpublished_txn(conn, Path(space.vault), scan=scan)
+            local = unpublished_txn(conn, Path(space.vault), scan=scan, journal=journal)
         doc = {
             "space": {"id": space.space_id, "name": space.name},
             "replica_id": space.replica_id,
@@ -170,8 +175,8 @@ def status_doc(space: SpaceConfig, *, scan: bool = True) -> dict[str, Any]:
                            "theirs_author": c.theirs_author, "theirs_seq": c.theirs_seq}
                           for c in conflicts],
             # a scan finds the problems the next sync would report; without one, the last's
-            "problems": ([p.to_json() for p in local.problems] if local.scanned
-                         else saved.get("problems", [])),
+            # (with a journal: the last's, but for the files changed since, checked now)
+            "problems": _problems(local, saved, journal),
             "policy_denied": saved.get("policy_denied", []),
             "last_error": saved.get("last_error"),
             "last_success": saved.get("last_success"),
@@ -201,6 +206,18 @@ def status_doc(space: SpaceConfig, *, scan: bool = True) -> dict[str, Any]:
     else:
         doc["state"] = "ok"
     return doc
+
+
+def _problems(local: Any, saved: dict[str, Any], journal: list[str] | None
+              ) -> list[dict[str, Any]]:
+    fresh = [p.to_json() for p in local.problems]
+    if not local.scanned:
+        return list(saved.get("problems", []))
+    if journal is None:
+        return fresh
+    kept = [p for p in saved.get("problems", [])
+            if not any(j.endswith("/" + p["path"]) for j in journal)]
+    return sorted(kept + fresh, key=lambda p: p["path"])
 
 
 def write_status(space: SpaceConfig, *, report: SyncReport | None, error: QuireError | None,

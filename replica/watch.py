@@ -212,6 +212,14 @@ class Watcher:
         # entries the last sync left unpublished: the status file's "unpublished"
         self.waiting: set[str] = set()
         self.pending: list[str] = []
+        # the journal (docs/watch.md): valid once the file events are armed (our own cookie
+        # came back) and a vault scan started after that succeeded; a gap (the files thread
+        # stopped) or a restart (a new generation) invalidates it
+        self.generation = f"{os.getpid()}-{self.started_at}"
+        self.armed_at: int | None = None
+        self.scanned_at: int | None = None
+        self.cookies: list[str] = []  # the last cookies seen, newest last
+        self.rescan = False  # a local scan is due (the journal starts after one)
 
     # ------------------------------------------------------------ inputs
 
@@ -239,6 +247,13 @@ class Watcher:
                     log.debug("could not check vault events", exc_info=True)
             self.waiting.update(paths or ())
             self.debounce.touch()
+        elif kind == "armed":  # file events flow: scan once more so the journal starts
+            self.armed_at = now
+            self.rescan = True
+        elif kind == "files_down":
+            self.armed_at = None
+        elif kind == "cookie":  # a reader asks: every event before its cookie is handled
+            self.cookies = (self.cookies + [msg[1]])[-16:]
         elif kind == "stream":
             up = msg[1] == "up"
             if up and not self.stream_up and self.retry_at is not None and not self.suspended:
@@ -279,7 +294,7 @@ class Watcher:
         """When ``tick`` has something to do next (Unix ms)."""
         if self.suspended or self.retry_at is not None:
             return self.retry_at or self.clock()
-        if self.want_sync:
+        if self.want_sync or self.rescan:
             return self.clock()
         wakes = [self.next_poll_at]
         d = self.debounce.deadline()
@@ -294,6 +309,8 @@ class Watcher:
             return (self.retry_at is not None and now >= self.retry_at), False
         if self.want_sync or now >= self.next_poll_at:
             return True, False
+        if self.rescan:  # the journal starts with a scan (local only: no hub request)
+            return True, True
         if self.debounce.due():
             return True, True
         return False, False
@@ -310,11 +327,13 @@ class Watcher:
         if not self.suspended:  # a probe while suspended stays 'suspended' until it works
             self.state = "syncing"
             self._status()
+        by_edits = local_only and self.debounce.due()  # not the journal's first scan
         self.debounce.clear()  # edits from now on start a new window
         taken = set(self.waiting)  # a failed sync leaves them waiting
+        self.rescan = False
         self.want_sync = False
         started = self.clock()
-        self.scans += 1 if local_only else 0
+        self.scans += 1 if by_edits else 0
         log.debug("sync start (local_only=%s)", local_only)
         try:
             res = self.sync(local_only)
@@ -365,6 +384,7 @@ class Watcher:
         self.retry_at = None
         self.backoff.reset()
         self.last_sync_at = started
+        self.scanned_at = started
         self.last_success = now
         self.last_error = None
         if not res.skipped:
@@ -443,6 +463,7 @@ class Watcher:
             "applied": self.applied,
             "scans": self.scans,
             "unpublished": self.unpublished(),
+            "journal": self.journal(),
         }
 
     def unpublished(self, limit: int = 50) -> dict[str, Any]:
@@ -454,6 +475,14 @@ class Watcher:
         entries = sorted(ids)
         return {"count": len(entries), "entries": entries[:limit],
                 "more": len(entries) > limit, "waiting": len(self.waiting)}
+
+    def journal(self) -> dict[str, Any]:
+        """The vault paths changed since the last scan, and whether a reader may trust
+        them instead of scanning (``valid``); ``cookies`` acknowledges readers."""
+        valid = (self.armed_at is not None and self.scanned_at is not None
+                 and self.scanned_at >= self.armed_at)
+        return {"generation": self.generation, "valid": valid,
+                "paths": sorted(self.waiting) if valid else [], "cookies": list(self.cookies)}
 
     def _status(self) -> None:
         try:

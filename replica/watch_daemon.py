@@ -20,6 +20,7 @@ from typing import Any
 
 from replica import service
 from replica.home import write_json
+from replica.journal import COOKIE
 from replica.watch import Backoff, Watcher, WatchSettings, refused
 from replica.watch_lock import WatchLock, lock_path, status_path
 from replica.watch_syncer import SpaceSyncer
@@ -37,22 +38,51 @@ def _is_entry_file(vault: Path, p: str) -> bool:
     return not any(part.startswith(".") for part in rel.parts)
 
 
+
+
 def files_thread(vault: Path, inbox: queue.Queue[tuple[Any, ...]],
                  stop: threading.Event) -> None:
-    """Vault file events (inotify through watchfiles) → ``("local", n)``."""
-    from watchfiles import watch
+    """Vault file events (inotify through watchfiles) → ``("local", n, paths)``; a
+    reader's cookie file → ``("cookie", name)``; ``("armed",)`` once events flow (our own
+    cookie came back), ``("files_down",)`` when watching stops (the journal has a gap)."""
+    from watchfiles import Change, watch
 
     vault.mkdir(parents=True, exist_ok=True)
+    armed = threading.Event()
+    mine = f"{COOKIE}armed-{os.getpid()}-{id(inbox)}"
+
+    def arm() -> None:  # watchfiles arms inotify inside the generator: poke until it sees
+        path = vault / mine
+        while not armed.is_set() and not stop.is_set():
+            try:
+                path.write_bytes(b"")
+            except OSError:
+                pass
+            armed.wait(0.2)
+        path.unlink(missing_ok=True)
+
+    threading.Thread(target=arm, name="files-arm", daemon=True).start()
     try:
         for changes in watch(vault, stop_event=stop, debounce=50, step=20,
                              raise_interrupt=False):
             found = {p for _, p in changes if _is_entry_file(vault, p)}
             found |= _files_in_new_folders(vault, changes)
             paths = sorted(found)
-            if paths:
+            if paths:  # before any cookie of the same batch: the reader then sees them
                 inbox.put(("local", len(paths), paths))
+            for change, p in sorted(changes):
+                name = os.path.basename(p)
+                if change != Change.deleted and name.startswith(COOKIE):
+                    if name == mine and not armed.is_set():
+                        armed.set()
+                        inbox.put(("armed",))
+                    elif name != mine:
+                        inbox.put(("cookie", name))
     except Exception:  # the polling fallback still publishes local edits
         log.exception("vault watching stopped")
+    finally:
+        armed.set()
+        inbox.put(("files_down",))
 
 
 def _files_in_new_folders(vault: Path, changes: Any) -> set[str]:

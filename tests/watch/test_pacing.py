@@ -334,3 +334,35 @@ def test_a_user_deletion_after_our_own_deletion_is_not_mistaken_for_ours(tmp_pat
     assert not s._known_write(str(path))
     path.unlink()
     assert not s._known_write(str(path))
+
+
+def test_the_journal_is_trusted_only_after_a_scan_that_started_with_events_armed() -> None:
+    w, sync, c, statuses = make()
+    w.vault = "/v"
+    w.tick()  # the catch-up sync at start: before the file events were armed
+    assert sync.calls == [False] and not w.journal()["valid"]
+    w.handle(("local", 1, ["/v/page/a.md"]))
+    assert not w.journal()["valid"] and w.journal()["paths"] == []  # nothing to trust yet
+    c.advance(10)
+    w.handle(("armed",))
+    assert w.due() == (True, True)  # a local scan at once, no hub request, no debounce wait
+    w.tick()
+    assert sync.calls == [False, True]
+    assert w.journal()["valid"] and w.journal()["paths"] == []  # the scan took page/a
+    w.handle(("local", 1, ["/v/page/b.md"]))
+    w.handle(("cookie", ".quire-cookie-1"))  # handled after the edit before it
+    j = statuses[-1]["journal"]
+    assert j["paths"] == ["/v/page/b.md"] and j["cookies"] == [".quire-cookie-1"]
+    assert statuses[-1]["unpublished"]["entries"] == ["page/b"]
+    w.handle(("files_down",))  # a gap: events may be lost from here on
+    assert not w.journal()["valid"] and w.journal()["paths"] == []
+
+
+def test_a_failed_scan_does_not_start_the_journal() -> None:
+    w, sync, c, _ = make()
+    w.tick()
+    c.advance(10)
+    w.handle(("armed",))
+    sync.errors.append(TransferFailed("down"))
+    w.tick()
+    assert not w.journal()["valid"]

@@ -102,7 +102,8 @@ def test_hand_edits_without_a_watcher_are_pending_until_synced(
 
     doc = m.status()
     assert doc["state"] == "ok", doc
-    assert doc["unpublished"] == {"count": 0, "entries": [], "more": False, "scanned": True}
+    assert doc["unpublished"] == {"count": 0, "entries": [], "more": False, "scanned": True,
+                                  "source": "scan"}
     assert m.run("status", "--strict", check=False).returncode == 0
     assert _mcp_status(m)["state"] == "ok"
 
@@ -124,6 +125,8 @@ def test_edits_a_watcher_was_stopped_on_mid_debounce_stay_pending_until_publishe
                  DEADLINE, lambda: f"watcher did not see the edits: {w.status()}")
         doc = m.status()
         _pending(doc, THREE)
+        # from the running watcher's journal (a cookie round trip), not a vault walk
+        assert doc["unpublished"]["source"] == "journal", doc["unpublished"]
         assert doc["watcher"]["running"] and doc["watcher"]["unpublished"]["count"] == 3
         assert _mcp_status(m)["unpublished"]["entries"] == THREE
     finally:
@@ -131,6 +134,7 @@ def test_edits_a_watcher_was_stopped_on_mid_debounce_stay_pending_until_publishe
     doc = m.status()
     _pending(doc, THREE)
     assert doc["watcher"]["running"] is False
+    assert doc["unpublished"]["source"] == "scan"  # no watcher: no journal to trust
 
     w2 = WatchProc(m)  # a watcher starts with a full sync: it publishes them
     try:

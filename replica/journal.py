@@ -1,0 +1,67 @@
+"""Asking a running watcher for its journal instead of scanning the vault (git's fsmonitor
+model; the watcher side is in replica/watch.py and replica/watch_daemon.py).
+
+    reader                                  watcher (quire watch)
+    ──────                                  ─────────────────────
+    lock held? journal valid? ──► no ──► scan the vault as a sync does
+    write <vault>/.quire-cookie-N   ──►     files thread: the cookie's event comes after
+                                            every earlier vault event (one inotify queue)
+    poll watch.json until N is      ◄──     Watcher records N in journal.cookies, after
+    listed (≤ ``timeout``)                  the paths of those earlier events
+    use journal.paths                       (changed since the last scan)
+
+A journal is valid only while the same watcher (``generation``) has had its file events
+armed since before a scan that succeeded; a gap (the files thread stopped) or a restart
+invalidates it, and any doubt (no answer in time) falls back to the scan.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from typing import Any
+
+from replica.watch_lock import WatchLock, lock_path, status_path
+
+COOKIE = ".quire-cookie-"  # replica/watch_daemon.py reports files named so
+
+
+def _journal(space: Any) -> dict[str, Any] | None:
+    try:
+        doc = json.loads(status_path(space).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    j = doc.get("journal") if isinstance(doc, dict) else None
+    return j if isinstance(j, dict) and j.get("valid") else None
+
+
+def changed_paths(space: Any, timeout: float = 2.0) -> list[str] | None:
+    """The vault paths a running watcher saw change since its last scan, once it has
+    handled every event up to now; None: no valid journal (scan instead)."""
+    first = _journal(space)
+    if first is None or not WatchLock(lock_path(space)).held_by_other():
+        return None
+    name = f"{COOKIE}{secrets.token_hex(8)}"
+    cookie = os.path.join(os.fspath(space.vault), name)
+    try:
+        with open(cookie, "xb"):
+            pass
+    except OSError:
+        return None
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            j = _journal(space)
+            if j is None or j.get("generation") != first.get("generation"):
+                return None  # restarted or lost its events meanwhile
+            if name in (j.get("cookies") or []):
+                return [p for p in j.get("paths") or [] if isinstance(p, str)]
+            time.sleep(0.005)
+        return None
+    finally:
+        try:
+            os.unlink(cookie)
+        except OSError:
+            pass

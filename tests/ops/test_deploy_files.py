@@ -92,7 +92,7 @@ def test_nginx_outside_compose_passes_streams_and_refuses_metrics(
     """The shipped deploy/nginx/quire.conf, in an nginx.conf like a distribution's; the only
     changes are the listen port and where the upstream list lives (both documented)."""
     if shutil.which("nginx") is None:
-        pytest.skip("nginx not installed (Debian: apt-get install nginx)")
+        kit.unavailable("nginx not installed (Debian: apt-get install nginx)")
     hub, proxy_port, code = hub_behind
     ups = tmp_path / "quire-upstreams.conf"
     ups.write_text(f"server 127.0.0.1:{hub.port};\n")
@@ -132,7 +132,7 @@ def test_caddy_outside_compose_passes_streams_and_refuses_metrics(
         hub_behind: tuple[kit.HubProcess, int, str], tmp_path: Path) -> None:
     """The shipped deploy/Caddyfile as is, with its documented variables."""
     if shutil.which("caddy") is None:
-        pytest.skip("caddy not installed (Debian: apt-get install caddy)")
+        kit.unavailable("caddy not installed (Debian: apt-get install caddy)")
     hub, proxy_port, code = hub_behind
     env = dict(os.environ, HOME=str(tmp_path), XDG_DATA_HOME=str(tmp_path),
                XDG_CONFIG_HOME=str(tmp_path), QUIRE_CADDY_ADMIN="off",

@@ -99,7 +99,7 @@ def test_alert_rules_parse_and_name_only_exported_metrics(scraped: dict[str, obj
             base = re.sub(r"_(bucket|count|sum|total)$", "", name)
             assert base in exported or name in exported, (r["alert"], name)
     if shutil.which("promtool") is None:
-        pytest.skip("promtool not installed (Debian: apt-get install prometheus); "
+        kit.unavailable("promtool not installed (Debian: apt-get install prometheus); "
                     "structure checked above")
     out = subprocess.run(["promtool", "check", "rules", str(RULES)], capture_output=True,
                          text=True)

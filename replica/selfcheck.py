@@ -92,6 +92,16 @@ def check_vault(store: Store, vault: Path) -> dict[str, Any]:
             "untracked": sorted(untracked)}
 
 
+def check_ids(store: Store) -> dict[str, Any]:
+    """Live entries whose ids cannot be files on every system (accepted before the hub and
+    the replica refused such new ids): reported so they can be renamed; they still sync."""
+    from shared.ids import non_portable_ids
+
+    live = [eid for eid, s in store.states().items()
+            if s.synced is not None and not s.synced.deleted]
+    return {"non_portable": non_portable_ids(live)}
+
+
 def run(home: Any, space: Any, *, with_hub: bool = False) -> dict[str, Any]:
     """The ``quire verify`` document of one joined space."""
     from replica import service
@@ -105,7 +115,8 @@ def run(home: Any, space: Any, *, with_hub: bool = False) -> dict[str, Any]:
         doc: dict[str, Any] = {
             "space": {"id": space.space_id, "name": space.name},
             "store": check_store(store, hub.public_key, space.space_id),
-            "vault": check_vault(store, Path(space.vault))}
+            "vault": check_vault(store, Path(space.vault)),
+            "ids": check_ids(store)}
     finally:
         store.close()
     if with_hub:
@@ -126,6 +137,9 @@ def human(doc: dict[str, Any]) -> str:
                  f"{len(v['changed'])}, untracked {len(v['untracked'])}")
     for k in ("missing", "changed", "untracked"):
         lines += [f"    {k}: {x}" for x in v[k][:20]]
+    for x in doc.get("ids", {}).get("non_portable", [])[:20]:
+        lines.append(f"  id {x['id']} cannot be a file on every system ({x['reason']}); "
+                     "rename it (it still syncs)")
     if "hub" in doc:
         h = doc["hub"]
         lines.append(f"  hub: chain {h['chain']['ok']} ({h['chain']['batches']} batches), "

@@ -174,8 +174,12 @@ def check_space(home: Home, space: SpaceConfig) -> list[Finding]:
                            f"move {space.store_path} aside and join again; keep the vault"))
     from replica import vault as vlt
 
-    changes = vlt.scan_changes(space.vault, recorded)
-    edited = [fs.entry_id for fs in changes.changed]
+    hashes = {r[0]: r[3] for r in recorded}
+    changes = vlt.scan_changes(space.vault, [r[:3] for r in recorded])
+    # a stat that differs (or was not recorded) is only a candidate, as in a sync: the
+    # file's bytes decide
+    edited = [fs.entry_id for fs in changes.changed
+              if _hash_of(fs.path) != hashes.get(fs.entry_id)]
     if edited:
         out.append(Finding(
             "vault", INFO, name,
@@ -196,12 +200,22 @@ def check_space(home: Home, space: SpaceConfig) -> list[Finding]:
     return out
 
 
-def _store_record(path: Path) -> tuple[list[tuple[str, int | None, int | None]], str]:
-    """The store's record of vault files and SQLite's quick_check, read only."""
+def _hash_of(path: Path) -> str | None:
+    from replica.vault import file_hash
+
+    try:
+        return file_hash(path.read_bytes())
+    except OSError:
+        return None
+
+
+def _store_record(path: Path) -> tuple[list[tuple[str, int | None, int | None, str]], str]:
+    """The store's record of vault files (id, size, mtime, hash) and SQLite's quick_check,
+    read only."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
     try:
         check = conn.execute("PRAGMA quick_check").fetchone()[0]
-        rows = conn.execute("SELECT id, file_size, file_mtime_ns FROM entries"
+        rows = conn.execute("SELECT id, file_size, file_mtime_ns, file_hash FROM entries"
                             " WHERE file_hash IS NOT NULL").fetchall()
         return [tuple(r) for r in rows], str(check)
     finally:

@@ -72,6 +72,10 @@ OPS: dict[tuple[str, str], Op] = {
     ("GET", "/v1/spaces/{space}/snapshot"): Op("every live entry at one head (NDJSON)",
                                                "ndjson"),
     ("GET", "/v1/spaces/{space}/devices"): Op("hub-signed attestations of device keys"),
+    ("GET", "/v1/spaces/{space}/verify"): Op(
+        "the hub verifies its own chain, state root and (admins) audit chain",
+        description="Re-hashes the epoch's batches from genesis and recomputes the state "
+                    "root (`quire verify --hub`)."),
     ("POST", "/v1/spaces/{space}/batches"): Op(
         "publish a batch through the guard", "receipt", "batch", 201,
         query=(("rebase", {"type": "string", "enum": ["0", "1"]}),),

@@ -181,6 +181,9 @@ class Watcher:
     # own(paths): these vault files show what this replica wrote (no edit to publish)
     own: Callable[[list[str]], bool] | None = None
     vault: str = ""  # the vault's path: event paths under it name entries in the status
+    # on_refused(code, message): record a refusal where `quire status` reads it after this
+    # watcher stops (a refusal the stream reported had no sync to record it)
+    on_refused: Callable[[str, str], None] | None = None
 
     def __post_init__(self) -> None:
         s = self.settings
@@ -424,6 +427,8 @@ class Watcher:
         if not self.suspended:
             log.warning("access refused (%s: %s): suspended, everything local is kept",
                         code, message)
+            if self.on_refused is not None:
+                self.on_refused(code, message)
         self.suspended = True
         self.state = "suspended"
         self.retry_at = now + self.settings.suspended_retry_ms

@@ -169,7 +169,8 @@ def start(home: Any, space: Any, settings: WatchSettings, stop: threading.Event)
                       write_status=lambda doc: write_json(status_path(space), dict(
                           doc, space={"id": space.space_id, "name": space.name})),
                       settings=settings, on_resume=kick.set, apply=syncer.apply,
-                      own=syncer.own_writes, vault=os.fspath(space.vault))
+                      own=syncer.own_writes, vault=os.fspath(space.vault),
+                      on_refused=lambda code, message: _record_refusal(space, code, message))
     lock.acquire(watcher.started_at)
     hub = home.hub(space.hub_id)
 
@@ -189,6 +190,20 @@ def start(home: Any, space: Any, settings: WatchSettings, stop: threading.Event)
     for t in threads:
         t.start()
     return Running(space.name, watcher, inbox, lock, threads, syncer)
+
+
+def _record_refusal(space: Any, code: str, message: str) -> None:
+    """The hub refused this replica (its event stream said so): keep it in the space's
+    status record, as a refused sync does, so `quire status` still says `suspended` after
+    the watcher stops. The next successful sync clears it."""
+    from replica.service import write_status
+    from shared.errors import from_wire
+
+    try:
+        write_status(space, report=None, role=None,
+                     error=from_wire(403, {"error": {"code": code, "message": message}}))
+    except OSError as e:
+        log.warning("could not record the refusal: %s", e)
 
 
 def run_watch(home: Any, spaces: list[Any], settings: WatchSettings | None = None,

@@ -21,6 +21,8 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -161,6 +163,18 @@ def _space(store: Store, p: Principal, space_ref: str) -> Any:
     return space
 
 
+@contextmanager
+def _indexed(store: Store, p: Principal, space_ref: str) -> Iterator[tuple[Any, Any, Any]]:
+    """(conn, space, index state): access checked, the read index brought up to the head,
+    then one consistent read transaction over it."""
+    space = _space(store, p, space_ref)
+    catch_up(store, space.id)
+    with store.read(snapshot=True) as conn:
+        state = ri.state_txn(conn, space.id)
+        assert state is not None  # catch_up left it at the head
+        yield conn, space, state
+
+
 def _head(epoch: str, seq: int) -> dict[str, Any]:
     return {"epoch": epoch, "seq": seq}
 
@@ -219,11 +233,7 @@ def get_entry(store: Store, p: Principal, space_ref: str, entry_id: str, *,
         return {"head": _head(space.epoch, space.head_seq),
                 "at": _head(space.epoch, space.head_seq), "entry": json.loads(content),
                 "version": version, "changed_seq": changed}
-    space = _space(store, p, space_ref)
-    catch_up(store, space.id)
-    with store.read(snapshot=True) as conn:
-        state = ri.state_txn(conn, space.id)
-        assert state is not None
+    with _indexed(store, p, space_ref) as (conn, space, state):
         got = _entry_at_txn(conn, space, state, entry_id, epoch, seq)
     at = _head(epoch or state.epoch, state.seq if seq is None else seq)
     if got is None:
@@ -236,12 +246,8 @@ def get_entry(store: Store, p: Principal, space_ref: str, entry_id: str, *,
 def history(store: Store, p: Principal, space_ref: str, entry_id: str, limit: int
             ) -> dict[str, Any]:
     """Every change of one entry, newest first: seq, version, author, agent, provenance."""
-    space = _space(store, p, space_ref)
-    catch_up(store, space.id)
     out = []
-    with store.read(snapshot=True) as conn:
-        state = ri.state_txn(conn, space.id)
-        assert state is not None
+    with _indexed(store, p, space_ref) as (conn, space, state):
         for row in ri.history_txn(conn, space.id, entry_id, limit):
             b = ri.batch_at_txn(conn, space.id, row.epoch, row.seq)
             if b is None:
@@ -300,11 +306,7 @@ def diff_entries(old: dict[str, Any] | None, new: dict[str, Any] | None) -> dict
 def diff(store: Store, p: Principal, space_ref: str, entry_id: str, *, from_seq: int,
          to_seq: int | None, epoch: str | None) -> dict[str, Any]:
     """The change of one entry between two seqs of one epoch (``to`` defaults to the head)."""
-    space = _space(store, p, space_ref)
-    catch_up(store, space.id)
-    with store.read(snapshot=True) as conn:
-        state = ri.state_txn(conn, space.id)
-        assert state is not None
+    with _indexed(store, p, space_ref) as (conn, space, state):
         old = _entry_at_txn(conn, space, state, entry_id, epoch, from_seq)
         new = _entry_at_txn(conn, space, state, entry_id, epoch, to_seq)
     to = state.seq if to_seq is None else to_seq
@@ -330,11 +332,7 @@ def search(store: Store, p: Principal, space_ref: str, q: str | None, limit: int
            ) -> dict[str, Any]:
     """Live entries at the head whose title, tags or body hold every word of ``q``."""
     terms = search_terms(q)
-    space = _space(store, p, space_ref)
-    catch_up(store, space.id)
-    with store.read(snapshot=True) as conn:
-        state = ri.state_txn(conn, space.id)
-        assert state is not None
+    with _indexed(store, p, space_ref) as (conn, space, state):
         total, rows = ri.search_txn(conn, space.id, terms, limit)
     return {"head": _head(*state), "terms": terms, "total": total,
             "results": [{"id": i, "title": t, "snippet": _snippet(b, terms)}

@@ -12,7 +12,6 @@ same every-word match over the entries in the local store.
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from replica.home import Home
@@ -46,10 +45,10 @@ def cmd_read(args: argparse.Namespace, out: Any) -> int:
     if not args.remote:
         return _read_local(args, out)
 
-    def ask(what: str, params: dict[str, Any]) -> dict[str, Any]:
-        from replica.remote_reads import ask
+    from replica.remote_reads import ask as ask_hub
 
-        return ask(Home(), args.space, what, params)
+    def ask(what: str, params: dict[str, Any]) -> dict[str, Any]:
+        return ask_hub(Home(), args.space, what, params)
 
     if args.history:
         doc = ask("history", {"id": args.entry})
@@ -126,5 +125,3 @@ def _search_local(args: argparse.Namespace, out: Any, q: str) -> int:
                             *(f"{r['id']:40} {r['title']}" for r in results)]))
     return 0
 
-
-__all__ = ["add_parsers", "cmd_read", "cmd_search", "json"]

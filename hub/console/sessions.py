@@ -29,7 +29,7 @@ from hub.access import Principal, recheck_principal_txn, secret_hash
 from hub.grants import AuthorizationPending
 from hub.store import console_sessions as cs
 from hub.store.db import Store
-from shared.errors import QuireError, Unauthorized
+from shared.errors import Unauthorized
 from shared.ids import new_id
 from shared.signing import jwk_thumbprint, public_b64
 
@@ -123,6 +123,3 @@ def end(store: Store, session: Session, now: int) -> None:
     """Sign out: the session is revoked, and so is the browser's device."""
     store.run_write(lambda conn: cs.revoke_txn(conn, session.id, session.device_id, now))
 
-
-__all__ = ["COOKIE", "QuireError", "Session", "csrf_ok", "csrf_token", "end", "find",
-           "principal", "resume", "start"]

@@ -52,8 +52,13 @@ class WatchProc:
             return {}
 
     def wait_ready(self, timeout: float = DEADLINE) -> None:
-        wait_for(lambda: self.status().get("stream") == "up"
-                 and self.status().get("state") in ("idle", "conflicts"), timeout,
+        # ready: caught up, the event stream open, and the vault's file events armed (the
+        # journal is valid). An edit made before the files are armed is found by the scan
+        # that arming starts, and that scan publishes it at once, debounce or not: a test
+        # that edits after a ready that did not wait for arming raced that scan
+        wait_for(lambda: (s := self.status()).get("stream") == "up"
+                 and s.get("state") in ("idle", "conflicts")
+                 and s.get("journal", {}).get("valid") is True, timeout,
                  lambda: f"watcher of {self.member.name} not ready: {self.status()}\n"
                          f"{self.log.read_text()[-2000:]}")
 

@@ -132,6 +132,7 @@ LABELS = {
     "noop_sync": "sync with nothing to do",
     "hub_rss_snapshot": "hub peak RSS, serving a snapshot",
     "replica_rss_clone": "client peak RSS, cloning",
+    "verify": "quire verify (store and vault against the signed head)",
 }
 
 

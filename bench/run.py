@@ -286,6 +286,7 @@ class Bench:
             self._quire_clone(size, spaces, replicas)
             if size == big:
                 self._quire_incremental(big, spaces, replicas, data)
+                self._quire_verify(big, replicas)
             if size in c["noop_sizes"]:
                 with self.attempt("noop_sync", size, "quire", "s") as row:
                     self.gate("quire")
@@ -327,6 +328,20 @@ class Bench:
                 if not row.ok:
                     raise Unavailable(row.status)
                 mrow.value = row.details["replica_peak_rss_mb"]
+
+    def _quire_verify(self, size: int, replicas: dict[int, Member]) -> None:
+        """``quire verify`` of the large replica (issue 12): the store against the last
+        signed head (its state root recomputed), every vault file against the store. The
+        command's whole wall time, start-up included."""
+        with self.attempt("verify", size, "quire", "s") as row:
+            self.gate("quire")
+            if size not in replicas:
+                raise Unavailable("no replica of this size")
+            t, doc = replicas[size].run("verify")
+            if not doc.get("ok"):
+                raise Unavailable(f"verify found differences: {str(doc)[:200]}")
+            row.value = t.seconds
+            row.details = {"peak_rss_mb": round(t.peak_rss_mb, 1)}
 
     def _quire_incremental(self, big: int, spaces: dict[int, tuple[str, Publisher]],
                            replicas: dict[int, Member],
@@ -478,7 +493,7 @@ class Bench:
 
 
 ORDER = {"publish_rate": 0, "bulk_publish": 1, "clone": 2, "incremental": 3, "noop_sync": 4,
-         "replica_rss_clone": 5, "hub_rss_snapshot": 6}
+         "replica_rss_clone": 5, "hub_rss_snapshot": 6, "verify": 7}
 SYSTEM_ORDER = {"quire": 0, "quire-sqlite": 0, "quire-pg": 1, "bare-starlette": 2, "git": 3,
                 "pouchdb": 4}
 

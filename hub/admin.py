@@ -417,6 +417,15 @@ def list_delegations(store: Store, p: Principal) -> dict[str, Any]:
         return {"delegations": q.list_delegations_txn(conn, user_id=p.user_id)}
 
 
+def list_space_delegations(store: Store, p: Principal, space_ref: str) -> dict[str, Any]:
+    """Every member's agent delegations in a space (space admins: they may revoke them)."""
+    direct(p)
+    with store.read() as conn:
+        space, _ = space_access_txn(conn, p, space_ref, "admin")
+        return {"space": space.id, "delegations": q.list_delegations_txn(conn,
+                                                                         space_id=space.id)}
+
+
 def revoke_delegation(store: Store, p: Principal, delegation_id: str, body: dict[str, Any],
                       now: int) -> dict[str, Any]:
     direct(p)

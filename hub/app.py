@@ -19,6 +19,7 @@ from hub.api.observe import Observe
 from hub.api.reads import READ_ROUTES
 from hub.api.routes import ROUTES
 from hub.clientaddr import parse_trusted
+from hub.console.admin_pages import CONSOLE_ADMIN
 from hub.console.pages import CONSOLE
 from hub.dpop import JtiCache
 from hub.events import Broker
@@ -151,12 +152,13 @@ def create_app(settings: Settings, *, store: Store | None = None, key: HubKey | 
 
         return handle
 
-    app = Starlette(routes=[*ROUTES, *READ_ROUTES, CONSOLE], lifespan=lifespan, exception_handlers={
+    served = [*ROUTES, *READ_ROUTES, CONSOLE_ADMIN, CONSOLE]
+    app = Starlette(routes=served, lifespan=lifespan, exception_handlers={
         QuireError: noted(quire_error_handler),
         HTTPException: noted(http_error_handler),
         Exception: noted(unhandled_error_handler),
     })
     app.state.hub = hub
     app.add_middleware(NulGuard)  # inside Observe: its refusals are logged and counted
-    app.add_middleware(Observe, metrics=hub.metrics, routes=[*ROUTES, *READ_ROUTES, CONSOLE])
+    app.add_middleware(Observe, metrics=hub.metrics, routes=served)
     return app

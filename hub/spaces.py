@@ -293,7 +293,10 @@ def devices(store: Store, key: HubKey, p: Principal, space_ref: str, now: int
 
 
 def bump_epoch(store: Store, p: Principal, space_ref: str, body: dict[str, Any], now: int,
-               key: HubKey | None = None) -> dict[str, Any]:
+               key: HubKey | None = None, *, dry_run: bool = False) -> dict[str, Any]:
+    """Start a new epoch (history restarts at seq 0). ``dry_run`` (the console's impact
+    preview): every check runs under the space lock, nothing is written, and the answer
+    names the epoch and head that would be left behind."""
     reason = body.get("reason")
     _require(isinstance(reason, str) and 0 < len(reason.strip()) <= 500,
              "reason is required (1-500 characters): say why history restarts")
@@ -302,6 +305,9 @@ def bump_epoch(store: Store, p: Principal, space_ref: str, body: dict[str, Any],
 
     def txn(conn: Any) -> dict[str, Any]:
         space, _ = space_access_txn(conn, p, space_ref, "admin", lock=True)
+        if dry_run:
+            return {"space": space.id, "epoch": None, "previous": space.epoch,
+                    "previous_seq": space.head_seq, "dry_run": True}
         epoch = new_id(now)
         q.set_head_txn(conn, space.id, 0, genesis_digest(space.id, epoch), epoch=epoch)
         if key is not None:  # the statement replicas verify before taking the new epoch

@@ -279,9 +279,15 @@ async def devices_page(request: Request, p: Any) -> Response:
 @signed_in
 async def device_revoke(request: Request, p: Any) -> Response:
     hub = _hub(request)
-    await _checked_form(request)
-    await _call(admin.revoke_device, hub.store, p, request.path_params["device"], {},
-                hub.now())
+    form = await _checked_form(request)
+    out = await _call(admin.revoke_device, hub.store, p, request.path_params["device"],
+                      {"dry_run": form.get("confirm") != "yes"}, hub.now())
+    if out["dry_run"]:  # a preview first: only the confirming POST revokes
+        return page(request, "confirm.html", me=p, title=f"Revoke {out['name']}",
+                    intro="its tokens stop working on the next request and the guard "
+                          "refuses its in-flight publications. Nothing has changed yet.",
+                    action=request.url.path, fields={}, button="Confirm revoke",
+                    back="/console/devices", facts=[("Device", out["name"])], lists=[])
     hub.access_changed()
     return _redirect("/console/devices")
 

@@ -118,8 +118,13 @@ def test_an_admin_revokes_a_device_from_the_console(hub_app: dict[str, Any],
     b = sign_in(hub_app, team["owner"])
     page = b.get("/console/devices").text
     assert "editor-laptop" in page
-    r = b.post(f"/console/devices/{team['ed'].device_id}/revoke",
-               data={"csrf": _csrf(page)}, headers=_origin(hub_app), follow_redirects=False)
+    path = f"/console/devices/{team['ed'].device_id}/revoke"
+    # the first POST previews: nothing is revoked until the confirming one
+    r = b.post(path, data={"csrf": _csrf(page)}, headers=_origin(hub_app))
+    assert r.status_code == 200 and "Confirm revoke" in r.text
+    assert team["ed"].get(f"/v1/spaces/{team['space']}/head").status_code == 200
+    r = b.post(path, data={"csrf": _csrf(page), "confirm": "yes"}, headers=_origin(hub_app),
+               follow_redirects=False)
     assert r.status_code == 303
     r = team["ed"].get(f"/v1/spaces/{team['space']}/head")
     assert r.status_code == 401 and r.json()["error"]["details"]["reason"] == "device_revoked"

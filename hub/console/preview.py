@@ -1,0 +1,86 @@
+"""What a change of role would allow or deny, and what a person or agent may change: pure
+functions over the effective rules ``admin.list_rules`` answers (the built-in defaults and
+the space's rules) and the evaluation the guard itself runs (``shared/policy.py``), so the
+console's preview and the guard's verdict cannot disagree.
+
+    role_impact(effective, user, before, after)  ->  what the member gains and loses
+    may_change(effective, user, role, agent, id)  ->  per action: allowed, or the deciding
+                                                      rule and the guard's reason
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared import policy
+
+CAN = {
+    "viewer": ["read, search and pull the space"],
+    "editor": ["publish changes (within the rules)"],
+    "admin": ["manage members, invites, rules, replicas, agents and epochs; read the audit",
+              "weaken guardrails (the default rule stops editors)"],
+}
+
+
+def capabilities(role: str | None) -> list[str]:
+    """What a role may do, weakest first (each role has its own and the weaker roles')."""
+    out: list[str] = []
+    for r in policy.ROLES[: policy.role_rank(role) + 1]:
+        out += CAN[r]
+    return out
+
+
+def _rules(effective: list[dict[str, Any]]) -> list[policy.Rule]:
+    return [policy.Rule.from_dict(r) for r in effective]
+
+
+def _describe(r: policy.Rule) -> str:
+    when = " when it weakens a guardrail" if r.when else ""
+    return f"{r.effect} {', '.join(r.actions)} on {r.entries}{when} ({r.id})"
+
+
+def applying(effective: list[dict[str, Any]], actor: policy.Actor) -> list[str]:
+    """The effective rules that apply to ``actor``, described."""
+    return [_describe(r) for r in _rules(effective) if policy.rule_applies(r, actor)]
+
+
+def role_impact(effective: list[dict[str, Any]], user_id: str, before: str, after: str
+                ) -> dict[str, list[str]]:
+    """What changing ``user_id`` from ``before`` to ``after`` allows and denies them."""
+    was, will = capabilities(before), capabilities(after)
+    old = applying(effective, policy.Actor(user_id, before))
+    new = applying(effective, policy.Actor(user_id, after))
+    return {"gains": [c for c in will if c not in was],
+            "loses": [c for c in was if c not in will],
+            "rules_start": [r for r in new if r not in old],
+            "rules_stop": [r for r in old if r not in new],
+            "rules_after": new}
+
+
+def agent_role(role: str | None) -> str | None:
+    """A delegated agent acts as at most an editor (``hub/access.py``), with a write grant."""
+    return "editor" if role == "admin" else role
+
+
+def may_change(effective: list[dict[str, Any]], user_id: str, role: str | None,
+               agent: str | None, entry_id: str) -> list[dict[str, Any]]:
+    """For each action on ``entry_id``: whether the guard lets this member (or their agent,
+    under a write delegation) do it, with the deciding rule and reason when it does not.
+    Guardrails get a row for a weakening update too (lowering severity, changing text)."""
+    actual = agent_role(role) if agent else role
+    actor = policy.Actor(user_id, actual, agent)
+    changes = [policy.Change(entry_id, a) for a in policy.ACTIONS]
+    if entry_id.startswith("guardrail/"):
+        changes.insert(2, policy.Change(entry_id, "update", True, "weakens it"))
+    rows = []
+    for c in changes:
+        label = c.action + (" (weakening)" if c.weakens else "")
+        if not policy.at_least(actual, "editor"):
+            rows.append({"action": label, "allowed": False, "rule": "role",
+                         "reason": f"a {actual or 'non-member'} may not publish at all"})
+            continue
+        denied = policy.denied_changes(_rules(effective), actor, [c])
+        rows.append({"action": label, "allowed": not denied,
+                     "rule": denied[0]["rule"] if denied else "",
+                     "reason": denied[0]["reason"] if denied else ""})
+    return rows

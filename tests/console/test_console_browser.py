@@ -182,6 +182,7 @@ def test_admin_and_member_work_through_the_console(hub: dict[str, Any], browser:
     admin.goto(url + "/console/devices")
     shot(admin, "devices")
     admin.get_by_role("button", name="Revoke member-laptop").click()
+    admin.get_by_role("button", name="Confirm revoke").click()  # after its preview
     row = admin.locator("tr").filter(has=admin.locator("td:first-child",
                                                        has_text=re.compile("^member-laptop$")))
     assert "revoked" in row.inner_text()

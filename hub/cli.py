@@ -148,6 +148,53 @@ def cmd_enroll(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_email(args: argparse.Namespace) -> int:
+    """Set (or ``--clear``) the email a user signs in to the console with through OpenID
+    Connect; without USER, list users and their emails. The operator's command: whoever can
+    set a user's email can sign in as that user, so no space admin can."""
+    from hub import audit
+    from hub.store import oidc_logins as sql
+    from hub.store.db import Store
+
+    s = _settings(args)
+    if not s.key_path.exists():
+        return _fail(args, "not_initialized", f"no hub in {s.data_dir}; run 'quire hub init'")
+    store = Store(s.database_url, pool_size=1)
+    try:
+        with store.read() as conn:
+            users = sql.users_txn(conn)
+        if not args.user:
+            rows = [{"id": u[0], "name": u[1], "email": u[2], "owner": bool(u[3]),
+                     "active": bool(u[4])} for u in users]
+            _out(args, {"users": rows}, "\n".join(
+                f"{r['id']}  {r['name']}  {r['email'] or '-'}" for r in rows) or "no users")
+            return 0
+        found = [u for u in users if args.user in (u[0], u[1])]
+        if len(found) != 1:
+            return _fail(args, "not_found", f"{len(found)} users match {args.user!r}; give "
+                         "the user id ('quire hub email' lists them)")
+        email = None if args.clear else (args.email or "").strip().lower()
+        if not args.clear and not (email and "@" in email and len(email) <= 320
+                                   and not any(c.isspace() for c in email)):
+            return _fail(args, "invalid_request", "give an email address (or --clear)")
+        if email and any(u[2] == email and u[0] != found[0][0] for u in users):
+            return _fail(args, "conflict", f"another user already signs in as {email}")
+        user_id, now = found[0][0], s.clock()
+
+        def txn(conn: Any) -> None:
+            sql.set_email_txn(conn, user_id, email)
+            audit.record_hub_txn(conn, at=now, action="user.email", actor={"system": "cli"},
+                                 details={"user": user_id, "email": email})
+
+        store.run_write(txn)
+    finally:
+        store.dispose()
+    _out(args, {"user": user_id, "email": email},
+         f"{found[0][1]} ({user_id}) " + (f"signs in as {email}" if email
+                                           else "has no sign-in email"))
+    return 0
+
+
 def _recorded_url(s: Settings) -> str | None:
     """The public URL clients use: configured, else the one of record (hub/record.py)."""
     if s.public_url:
@@ -270,6 +317,15 @@ def build_parser(prog: str = "quire hub") -> argparse.ArgumentParser:
                                       "changes the recorded URL."))
     common(sub.add_parser("enroll", help="make a new one-time owner enrollment code",
                           description="Make a new owner enrollment code (offline)."))
+    email = sub.add_parser("email", help="set the email a user signs in to the console with",
+                           description="Set the email a user signs in to the console with "
+                                       "through OpenID Connect (matched against the "
+                                       "provider's verified email); without USER, list "
+                                       "users and their emails.")
+    common(email)
+    email.add_argument("user", nargs="?", help="user id or name")
+    email.add_argument("email", nargs="?", help="the email address")
+    email.add_argument("--clear", action="store_true", help="remove the user's email")
     return p
 
 
@@ -278,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.data is not None:
         args.data = Path(args.data)
     return {"init": cmd_init, "serve": cmd_serve, "migrate": cmd_migrate,
-            "enroll": cmd_enroll, "record": cmd_record}[args.cmd](args)
+            "enroll": cmd_enroll, "record": cmd_record, "email": cmd_email}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -59,6 +59,15 @@ class Settings:
     device_code_ttl: int = 600  # seconds a device login (RFC 8628) may wait for approval
     device_code_interval: int = 5  # seconds between polls the hub asks for
     console_session_ttl: int = 4 * 3600  # seconds a console (browser) sign-in lasts
+    # OpenID Connect sign-in for the console (hub/console/oidc.py, docs/operations.md);
+    # off while oidc_issuer is empty
+    oidc_issuer: str = ""  # the provider's issuer URL, exactly as its metadata states it
+    oidc_metadata_url: str = ""  # default: <issuer>/.well-known/openid-configuration
+    oidc_client_id: str = ""
+    oidc_client_secret_file: str = ""  # a file holding the client secret (preferred)
+    oidc_client_secret: str = ""  # or the secret itself, from the environment; never shown
+    oidc_scopes: str = "openid email"
+    oidc_name: str = ""  # the provider's name on the sign-in button (default: the issuer)
     log_level: str = "info"
     # keep the signed state root (docs/security.md); off only to measure its cost: replicas
     # refuse heads without it
@@ -76,6 +85,8 @@ class Settings:
             v = getattr(self, f.name)
             if f.name == "db_url":
                 v = re.sub(r"://([^:/@]+):[^@]+@", r"://\1:***@", str(v))
+            if f.name == "oidc_client_secret" and v:
+                v = "***"
             shown.append(f"{f.name}={v!r}")
         return f"Settings({', '.join(shown)})"
 

@@ -11,6 +11,7 @@ and Secure when the hub's public URL is https.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -23,12 +24,15 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from hub import admin, reads, spaces
-from hub.console import sessions
-from shared.errors import Forbidden, QuireError, Unauthorized
+from hub import admin, logs, reads, spaces
+from hub.clientaddr import client_address, parse_trusted
+from hub.console import oidc, sessions
+from shared.errors import Forbidden, NotFound, QuireError, RateLimited, Unauthorized
 from shared.humanize import when
 
 HERE = Path(__file__).parent
+OIDC_PATH = "/console/signin/oidc"
+log = logging.getLogger("quire.hub")
 CODE_COOKIE = "quire_console_code"
 _env = Environment(loader=FileSystemLoader(HERE / "templates"),
                    autoescape=select_autoescape(["html"]), trim_blocks=True,
@@ -116,7 +120,9 @@ async def home(request: Request) -> Response:
 
 
 async def signin_page(request: Request) -> Response:
-    return page(request, "signin.html")
+    s = _hub(request).settings
+    return page(request, "signin.html",
+                oidc_name=oidc.provider_name(s) if oidc.configured(s) else "")
 
 
 async def signin_start(request: Request) -> Response:
@@ -152,6 +158,56 @@ async def signin_wait(request: Request) -> Response:
         return resp
     return page(request, "wait.html", user_code=request.cookies.get(CODE_COOKIE, ""),
                 interval=hub.settings.device_code_interval)
+
+
+def _oidc_refused(request: Request, e: oidc.Refused) -> Response:
+    logs.event(log, "oidc_signin_refused", logging.WARNING, reason=e.reason)
+    resp = page(request, "oidc_refused.html", status=403, message=e.message)
+    resp.delete_cookie(oidc.FLOW_COOKIE, path=OIDC_PATH)
+    return resp
+
+
+async def oidc_start(request: Request) -> Response:
+    """Off to the OpenID Connect provider (hub/console/oidc.py); a link, not a form: the
+    CSP's form-action 'self' would stop a form's redirect to the provider."""
+    hub = _hub(request)
+    if not oidc.configured(hub.settings):
+        return page(request, "error.html", status=404, error=NotFound(
+            "sign-in through an OpenID Connect provider is not configured on this hub"))
+    addr = client_address(request.client.host if request.client else None,
+                          request.headers.items(), parse_trusted(hub.settings.trusted_proxies))
+    ok, _ = await _call(hub.login_limiter.allow, addr)
+    if not ok:
+        return page(request, "error.html", status=429, error=RateLimited(
+            "too many sign-ins from this address; wait a minute and retry"))
+    try:
+        flow, url = await oidc.start(hub, request.app.state)
+    except oidc.Refused as e:
+        return _oidc_refused(request, e)
+    resp = RedirectResponse(url, status_code=302, headers=HEADERS)
+    resp.set_cookie(oidc.FLOW_COOKIE, flow, max_age=oidc.FLOW_TTL_S, path=OIDC_PATH,
+                    httponly=True, samesite="lax", secure=hub.settings.url.startswith("https:"))
+    return resp
+
+
+async def oidc_callback(request: Request) -> Response:
+    hub = _hub(request)
+    if not oidc.configured(hub.settings):
+        return page(request, "error.html", status=404, error=NotFound(
+            "sign-in through an OpenID Connect provider is not configured on this hub"))
+    try:
+        secret = await oidc.finish(hub, request.app.state, request.cookies.get(oidc.FLOW_COOKIE),
+                                   request.query_params)
+    except oidc.Refused as e:
+        return _oidc_refused(request, e)
+    # a page, not a redirect: after the provider's cross-site redirect a SameSite=Strict
+    # cookie is only sent on a navigation this page starts (its meta refresh or link)
+    resp = page(request, "signed_in.html")
+    resp.set_cookie(sessions.COOKIE, secret, max_age=hub.settings.console_session_ttl,
+                    path="/console", httponly=True, samesite="strict",
+                    secure=hub.settings.url.startswith("https:"))
+    resp.delete_cookie(oidc.FLOW_COOKIE, path=OIDC_PATH)
+    return resp
 
 
 async def signout(request: Request) -> Response:
@@ -297,6 +353,8 @@ CONSOLE = Mount("/console", routes=[
     Route("/signin", signin_page, methods=["GET"]),
     Route("/signin", signin_start, methods=["POST"]),
     Route("/signin/wait", signin_wait, methods=["GET"]),
+    Route("/signin/oidc", oidc_start, methods=["GET"]),
+    Route("/signin/oidc/callback", oidc_callback, methods=["GET"]),
     Route("/signout", signout, methods=["POST"]),
     Route("/spaces", spaces_page, methods=["GET"]),
     Route("/spaces/{space}", space_page, methods=["GET"]),

@@ -6,6 +6,8 @@
              resume()  on each visit of the waiting page: once a signed-in device of the
                        member approved the code, the login is redeemed with a proof signed
                        by that key; the session is then bound to the new device and its user
+    or       start_signed_in()  after an OpenID Connect sign-in (hub/console/oidc.py): the same
+                       kind of session and device, bound to the user at once
     visit    principal_txn()  session -> (user, device), re-read as they are now
     sign-out end()     the session and its device are revoked
 
@@ -24,10 +26,11 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from hub import grants
+from hub import audit, grants
 from hub.access import Principal, recheck_principal_txn, secret_hash
 from hub.grants import AuthorizationPending
 from hub.store import console_sessions as cs
+from hub.store import queries as q
 from hub.store.db import Store
 from shared.errors import Unauthorized
 from shared.ids import new_id
@@ -105,6 +108,28 @@ def resume(store: Store, key: Any, settings: Any, secret: str, session: Session,
     store.run_write(lambda conn: cs.bind_txn(conn, session.id, out["user_id"],
                                              out["device_id"]))
     return True
+
+
+def start_signed_in(store: Store, user_id: str, now: int, ttl_s: int, via: dict[str, Any]
+                    ) -> str:
+    """A session bound to ``user_id`` from the start, with its browser device (named
+    ``console (browser)`` as by device approval, its key derived from the secret); audited as
+    a device login with ``via`` (how the user was identified). Returns the cookie secret."""
+    secret = SECRET_PREFIX + secrets.token_urlsafe(32)
+    name, key = "console (browser)", public_b64(device_key(secret))
+
+    def txn(conn: Any) -> None:
+        device_id, sid = new_id(now), new_id(now)
+        q.insert_device_txn(conn, id=device_id, user_id=user_id, name=name, public_key=key,
+                            token_hash=None, created_at=now)
+        cs.insert_bound_txn(conn, id=sid, token_hash=secret_hash(secret), user_id=user_id,
+                            device_id=device_id, now=now, expires_at=now + ttl_s * 1000)
+        audit.record_hub_txn(conn, at=now, action="device.login",
+                             actor={"user": user_id, "device": device_id, "agent": None},
+                             details={"device_name": name, "session": sid, **via})
+
+    store.run_write(txn)
+    return secret
 
 
 def principal(store: Store, session: Session, now: int) -> Principal:

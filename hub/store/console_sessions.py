@@ -13,6 +13,8 @@ _BY_HASH = Sql("SELECT id, user_id, device_id, device_code, expires_at, revoked_
                "FROM console_sessions WHERE token_hash = :h")
 _INSERT = Sql("INSERT INTO console_sessions (id, token_hash, device_code, created_at, "
               "expires_at) VALUES (:id, :h, :dc, :now, :exp)")
+_INSERT_BOUND = Sql("INSERT INTO console_sessions (id, token_hash, user_id, device_id, "
+                    "created_at, expires_at) VALUES (:id, :h, :u, :d, :now, :exp)")
 _BIND = Sql("UPDATE console_sessions SET user_id = :u, device_id = :d, device_code = NULL "
             "WHERE id = :id AND device_id IS NULL")
 _REVOKE = Sql("UPDATE console_sessions SET revoked_at = :now WHERE id = :id")
@@ -29,6 +31,13 @@ def insert_txn(conn: Connection, *, id: str, token_hash: str, device_code: str, 
                expires_at: int) -> None:
     _INSERT.run(conn, {"id": id, "h": token_hash, "dc": device_code, "now": now,
                        "exp": expires_at})
+
+
+def insert_bound_txn(conn: Connection, *, id: str, token_hash: str, user_id: str,
+                     device_id: str, now: int, expires_at: int) -> None:
+    """A session signed in from the start (OpenID Connect: the provider vouched for it)."""
+    _INSERT_BOUND.run(conn, {"id": id, "h": token_hash, "u": user_id, "d": device_id,
+                             "now": now, "exp": expires_at})
 
 
 def bind_txn(conn: Connection, session_id: str, user_id: str, device_id: str) -> None:

@@ -43,6 +43,9 @@ users = Table(
     Column("is_owner", Boolean, nullable=False, default=False),
     Column("active", Boolean, nullable=False, default=True),
     Column("created_at", BigInteger, nullable=False),
+    # the verified email an OpenID Connect sign-in is matched by (0017; `quire hub email`)
+    Column("email", String(320), nullable=True),
+    Index("ix_users_email", "email", unique=True),
 )
 
 devices = Table(
@@ -265,4 +268,18 @@ space_quota = Table(
     Column("max_entries", BigInteger, nullable=True),
     Column("max_bytes", BigInteger, nullable=True),
     Column("max_history_bytes", BigInteger, nullable=True),
+)
+
+
+# ---------------------------------------------------------------- OpenID Connect (0017)
+# hub/console/oidc.py: a browser's pending sign-in, found by the hash of its cookie; the
+# callback takes (deletes) the row, so a state is good once
+
+console_oidc_logins = Table(
+    "console_oidc_logins", metadata,
+    Column("id", String(64), primary_key=True),
+    Column("data", Text, nullable=False),  # authlib's state data: state, nonce, PKCE verifier
+    Column("created_at", BigInteger, nullable=False),
+    Column("expires_at", BigInteger, nullable=False),
+    Index("ix_console_oidc_logins_expires", "expires_at"),
 )

@@ -73,7 +73,13 @@ def redirect_uri(settings: Settings) -> str:
 
 def client_secret(settings: Settings) -> str:
     if settings.oidc_client_secret_file:
-        return Path(settings.oidc_client_secret_file).read_text().strip()
+        try:
+            return Path(settings.oidc_client_secret_file).read_text().strip()
+        except OSError as e:
+            logs.event(log, "oidc_misconfigured", logging.ERROR, reason="secret_file",
+                       path=settings.oidc_client_secret_file, error=type(e).__name__)
+            raise Refused("misconfigured", "sign-in through the provider is not set up right "
+                          "on this hub (its operator can see why in the hub's log)") from e
     return settings.oidc_client_secret
 
 
@@ -152,6 +158,13 @@ async def _verified_claims(hub: Any, app_state: Any, kept: dict[str, Any], code:
             token, nonce=kept["nonce"],
             claims_options={"iss": {"essential": True, "values": [meta["issuer"]]},
                             "aud": {"essential": True, "values": [s.oidc_client_id]}})
+        out = dict(claims)
+        if ("email" not in out or "email_verified" not in out) and meta.get(
+                "userinfo_endpoint"):
+            # some providers say the email in the userinfo answer only; same subject required
+            info = dict(await client.userinfo(token=token))
+            if info.get("sub") == out.get("sub"):
+                out.update({k: info[k] for k in ("email", "email_verified") if k in info})
     except Refused:
         raise
     except Exception as e:  # authlib/joserfc/HTTP errors: the answer did not check out
@@ -159,12 +172,6 @@ async def _verified_claims(hub: Any, app_state: Any, kept: dict[str, Any], code:
                    detail=str(getattr(e, "error", "") or getattr(e, "claim", "") or ""))
         raise Refused("bad_token", "the provider's answer did not check out (its ID token "
                       "was not for this hub, or the code was not valid); start again") from e
-    out = dict(claims)
-    if "email" not in out and meta.get("userinfo_endpoint"):
-        # some providers put the email in the userinfo answer only; same subject required
-        info = dict(await client.userinfo(token=token))
-        if info.get("sub") == out.get("sub"):
-            out.update({k: info[k] for k in ("email", "email_verified") if k in info})
     return out
 
 

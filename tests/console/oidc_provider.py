@@ -5,6 +5,7 @@ its own RSA signing key.
 
     GET  /.well-known/openid-configuration   discovery metadata (issuer = the base URL)
     GET  /jwks                               the public signing key
+    GET  /userinfo                           the signed-in user's claims, for its access token
     GET  /authorize                          no login form: signs in ``provider.user`` at
                                              once and redirects back with a code
     POST /token                              code (+ PKCE verifier, client secret) -> tokens
@@ -134,13 +135,15 @@ class Provider:
         self.signing_key = self.key  # attack knob: sign with another key
         self.claims: dict[str, Any] = {}  # attack knob: merged into ID tokens
         self.user: User | None = None
+        self.email_in_id_token = True  # False: only /userinfo says the email
+        self.tokens: dict[str, User] = {}  # access token -> user, for /userinfo
         self.codes: dict[str, Code] = {}
         self.client = Client(client_id, client_secret, [])
         self.server = self._server()
         self.app = Starlette(routes=[
             Route("/.well-known/openid-configuration", self.metadata),
             Route("/jwks", self.jwks), Route("/authorize", self.authorize),
-            Route("/token", self.token, methods=["POST"])])
+            Route("/token", self.token, methods=["POST"]), Route("/userinfo", self.userinfo)])
         self._uvicorn: Any = None
 
     def _server(self) -> AuthorizationServer:
@@ -151,7 +154,7 @@ class Provider:
                 return provider.client if client_id == provider.client.client_id else None
 
             def save_token(self, token: dict[str, Any], request: Any) -> None:
-                pass
+                provider.tokens[token["access_token"]] = request.user
 
             def create_oauth2_request(self, request: Any) -> Any:
                 return request
@@ -203,14 +206,19 @@ class Provider:
                         "exp": int(time.time()) + 300, **provider.claims}
 
             def generate_user_info(self, user: User, scope: str) -> UserInfo:
-                return UserInfo(sub=user.sub, email=user.email,
-                                email_verified=user.email_verified)
+                if not provider.email_in_id_token:
+                    return UserInfo(sub=user.sub)
+                return provider.user_info(user)
 
         server = Server()
         server.register_token_generator("default", BearerTokenGenerator(
             lambda **kw: generate_token(42)))
         server.register_grant(Grant, [OpenID(require_nonce=True), CodeChallenge(required=True)])
         return server
+
+    @staticmethod
+    def user_info(user: User) -> UserInfo:
+        return UserInfo(sub=user.sub, email=user.email, email_verified=user.email_verified)
 
     # ------------------------------------------------------------ endpoints
 
@@ -219,6 +227,7 @@ class Provider:
         return JSONResponse({
             "issuer": i, "authorization_endpoint": i + "/authorize",
             "token_endpoint": i + "/token", "jwks_uri": i + "/jwks",
+            "userinfo_endpoint": i + "/userinfo",
             "response_types_supported": ["code"], "subject_types_supported": ["public"],
             "id_token_signing_alg_values_supported": ["RS256"],
             "code_challenge_methods_supported": ["S256"],
@@ -227,6 +236,13 @@ class Provider:
 
     async def jwks(self, request: Request) -> Response:
         return JSONResponse({"keys": [self.key.as_dict(private=False)]})
+
+    async def userinfo(self, request: Request) -> Response:
+        auth = request.headers.get("authorization", "")
+        user = self.tokens.get(auth[7:]) if auth.startswith("Bearer ") else None
+        if user is None:
+            return JSONResponse({"error": "invalid_token"}, status_code=401)
+        return JSONResponse(dict(self.user_info(user)))
 
     async def _req(self, request: Request) -> _Request:
         form = dict(await request.form()) if request.method == "POST" else {}

@@ -57,6 +57,7 @@ def hub(hub_app: dict[str, Any], provider: Provider, tmp_path: Path) -> dict[str
     s.oidc_client_secret_file, s.oidc_name = str(secret), "Test IdP"
     provider.client.redirect_uris = [oidc.redirect_uri(s)]
     provider.claims, provider.signing_key = {}, provider.key
+    provider.email_in_id_token = True
     owner = redeem(hub_app["client"], hub_app["code"], "owner-laptop")
     owner.create_space("team")
     _email(hub_app, owner.user_id, "Ada@Example.com")
@@ -106,6 +107,10 @@ ADA = User("ada-sub", "ada@example.com")
 
 
 def test_a_member_with_a_verified_email_signs_in(hub: dict[str, Any]) -> None:
+    s = hub["settings"]
+    s.oidc_client_secret = "inline-secret-never-shown"
+    assert "inline-secret-never-shown" not in repr(s)
+    s.oidc_client_secret = ""
     page = _browser(hub).get("/console/signin").text
     assert 'href="/console/signin/oidc"' in page and "Sign in with Test IdP" in page
     b = _browser(hub)
@@ -116,6 +121,13 @@ def test_a_member_with_a_verified_email_signs_in(hub: dict[str, Any]) -> None:
     assert "httponly" in session.lower()
     assert "samesite=strict" in session.lower() and "path=/console" in session.lower()
     assert _signed_in(b)
+    # a provider that says the email in its userinfo answer only: asked there
+    hub["provider"].email_in_id_token = False
+    try:
+        b2 = _browser(hub)
+        assert _callback(b2, _to_provider(b2, hub, ADA)).status_code == 200 and _signed_in(b2)
+    finally:
+        hub["provider"].email_in_id_token = True
     # the same kind of session as by device approval: a browser device of the owner, which
     # sign-out revokes with the session (the old cookie is then refused)
     devices = b.get("/console/devices").text
@@ -134,6 +146,13 @@ def test_sign_ins_that_do_not_check_out_are_refused_and_create_nothing(
         hub: dict[str, Any]) -> None:
     prov: Provider = hub["provider"]
     before = (_count(hub, "console_sessions"), _count(hub, "devices"))
+
+    # a client secret file the hub cannot read: refused at the start, the path logged
+    s = hub["settings"]
+    good, s.oidc_client_secret_file = s.oidc_client_secret_file, "/nonexistent/oidc-secret"
+    r = _browser(hub).get("/console/signin/oidc", follow_redirects=False)
+    s.oidc_client_secret_file = good
+    assert r.status_code == 403 and "not set up right" in r.text
 
     def refused(r: Any, reason: str, b: Any) -> None:
         assert r.status_code == 403 and "Sign-in refused" in r.text, r.text

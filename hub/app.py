@@ -14,6 +14,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 
 from hub import logs
+from hub import screening as screen
 from hub.api.http import NulGuard, http_error_handler, quire_error_handler, unhandled_error_handler
 from hub.api.observe import Observe
 from hub.api.reads import READ_ROUTES
@@ -45,6 +46,7 @@ class Hub:
         self.key = key
         self.hooks = hooks or GuardHooks()
         self.now: Callable[[], int] = settings.clock
+        screen.config_for(settings.screening_injection)  # a bad pattern fails at start
         # rate limits and the DPoP replay cache: in memory on SQLite, shared by every hub
         # process on PostgreSQL (hub/sharedlimits.py)
         self.shared = None if store.sqlite else PgShared(store.engine, self.now)

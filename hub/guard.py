@@ -3,7 +3,8 @@
     publish()
       1. parse and validate the batch, recompute its digest          (pure, shared.wire)
       2. prepare, outside any lock: replay check, principal, role, replica, signature,
-         epoch, current versions of the touched entries, bases, rules
+         epoch, current versions of the touched entries, bases, rules, content screening
+         of the entries it writes (hub/screening.py: content_screened, nothing written)
       3. hooks.after_prepare()                                       (tests pause here)
       4. commit_txn(), in the one transaction that commits: lock the space row, re-read
          principal, role, replica, epoch and rules version; compare parent with the head;
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hub import audit, policy, signed_state
+from hub import screening as screen
 from hub.access import (
     Principal,
     authenticate_device_txn,
@@ -138,8 +140,11 @@ def _replay_txn(conn: Any, batch: Batch, space_id: str) -> Outcome | None:
 
 
 def prepare_txn(conn: Any, batch: Batch, principal: Principal, space_ref: str,
-                dev: Any = None) -> tuple[Principal, Prepared | None, Outcome | None]:
-    """``dev``: the device row, when this transaction already read it (authentication)."""
+                dev: Any = None, screening: screen.Config = screen.DEFAULT
+                ) -> tuple[Principal, Prepared | None, Outcome | None]:
+    """``dev``: the device row, when this transaction already read it (authentication).
+    ``screening``: the content screening the batch passes (after the rules: a refusal
+    for policy says nothing about the content)."""
     if dev is None:
         principal, dev = recheck_device_txn(conn, principal)
     space, role = space_access_txn(conn, principal, space_ref, "viewer")
@@ -164,6 +169,7 @@ def prepare_txn(conn: Any, batch: Batch, principal: Principal, space_ref: str,
     check_portable(batch.ops, current)
     check_rules(policy.changes_txn(conn, space.id, batch.ops, current),
                 q.list_rules_txn(conn, space.id), principal, role)
+    screen.check_txn(conn, space.id, batch.ops, screening)
     return principal, Prepared(space.id, space.epoch, space.rules_version, role,
                                dev.public_key), None
 
@@ -264,7 +270,8 @@ def publish(store: Store, key: HubKey, principal: Principal | AccessClaims, spac
             raw: Any, *,
             max_ops: int, max_body: int, now: Callable[[], int],
             hooks: GuardHooks | None = None, rebase: bool = False,
-            state_root: bool = True, quota: HubQuotas | None = None) -> Outcome:
+            state_root: bool = True, quota: HubQuotas | None = None,
+            screening: screen.Config = screen.DEFAULT) -> Outcome:
     """Accept a batch exactly once, or raise the error that says why not.
 
     ``principal``: the caller, or the request's verified token claims (then the device is
@@ -278,7 +285,7 @@ def publish(store: Store, key: HubKey, principal: Principal | AccessClaims, spac
     try:
         out = _publish(store, key, principal, space_ref, raw, max_ops=max_ops,
                        max_body=max_body, now=now, hooks=hooks, rebase=rebase,
-                       state_root=state_root, quota=quota)
+                       state_root=state_root, quota=quota, screening=screening)
     except QuireError as e:
         event(log, "guard", outcome="refused", code=e.code,
               reason=reason_of(e.details) or None,
@@ -292,7 +299,7 @@ def publish(store: Store, key: HubKey, principal: Principal | AccessClaims, spac
 def _publish(store: Store, key: HubKey, principal: Principal | AccessClaims, space_ref: str,
              raw: Any, *, max_ops: int, max_body: int, now: Callable[[], int],
              hooks: GuardHooks | None, rebase: bool, state_root: bool,
-             quota: HubQuotas | None) -> Outcome:
+             quota: HubQuotas | None, screening: screen.Config) -> Outcome:
     with store.read() as conn:
         dev = None
         if isinstance(principal, AccessClaims):
@@ -300,7 +307,8 @@ def _publish(store: Store, key: HubKey, principal: Principal | AccessClaims, spa
             # before looking at the body, as for every other endpoint
             principal, dev = authenticate_device_txn(conn, principal, now())
         batch = parse_batch(raw, max_ops=max_ops, max_body=max_body)
-        principal, prep, replay = prepare_txn(conn, batch, principal, space_ref, dev)
+        principal, prep, replay = prepare_txn(conn, batch, principal, space_ref, dev,
+                                              screening)
     if replay is not None:
         return replay
     assert prep is not None

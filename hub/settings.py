@@ -68,6 +68,9 @@ class Settings:
     oidc_client_secret: str = ""  # or the secret itself, from the environment; never shown
     oidc_scopes: str = "openid email"
     oidc_name: str = ""  # the provider's name on the sign-in button (default: the issuer)
+    # instruction-injection markers screened in guardrails and skills, added to the
+    # defaults (shared/screening.py): one regular expression a line (docs/security.md)
+    screening_injection: str = ""
     log_level: str = "info"
     # keep the signed state root (docs/security.md); off only to measure its cost: replicas
     # refuse heads without it

@@ -121,6 +121,7 @@ def _human_status(doc: dict[str, Any]) -> str:
     for d in doc.get("policy_denied") or []:
         lines.append(f"  policy_denied: {d['id']} ({d['action']}, rule {d['rule']}): kept "
                      "locally, not published")
+    lines += _screened_lines(doc.get("content_screened") or [], "  screened: ")
     if doc["last_error"]:
         e = doc["last_error"]
         lines.append(f"  last error: {e['code']}: {e['message']} ({when(e.get('at'))})")
@@ -226,12 +227,25 @@ def cmd_sync(args: argparse.Namespace, out: Out) -> int:
         human.append(f"  not published: {where}: {p['reason']}")
     for d in r["policy_denied"]:
         human.append(f"  refused locally (policy_denied): {d['message']}")
+    human += _screened_lines(r.get("content_screened") or [],
+                             "  kept back (content_screened): ")
     doc = dict(status, sync=r)
     code = exitcodes.for_status(doc)
     if code == exitcodes.ATTENTION:
         human.append("left for you (exit 3): " + _left_over(doc))
     out.doc(doc, "\n".join(human))
     return code
+
+
+def _screened_lines(screened: list[dict[str, Any]], prefix: str) -> list[str]:
+    """One line per finding (never the matched text: it may be a secret)."""
+    out = []
+    for d in screened:
+        out.append(f"{prefix}{d['id']} (version {d['version'][:12]}): kept locally, "
+                   "not published")
+        out += [f"      line {f['line']}: {f['rule']} (fingerprint {f['fingerprint']})"
+                for f in d["findings"]]
+    return out
 
 
 def _left_over(doc: dict[str, Any]) -> str:
@@ -242,6 +256,9 @@ def _left_over(doc: dict[str, Any]) -> str:
         parts.append(f"{len(doc['problems'])} file(s) that cannot be published (fix them)")
     if doc.get("policy_denied"):
         parts.append(f"{len(doc['policy_denied'])} change(s) the space rules refuse")
+    screened = doc.get("content_screened") or (doc.get("sync") or {}).get("content_screened")
+    if screened:
+        parts.append(f"{len(screened)} change(s) kept back by content screening")
     if not parts and doc.get("outbox"):
         parts.append(f"{doc['outbox']} change(s) not published yet (quire sync)")
     return "; ".join(parts) or doc["state"]
@@ -337,6 +354,10 @@ def cmd_admin(args: argparse.Namespace, out: Out) -> int:
             from replica import revert_cli
 
             revert_cli.run(args, out, c, hub)
+        elif args.noun == "screening":
+            from replica import screening_cli
+
+            screening_cli.run(args, out, c)
         elif args.noun == "epoch" and args.verb == "bump":
             res = c.bump_epoch(args.space, args.reason)
             out.doc(res, f"epoch of {args.space} is now {res.get('epoch')} "
@@ -501,6 +522,9 @@ def build_parser() -> argparse.ArgumentParser:
     from replica.revert_cli import add_admin_parser as add_revert_parser
 
     add_revert_parser(nouns, common)
+    from replica.screening_cli import add_admin_parser as add_screening_parser
+
+    add_screening_parser(nouns, common, _Parser)
     a.set_defaults(func=cmd_admin)
     identity_cli.add_parsers(sub, common, _Parser)
     for name, fn in (("delegate", identity_cli.cmd_delegate),

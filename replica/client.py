@@ -261,6 +261,16 @@ class HubClient:
     def set_quota(self, space: str, limits: dict[str, int | None]) -> dict[str, Any]:
         return self._request("POST", f"/v1/spaces/{space}/quota", limits)
 
+    def screening_allow(self, space: str, entry: str, version: str, rule: str = "*"
+                        ) -> dict[str, Any]:
+        return self._request("POST", f"/v1/spaces/{_q(space)}/screening/allows",
+                             {"entry": entry, "version": version, "rule": rule})
+
+    def screening_allows(self, space: str, entry: str | None = None) -> list[dict[str, Any]]:
+        params = {"entry": entry} if entry else None
+        return self._request("GET", f"/v1/spaces/{_q(space)}/screening/allows",
+                             params=params)["allows"]
+
     def create_invite(self, space: str, role: str, ttl: int | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {"role": role}
         if ttl is not None:

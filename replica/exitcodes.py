@@ -7,7 +7,8 @@
     2  USAGE        the command line is wrong (code ``usage``)
     3  ATTENTION    the command ran (the sync went through), but something is left for a
                     person or agent: an entry held in conflict, an edit the space rules deny,
-                    a file that cannot be published, changes not yet published; the output
+                    a file that cannot be published, an edit content screening keeps
+                    back (a secret), changes not yet published; the output
                     lists them (``quire status --strict`` for every state but ``ok``)
     4  UNREACHABLE  the hub could not be reached or is unavailable (``transfer_failed``,
                     ``unavailable``, ``rate_limited``): retry later, nothing was lost
@@ -58,7 +59,7 @@ def left_over(doc: Mapping[str, Any]) -> bool:
     """Does a status or sync document list anything held, refused or unpublishable?"""
     sync = doc.get("sync") if isinstance(doc.get("sync"), Mapping) else {}
     return any(doc.get(k) or sync.get(k) for k in ("conflicts", "held", "problems",
-                                                   "policy_denied"))
+                                                   "policy_denied", "content_screened"))
 
 
 def for_status(doc: Mapping[str, Any]) -> int:

@@ -1,6 +1,7 @@
 """Publishing, the push half of the sync engine (``Publisher``, mixed into
 ``replica.sync.Replica``): build the next batch from the dirty entries (resolutions first,
-changes the space rules deny kept back), save it in the outbox before sending, send it,
+changes the space rules deny and content screening finds a secret in kept back:
+replica/screened.py), save it in the outbox before sending, send it,
 apply the receipt; on ``head_changed`` pull and retry (bounded), on an epoch change take a
 snapshot; a batch the hub chained on a later head is checked in the history the next pull
 brings. See the invariants in replica/sync.py's docstring.
@@ -18,6 +19,7 @@ from replica import store as st
 from replica.client import HubClient, HubUnverified
 from replica.crash import crash_point
 from replica.resolutions import forget_resolutions_txn, plan_batch
+from replica.screened import allows_from, hold_back
 from replica.store import EntryState, Head, Store
 from replica.syncreport import SyncReport
 from shared import policy
@@ -75,8 +77,11 @@ class Publisher:
             ops.append(op)
             if len(ops) >= MAX_OPS_PER_BATCH:
                 break
+        # content screening, as the guard will (replica/screened.py): kept back, reported
+        ops, screened = hold_back(ops, allows_from(self.client, self.space_id))
         if report is not None:
             report.policy_denied = denied
+            report.content_screened = screened
         return ops
 
     @staticmethod

@@ -147,6 +147,7 @@ def status_doc(space: SpaceConfig, *, scan: bool = True) -> dict[str, Any]:
     the store and the same size-and-mtime vault scan a sync starts with; ``scan=False``
     reads the store alone (``scanned: false``), and ``problems`` are then the last sync's."""
     from replica.pending import unpublished_txn
+    from replica.screened import vault_findings
     from replica.store import Store
 
     saved = read_saved_status(space)
@@ -178,6 +179,10 @@ def status_doc(space: SpaceConfig, *, scan: bool = True) -> dict[str, Any]:
             # (with a journal: the last's, but for the files changed since, checked now)
             "problems": _problems(local, saved, journal),
             "policy_denied": saved.get("policy_denied", []),
+            # the edits the next sync would keep back for their content (secrets): read
+            # from the vault when scanned, else as the last sync found them
+            "content_screened": (vault_findings(Path(space.vault), local.entries)
+                                 if local.scanned else saved.get("content_screened", [])),
             "last_error": saved.get("last_error"),
             "last_success": saved.get("last_success"),
             "last_sync": saved.get("last_sync"),
@@ -234,6 +239,8 @@ def write_status(space: SpaceConfig, *, report: SyncReport | None, error: QuireE
         "role": role or prev.get("role"),
         # local changes the space rules deny (replica/sync.py): kept here, not published
         "policy_denied": report.policy_denied if report else prev.get("policy_denied", []),
+        "content_screened": report.content_screened if report else prev.get(
+            "content_screened", []),
     }
     write_json(space.status_path, doc)
 

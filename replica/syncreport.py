@@ -1,5 +1,6 @@
 """What one sync did (``SyncReport``): counts, the entries merged, held or changed locally,
-the files it could not publish and the changes the space rules deny. Filled by the engine
+the files it could not publish, the changes the space rules deny and those content
+screening keeps back. Filled by the engine
 (replica/sync.py, replica/push.py), shown by every front end."""
 
 from __future__ import annotations
@@ -22,10 +23,14 @@ class SyncReport:
     # local changes the space rules (as the head states them) deny: kept, not pushed
     policy_denied: list[dict[str, Any]] = field(default_factory=list)
     problems: list[vlt.Problem] = field(default_factory=list)
+    # local changes content screening found a secret in (replica/screened.py): kept, not
+    # pushed; each with its findings (entry, version, line, rule, fingerprint)
+    content_screened: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"pulled": self.pulled, "pushed": self.pushed, "batches": self.batches,
                 "snapshot": self.snapshot, "merged": sorted(set(self.merged)),
                 "held": sorted(set(self.held)), "local_changes": sorted(self.local_changes),
                 "problems": [p.to_json() for p in self.problems],
-                "policy_denied": list(self.policy_denied)}
+                "policy_denied": list(self.policy_denied),
+                "content_screened": list(self.content_screened)}

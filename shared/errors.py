@@ -16,6 +16,7 @@ responses in one handler and the replica maps responses back to the same classes
     ├── TooLarge                    too_large          413
     ├── QuotaExceeded               quota_exceeded     413  details: scope, quota, limit, usage, after
     ├── InvalidRequest              invalid_request    422
+    ├── ContentScreened             content_screened   422  details.findings: entry, line, rule
     ├── RateLimited                 rate_limited       429  retryable after details.retry_after
     ├── Unavailable                 unavailable        503  retryable
     ├── TransferFailed              transfer_failed    (client side) network, timeout, bad stream
@@ -130,6 +131,16 @@ class InvalidRequest(QuireError):
     status = 422
 
 
+class ContentScreened(QuireError):
+    """The batch's content holds what looks like a secret, or an instruction-injection
+    marker in a guardrail or skill (shared/screening.py). ``details.findings``: every
+    finding (entry, version, line, rule, fingerprint; never the matched text). Permanent
+    for this content: edit it, or an admin allows that entry version."""
+
+    code = "content_screened"
+    status = 422
+
+
 class RateLimited(QuireError):
     code = "rate_limited"
     status = 429
@@ -197,7 +208,7 @@ ERROR_CLASSES: dict[str, type[QuireError]] = {
     for cls in (
         Internal, Unauthorized, Forbidden, PolicyDenied, NotFound, HeadChanged, EpochChanged,
         BaseMismatch, BatchConflict, PacketStale, ClaimHeld, SnapshotRequired, TooLarge,
-        QuotaExceeded, InvalidRequest, RateLimited, Unavailable, TransferFailed, LocalError,
+        QuotaExceeded, InvalidRequest, ContentScreened, RateLimited, Unavailable, TransferFailed, LocalError,
         NotJoined, SpaceNotFound, SpaceAmbiguous, LockHeld, HubUnverified, StaleHead,
     )
 }
@@ -205,7 +216,7 @@ ERROR_CLASSES: dict[str, type[QuireError]] = {
 WIRE_CODES = (
     "unauthorized", "forbidden", "policy_denied", "not_found", "head_changed",
     "epoch_changed", "base_mismatch", "batch_conflict", "snapshot_required", "too_large", "quota_exceeded",
-    "invalid_request", "rate_limited", "unavailable", "internal",
+    "invalid_request", "content_screened", "rate_limited", "unavailable", "internal",
 )
 
 

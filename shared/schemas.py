@@ -98,6 +98,10 @@ REQUESTS: dict[str, dict[str, Any]] = {
     "delegation_create": _obj({"space": {"type": "string"}, "agent": {"type": "string"},
                                "scope": {"type": "string", "enum": ["read", "write"]},
                                "ttl_seconds": TTL}, ("space", "agent")),
+    "screening_allow": _obj({"entry": {"type": "string"}, "version": DIGEST,
+                             "rule": {"type": "string"}}, ("entry", "version"),
+                            examples=[{"entry": "page/deploy", "version": "3f5a…",
+                                       "rule": "aws_access_key"}]),
     "quota_set": _obj({f: {"oneOf": [{"type": "integer", "minimum": 0},
                                      {"type": "null"}]}
                        for f in ("max_entries", "max_bytes", "max_history_bytes")},

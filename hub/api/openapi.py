@@ -81,7 +81,8 @@ OPS: dict[tuple[str, str], Op] = {
         query=(("rebase", {"type": "string", "enum": ["0", "1"]}),),
         description="201 with the signed receipt; 200 with `replayed: true` when this batch "
                     "was accepted before. Refusals: head_changed, base_mismatch, "
-                    "epoch_changed, policy_denied, quota_exceeded, invalid_request…"),
+                    "epoch_changed, policy_denied, content_screened (every finding: "
+                    "entry, line, rule), quota_exceeded, invalid_request…"),
     ("GET", "/v1/spaces/{space}/receipts/{replica}/{batch}"): Op("recover a receipt",
                                                                  "receipt"),
     ("POST", "/v1/spaces/{space}/epoch"): Op("start a new epoch (admins)", "object",
@@ -117,6 +118,16 @@ OPS: dict[tuple[str, str], Op] = {
     ("GET", "/v1/spaces/{space}/usage"): Op("usage and the quotas in force", "usage"),
     ("POST", "/v1/spaces/{space}/quota"): Op("set a space's own quotas (admins)", "usage",
                                              "quota_set"),
+    ("GET", "/v1/spaces/{space}/screening/allows"): Op(
+        "allowed screening findings of a space (members)", query=(("entry", _STR),),
+        description="Each allow names one entry version and a rule name, a finding "
+                    "fingerprint or `*` (docs/security.md, Screening)."),
+    ("POST", "/v1/spaces/{space}/screening/allows"): Op(
+        "allow a screening finding for one entry version (admins, audited)", "object",
+        "screening_allow", 201,
+        description="After it, that exact version publishes; another version of the entry "
+                    "is screened again. `rule`: a rule name, the finding's fingerprint or "
+                    "`*` (default)."),
     ("GET", "/v1/audit"): Op("export the audit log (NDJSON; owners, or a space's admins)",
                              "ndjson", query=(("since", _INT), ("space", {"type": "string"}))),
     ("GET", "/v1/audit/verify"): Op("verify the audit hash chain",

@@ -14,6 +14,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from hub import admin, feed, grants, guard, logs, quotas, record, spaces
+from hub import screening as screen
 from hub.access import Principal, authenticate_txn, space_access_txn, verify_request
 from hub.api import events as live
 from hub.api.http import JSON, ndjson, read_json
@@ -307,6 +308,12 @@ ADMIN_ROUTES = [
     Route("/v1/spaces/{space}/usage", _admin(
         lambda h, p, s: quotas.usage(h.store, HubQuotas.from_settings(h.settings), p, s),
         params=("space",)), methods=["GET"]),
+    Route("/v1/spaces/{space}/screening/allows", _admin(
+        lambda h, p, s, e: screen.list_allows(h.store, p, s, e), params=("space",),
+        query=("entry",)), methods=["GET"]),
+    Route("/v1/spaces/{space}/screening/allows", _admin(
+        lambda h, p, s, b: screen.allow(h.store, p, s, b, h.now()), params=("space",),
+        body=fields("screening_allow"), status=201), methods=["POST"]),
     Route("/v1/spaces/{space}/quota", _admin(
         lambda h, p, s, b: quotas.set_quota(h.store, HubQuotas.from_settings(h.settings), p,
                                             s, b, h.now()),
@@ -455,7 +462,8 @@ async def _publish(request: Request, hub: Any) -> Any:
     outcome = await run_in_threadpool(
         guard.publish, hub.store, hub.key, claims, request.path_params["space"], body,
         max_ops=s.max_ops, max_body=s.max_entry_body, now=hub.now, hooks=hub.hooks,
-        rebase=rebase, state_root=s.state_root, quota=HubQuotas.from_settings(s))
+        rebase=rebase, state_root=s.state_root, quota=HubQuotas.from_settings(s),
+        screening=screen.config_for(s.screening_injection))
     if not outcome.replayed:
         hub.published(outcome)
     return outcome

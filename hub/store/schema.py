@@ -283,3 +283,21 @@ console_oidc_logins = Table(
     Column("expires_at", BigInteger, nullable=False),
     Index("ix_console_oidc_logins_expires", "expires_at"),
 )
+
+
+# ---------------------------------------------------------------- screening (0015)
+
+# an admin's allow of a screening finding (hub/screening.py): one entry version, one rule
+# name or finding fingerprint ("*": every finding of that version)
+screening_allows = Table(
+    "screening_allows", metadata,
+    Column("id", ID, primary_key=True),
+    Column("space_id", ID, ForeignKey("spaces.id"), nullable=False),
+    Column("entry_id", String(240), nullable=False),
+    Column("version", DIGEST, nullable=False),
+    Column("rule", String(64), nullable=False),
+    Column("created_by", ID, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    UniqueConstraint("space_id", "entry_id", "version", "rule"),
+    Index("screening_allows_space_entry", "space_id", "entry_id"),
+)

@@ -1,0 +1,144 @@
+"""Screening at publication, the hub's half (docs/security.md "Screening"): the guard's
+check and the admins' allows.
+
+    guard.prepare_txn ─> check_txn(conn, space, ops, rules)
+                            shared.screening.screen_entries(the entries the batch writes)
+                            minus the allows of those entry versions (screening_allows)
+                            └─ any left: ContentScreened, every finding in the details;
+                               nothing is written
+    POST /v1/spaces/{space}/screening/allows   allow()   space admins, audited
+    GET  /v1/spaces/{space}/screening/allows   list_allows()   members (a replica reads
+                                               them before holding back a local edit)
+
+An allow names one entry version (the SHA-256 of its content) and one rule name, one
+finding fingerprint, or ``*``: another version of the entry, even with the same secret, is
+screened again. Allows only let batches through, so reading them in the preparing
+transaction is enough (a batch judged without a later allow is refused; its retry is not).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from sqlalchemy import select
+
+from hub import audit
+from hub.access import Principal, space_access_txn
+from hub.admin import direct
+from hub.store.db import Store
+from hub.store.schema import screening_allows as t
+from shared import screening
+from shared.errors import ContentScreened, InvalidRequest
+from shared.ids import is_entry_id, new_id
+
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_FP = re.compile(r"^[0-9a-f]{16}$")
+_RULE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+MAX_LISTED = 1000
+
+
+@dataclass(frozen=True)
+class Config:
+    """What the guard screens with: the injection markers (defaults plus the hub's
+    ``screening_injection`` setting, one regular expression a line)."""
+
+    injection: tuple[tuple[str, re.Pattern[str]], ...] = screening.DEFAULT_INJECTION
+
+
+
+DEFAULT = Config()
+
+
+@lru_cache(maxsize=8)
+def config_for(extra: str) -> Config:
+    """The screening of a hub whose ``screening_injection`` setting is ``extra``."""
+    if not extra.strip():
+        return DEFAULT
+    try:
+        return Config(screening.compile_injection(extra.splitlines()))
+    except re.error as e:
+        raise ValueError(f"screening_injection: not a regular expression: {e}") from e
+
+
+def allows_txn(conn: Any, space_id: str, entry_ids: Sequence[str]) -> list[dict[str, Any]]:
+    rows = conn.execute(select(t).where(t.c.space_id == space_id,
+                                        t.c.entry_id.in_(sorted(set(entry_ids))))).all()
+    return [_row(r) for r in rows]
+
+
+def _row(r: Any) -> dict[str, Any]:
+    return {"id": r.id, "entry": r.entry_id, "version": r.version, "rule": r.rule,
+            "created_by": r.created_by, "created_at": r.created_at}
+
+
+def check_txn(conn: Any, space_id: str, ops: Sequence[Any], config: Config = DEFAULT
+              ) -> None:
+    """Refuse the batch when what it writes holds a finding no allow covers."""
+    findings = screening.screen_entries((op.entry for op in ops), injection=config.injection)
+    if not findings:
+        return
+    allows = allows_txn(conn, space_id, [f.entry for f in findings])
+    left = [f for f in findings if not screening.allowed(f, allows)]
+    if left:
+        raise ContentScreened(screening.message(left), screening.details(left))
+
+
+def parse_allow(body: dict[str, Any]) -> dict[str, str]:
+    entry, version, rule = body.get("entry"), body.get("version"), body.get("rule", "*")
+    if not (isinstance(entry, str) and is_entry_id(entry)):
+        raise InvalidRequest("entry must be an entry id, e.g. page/deploy-notes",
+                             {"field": "entry"})
+    if not (isinstance(version, str) and _HEX64.match(version)):
+        raise InvalidRequest("version must be the entry version (64 hex digits) the finding "
+                             "was reported for", {"field": "version"})
+    if not (isinstance(rule, str) and (rule == "*" or _RULE.match(rule) or _FP.match(rule))):
+        raise InvalidRequest("rule must be a rule name, a finding fingerprint or *",
+                             {"field": "rule"})
+    return {"entry": entry, "version": version, "rule": rule}
+
+
+def allow(store: Store, p: Principal, space_ref: str, body: dict[str, Any], now: int
+          ) -> dict[str, Any]:
+    """Allow one entry version's finding(s) (space admins); audited as
+    ``screening.allow``. Allowing what is already allowed answers the existing allow."""
+    direct(p)
+    a = parse_allow(body)
+
+    def txn(conn: Any) -> dict[str, Any]:
+        space, _ = space_access_txn(conn, p, space_ref, "admin", lock=True)
+        prior = conn.execute(select(t).where(
+            t.c.space_id == space.id, t.c.entry_id == a["entry"],
+            t.c.version == a["version"], t.c.rule == a["rule"])).first()
+        if prior is not None:
+            return {"space": space.id, "allow": _row(prior), "created": False}
+        row = {"id": new_id(now), "space_id": space.id, "entry_id": a["entry"],
+               "version": a["version"], "rule": a["rule"], "created_by": p.user_id,
+               "created_at": now}
+        conn.execute(t.insert().values(**row))
+        audit.record_space_txn(conn, space, at=now, action="screening.allow",
+                               actor=p.actor(), details=dict(a, id=row["id"]))
+        return {"space": space.id, "created": True, "allow": {
+            "id": row["id"], "entry": a["entry"], "version": a["version"], "rule": a["rule"],
+            "created_by": p.user_id, "created_at": now}}
+
+    return store.run_write(txn)
+
+
+def list_allows(store: Store, p: Principal, space_ref: str, entry: str | None
+                ) -> dict[str, Any]:
+    """A space's allows (members: a replica checks its screened edits against them),
+    newest first, ``entry`` narrows to one entry."""
+    if entry is not None and not is_entry_id(entry):
+        raise InvalidRequest("entry must be an entry id", {"field": "entry"})
+    with store.read() as conn:
+        space, _ = space_access_txn(conn, p, space_ref, "viewer")
+        stmt = select(t).where(t.c.space_id == space.id)
+        if entry is not None:
+            stmt = stmt.where(t.c.entry_id == entry)
+        rows = conn.execute(stmt.order_by(t.c.created_at.desc(), t.c.id.desc())
+                            .limit(MAX_LISTED)).all()
+    return {"space": space.id, "allows": [_row(r) for r in rows]}

@@ -208,7 +208,8 @@ ERROR_CLASSES: dict[str, type[QuireError]] = {
     for cls in (
         Internal, Unauthorized, Forbidden, PolicyDenied, NotFound, HeadChanged, EpochChanged,
         BaseMismatch, BatchConflict, PacketStale, ClaimHeld, SnapshotRequired, TooLarge,
-        QuotaExceeded, InvalidRequest, ContentScreened, RateLimited, Unavailable, TransferFailed, LocalError,
+        QuotaExceeded, InvalidRequest, ContentScreened, RateLimited, Unavailable,
+        TransferFailed, LocalError,
         NotJoined, SpaceNotFound, SpaceAmbiguous, LockHeld, HubUnverified, StaleHead,
     )
 }

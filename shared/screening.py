@@ -140,10 +140,11 @@ DEFAULT_INJECTION = compile_injection()
 
 def _high_entropy(m: re.Match[str]) -> bool:
     value = m.group("value")
-    if value.startswith(("http", "www.")) or "/" in value.strip("/") and "." in value:
+    if value.startswith(("http", "www.", "/", "./", "../", "~/")) or \
+            "/" in value.strip("/") and "." in value:
         return False  # a URL or a path
-    if all(c.isalpha() or c in "-_." for c in value):
-        return False  # words joined by separators
+    if all(c.isalpha() or c in "-_./" for c in value):
+        return False  # words joined by separators (a slug, a relative path)
     limit = SECRETISH_LIMIT if _SECRETISH.search(m.group("name")) else B64_LIMIT
     return entropy(value) > limit
 

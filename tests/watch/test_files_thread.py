@@ -34,8 +34,9 @@ def test_a_file_written_into_a_new_folder_is_reported(tmp_path: Path) -> None:
                 msg = inbox.get_nowait()
             except queue.Empty:
                 return
-            assert msg[0] == "local"
-            reported.update(msg[2])
+            assert msg[0] in ("local", "armed"), msg  # "armed": its own cookie came back,
+            if msg[0] == "local":  # before or after the probe, as the machine's load has it
+                reported.update(msg[2])
 
     try:
         # armed: a file in an existing folder is reported (so the watch is running)

@@ -7,7 +7,10 @@ the browser goes through the provider and back, and lands on the spaces page.
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,13 @@ from tests.console.oidc_provider import Provider, User
 from tests.console.test_console_browser import CHROMIUM, _browser_available, axe_violations, shot
 
 pytestmark = pytest.mark.e2e
+
+
+def _documented_settings() -> dict[str, object]:
+    """The hub.toml of docs/operations.md, "Configuring an OIDC provider"."""
+    text = (kit.REPO / "docs" / "operations.md").read_text()
+    section = text.split("## Configuring an OIDC provider", 1)[1]
+    return tomllib.loads(re.search(r"```toml\n(.*?)```", section, re.S).group(1))  # type: ignore
 
 
 @pytest.fixture(scope="module")
@@ -33,12 +43,13 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     secret.write_text(provider.client.client_secret + "\n")
     secret.chmod(0o600)
     code = kit.init_hub(data)
-    # the settings docs/operations.md shows, with this test's provider
-    (data / "hub.toml").write_text(
-        f'oidc_issuer = "{provider.issuer}"\n'
-        'oidc_client_id = "quire-console"\n'
-        f'oidc_client_secret_file = "{secret}"\n'
-        'oidc_name = "Test IdP"\n')
+    # the settings docs/operations.md shows, with this test's provider (added to what
+    # init wrote there, if anything)
+    ours = {"oidc_issuer": provider.issuer, "oidc_client_id": "quire-console",
+            "oidc_client_secret_file": str(secret), "oidc_name": "Test IdP"}
+    assert set(ours) == set(_documented_settings())
+    with open(data / "hub.toml", "a") as toml:
+        toml.write("".join(f"{k} = {json.dumps(v)}\n" for k, v in ours.items()))
     proc = kit.start_hub(data, port=port)
     provider.client.redirect_uris = [proc.url + "/console/signin/oidc/callback"]
     client = httpx2.Client(base_url=proc.url, timeout=30)

@@ -157,7 +157,7 @@ class Session:
             out.append("access suspended: the hub refuses this device or replica "
                        f"({code}: {err.get('message')}); local changes are kept; tell a "
                        "person, do not retry")
-        elif code in ("policy_denied", "too_large"):
+        elif code in ("policy_denied", "too_large", "content_screened"):
             out.append(f"publication refused ({code}: {err.get('message')}); local changes "
                        "are kept; fix or revert them, do not retry blindly")
         elif code:
@@ -168,6 +168,10 @@ class Session:
                        f"rules (e.g. {denied[0].get('action')} {denied[0].get('id')}): kept "
                        "locally; revert them or ask an admin, do not retry")
             dirty -= len(denied)
+        if screened := saved.get("content_screened") or []:  # replica/screened.py
+            out.append(f"{len(screened)} local change(s) look like they hold a secret, kept "
+                       "back (status content_screened): remove it or ask an admin; no retry")
+            dirty -= len(screened)
         if dirty > 0:
             out.append(f"{dirty} local change(s) not yet published: call sync")
         problems = saved.get("problems") or []
@@ -206,6 +210,7 @@ class Session:
                 "problems": r["problems"][:20], "head": status["head"],
                 # local changes the space rules deny: kept here, never sent (docs/replica.md)
                 "policy_denied": list(r.get("policy_denied") or [])[:20],
+                "content_screened": list(r.get("content_screened") or [])[:20],
                 "state": status["state"]}
 
     def search(self, query: str, limit: int = 10, kind: str | None = None

@@ -11,6 +11,9 @@ pre-screen reports the same findings before syncing and keeps the edit in the va
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -162,6 +165,11 @@ def test_pre_screen_keeps_the_edit_and_an_allow_lets_that_version_publish_once(
             for f in local["page/ci"]["findings"]]
     assert mine == [("page/ci", 6, "aws_access_key", mine[0][3])]
 
+    human = plain(w.ann, "status")  # as a person reads it: the finding, not the secret
+    assert f"screened: page/ci (version {entry.version[:12]})" in human
+    assert f"line 6: aws_access_key (fingerprint {mine[0][3]})" in human
+    assert AWS not in human
+
     res = q(w.ann, "sync")  # exit 3: something left for the person
     assert res["sync"]["pushed"] == 0 and res["last_error"] is None, res
     assert [d["id"] for d in res["sync"]["content_screened"]] == ["page/ci"]
@@ -198,6 +206,14 @@ def test_pre_screen_keeps_the_edit_and_an_allow_lets_that_version_publish_once(
     assert [d["id"] for d in res["sync"]["content_screened"]] == ["page/ci"]
     newer = parse_markdown("page/ci", path.read_text())[0]
     assert [f["version"] for f in refused_update(w, newer)] == [newer.version]
+
+
+def plain(home: Path, *args: str) -> str:
+    """The real CLI's human output (no ``--json``)."""
+    env = dict(os.environ, QUIRE_HOME=str(home))
+    p = subprocess.run([sys.executable, "-m", "replica.cli", *args], capture_output=True,
+                       text=True, env=env, cwd=kit.REPO, timeout=60)
+    return p.stdout + p.stderr
 
 
 def refused_update(w: World, entry: Entry) -> list[dict[str, Any]]:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -76,9 +75,11 @@ SECRET_PLUGINS: dict[str, Any] = {
 }
 
 # ``name = value`` / ``name: value`` (quoted or not), value at least 20 token characters
-_NEWLINE = re.compile(r"\r\n|\r|\n")
-_ASSIGN = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]{0,63})[\"']?[ \t]*(?::|=|:=|=>)[ \t]*"
-                     r"[\"'`]?(?P<value>[A-Za-z0-9+/=_\-.~]{20,})[\"'`]?")
+# ``name = value`` / ``name: value`` (quoted or not), value at least 20 token characters;
+# found from the operator (rare) and the value, then the name is read just before it: a scan
+# starting from every name-like word costs half of all screening
+_ASSIGN_VALUE = re.compile(r"(?::=|=>|:|=)[ \t]*[\"'`]?(?P<value>[A-Za-z0-9+/=_\-.~]{20,})")
+_ASSIGN_NAME = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]{0,63})[\"']?[ \t]*$")
 _SECRETISH = re.compile(r"(?i)(secret|token|passw|pwd|api[_-]?key|apikey|access[_-]?key|"
                         r"private[_-]?key|auth|credential|session|cookie|bearer|signing)")
 _B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=_-.~"
@@ -138,14 +139,22 @@ def compile_injection(extra: Iterable[str] = ()) -> tuple[tuple[str, re.Pattern[
 DEFAULT_INJECTION = compile_injection()
 
 
-def _high_entropy(m: re.Match[str]) -> bool:
-    value = m.group("value")
+def _assignments(text: str) -> Iterable[tuple[int, str, str]]:
+    """(offset, name, value) of each ``name = value`` in ``text``."""
+    for m in _ASSIGN_VALUE.finditer(text):
+        head = text[max(0, m.start() - 80):m.start()]
+        n = _ASSIGN_NAME.search(head)
+        if n is not None:
+            yield m.start() - len(head) + n.start(), n.group("name"), m.group("value")
+
+
+def _high_entropy(name: str, value: str) -> bool:
     if value.startswith(("http", "www.", "/", "./", "../", "~/")) or \
             "/" in value.strip("/") and "." in value:
         return False  # a URL or a path
     if all(c.isalpha() or c in "-_./" for c in value):
         return False  # words joined by separators (a slug, a relative path)
-    limit = SECRETISH_LIMIT if _SECRETISH.search(m.group("name")) else B64_LIMIT
+    limit = SECRETISH_LIMIT if _SECRETISH.search(name) else B64_LIMIT
     return entropy(value) > limit
 
 
@@ -160,21 +169,23 @@ def screen_text(text: str, *, injection: Sequence[tuple[str, re.Pattern[str]]] =
     """(line, rule, fingerprint) for each finding in ``text``, in line order.
 
     Each pattern runs once over the whole text (C speed) and a match is placed on the line
-    it starts on; none of the detectors' patterns crosses a line break."""
-    starts = [0] + [m.end() for m in _NEWLINE.finditer(text)]
+    it starts on (lines end at a newline); none of the detectors' patterns crosses one."""
     found: set[tuple[int, str, str]] = set()
+
+    def line(pos: int) -> int:  # matches are rare: count only for them
+        return text.count("\n", 0, pos) + 1
+
     for rule, plugin in SECRET_PLUGINS.items():
         for rx in plugin.denylist:
             for m in rx.finditer(text):
-                found.add((bisect_right(starts, m.start()), rule, _matched(m)))
-    formats = {line for line, _, _ in found}
-    for m in _ASSIGN.finditer(text):
-        line = bisect_right(starts, m.start())
-        if line not in formats and _high_entropy(m):
-            found.add((line, "high_entropy_assignment", m.group("value")))
+                found.add((line(m.start()), rule, _matched(m)))
+    formats = {n for n, _, _ in found}
+    for pos, name, value in _assignments(text):
+        if _high_entropy(name, value) and (n := line(pos)) not in formats:
+            found.add((n, "high_entropy_assignment", value))
     for rule, rx in injection:
         for m in rx.finditer(text):
-            found.add((bisect_right(starts, m.start()), rule, m.group(0).lower()))
+            found.add((line(m.start()), rule, m.group(0).lower()))
     return sorted((line, rule, fingerprint(rule, txt)) for line, rule, txt in found)
 
 

@@ -104,13 +104,16 @@ def parse_rule(body: dict[str, Any]) -> dict[str, Any]:
     return {"effect": effect, "who": who, "actions": ordered, "entries": entries}
 
 
-def add_rule(store: Store, p: Principal, space_ref: str, body: dict[str, Any], now: int
-             ) -> dict[str, Any]:
+def add_rule(store: Store, p: Principal, space_ref: str, body: dict[str, Any], now: int,
+             *, dry_run: bool = False) -> dict[str, Any]:
+    """Add a space rule. ``dry_run`` (the console's preview): checks only, nothing written."""
     direct(p)
     rule = parse_rule(body)
 
     def txn(conn: Any) -> dict[str, Any]:
         space, _ = space_access_txn(conn, p, space_ref, "admin", lock=True)
+        if dry_run:
+            return {"rule": rule, "rules_version": space.rules_version, "dry_run": True}
         rule_id = new_id(now)
         q.insert_rule_txn(conn, id=rule_id, space_id=space.id, effect=rule["effect"],
                           who=rule["who"], actions=",".join(rule["actions"]),

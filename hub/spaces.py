@@ -108,7 +108,10 @@ def list_spaces(store: Store, p: Principal) -> dict[str, Any]:
 
 
 def invite(store: Store, p: Principal, space_ref: str | None, body: dict[str, Any], now: int,
-           ttl_default: int, ttl_max: int) -> dict[str, Any]:
+           ttl_default: int, ttl_max: int, *, dry_run: bool = False) -> dict[str, Any]:
+    """Create an invite (its code is in the answer, once; only its hash is kept).
+    ``dry_run`` (the console's preview, space invites): every check runs, nothing is
+    written, no code is made."""
     role = body.get("role")
     ttl = body.get("ttl_seconds", ttl_default)
     _require(isinstance(ttl, int) and not isinstance(ttl, bool) and 60 <= ttl <= ttl_max,
@@ -126,6 +129,9 @@ def invite(store: Store, p: Principal, space_ref: str | None, body: dict[str, An
 
     def txn(conn: Any) -> dict[str, Any]:
         space, _ = space_access_txn(conn, p, space_ref, "admin")
+        if dry_run:
+            return {"space": space.id, "role": role, "expires_at": now + ttl * 1000,
+                    "dry_run": True}
         return create_invite_txn(conn, space_id=space.id, role=role, ttl=ttl, now=now,
                                  actor=p.actor(), created_by=p.user_id)
 

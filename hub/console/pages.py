@@ -307,9 +307,17 @@ async def invite_create(request: Request, p: Any) -> Response:
     form = await _checked_form(request)
     ref = request.path_params["space"]
     sp, role = await _call(_role, hub.store, p, ref)
-    s = hub.settings
+    s, dry = hub.settings, form.get("confirm") != "yes"
     out = await _call(spaces.invite, hub.store, p, ref, {"role": form.get("role", "")},
-                      hub.now(), s.invite_ttl, s.invite_ttl_max)
+                      hub.now(), s.invite_ttl, s.invite_ttl_max, dry_run=dry)
+    if dry:  # a preview first: only the confirming POST makes the invite (and its code)
+        return page(request, "confirm.html", me=p, space=sp, role=role,
+                    title=f"Invite a new {out['role']}", button="Confirm create invite",
+                    intro=f"whoever holds the code joins {sp['name']} as {out['role']}. "
+                          "The code is shown once, on the next page.",
+                    action=request.url.path, fields={"role": out["role"]},
+                    back=f"/console/spaces/{ref}/members", lists=[],
+                    facts=[("Role", out["role"]), ("Expires", when(out["expires_at"]))])
     return page(request, "invite_created.html", me=p, space=sp, role=role, invite=out)
 
 
@@ -321,7 +329,20 @@ async def rule_add(request: Request, p: Any) -> Response:
     body = {"effect": form.get("effect", "deny"), "who": form.get("who", ""),
             "actions": [a.strip() for a in form.get("actions", "").split(",") if a.strip()],
             "entries": form.get("entries", "")}
-    await _call(admin.add_rule, hub.store, p, ref, body, hub.now())
+    dry = form.get("confirm") != "yes"
+    out = await _call(admin.add_rule, hub.store, p, ref, body, hub.now(), dry_run=dry)
+    if dry:  # a preview first: only the confirming POST adds the rule
+        sp, role = await _call(_role, hub.store, p, ref)
+        r = out["rule"]
+        return page(request, "confirm.html", me=p, space=sp, role=role, title="Add a rule",
+                    button="Confirm add rule", action=request.url.path,
+                    intro="the guard applies it to every publication from now on; "
+                          "publications prepared under the current rules are re-checked.",
+                    fields={"effect": r["effect"], "who": r["who"],
+                            "actions": ",".join(r["actions"]), "entries": r["entries"]},
+                    back=f"/console/spaces/{ref}/members", lists=[],
+                    facts=[("Rule", f"{r['effect']} {r['who']} {', '.join(r['actions'])} "
+                                    f"on {r['entries']}")])
     return _redirect(f"/console/spaces/{ref}/members")
 
 

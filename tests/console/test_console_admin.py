@@ -175,6 +175,28 @@ def test_rules_preview_and_the_audit_log(hub_app: dict[str, Any],
     r = b.get("/console/admin/spaces/team/rules", params={"user": ed, "entry": "no id"})
     assert r.status_code == 422 and "invalid_request" in r.text
 
+    # a new invite and a new rule: previewed (no code made, no rule added), then made
+    members = b.get("/console/spaces/team/members").text
+    before = state(team)
+    for path, data, made in (
+            ("/console/spaces/team/invites", {"role": "viewer"}, "Confirm create invite"),
+            ("/console/spaces/team/rules", {"effect": "deny", "who": "editor",
+                                            "actions": "delete", "entries": "page/*"},
+             "Confirm add rule")):
+        r = b.post(path, data={"csrf": _csrf(members), **data}, headers=_origin(hub_app))
+        assert r.status_code == 200 and made in r.text and "qi_" not in r.text, r.text
+        assert state(team) == before
+    r = b.post("/console/spaces/team/invites", headers=_origin(hub_app),
+               data={"csrf": _csrf(members), "role": "viewer", "confirm": "yes"})
+    assert r.status_code == 200 and "qi_" in r.text
+    r = b.post("/console/spaces/team/rules", headers=_origin(hub_app), data={
+        "csrf": _csrf(members), "effect": "deny", "who": "editor", "actions": "delete",
+        "entries": "page/*", "confirm": "yes"}, follow_redirects=False)
+    assert r.status_code == 303
+    after = state(team)
+    assert len(after["invites"]) == len(before["invites"]) + 1
+    assert [x["entries"] for x in after["rules"]][-1] == "page/*"
+
     # the audit log of the same space
     r = b.get("/console/admin/spaces/team/audit")
     assert "Chain verified" in r.text and "rule.add" in r.text and "delegation.create" in r.text

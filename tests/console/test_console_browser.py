@@ -135,6 +135,7 @@ def test_admin_and_member_work_through_the_console(hub: dict[str, Any], browser:
     admin.get_by_role("link", name="Members, invites and rules").click()
     admin.get_by_label("New invite as").select_option("editor")
     admin.get_by_role("button", name="Create invite").click()
+    admin.get_by_role("button", name="Confirm create invite").click()  # after its preview
     code = admin.locator("#invite-code").inner_text().strip()
     assert code.startswith("qi_")
     home, vault = hub["root"] / "member", hub["root"] / "member-vault"
@@ -155,6 +156,7 @@ def test_admin_and_member_work_through_the_console(hub: dict[str, Any], browser:
     admin.get_by_label("Actions").fill("create")
     admin.get_by_label("Entries").fill("skill/*")
     admin.get_by_role("button", name="Add rule").click()
+    admin.get_by_role("button", name="Confirm add rule").click()
     assert "skill/*" in admin.locator("table").nth(2).inner_text()
     shot(admin, "members")
     assert not axe_violations(admin)

@@ -107,7 +107,8 @@ def test_forms_without_csrf_or_from_another_origin_change_nothing(
         r = b.post("/console/spaces/team/invites", data=data, headers=headers)
         assert r.status_code == 403, (data, headers, r.text)
     assert _invites(team) == before
-    r = b.post("/console/spaces/team/invites", data={"role": "editor", "csrf": csrf},
+    r = b.post("/console/spaces/team/invites", data={"role": "editor", "csrf": csrf,
+                                                      "confirm": "yes"},
                headers=_origin(hub_app))
     assert r.status_code == 200 and re.search(r"qi_[A-Za-z0-9_-]+", r.text)
     assert _invites(team) == before + 1

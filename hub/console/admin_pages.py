@@ -16,6 +16,7 @@ carrying ``confirm=yes``, changes anything. Both pass the Origin and CSRF checks
     GET  spaces/{s}/epoch                      the current epoch and the reason form
     GET  spaces/{s}/audit[?actor&action&since&until]   events, chain verification
     GET  spaces/{s}/audit.jsonl[?same filters] the filtered events as JSON lines
+    GET  audit, audit.jsonl                    the same over every chain (hub owners)
     POST spaces/{s}/members/{user}/role        preview, then change a member's role
     POST spaces/{s}/invites/{invite}/revoke    preview, then revoke an invite
     POST spaces/{s}/rules/{rule}/remove        preview, then remove a space rule
@@ -314,33 +315,48 @@ def _matching(lines: Iterator[bytes], f: dict[str, Any], names: dict[str, str]
         yield line, ev
 
 
+async def _audit_scope(request: Request, p: Any
+                       ) -> tuple[str | None, dict[str, Any], dict[str, str]]:
+    """The space whose chain is read (None: every chain, hub owners), the page's context,
+    and member names by user id. The listing that names them is the access check: a
+    space's members (its admins), or every device (hub owners)."""
+    hub = _hub(request)
+    if "space" not in request.path_params:
+        devices = await _call(admin.list_devices, hub.store, p, True)
+        spaces_ = await _call(spaces.list_spaces, hub.store, p)
+        return None, {"base": "/console/admin/audit", "space": None, "role": None,
+                      "chains": {s["id"]: s["name"] for s in spaces_["spaces"]}}, {
+            d["user_id"]: d["user_name"] for d in devices["devices"]}
+    ref, sp, role = await _space(request, p)
+    members = await _call(admin.list_members, hub.store, p, ref)
+    return ref, {"base": f"/console/admin/spaces/{ref}/audit", "space": sp, "role": role,
+                 "chains": {}}, {m["user_id"]: m["name"] for m in members["members"]}
+
+
 @signed_in
 async def audit_page(request: Request, p: Any) -> Response:
     hub = _hub(request)
-    ref, sp, role = await _space(request, p)
     f = _filters(request)
-    members = await _call(admin.list_members, hub.store, p, ref)
-    names = {m["user_id"]: m["name"] for m in members["members"]}
+    ref, ctx, names = await _audit_scope(request, p)
 
     def read() -> tuple[list[dict[str, Any]], int]:
         found = [ev for _, ev in _matching(
             admin.audit_lines(hub.store, p, ref, f["since"] or 0), f, names)]
-        return found[::-1][:AUDIT_SHOWN], len(found)
+        found.sort(key=lambda ev: (ev["at"], ev["n"]), reverse=True)
+        return found[:AUDIT_SHOWN], len(found)
 
     events, total = await run_in_threadpool(read)
     verified = await _call(admin.verify_audit, hub.store, p, ref)
-    return page(request, "audit.html", me=p, space=sp, role=role, events=events, total=total,
-                shown=AUDIT_SHOWN, names=names, verified=verified, f=f,
-                query=request.url.query, qp=dict(request.query_params))
+    return page(request, "audit.html", me=p, events=events, total=total, shown=AUDIT_SHOWN,
+                names=names, verified=verified, f=f, query=request.url.query,
+                qp=dict(request.query_params), **ctx)
 
 
 @signed_in
 async def audit_export(request: Request, p: Any) -> Response:
     hub = _hub(request)
-    ref = request.path_params["space"]
     f = _filters(request)
-    members = await _call(admin.list_members, hub.store, p, ref)  # admin check first
-    names = {m["user_id"]: m["name"] for m in members["members"]}
+    ref, _, names = await _audit_scope(request, p)  # the access check first
 
     def lines() -> Iterator[bytes]:
         n = 0
@@ -359,7 +375,7 @@ async def audit_export(request: Request, p: Any) -> Response:
         async for chunk in iterate_in_threadpool(it):
             yield chunk
 
-    name = "".join(c for c in ref if c.isalnum() or c in "-_") or "space"
+    name = "".join(c for c in ref or "hub" if c.isalnum() or c in "-_") or "space"
     return StreamingResponse(body(), media_type="application/x-ndjson", headers=dict(
         HEADERS, **{"Content-Disposition": f'attachment; filename="audit-{name}.jsonl"'}))
 
@@ -377,6 +393,8 @@ ROUTES = [
     Route(S + "/epoch", epoch_bump, methods=["POST"]),
     Route(S + "/audit", audit_page, methods=["GET"]),
     Route(S + "/audit.jsonl", audit_export, methods=["GET"]),
+    Route("/audit", audit_page, methods=["GET"]),  # every chain: hub owners
+    Route("/audit.jsonl", audit_export, methods=["GET"]),
 ]
 # before the /console mount, which would take every /console/... path
 CONSOLE_ADMIN = Mount("/console/admin", routes=ROUTES)

@@ -8,6 +8,7 @@ the space's audit chain (every admin change appends to it)."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -76,7 +77,8 @@ def admin_posts(ids: dict[str, str]) -> list[tuple[str, dict[str, str]]]:
 
 ADMIN_PAGES = ["/console/spaces/team/members", "/console/admin/spaces/team/rules",
                "/console/admin/spaces/team/access", "/console/admin/spaces/team/epoch",
-               "/console/admin/spaces/team/audit", "/console/admin/spaces/team/audit.jsonl"]
+               "/console/admin/spaces/team/audit", "/console/admin/spaces/team/audit.jsonl",
+               "/console/admin/audit", "/console/admin/audit.jsonl"]
 
 
 def _preview_then_confirm(h: dict[str, Any], b: Any, team: dict[str, Any], path: str,
@@ -158,7 +160,6 @@ def test_rules_preview_and_the_audit_log(hub_app: dict[str, Any],
     def verdicts(**q: str) -> dict[str, str]:
         page = b.get("/console/admin/spaces/team/rules", params=q).text
         rows = page.split('class="verdicts"')[1].split("</table>")[0]
-        import re
         return dict(re.findall(r"<tr><td>([a-z ()]+)</td><td class=\"\w+\">(\w+)</td>", rows))
 
     ed = team["ed"].user_id
@@ -216,6 +217,12 @@ def test_rules_preview_and_the_audit_log(hub_app: dict[str, Any],
     r = b.get("/console/admin/spaces/team/audit.jsonl")
     # unfiltered, the export is the API's, byte for byte
     assert r.text == team["owner"].get("/v1/audit", params={"space": team["space"]}).text
+    # a hub owner reads every chain: the hub's own (the owner's invite) and the space's
+    r = b.get("/console/admin/audit", params={"action": "invite.redeem"})
+    assert "Chain verified" in r.text and "Audit log of the hub" in r.text
+    assert re.search(r'<td class="nw">hub</td>', r.text) and '<td class="nw">team</td>' in r.text
+    r = b.get("/console/admin/audit.jsonl")
+    assert r.text == team["owner"].get("/v1/audit").text
 
 
 def test_members_and_forged_forms_are_refused_and_change_nothing(

@@ -146,13 +146,8 @@ async def rules_page(request: Request, p: Any) -> Response:
         if agent is not None and not admin.AGENT.match(agent):
             raise InvalidRequest("agent must be 1-64 of letters, digits, '_.@:-'")
         entry = reads.parse_entry_id(qp.get("entry"))
-        result = {"name": who["name"], "role": who["role"], "agent": agent, "entry": entry,
-                  "acting_as": preview.agent_role(who["role"]) if agent else who["role"],
-                  "rows": preview.may_change(rules["effective"], user, who["role"], agent,
-                                             entry),
-                  "applying": preview.applying(rules["effective"], preview.policy.Actor(
-                      user, preview.agent_role(who["role"]) if agent else who["role"],
-                      agent))}
+        result = dict(preview.what_may_change(rules["effective"], user, who["role"], agent,
+                                              entry), name=who["name"])
     return page(request, "rules.html", me=p, space=sp, role=role, rules=rules["rules"],
                 effective=rules["effective"], members=members, result=result,
                 qp=dict(qp))

@@ -6,6 +6,7 @@ console's preview and the guard's verdict cannot disagree.
     role_impact(effective, user, before, after)  ->  what the member gains and loses
     may_change(effective, user, role, agent, id)  ->  per action: allowed, or the deciding
                                                       rule and the guard's reason
+    what_may_change(...)                          ->  that, the role acted as, the rules
 """
 
 from __future__ import annotations
@@ -66,15 +67,20 @@ def may_change(effective: list[dict[str, Any]], user_id: str, role: str | None,
                agent: str | None, entry_id: str) -> list[dict[str, Any]]:
     """For each action on ``entry_id``: whether the guard lets this member (or their agent,
     under a write delegation) do it, with the deciding rule and reason when it does not.
-    Guardrails get a row for a weakening update too (lowering severity, changing text)."""
+    Guardrails get a row for a weakening update too (lowering severity, changing text), and
+    their deletion is judged as the weakening it is."""
     actual = agent_role(role) if agent else role
     actor = policy.Actor(user_id, actual, agent)
     changes = [policy.Change(entry_id, a) for a in policy.ACTIONS]
     if entry_id.startswith("guardrail/"):
-        changes.insert(2, policy.Change(entry_id, "update", True, "weakens it"))
+        # as the guard judges guardrails (shared/policy.py change_of): an update may raise
+        # the severity (additive) or weaken it; deleting one always weakens it
+        changes = [policy.Change(entry_id, "create"), policy.Change(entry_id, "update"),
+                   policy.Change(entry_id, "update", True, "weakens it"),
+                   policy.Change(entry_id, "delete", True, "deletes the guardrail")]
     rows = []
     for c in changes:
-        label = c.action + (" (weakening)" if c.weakens else "")
+        label = c.action + (" (weakening)" if c.weakens and c.action == "update" else "")
         if not policy.at_least(actual, "editor"):
             rows.append({"action": label, "allowed": False, "rule": "role",
                          "reason": f"a {actual or 'non-member'} may not publish at all"})
@@ -84,3 +90,13 @@ def may_change(effective: list[dict[str, Any]], user_id: str, role: str | None,
                      "rule": denied[0]["rule"] if denied else "",
                      "reason": denied[0]["reason"] if denied else ""})
     return rows
+
+
+def what_may_change(effective: list[dict[str, Any]], user_id: str, role: str | None,
+                    agent: str | None, entry_id: str) -> dict[str, Any]:
+    """The rules page's answer: the role acted as, the verdict per action, and the
+    effective rules that apply to the member (or their agent)."""
+    acting = agent_role(role) if agent else role
+    return {"role": role, "agent": agent, "entry": entry_id, "acting_as": acting,
+            "rows": may_change(effective, user_id, role, agent, entry_id),
+            "applying": applying(effective, policy.Actor(user_id, acting, agent))}

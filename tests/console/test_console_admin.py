@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.console.test_console_inproc import _csrf, _origin, sign_in
-from tests.kit import ndjson, put, redeem
+from tests.kit import delete, ndjson, put, redeem
 
 
 @pytest.fixture
@@ -173,6 +173,13 @@ def test_rules_preview_and_the_audit_log(hub_app: dict[str, Any],
     own = team["owner"].user_id
     assert verdicts(user=own, entry="guardrail/x")["update (weakening)"] == "allowed"
     assert verdicts(user=own, agent="bot", entry="guardrail/x")["update (weakening)"] == "denied"
+    # the preview is the guard's verdict: what it says the editor may not do, the hub refuses
+    g = put("guardrail/x", "Never force push.\n", meta={"severity": "block"})
+    assert team["ed"].publish(team["space"], [g]).status_code == 201
+    assert verdicts(user=ed, entry="guardrail/x")["delete"] == "denied"
+    r = team["ed"].publish(team["space"], [delete("guardrail/x", g.entry.version)])
+    assert r.status_code == 403 and r.json()["error"]["code"] == "policy_denied", r.text
+    assert verdicts(user=ed, agent="claude-code", entry="skill/y")["create"] == "denied"
     r = b.get("/console/admin/spaces/team/rules", params={"user": ed, "entry": "no id"})
     assert r.status_code == 422 and "invalid_request" in r.text
 

@@ -19,7 +19,7 @@ from hub.api.http import NulGuard, http_error_handler, quire_error_handler, unha
 from hub.api.observe import Observe
 from hub.api.reads import READ_ROUTES
 from hub.api.routes import ROUTES
-from hub.clientaddr import parse_trusted
+from hub.clientaddr import client_address, parse_trusted
 from hub.console.admin_pages import CONSOLE_ADMIN
 from hub.console.pages import CONSOLE
 from hub.dpop import JtiCache
@@ -27,6 +27,8 @@ from hub.events import Broker
 from hub.guard import GuardHooks, Outcome
 from hub.keys import HubKey
 from hub.metrics import Metrics, refusal_reason
+from hub.refusals import CODES as REFUSAL_CODES
+from hub.refusals import Refusals
 from hub.settings import Settings
 from hub.sharedlimits import PgShared, SharedJti, StreamSlots, limiter
 from hub.store.db import Store
@@ -64,6 +66,7 @@ class Hub:
         self.publish_limiter = lim("publish", s.publications_per_min / 60,
                                    s.publications_per_min)
         self.stream_slots = StreamSlots(s.streams_per_device)
+        self.refusals = Refusals(s.audit_refusal_keys)  # counted, then audited (refusals.py)
         self.listeners: list[Callable[[str, dict[str, Any]], None]] = []
         self.metrics = Metrics()
         self.metrics.watch_pool(store.pool_stats)
@@ -91,6 +94,27 @@ class Hub:
 
             self._schema_head = alembic_head()
         return self._schema_head
+
+    def refused(self, scope: dict[str, Any], route: str, info: logs.RequestInfo) -> None:
+        """After an error response: a refused attempt is counted for the audit log, by its
+        principal when authentication got that far, else by its client address."""
+        if info.code not in REFUSAL_CODES:
+            return
+        if info.user:
+            who = {"user": info.user, "device": info.device or ""}
+            if info.agent:
+                who["agent"] = info.agent
+        else:
+            client = scope.get("client")
+            headers = [(k.decode("latin-1"), v.decode("latin-1"))
+                       for k, v in scope.get("headers", ())]
+            who = {"client": client_address(client[0] if client else None, headers,
+                                            parse_trusted(self.settings.trusted_proxies))}
+        space = (scope.get("path_params") or {}).get("space")
+        self.refusals.note(who, info.code, route, space, self.now())
+
+    def flush_refusals(self) -> int:
+        return self.refusals.flush(self.store, self.now())
 
     def shutting_down(self) -> None:
         """The process is stopping (a signal handler calls this): end every event stream
@@ -132,8 +156,11 @@ def create_app(settings: Settings, *, store: Store | None = None, key: HubKey | 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         hub.broker.start(asyncio.get_running_loop())
+        flusher = asyncio.create_task(_flush_refusals(hub))
         yield
+        flusher.cancel()
         hub.broker.stop()
+        await asyncio.to_thread(hub.flush_refusals)  # what the last window counted
         store.dispose()
 
     def noted(handler: Any) -> Any:
@@ -162,5 +189,13 @@ def create_app(settings: Settings, *, store: Store | None = None, key: HubKey | 
     })
     app.state.hub = hub
     app.add_middleware(NulGuard)  # inside Observe: its refusals are logged and counted
-    app.add_middleware(Observe, metrics=hub.metrics, routes=served)
+    app.add_middleware(Observe, metrics=hub.metrics, routes=served, on_done=hub.refused)
     return app
+
+
+async def _flush_refusals(hub: Hub) -> None:
+    """Write the refused attempts counted in each window (hub/refusals.py), off the loop."""
+    while True:
+        await asyncio.sleep(max(1, hub.settings.audit_refusal_window))
+        if hub.refusals.pending():
+            await asyncio.to_thread(hub.flush_refusals)

@@ -52,11 +52,11 @@ def record_txn(conn: Any, *, chain: str, tip: tuple[int, str], at: int, action: 
 
 
 def record_hub_txn(conn: Any, *, at: int, action: str, actor: dict[str, Any],
-                   details: dict[str, Any]) -> None:
+                   details: dict[str, Any], request_id: Any = _CURRENT) -> None:
     """Append a hub-level event (locks the hub state row)."""
     state = q.hub_state_txn(conn, lock=True)
     record_txn(conn, chain="hub", tip=(state.audit_seq, state.audit_digest), at=at,
-               action=action, actor=actor, details=details)
+               action=action, actor=actor, details=details, request_id=request_id)
 
 
 def record_space_txn(conn: Any, space: Any, *, at: int, action: str, actor: dict[str, Any],

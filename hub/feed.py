@@ -42,9 +42,11 @@ class Signer:
                                    {"epoch": space.epoch, "reason": "state"})
         return root
 
-    def head(self, space: q.SpaceRow, seq: int, digest: str, root: str) -> dict[str, Any]:
+    def head(self, conn: Any, space: q.SpaceRow, seq: int, digest: str, root: str
+             ) -> dict[str, Any]:
         return signed_state.signed_head(self.key, space=space.id, epoch=space.epoch, seq=seq,
-                                        digest=digest, root=root, at=self.now)
+                                        digest=digest, root=root, at=self.now,
+                                        tips=signed_state.audit_tips_txn(conn, space))
 
 
 def parse_changes_query(epoch: str | None, after: str | None, limit: str | None,
@@ -93,7 +95,7 @@ def changes(store: Store, p: Principal, space_ref: str, epoch: str | None, after
         end: dict[str, Any] = {"seq": last, "head_seq": space.head_seq, "epoch": space.epoch,
                                "more": last < space.head_seq}
         if signer is not None and root is not None and last == end_seq and last_digest:
-            end["head"] = signer.head(space, last, last_digest, root)
+            end["head"] = signer.head(conn, space, last, last_digest, root)
         buf.append(dumps({"end": end}) + "\n")
         yield "".join(buf).encode()
 
@@ -108,7 +110,7 @@ def snapshot(store: Store, p: Principal, space_ref: str, signer: Signer | None =
                                 "seq": space.head_seq, "digest": space.head_digest}
         first: dict[str, Any] = {"head": head}
         if signer is not None:
-            first["head"] = signer.head(space, space.head_seq, space.head_digest,
+            first["head"] = signer.head(conn, space, space.head_seq, space.head_digest,
                                         signer.root(conn, space, space.head_seq))
             first["epochs"] = [json.loads(t) for t in
                                signed_state.epoch_statements_txn(conn, space.id)]

@@ -51,6 +51,8 @@ class Settings:
     publications_per_min: int = 6000  # batches one device may publish a minute
     device_codes_per_min: int = 12  # device logins started per client address a minute
     streams_per_device: int = 16  # open event streams per device, per hub process
+    audit_refusal_window: int = 60  # seconds refused attempts are counted before written
+    audit_refusal_keys: int = 256  # distinct refusals a window; the rest: one overflow count
     space_max_entries: int = 1_000_000  # live entries per space (0: none; admins may set)
     space_max_bytes: int = 4 * 1024**3  # bytes of a space's live entries
     space_max_history_bytes: int = 16 * 1024**3  # bytes of a space's batches

@@ -4,6 +4,7 @@
                                       (same transaction as the head; root kept per batch)
     head / changes / snapshot / events ──signed_head──▶ {space, epoch, seq, digest,
                                                         state, at[, nonce]} + signature
+        (head, changes, snapshot: + the audit tips, audit_tips_txn, read with the head)
     epoch bump ──epoch_statement_txn──▶ signed {epoch, previous, reason, …}, kept
     GET …/devices ──attestations_txn──▶ signed device records (key, valid_from, revoked_at)
 
@@ -96,10 +97,23 @@ def root_at_txn(conn: Any, space: q.SpaceRow, seq: int, enabled: bool = True) ->
     return ss.batch_root_txn(conn, space.id, space.epoch, seq)
 
 
+Tips = tuple[tuple[int, str], tuple[int, str]]
+
+
+def audit_tips_txn(conn: Any, space: q.SpaceRow) -> Tips:
+    """``(space chain tip, hub chain tip)`` as this transaction reads them: signed into the
+    head so a replica holds the hub to the audit log it had then (DESIGN §12)."""
+    hub = q.hub_state_txn(conn)
+    return (int(space.audit_seq), space.audit_digest), (int(hub.audit_seq), hub.audit_digest)
+
+
 def signed_head(key: HubKey, *, space: str, epoch: str, seq: int, digest: str, root: str,
-                at: int, nonce: str | None = None) -> dict[str, Any]:
+                at: int, nonce: str | None = None, tips: Tips | None = None
+                ) -> dict[str, Any]:
+    audit, hub_audit = tips if tips is not None else (None, None)
     return sign_head(key.private, head_body(space=space, epoch=epoch, seq=seq, digest=digest,
-                                            state=root, at=at, nonce=nonce))
+                                            state=root, at=at, nonce=nonce, audit=audit,
+                                            hub_audit=hub_audit))
 
 
 def epoch_statement_txn(conn: Any, key: HubKey, space: q.SpaceRow, epoch: str, reason: str,

@@ -260,9 +260,10 @@ def head(store: Store, key: HubKey, p: Principal, space_ref: str, now: int,
         rules = q.list_rules_txn(conn, space.id)
         root = signed_state.current_root_txn(conn, space.id, state_root)
         usage = None if quota is None else usage_doc_txn(conn, quota, space.id)
+        tips = signed_state.audit_tips_txn(conn, space)
     signed = signed_state.signed_head(key, space=space.id, epoch=space.epoch,
                                       seq=space.head_seq, digest=space.head_digest, root=root,
-                                      at=now, nonce=nonce)
+                                      at=now, nonce=nonce, tips=tips)
     actor = policy.Actor(p.user_id, role, p.agent)
     # the effective rules (typed defaults included) that apply to this caller: the replica
     # pre-checks its pushes with exactly these (shared/policy.py)
@@ -300,20 +301,26 @@ def devices(store: Store, key: HubKey, p: Principal, space_ref: str, now: int
 
 def bump_epoch(store: Store, p: Principal, space_ref: str, body: dict[str, Any], now: int,
                key: HubKey | None = None, *, dry_run: bool = False) -> dict[str, Any]:
-    """Start a new epoch (history restarts at seq 0). ``dry_run`` (the console's impact
-    preview): every check runs under the space lock, nothing is written, and the answer
-    names the epoch and head that would be left behind."""
+    """A new epoch: history restarts at seq 0, the entries stay (the new epoch's state).
+    A dry run (``dry_run``, the console's preview, or ``body["dry_run"]``, the API's):
+    every check runs under the space lock, nothing is written (head, epoch and audit stay
+    as they are); either way the answer carries the impact (``epoch_impact_txn``)."""
     reason = body.get("reason")
     _require(isinstance(reason, str) and 0 < len(reason.strip()) <= 500,
              "reason is required (1-500 characters): say why history restarts")
+    dry = body.get("dry_run", False)
+    _require(isinstance(dry, bool), "dry_run must be true or false")
+    dry = dry or dry_run
     if p.delegation_id is not None:
         raise Forbidden("delegated credentials cannot change epochs")
 
     def txn(conn: Any) -> dict[str, Any]:
         space, _ = space_access_txn(conn, p, space_ref, "admin", lock=True)
-        if dry_run:
-            return {"space": space.id, "epoch": None, "previous": space.epoch,
-                    "previous_seq": space.head_seq, "dry_run": True}
+        out = {"space": space.id, "epoch": None, "previous": space.epoch,
+               "previous_seq": space.head_seq, "reason": reason, "dry_run": dry,
+               "impact": epoch_impact_txn(conn, space)}
+        if dry:
+            return out
         epoch = new_id(now)
         q.set_head_txn(conn, space.id, 0, genesis_digest(space.id, epoch), epoch=epoch)
         if key is not None:  # the statement replicas verify before taking the new epoch
@@ -321,6 +328,22 @@ def bump_epoch(store: Store, p: Principal, space_ref: str, body: dict[str, Any],
         audit.record_space_txn(conn, space, at=now, action="epoch.bump", actor=p.actor(),
                                details={"previous": space.epoch, "epoch": epoch,
                                         "reason": reason, "previous_seq": space.head_seq})
-        return {"space": space.id, "epoch": epoch, "previous": space.epoch}
+        return dict(out, epoch=epoch)
 
     return store.run_write(txn)
+
+
+def epoch_impact_txn(conn: Any, space: q.SpaceRow) -> dict[str, Any]:
+    """What a bump does: the current epoch's history stops at its head (its batches are
+    no longer served as changes); every live entry is carried into the new epoch; every
+    replica not revoked must take a snapshot of the new epoch (and replays its unpublished
+    changes on it); nobody loses access (members, roles, devices and rules are untouched)."""
+    replicas = [{"id": r["id"], "name": r["name"], "device_name": r["device_name"],
+                 "user_id": r["user_id"]}
+                for r in q.list_replicas_txn(conn, space.id) if r["revoked_at"] is None]
+    return {"history_left": {"epoch": space.epoch, "batches": int(space.head_seq),
+                             "head_digest": space.head_digest},
+            "entries_carried": q.count_live_entries_txn(conn, space.id),
+            "replicas_resnapshot": replicas,
+            "members": len(q.list_members_txn(conn, space.id)),
+            "loses_access": []}

@@ -359,9 +359,8 @@ def cmd_admin(args: argparse.Namespace, out: Out) -> int:
 
             screening_cli.run(args, out, c)
         elif args.noun == "epoch" and args.verb == "bump":
-            res = c.bump_epoch(args.space, args.reason)
-            out.doc(res, f"epoch of {args.space} is now {res.get('epoch')} "
-                         f"(was {res.get('previous')})")
+            res = c.bump_epoch(args.space, args.reason, args.dry_run)
+            out.doc(res, identity_cli.epoch_text(args.space, res))
         elif not identity_cli.admin(args, out, c, hub):
             raise UsageError(f"unknown admin command {args.noun} {args.verb}")
     return 0
@@ -518,6 +517,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="start a new epoch (replicas re-snapshot and replay local changes)")
     eb.add_argument("space", metavar="SPACE")
     eb.add_argument("--reason", required=True, metavar="TEXT")
+    eb.add_argument("--dry-run", action="store_true",
+                    help="report the impact (replicas that re-snapshot, entries carried, "
+                         "history left behind); change nothing")
     identity_cli.add_admin_parsers(nouns, common, _Parser)
     from replica.revert_cli import add_admin_parser as add_revert_parser
 

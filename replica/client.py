@@ -287,8 +287,11 @@ class HubClient:
         return self._request("POST", f"/v1/spaces/{_q(space)}/replicas",
                              {"name": name})["replica_id"]
 
-    def bump_epoch(self, space: str, reason: str) -> dict[str, Any]:
-        return self._request("POST", f"/v1/spaces/{_q(space)}/epoch", {"reason": reason})
+    def bump_epoch(self, space: str, reason: str, dry_run: bool = False) -> dict[str, Any]:
+        body: dict[str, Any] = {"reason": reason}
+        if dry_run:
+            body["dry_run"] = True
+        return self._request("POST", f"/v1/spaces/{_q(space)}/epoch", body)
 
     # ------------------------------------------------------------ identity and administration
     # (docs/protocol.md; destructive verbs take dry_run)

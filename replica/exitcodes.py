@@ -16,7 +16,9 @@
                     ``not_found``: revoked, removed); local edits are kept
     6  UNVERIFIED   the hub sent something that does not verify with the pinned key and the
                     hash chain (``hub_unverified``), or no fresh signed head (``stale_head``),
-                    or ``quire verify`` found a difference: an alarm, not a retry
+                    or ``quire verify`` found a difference, or ``quire admin audit
+                    --verify`` found the audit log cut or rewritten (``audit_*``): an
+                    alarm, not a retry
 
 The codes are part of the command's contract: new situations map onto these, the numbers
 never change meaning. ``--json`` output is the same document whatever the code.
@@ -37,6 +39,8 @@ UNVERIFIED = 6
 
 UNREACHABLE_CODES = frozenset({"transfer_failed", "unavailable", "rate_limited"})
 REFUSED_CODES = frozenset({"unauthorized", "forbidden", "not_found"})
+UNVERIFIED_CODES = frozenset({"hub_unverified", "stale_head", "audit_unverified",
+                              "audit_truncated", "audit_rewritten"})
 
 # status ``state`` values that are not "all done" but not a failure either
 ATTENTION_STATES = frozenset({"conflicts", "problems", "pending", "never_synced"})
@@ -50,7 +54,7 @@ def for_error_code(code: str | None) -> int:
         return UNREACHABLE
     if code in REFUSED_CODES:
         return REFUSED
-    if code in ("hub_unverified", "stale_head"):
+    if code in UNVERIFIED_CODES:
         return UNVERIFIED
     return ERROR
 

@@ -23,7 +23,14 @@ from urllib.parse import quote
 
 from replica.home import Home, HubConfig
 from shared.canonical import canonical_bytes
-from shared.errors import InvalidRequest, LocalError, QuireError, Unauthorized, from_wire
+from shared.errors import (
+    AuditUnverified,
+    InvalidRequest,
+    LocalError,
+    QuireError,
+    Unauthorized,
+    from_wire,
+)
 
 if TYPE_CHECKING:  # imported where used: every quire command loads this module
     from replica.client import HubClient
@@ -182,10 +189,27 @@ def admin(args: argparse.Namespace, out: Any, c: HubClient, hub: HubConfig) -> b
             res = c.admin_post(f"/v1/delegations/{_q(args.delegation)}/revoke", dry)
             _done(out, res, f"revoked delegation {args.delegation}")
     elif noun == "audit":
-        _audit(args, out, c)
+        _audit(args, out, c, hub)
     else:
         return False
     return True
+
+
+def epoch_text(space: str, res: dict[str, Any]) -> str:
+    """``quire admin epoch bump`` for people: what happened (or would), and its impact."""
+    imp = res.get("impact") or {}
+    left = imp.get("history_left") or {}
+    reps = imp.get("replicas_resnapshot") or []
+    lines = [f"dry run: nothing changed; epoch {res.get('previous')} of {space} would end"
+             if res.get("dry_run") else
+             f"epoch of {space} is now {res.get('epoch')} (was {res.get('previous')})",
+             f"  history left behind: {left.get('batches', 0)} batch(es) of epoch "
+             f"{left.get('epoch')}",
+             f"  entries carried into the new epoch: {imp.get('entries_carried', 0)}",
+             f"  replicas that take a snapshot on their next sync: {len(reps)}"]
+    lines += [f"    {r['id']}  {r['name']} ({r['device_name']})" for r in reps]
+    lines.append("  members who lose access: none (members, roles and devices stay)")
+    return "\n".join(lines)
 
 
 def _list_delegations(out: Any, c: HubClient) -> None:
@@ -195,17 +219,11 @@ def _list_delegations(out: Any, c: HubClient) -> None:
                      _state(d)])
 
 
-def _audit(args: argparse.Namespace, out: Any, c: HubClient) -> None:
-    since = 0 if args.verify else int(args.since or 0)
-    events = list(c.audit(args.space, since))
+def _audit(args: argparse.Namespace, out: Any, c: HubClient, hub: HubConfig) -> None:
     if args.verify:
-        ok, bad = verify_audit_events(events)
-        doc = {"ok": ok, "events": len(events), "first_bad": bad}
-        if not ok:
-            raise LocalError(f"audit chain does not verify at {bad['chain']} n={bad['n']}",
-                             {"first_bad": bad, "events": len(events)})
-        out.doc(doc, f"audit chain verifies: {len(events)} event(s)")
+        _verify_audit(args, out, c, hub)
         return
+    events = list(c.audit(args.space, int(args.since or 0)))
     if out.json:
         for ev in events:  # JSON lines: one event per line
             print(json.dumps(ev, ensure_ascii=False, sort_keys=True), flush=True)
@@ -215,6 +233,43 @@ def _audit(args: argparse.Namespace, out: Any, c: HubClient) -> None:
     for ev in events:
         who = ev["actor"].get("agent") or ev["actor"].get("user") or ev["actor"]
         print(f"{stamp(ev['at'], seconds=True)}  {ev['chain'][:10]}#{ev['n']:<5} {ev['action']:20} {who}")
+
+
+def _verify_audit(args: argparse.Namespace, out: Any, c: HubClient, hub: HubConfig) -> None:
+    """The chain links from n=1, and it holds every audit tip the hub key signed that this
+    home kept (replica/auditcheck.py): deleting the last events, or editing one and
+    rehashing the rest, is caught up to the newest kept tip."""
+    from replica import auditcheck
+    from replica.store import Store
+
+    home = Home(hub.dir.parent.parent)
+    stores = []
+    for sp in home.spaces():
+        if sp.hub_id == hub.hub_id and sp.store_path.exists() and (
+                args.space is None or args.space in (sp.space_id, sp.name)):
+            st = Store(sp.store_path)
+            try:
+                stores.append((sp.space_id, st.get_meta(auditcheck.AUDIT_TIPS)))
+            finally:
+                st.close()
+    key = c._need_key()
+    tips = auditcheck.kept_tips(hub.dir, key, stores)
+    # fresh signed heads, asked for before the export: an honest export holds their tips
+    names = [args.space] if args.space else [s["id"] for s in c.spaces()]
+    fresh = [c.head(n)["signed"] for n in names]
+    for h in fresh:
+        tips += auditcheck.tips_of(h, "the hub's current head")
+    events = list(c.audit(args.space, 0))
+    ok, bad = verify_audit_events(events)
+    if not ok:
+        raise AuditUnverified(f"audit chain does not verify at {bad['chain']} n={bad['n']}",
+                              {"first_bad": bad, "events": len(events)})
+    chains = {h.space for h in fresh} if args.space else None
+    checked = auditcheck.check_events(events, tips, chains)
+    auditcheck.save(hub.dir, fresh)
+    doc = {"ok": True, "events": len(events), "first_bad": None, "signed_tips": checked}
+    out.doc(doc, f"audit chain verifies: {len(events)} event(s), {checked} signed tip(s) "
+                 "held")
 
 
 def add_admin_parsers(nouns: Any, common: argparse.ArgumentParser, parser_class: Any) -> None:

@@ -28,9 +28,9 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import Connection
 
+from replica import auditcheck, vaultfaults, verify
 from replica import store as st
 from replica import vault as vlt
-from replica import vaultfaults, verify
 from replica.client import Change, ChangesPage, HubClient, HubUnverified
 from replica.crash import crash_point
 from replica.merge import merge_entry, same
@@ -309,9 +309,11 @@ class Replica(Publisher):
 
     def pull(self, report: SyncReport) -> None:
         head = self.store.head()
+        kept = self.store.get_meta(auditcheck.AUDIT_TIPS)  # read before the head is asked
         # signed over a nonce of ours: a replayed old head cannot pass for the current one
         hub = self.client.head(self.space_id, nonce=verify.new_nonce())
         fresh: SignedHead = hub["signed"]
+        auditcheck.check_fresh(kept, fresh)  # the hub's audit log was not cut or rewritten
         self.role = hub.get("role")
         # role and rules as the hub applies them to us: the local guardrail check of a
         # conflict resolution reads them (replica/conflicts.py); the hub checks again

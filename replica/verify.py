@@ -13,6 +13,9 @@
                                   │
             equal to the signed head's ``state``?  no → HubUnverified, rollback:
             nothing applied, no vault write journaled
+                                  │ yes
+            the head kept (``signed_head``) and its audit tips, when newer
+            (``audit_tips``, replica/auditcheck.py)
 
 The state kept here (``state_buckets``, ``state_log`` in replica/store.py) is always the
 root of what the store's synced columns hold, whatever code path wrote them: verification
@@ -27,6 +30,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from replica import auditcheck
 from replica import store as st
 from shared import state
 from shared.errors import HubUnverified
@@ -106,6 +110,9 @@ def check_root_txn(conn: Connection, signed: SignedHead, what: str) -> None:
                             {"reason": "state_mismatch", "seq": signed.seq,
                              "signed": signed.state, "computed": root})
     st.set_meta_txn(conn, SIGNED_HEAD, signed.wire)
+    tips = auditcheck.keep(st.get_meta_txn(conn, auditcheck.AUDIT_TIPS, None), signed)
+    if tips is not None:
+        st.set_meta_txn(conn, auditcheck.AUDIT_TIPS, tips)
 
 
 # ---------------------------------------------------------------- authors

@@ -196,6 +196,27 @@ class HubUnverified(LocalError):
     code = "hub_unverified"
 
 
+class AuditUnverified(LocalError):
+    """``quire admin audit --verify``: the exported audit chain does not link (an event
+    edited without rehashing the rest)."""
+
+    code = "audit_unverified"
+
+
+class AuditTruncated(AuditUnverified):
+    """The exported audit chain ends before a tip the hub key signed and this home kept:
+    events were deleted from the hub's log."""
+
+    code = "audit_truncated"
+
+
+class AuditRewritten(AuditUnverified):
+    """The exported audit chain holds another digest at a tip the hub key signed and this
+    home kept: events were edited and the chain after them rehashed."""
+
+    code = "audit_rewritten"
+
+
 class StaleHead(LocalError):
     """The newest signed head is older than the freshness bound and no head signed over
     our nonce could be had: "up to date" cannot be claimed (docs/security.md)."""
@@ -209,7 +230,7 @@ ERROR_CLASSES: dict[str, type[QuireError]] = {
         Internal, Unauthorized, Forbidden, PolicyDenied, NotFound, HeadChanged, EpochChanged,
         BaseMismatch, BatchConflict, PacketStale, ClaimHeld, SnapshotRequired, TooLarge,
         QuotaExceeded, InvalidRequest, ContentScreened, RateLimited, Unavailable,
-        TransferFailed, LocalError,
+        TransferFailed, LocalError, AuditUnverified, AuditTruncated, AuditRewritten,
         NotJoined, SpaceNotFound, SpaceAmbiguous, LockHeld, HubUnverified, StaleHead,
     )
 }

@@ -1,6 +1,7 @@
 """What the hub key signs for replicas, and how a replica checks it (DESIGN §12).
 
-    signed head        {space, epoch, seq, digest, state, at[, nonce]}   HEAD_DOMAIN
+    signed head        {space, epoch, seq, digest, state, at[, nonce]    HEAD_DOMAIN
+                        [, audit_seq, audit_digest, hub_audit_seq, hub_audit_digest]}
     device attestation {device, user, public_key, valid_from, revoked_at, at}  DEVICE_DOMAIN
     epoch statement    {space, epoch, previous, previous_seq, previous_digest, reason, at}
                                                                           EPOCH_DOMAIN
@@ -72,18 +73,38 @@ class SignedHead:
     at: int
     nonce: str | None
     wire: dict[str, Any]  # as received (body and signature): kept, shown by ``quire verify``
+    audit: tuple[int, str] | None = None  # the space's audit chain tip when signed
+    hub_audit: tuple[int, str] | None = None  # the hub chain's tip when signed
 
 
 HEAD_FIELDS = {"space", "epoch", "seq", "digest", "state", "at"}
+# Optional (heads signed before they existed still verify): the tips (n, digest) of the
+# space's audit chain and of the hub chain as the hub read them with the head. A replica
+# keeps the newest it saw, so a hub whose audit log was cut short or rewritten after that
+# is caught (replica/auditcheck.py, DESIGN §12).
+AUDIT_FIELDS = {"audit_seq", "audit_digest", "hub_audit_seq", "hub_audit_digest"}
 
 
 def head_body(*, space: str, epoch: str, seq: int, digest: str, state: str, at: int,
-              nonce: str | None = None) -> dict[str, Any]:
-    body = {"space": space, "epoch": epoch, "seq": seq, "digest": digest, "state": state,
-            "at": at}
+              nonce: str | None = None, audit: tuple[int, str] | None = None,
+              hub_audit: tuple[int, str] | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"space": space, "epoch": epoch, "seq": seq, "digest": digest,
+                            "state": state, "at": at}
     if nonce is not None:
         body["nonce"] = nonce
+    if audit is not None:
+        body["audit_seq"], body["audit_digest"] = audit
+    if hub_audit is not None:
+        body["hub_audit_seq"], body["hub_audit_digest"] = hub_audit
     return body
+
+
+def _tip(body: dict[str, Any], seq: str, digest: str) -> tuple[int, str] | None:
+    if seq not in body and digest not in body:
+        return None
+    if not (_int(body.get(seq)) and is_digest(body.get(digest))):
+        raise HubUnverified("signed head has an audit tip of the wrong form")
+    return body[seq], body[digest]
 
 
 def sign_head(key: Ed25519PrivateKey, body: dict[str, Any]) -> dict[str, Any]:
@@ -95,9 +116,10 @@ def parse_head(hub_key: str, obj: Any, *, space: str, nonce: str | None = None
                ) -> SignedHead:
     """A head the pinned key signed, for ``space`` (and over ``nonce`` when given)."""
     if isinstance(obj, dict):  # the head endpoint adds unsigned context (role, rules…)
-        keep = HEAD_FIELDS | {"nonce", "signature"}
+        keep = HEAD_FIELDS | AUDIT_FIELDS | {"nonce", "signature"}
         obj = {k: v for k, v in obj.items() if k in keep}
-    body = _verified_body(hub_key, HEAD_DOMAIN, obj, HEAD_FIELDS, {"nonce"}, "head")
+    body = _verified_body(hub_key, HEAD_DOMAIN, obj, HEAD_FIELDS, {"nonce"} | AUDIT_FIELDS,
+                          "head")
     if not (is_id(body["space"]) and is_id(body["epoch"]) and _int(body["seq"])
             and is_digest(body["digest"]) and is_digest(body["state"]) and _int(body["at"])):
         raise HubUnverified("signed head has a field of the wrong form")
@@ -108,7 +130,9 @@ def parse_head(hub_key: str, obj: Any, *, space: str, nonce: str | None = None
         raise HubUnverified("signed head is not over our nonce (replayed?)",
                             {"reason": "nonce"})
     return SignedHead(body["space"], body["epoch"], body["seq"], body["digest"],
-                      body["state"], body["at"], got, dict(obj))
+                      body["state"], body["at"], got, dict(obj),
+                      _tip(body, "audit_seq", "audit_digest"),
+                      _tip(body, "hub_audit_seq", "hub_audit_digest"))
 
 
 # ---------------------------------------------------------------- device attestations

@@ -5,7 +5,9 @@
                 event of the request
             ──► the app ──► response start: ``X-Request-Id`` header, status noted
             ──► response end: one ``access`` line (method, route template, status, error
-                code and reason, duration, principal ids) and the request latency histogram
+                code and reason, duration, principal ids) and the request latency histogram;
+                ``on_done`` (the app: a refused attempt is counted for the audit log,
+                hub/refusals.py)
 
 Never the raw path's secrets: the line carries the route template (``/v1/invites/{invite}
 /revoke``), not the path, and no query string or header values.
@@ -29,8 +31,10 @@ STREAMS = ("/events",)  # long-lived: their duration is not a request latency
 
 
 class Observe:
-    def __init__(self, app: Any, *, metrics: Any, routes: list[Any]):
+    def __init__(self, app: Any, *, metrics: Any, routes: list[Any],
+                 on_done: Any = None):
         self.app = app
+        self.on_done = on_done
         self.metrics = metrics
         self.routes = routes
         self._by_endpoint: dict[Any, list[Any]] = {}
@@ -83,4 +87,9 @@ class Observe:
                 self.metrics.request_seconds.labels(
                     method=scope.get("method", "?"), route=route,
                     status=str(status)).observe(elapsed)
+            if self.on_done is not None and info.code is not None:
+                try:
+                    self.on_done(scope, route, info)
+                except Exception:  # noting a refusal must never break a response
+                    log.exception("after-response hook failed")
             logs.unbind(token)

@@ -85,8 +85,13 @@ OPS: dict[tuple[str, str], Op] = {
                     "entry, line, rule), quota_exceeded, invalid_request…"),
     ("GET", "/v1/spaces/{space}/receipts/{replica}/{batch}"): Op("recover a receipt",
                                                                  "receipt"),
-    ("POST", "/v1/spaces/{space}/epoch"): Op("start a new epoch (admins)", "object",
-                                             "epoch_bump"),
+    ("POST", "/v1/spaces/{space}/epoch"): Op(
+        "start a new epoch (admins), or preview it", "epoch_bump", "epoch_bump",
+        description="With `dry_run: true` nothing is written (head, epoch and audit stay) and "
+                    "`epoch` is null; either way `impact` says what the bump does: the "
+                    "history left behind, the live entries carried into the new epoch, the "
+                    "replicas that take a snapshot on their next sync, and who loses access "
+                    "(nobody: members, roles and devices are untouched)."),
     ("GET", "/v1/spaces/{space}/rules"): Op("a space's rules, defaults included"),
     ("POST", "/v1/spaces/{space}/rules"): Op("add a rule (admins)", "object", "rule_add",
                                              201),
@@ -128,9 +133,16 @@ OPS: dict[tuple[str, str], Op] = {
         description="After it, that exact version publishes; another version of the entry "
                     "is screened again. `rule`: a rule name, the finding's fingerprint or "
                     "`*` (default)."),
-    ("GET", "/v1/audit"): Op("export the audit log (NDJSON; owners, or a space's admins)",
-                             "ndjson", query=(("since", _INT), ("space", {"type": "string"}))),
-    ("GET", "/v1/audit/verify"): Op("verify the audit hash chain",
+    ("GET", "/v1/audit"): Op(
+        "export the audit log (NDJSON; owners, or a space's admins)", "ndjson",
+        query=(("since", _INT), ("space", {"type": "string"})),
+        description="Refused attempts (unauthorized, forbidden, policy_denied) are hub-chain "
+                    "`refused` events, one per caller, code, route and window with a "
+                    "`count`; an owner's export first writes the ones counted so far. The "
+                    "tips of the chains are signed into every head (`audit_seq`, "
+                    "`hub_audit_seq`…): `quire admin audit --verify` checks the export "
+                    "against the tips its replicas kept."),
+    ("GET", "/v1/audit/verify"): Op("verify the audit hash chain (as the hub holds it)",
                                     query=(("space", {"type": "string"}),)),
     ("POST", "/v1/token"): Op("refresh or device-code grant, with a DPoP proof", "tokens",
                               "token", auth=False,

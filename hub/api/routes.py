@@ -252,7 +252,20 @@ async def audit_export(request: Request) -> Response:
     since = qp.get("since", "0")
     if not since.isdigit() or len(since) > 16:
         raise InvalidRequest("since must be Unix milliseconds")
+    await run_in_threadpool(_flush_for, hub, p)
     return await ndjson(admin.audit_lines(hub.store, p, qp.get("space"), int(since)))
+
+
+def _flush_for(hub: Any, p: Principal) -> None:
+    """An owner reading the audit gets the refused attempts counted so far written first
+    (hub/refusals.py); nobody else can make the counting windows shorter."""
+    if p.is_owner and p.delegation_id is None:
+        hub.flush_refusals()
+
+
+def _verify_audit(hub: Any, p: Principal, space: str | None) -> dict[str, Any]:
+    _flush_for(hub, p)
+    return admin.verify_audit(hub.store, p, space)
 
 
 _DRY = fields("dry_run")
@@ -319,8 +332,7 @@ ADMIN_ROUTES = [
                                             s, b, h.now()),
         params=("space",), body=fields("quota_set")), methods=["POST"]),
     Route("/v1/audit", audit_export, methods=["GET"]),
-    Route("/v1/audit/verify", _admin(
-        lambda h, p, s: admin.verify_audit(h.store, p, s), query=("space",)),
+    Route("/v1/audit/verify", _admin(_verify_audit, query=("space",)),
         methods=["GET"]),
     Route("/v1/token", token, methods=["POST"]),
     Route("/v1/device/code", device_start, methods=["POST"]),
@@ -494,7 +506,8 @@ async def bump_epoch(request: Request) -> Response:
     body = await read_json(request, SMALL_BODY, allowed=fields("epoch_bump"))
     out = await run_in_threadpool(spaces.bump_epoch, hub.store, p,
                                   request.path_params["space"], body, hub.now(), hub.key)
-    hub.epoch_changed(out)
+    if not out["dry_run"]:
+        hub.epoch_changed(out)
     return JSON(out)
 
 

@@ -438,6 +438,11 @@ def iter_live_entries_txn(conn: Connection, space_id: str) -> Iterator[Any]:
     yield from conn.execution_options(yield_per=500).execute(q)
 
 
+def count_live_entries_txn(conn: Connection, space_id: str) -> int:
+    return int(conn.execute(select(func.count()).select_from(entries).where(
+        (entries.c.space_id == space_id) & entries.c.deleted.is_(False))).scalar_one())
+
+
 def count_rows_txn(conn: Connection) -> dict[str, int]:
     """Row counts of every table (tests compare them before and after bad input)."""
     out = {}

@@ -1,7 +1,8 @@
 """Refused attempts in the audit log: counted per window, never stored one by one.
 
     an error response: unauthorized (bad token or DPoP proof), forbidden (e.g. an editor's
-    admin call), policy_denied (the guard refused a batch by the space's rules)
+    admin call), policy_denied (the guard refused a batch by the space's rules),
+    content_screened (a batch holding a secret; the event never holds the finding)
         └─ hub/api/observe.py, once the response is sent ──▶ Refusals.note(who, code, route)
              in memory, O(1) under a thread lock: one counter per
              (principal or client address, code, route template, space parameter)
@@ -28,7 +29,7 @@ from hub import audit
 
 log = logging.getLogger("quire.hub")
 
-CODES = frozenset({"unauthorized", "forbidden", "policy_denied"})
+CODES = frozenset({"unauthorized", "forbidden", "policy_denied", "content_screened"})
 MAX_FIELD = 100  # characters of a route or space parameter kept (they come from the caller)
 
 

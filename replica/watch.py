@@ -196,6 +196,7 @@ class Watcher:
         self.retry_at: int | None = None  # backoff or suspension: no sync before this
         self.suspended = False
         self.stream_up = False
+        self.stream_error: dict[str, Any] | None = None  # why the stream was last refused
         self.next_poll_at = self.clock()
         self.last_sync_at: int | None = None
         self.last_success: int | None = None
@@ -259,6 +260,7 @@ class Watcher:
             self.cookies = (self.cookies + [msg[1]])[-16:]
         elif kind == "stream":
             up = msg[1] == "up"
+            self.stream_error = None if up else (msg[2] if len(msg) > 2 else None)
             if up and not self.stream_up and self.retry_at is not None and not self.suspended:
                 self.retry_at = now  # the hub is back: do not sit out the backoff
             if not up and self.stream_up:
@@ -351,7 +353,7 @@ class Watcher:
         self.syncs += 0 if res.skipped else 1
         self.waiting -= taken
         log.debug("sync done in %d ms (skipped=%s)", self.clock() - started, res.skipped)
-        self._succeeded(res, started)
+        self._succeeded(res, started, settled=not local_only)
 
     def _apply_delivered(self, local_only: bool) -> bool:
         """The fast path: apply the changes that came with head events, when nothing local
@@ -378,7 +380,11 @@ class Watcher:
         self._succeeded(res, started)
         return True
 
-    def _succeeded(self, res: SyncResult, started: int) -> None:
+    def _succeeded(self, res: SyncResult, started: int, settled: bool = False) -> None:
+        """``settled``: a full sync, which reached the head the hub signed over our nonce.
+        A head event handled before it (events are handled between syncs) that is still
+        ahead was no head of the hub's (an epoch event is not signed; a lying stream): it
+        is forgotten, not synced for again and again. Events handled after it count."""
         now = self.clock()
         if self.suspended:
             log.info("access is back: resuming")
@@ -395,6 +401,11 @@ class Watcher:
             self.pending = list(res.pending)
             poll = self.settings.idle_poll_ms if self.stream_up else self.settings.poll_ms
             self.next_poll_at = now + poll
+            if (self.hub_head is not None and not self._has(self.hub_head)
+                    and settled and res.head is not None):
+                log.warning("the hub's signed head is %s, not the %s an event claimed",
+                            res.head.get("seq"), self.hub_head)
+                self.hub_head = {"epoch": res.head.get("epoch"), "seq": res.head.get("seq")}
             if self.hub_head is not None and not self._has(self.hub_head):
                 self.want_sync = True  # a head arrived while we synced
             else:
@@ -418,7 +429,8 @@ class Watcher:
         self.retry_at = now + delay
         self.state = "backoff"
         self.last_error = {"code": code, "message": message, "at": now,
-                           "retryable": bool(getattr(e, "retryable", True))}
+                           "retryable": bool(getattr(e, "retryable", True)),
+                           "details": dict(e.details) if isinstance(e, QuireError) else {}}
         log.warning("sync failed (%s: %s); retrying in %d ms", code, message, delay)
         self._status()
 
@@ -449,6 +461,7 @@ class Watcher:
             "started_at": self.started_at,
             "updated_at": now,
             "stream": "up" if self.stream_up else "down",
+            "stream_error": self.stream_error,
             "last_sync": self.last_sync_at,
             "last_success": self.last_success,
             "last_error": self.last_error,

@@ -24,6 +24,8 @@ from replica.journal import COOKIE
 from replica.watch import Backoff, Watcher, WatchSettings, refused
 from replica.watch_lock import WatchLock, lock_path, status_path
 from replica.watch_syncer import SpaceSyncer
+from shared.errors import QuireError
+from shared.signed import parse_head
 
 log = logging.getLogger("quire.watch")
 
@@ -103,23 +105,29 @@ def _files_in_new_folders(vault: Path, changes: Any) -> set[str]:
 def stream_thread(make_client: Callable[[], Any], space_id: str,
                   inbox: queue.Queue[tuple[Any, ...]], stop: threading.Event,
                   kick: threading.Event, settings: WatchSettings) -> None:
-    """The hub's event stream → ``("remote", head)``, ``("stream", up|down)``,
-    ``("refused", code, message)``; reconnects with its own paced backoff."""
+    """The hub's event stream → ``("remote", head)``, ``("stream", up|down, error)``,
+    ``("refused", code, message)``; reconnects with its own paced backoff. A head event
+    whose signed head does not verify with the pinned key ends the stream (``error``:
+    ``hub_unverified``, shown as the status's ``stream_error``): an unsigned claim is not
+    even a hint to sync."""
     pace = Backoff(settings.backoff_initial_ms, settings.backoff_max_ms, settings.backoff_jitter)
     while not stop.is_set():
         wait_ms: float = 0
         up = False
+        error: dict[str, Any] | None = None
         try:
             client = make_client()
             try:
                 for ev in client.events(space_id, read_timeout=settings.stream_read_timeout_s):
                     if stop.is_set():
                         return
+                    kind, data = ev.get("event"), ev.get("data") or {}
+                    if kind == "head":  # a head the pinned key did not sign is no hint
+                        parse_head(client.hub_key or "", data, space=space_id)
                     if not up:
                         up = True
                         pace.reset()
                         inbox.put(("stream", "up"))
-                    kind, data = ev.get("event"), ev.get("data") or {}
                     if kind == "head":
                         inbox.put(("remote", data))
                     elif kind == "epoch":
@@ -138,11 +146,16 @@ def stream_thread(make_client: Callable[[], Any], space_id: str,
                 inbox.put(("refused", getattr(e, "code", "forbidden"),
                            getattr(e, "message", str(e))))
                 wait_ms = settings.suspended_retry_ms
+            elif isinstance(e, QuireError) and not e.retryable:  # the hub's answer lies
+                error = {"code": e.code, "message": e.message, "details": dict(e.details)}
+                log.warning("event stream refused (%s: %s); polling until it is back",
+                            e.code, e.message)
+                wait_ms = pace.next()
             else:
                 log.info("event stream dropped (%s); polling until it is back",
                          type(e).__name__)
                 wait_ms = pace.next()
-        inbox.put(("stream", "down"))
+        inbox.put(("stream", "down", error))
         if kick.wait(wait_ms / 1000):
             kick.clear()
 

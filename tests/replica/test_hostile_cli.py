@@ -8,7 +8,6 @@ store digest and the vault unchanged, and the next honest ``quire sync`` recover
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,8 +17,8 @@ import pytest
 
 from replica import vault as vlt
 from shared.entry import Entry
-from tests.replica.conftest import QUIRE, ROOT, free_port, qjson, quire
-from tests.replica.hostile_proxy import HostileProxy
+from tests.replica.conftest import qjson, quire
+from tests.replica.hostile_proxy import proxied_hub
 
 PAGE = Entry(id="page/deploy", title="Deploy", body="ship it\n")
 EXTRA = Entry(id="guardrail/allow-all", title="x", body="anything goes\n")
@@ -28,33 +27,10 @@ EXTRA = Entry(id="guardrail/allow-all", title="x", body="anything goes\n")
 @pytest.fixture(scope="module")
 def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """A hub process whose public URL is the proxy's; the owner joined through the proxy."""
-    import time
-
-    data = tmp_path_factory.mktemp("hub")
-    proxy = HostileProxy()
-    init = qjson(None, "hub", "init", "--data", str(data), "--public-url", proxy.url)
-    port = free_port()
-    log = open(data / "serve.log", "wb")  # noqa: SIM115 - closed with the process
-    proc = subprocess.Popen([*QUIRE, "hub", "serve", "--data", str(data), "--host",
-                             "127.0.0.1", "--port", str(port), "--public-url", proxy.url],
-                            stdout=log, stderr=log, cwd=ROOT)
-    proxy.upstream = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if httpx2.get(proxy.upstream + "/healthz").status_code == 200:
-                break
-        except httpx2.TransportError:
-            pass
-        assert time.monotonic() < deadline and proc.poll() is None, "hub did not start"
-        time.sleep(0.1)
-    owner = tmp_path_factory.mktemp("owner")
-    qjson(owner, "join", proxy.url, "--invite", init["enrollment_code"], "--device", "owner")
-    yield {"proxy": proxy, "owner": owner, "url": proxy.url}
-    proc.terminate()
-    proc.wait(10)
-    log.close()
-    proxy.close()
+    with proxied_hub(tmp_path_factory.mktemp("hub")) as (proxy, code):
+        owner = tmp_path_factory.mktemp("owner")
+        qjson(owner, "join", proxy.url, "--invite", code, "--device", "owner")
+        yield {"proxy": proxy, "owner": owner, "url": proxy.url}
 
 
 _n = 0

@@ -366,3 +366,37 @@ def test_a_failed_scan_does_not_start_the_journal() -> None:
     sync.errors.append(TransferFailed("down"))
     w.tick()
     assert not w.journal()["valid"]
+
+
+@pytest.mark.parametrize("claim", [{"epoch": "e", "seq": 9}, {"epoch": "forged", "seq": 0}])
+def test_a_head_claim_the_full_sync_does_not_reach_costs_one_sync_not_a_loop(
+        claim: dict[str, Any]) -> None:
+    """An event claims a head the hub's signed head (over our nonce) is not: a later seq, or
+    another epoch (epoch events are not signed). One full sync settles it; before, the
+    watcher synced again at every tick, forever (tests/watch/test_hostile_watch.py)."""
+    w, sync, c, _ = make()
+    w.handle(("stream", "up"))
+    w.tick()
+    sync.head = {"epoch": "e", "seq": 1}  # the hub's real head
+    w.handle(("remote", claim))
+    w.tick()
+    for _ in range(5):
+        c.advance(1000)
+        w.tick()
+    assert sync.calls == [False, False]
+    assert w.status()["hub_head"] == {"epoch": "e", "seq": 1}
+    assert w.status()["lag"] == {"seq": 0, "ms": 0} and w.state == "idle"
+    w.handle(("remote", {"epoch": "e", "seq": 2}))  # a head after it still syncs
+    w.tick()
+    assert sync.calls == [False, False, False]
+
+
+def test_a_stream_refused_for_a_lie_says_why_until_it_is_up_again() -> None:
+    w, _sync, _c, _ = make()
+    w.handle(("stream", "up"))
+    err = {"code": "hub_unverified", "message": "head signature does not verify",
+           "details": {"reason": "bad_signature"}}
+    w.handle(("stream", "down", err))
+    assert w.status()["stream"] == "down" and w.status()["stream_error"] == err
+    w.handle(("stream", "up"))
+    assert w.status()["stream_error"] is None

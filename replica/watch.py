@@ -41,6 +41,7 @@ from typing import Any
 
 from shared.errors import (
     Forbidden,
+    HubUnverified,
     LockHeld,
     NotFound,
     PolicyDenied,
@@ -196,7 +197,10 @@ class Watcher:
         self.retry_at: int | None = None  # backoff or suspension: no sync before this
         self.suspended = False
         self.stream_up = False
-        self.stream_error: dict[str, Any] | None = None  # why the stream was last refused
+        # why the stream was last refused (a head that does not verify, a parse limit) or
+        # the changes an event carried did not verify; cleared when it is up again or when
+        # an event's changes verify
+        self.stream_error: dict[str, Any] | None = None
         self.next_poll_at = self.clock()
         self.last_sync_at: int | None = None
         self.last_success: int | None = None
@@ -368,12 +372,18 @@ class Watcher:
             res = self.apply(lines)
         except LockHeld:
             return False  # the full sync meets it too and paces itself
+        except HubUnverified as e:  # the stream lied: say so, even if the pull is honest
+            self.stream_error = {"code": e.code, "message": e.message,
+                                 "details": dict(e.details)}
+            log.warning("changes from the event not applied (HubUnverified: %s); syncing", e)
+            return False
         except Exception as e:  # noqa: BLE001 - gap, failed check, I/O: the full sync decides
             log.info("changes from the event not applied (%s: %s); syncing", type(e).__name__, e)
             return False
         if res is None:
             return False
         self.want_sync = False
+        self.stream_error = None  # the stream's changes verify again
         self.applied += 1
         log.debug("applied %d delivered change(s) in %d ms", len(lines),
                   self.clock() - started)

@@ -19,6 +19,9 @@ Event hooks (``on_event(fn)``): ``fn(event) -> [event | bytes, …]`` for each e
 hooked stream, ``event`` = ``{"event", "id"?, "data"}`` with ``data`` parsed; return it
 changed, drop it (``[]``), add fabricated events around it, or send raw ``bytes`` (a whole
 SSE block, blank line included). Comments (keep-alives) and ``retry:`` pass untouched.
+Hooks apply to every hooked stream, including one whose reader has gone but that has not
+noticed yet (it does at its next write, a keep-alive at the latest): count on ``times``
+only when one stream is open.
 """
 
 from __future__ import annotations

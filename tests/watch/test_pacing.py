@@ -400,3 +400,24 @@ def test_a_stream_refused_for_a_lie_says_why_until_it_is_up_again() -> None:
     assert w.status()["stream"] == "down" and w.status()["stream_error"] == err
     w.handle(("stream", "up"))
     assert w.status()["stream_error"] is None
+
+
+def test_changes_from_an_event_that_do_not_verify_are_named_until_one_verifies() -> None:
+    from shared.errors import HubUnverified
+
+    w, sync, fast, _ = make_fast()
+    real = fast.__call__
+
+    def lie(lines: list[dict[str, Any]]) -> SyncResult | None:
+        raise HubUnverified("the changes do not end at the head the hub signed",
+                            {"reason": "head_mismatch"})
+    w.apply = lie
+    sync.head = {"epoch": "e", "seq": 1}
+    w.handle(_event(1))
+    w.tick()  # refused, then the full sync (honest here) brings the head
+    assert w.status()["head"]["seq"] == 1 and w.last_error is None
+    assert w.status()["stream_error"]["details"] == {"reason": "head_mismatch"}
+    w.apply = real
+    w.handle(_event(2))
+    w.tick()
+    assert w.status()["applied"] == 1 and w.status()["stream_error"] is None

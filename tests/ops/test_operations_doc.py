@@ -6,6 +6,7 @@ listed below with the reason and the test that covers what it does."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -39,6 +40,12 @@ NOT_RUN = {
                                   "test_deploy_files.py",
     "QUIRE_SITE=quire.example.com caddy run": "a public name and TLS; the same file runs "
                                               "under caddy in test_deploy_files.py",
+    "https://quire.example.com/console/signin/oidc/callback": "a URI to register at the "
+        "provider; tests/console/test_console_oidc_browser.py registers the same path",
+    "quire admin audit --verify": "an owner's machine (a joined home); run end to end, "
+        "truncation and rewriting detected, in tests/replica/test_audit_e2e.py",
+    "quire hub email --data \"$DATA\" 01J2": "a user id from the listing above (which "
+        "runs here); setting and clearing run in test_console_oidc_browser.py",
 }
 
 
@@ -54,13 +61,20 @@ def blocks() -> list[tuple[str, str]]:
 def test_every_block_is_run_or_listed_with_a_reason() -> None:
     seen = set()
     for lang, body in blocks():
-        assert lang in ("sh", "text", "yaml"), f"block without a kind: {body[:60]!r}"
+        assert lang in ("sh", "text", "yaml", "toml"), f"block without a kind: {body[:60]!r}"
         if lang == "text":
             key = next((k for k in NOT_RUN if body.startswith(k)), None)
             assert key, f"a text block nobody runs or explains: {body[:60]!r}"
             seen.add(key)
         if lang == "yaml":
             assert yaml.safe_load(body)
+        if lang == "toml":  # hub.toml settings: valid TOML, each one a setting the hub has
+            import tomllib
+
+            from hub.settings import Settings
+
+            known = {f.name for f in dataclasses.fields(Settings)}
+            assert set(tomllib.loads(body)) <= known, set(tomllib.loads(body)) - known
     assert seen == set(NOT_RUN), set(NOT_RUN) - seen
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.routing import Mount
 
 from hub import logs
 from hub import screening as screen
@@ -20,6 +21,7 @@ from hub.api.observe import Observe
 from hub.api.reads import READ_ROUTES
 from hub.api.routes import ROUTES
 from hub.clientaddr import client_address, parse_trusted
+from hub.console import report_pages as reports
 from hub.console.admin_pages import CONSOLE_ADMIN
 from hub.console.pages import CONSOLE
 from hub.dpop import JtiCache
@@ -181,7 +183,9 @@ def create_app(settings: Settings, *, store: Store | None = None, key: HubKey | 
 
         return handle
 
-    served = [*ROUTES, *READ_ROUTES, CONSOLE_ADMIN, CONSOLE]
+    served = [*ROUTES, *READ_ROUTES,
+              Mount("/console/admin", routes=[*reports.ADMIN_ROUTES, *CONSOLE_ADMIN.routes]),
+              Mount("/console", routes=[*reports.ROUTES, *CONSOLE.routes])]
     app = Starlette(routes=served, lifespan=lifespan, exception_handlers={
         QuireError: noted(quire_error_handler),
         HTTPException: noted(http_error_handler),

@@ -101,10 +101,11 @@ def parse_allow(body: dict[str, Any]) -> dict[str, str]:
     return {"entry": entry, "version": version, "rule": rule}
 
 
-def allow(store: Store, p: Principal, space_ref: str, body: dict[str, Any], now: int
-          ) -> dict[str, Any]:
+def allow(store: Store, p: Principal, space_ref: str, body: dict[str, Any], now: int,
+          *, dry_run: bool = False) -> dict[str, Any]:
     """Allow one entry version's finding(s) (space admins); audited as
-    ``screening.allow``. Allowing what is already allowed answers the existing allow."""
+    ``screening.allow``. Allowing what is already allowed answers the existing allow.
+    ``dry_run`` (the console's preview): every check runs, nothing is written."""
     direct(p)
     a = parse_allow(body)
 
@@ -114,7 +115,11 @@ def allow(store: Store, p: Principal, space_ref: str, body: dict[str, Any], now:
             t.c.space_id == space.id, t.c.entry_id == a["entry"],
             t.c.version == a["version"], t.c.rule == a["rule"])).first()
         if prior is not None:
-            return {"space": space.id, "allow": _row(prior), "created": False}
+            return {"space": space.id, "allow": _row(prior), "created": False,
+                    "dry_run": dry_run}
+        if dry_run:
+            return {"space": space.id, "created": False, "dry_run": True, "allow": dict(
+                a, id=None, created_by=p.user_id, created_at=now)}
         row = {"id": new_id(now), "space_id": space.id, "entry_id": a["entry"],
                "version": a["version"], "rule": a["rule"], "created_by": p.user_id,
                "created_at": now}
@@ -123,7 +128,7 @@ def allow(store: Store, p: Principal, space_ref: str, body: dict[str, Any], now:
                                actor=p.actor(), details=dict(a, id=row["id"]))
         return {"space": space.id, "created": True, "allow": {
             "id": row["id"], "entry": a["entry"], "version": a["version"], "rule": a["rule"],
-            "created_by": p.user_id, "created_at": now}}
+            "created_by": p.user_id, "created_at": now}, "dry_run": False}
 
     return store.run_write(txn)
 

@@ -287,6 +287,12 @@ class HubClient:
         return self._request("POST", f"/v1/spaces/{_q(space)}/replicas",
                              {"name": name})["replica_id"]
 
+    def report_conflicts(self, space: str, replica_id: str, items: list[dict[str, Any]]
+                         ) -> dict[str, Any]:
+        """Replace this replica's open-conflicts report (replica/conflict_report.py)."""
+        return self._request("PUT", f"/v1/spaces/{_q(space)}/replicas/{_q(replica_id)}"
+                             "/conflicts", {"conflicts": items})
+
     def bump_epoch(self, space: str, reason: str, dry_run: bool = False) -> dict[str, Any]:
         body: dict[str, Any] = {"reason": reason}
         if dry_run:

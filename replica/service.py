@@ -264,11 +264,15 @@ def run_sync(home: Home, space: SpaceConfig, progress: Progress = NO_PROGRESS
         except QuireError as e:
             write_status(space, report=None, error=e, role=rep.role)
             raise
+        else:
+            write_status(space, report=report, error=None, role=rep.role)
+            from replica.conflict_report import report_after_sync
+
+            report_after_sync(space, rep)  # never raises; a failure is retried next sync
         finally:
             stop()
             client.close()
             store.close()
-        write_status(space, report=report, error=None, role=rep.role)
     doc = status_doc(space, scan=False)  # the sync has just scanned the vault
     doc["scanned"] = doc["unpublished"]["scanned"] = True
     return report, doc

@@ -196,6 +196,9 @@ class SpaceSyncer:
                     service.write_status(self.space, report=None, error=e, role=rep.role)
                     raise
                 service.write_status(self.space, report=report, error=None, role=rep.role)
+                from replica.conflict_report import report_after_sync
+
+                report_after_sync(self.space, rep)  # never raises; retried next sync
                 head = store.head()
                 with store.engine.connect() as conn:
                     pending = st.dirty_ids_txn(conn)

@@ -73,6 +73,16 @@ REQUESTS: dict[str, dict[str, Any]] = {
                            "ttl_seconds": TTL}, ("role",),
                           examples=[{"role": "editor", "ttl_seconds": 86400}]),
     "replica_register": _obj({"name": {"type": "string"}}),
+    "conflict_report": _obj({"conflicts": {
+        "type": "array", "maxItems": 500, "items": _obj({
+            "id": {"type": "string", "pattern": "^pk-[0-9a-f]{20}$"},
+            "entry": {"type": "string"},
+            "kind": {"type": "string", "enum": ["edit", "edit_delete", "create_create"]},
+            "since": {"type": "integer", "minimum": 0},
+            "claimed": {"type": "boolean"}}, ("id", "entry", "kind", "since", "claimed"))}},
+        ("conflicts",), examples=[{"conflicts": [
+            {"id": "pk-0123456789abcdef0123", "entry": "page/deploy", "kind": "edit",
+             "since": 1764590000000, "claimed": False}]}]),
     "batch": _obj({
         "batch_id": ID, "replica_id": ID, "space": ID, "epoch": ID,
         "parent": _obj({"seq": {"type": "integer", "minimum": 0}, "digest": DIGEST},

@@ -115,6 +115,13 @@ OPS: dict[tuple[str, str], Op] = {
                                                 "dry_run", description=_DRY),
     ("POST", "/v1/spaces/{space}/replicas/{replica}/revoke"): Op(
         "revoke a replica (admins)", "object", "dry_run", description=_DRY),
+    ("PUT", "/v1/spaces/{space}/replicas/{replica}/conflicts"): Op(
+        "report this replica's open conflicts (its own device; members)", "object",
+        "conflict_report",
+        description="A summary, no content; it replaces the replica's previous report. At "
+                    "most 500 conflicts (more: `too_large`); a replica registered to another "
+                    "device, or revoked, is `forbidden`. Sent by replicas after a sync whose "
+                    "open conflicts changed; shown on the console's conflicts page."),
     ("GET", "/v1/delegations"): Op("the caller's delegations to agents"),
     ("POST", "/v1/delegations"): Op("delegate a space to an agent (device-bound token)",
                                     "object", "delegation_create", 201),

@@ -14,6 +14,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from hub import admin, feed, grants, guard, logs, quotas, record, spaces
+from hub import conflict_reports as reports
 from hub import screening as screen
 from hub.access import Principal, authenticate_txn, space_access_txn, verify_request
 from hub.api import events as live
@@ -500,6 +501,15 @@ async def receipt(request: Request) -> Response:
     return Response('{"receipt":' + text + "}", media_type="application/json")
 
 
+async def conflict_report(request: Request) -> Response:
+    p = await principal(request)
+    hub = _hub(request)
+    body = await read_json(request, reports.MAX_BODY, allowed=fields("conflict_report"))
+    return JSON(await run_in_threadpool(
+        reports.put_report, hub.store, p, request.path_params["space"],
+        request.path_params["replica"], body, hub.now()))
+
+
 async def bump_epoch(request: Request) -> Response:
     p = await principal(request)
     hub = _hub(request)
@@ -538,6 +548,8 @@ ROUTES = [
     Route("/v1/spaces", create_space, methods=["POST"]),
     Route("/v1/spaces/{space}/invites", create_invite, methods=["POST"]),
     Route("/v1/spaces/{space}/replicas", register_replica, methods=["POST"]),
+    Route("/v1/spaces/{space}/replicas/{replica}/conflicts", conflict_report,
+          methods=["PUT"]),
     Route("/v1/spaces/{space}/head", head, methods=["GET"]),
     Route("/v1/spaces/{space}/changes", changes, methods=["GET"]),
     Route("/v1/spaces/{space}/snapshot", snapshot, methods=["GET"]),

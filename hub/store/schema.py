@@ -301,3 +301,19 @@ screening_allows = Table(
     UniqueConstraint("space_id", "entry_id", "version", "rule"),
     Index("screening_allows_space_entry", "space_id", "entry_id"),
 )
+
+# the open conflicts a replica last reported (hub/conflict_reports.py): a summary, no
+# content; a report replaces the replica's previous one
+conflict_reports = Table(
+    "conflict_reports", metadata,
+    Column("replica_id", ID, ForeignKey("replicas.id"), primary_key=True),
+    Column("entry_id", String(240), primary_key=True),
+    Column("space_id", ID, ForeignKey("spaces.id"), nullable=False),
+    Column("packet_id", String(64), nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("since", BigInteger, nullable=False),
+    Column("claimed", Boolean, nullable=False),
+    Column("reported_by", ID, nullable=False),
+    Column("reported_at", BigInteger, nullable=False),
+    Index("conflict_reports_space", "space_id"),
+)

@@ -1,0 +1,116 @@
+"""Open conflicts reported by replicas (issue 15): a replica's summary of the conflicts it
+holds, so the console can show them without anyone cloning the space.
+
+    replica: after a sync whose open conflicts changed (replica/conflict_report.py)
+      PUT /v1/spaces/{space}/replicas/{replica}/conflicts  {"conflicts": [item, ...]}
+        └─ put_report(): member of the space (viewer up), the replica registered to the
+           caller's device there and not revoked (check_replica_txn), the body validated;
+           the report replaces that replica's previous one, in one transaction
+    console: GET /console/spaces/{space}/conflicts ─> list_reports() (members)
+
+An item is a summary, never content: ``{"id": packet id, "entry": entry id, "kind":
+"edit"|"edit_delete"|"create_create", "since": Unix ms, "claimed": bool}``, at most
+``MAX_ITEMS`` of them (more: ``too_large``; a replica reports its first ``MAX_ITEMS``).
+Reports of revoked replicas are not listed.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from sqlalchemy import delete, insert, select
+
+from hub.access import Principal, check_replica_txn, space_access_txn
+from hub.store.db import Store
+from hub.store.schema import conflict_reports as t
+from hub.store.schema import devices, replicas, users
+from shared.errors import InvalidRequest, TooLarge
+from shared.ids import is_entry_id, is_id
+
+MAX_ITEMS = 500
+MAX_BODY = 128 * 1024  # 500 items of the longest entry ids fit
+KINDS = ("edit", "edit_delete", "create_create")
+ITEM_FIELDS = {"id", "entry", "kind", "since", "claimed"}
+_PACKET = re.compile(r"^pk-[0-9a-f]{20}$")
+_MAX_MS = 2**53
+
+
+def parse_report(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The report's items, checked; any problem refuses the whole report."""
+    items = body.get("conflicts")
+    if not isinstance(items, list):
+        raise InvalidRequest("conflicts must be a list of conflict summaries",
+                             {"field": "conflicts"})
+    if len(items) > MAX_ITEMS:
+        raise TooLarge(f"a report holds at most {MAX_ITEMS} conflicts",
+                       {"field": "conflicts", "limit": MAX_ITEMS})
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for i, it in enumerate(items):
+        where = {"field": f"conflicts[{i}]"}
+        if not isinstance(it, dict) or set(it) != ITEM_FIELDS:
+            raise InvalidRequest("each conflict has exactly id, entry, kind, since, claimed",
+                                 where)
+        if not (isinstance(it["id"], str) and _PACKET.match(it["id"])):
+            raise InvalidRequest("id must be a packet id (pk-...)", where)
+        if not (isinstance(it["entry"], str) and is_entry_id(it["entry"])):
+            raise InvalidRequest("entry must be an entry id", where)
+        if it["entry"] in seen:
+            raise InvalidRequest("an entry is reported at most once", where)
+        seen.add(it["entry"])
+        if it["kind"] not in KINDS:
+            raise InvalidRequest(f"kind must be one of {', '.join(KINDS)}", where)
+        since = it["since"]
+        if not (isinstance(since, int) and not isinstance(since, bool)
+                and 0 <= since < _MAX_MS):
+            raise InvalidRequest("since must be Unix milliseconds", where)
+        if not isinstance(it["claimed"], bool):
+            raise InvalidRequest("claimed must be true or false", where)
+        out.append(dict(it))
+    return out
+
+
+def put_report(store: Store, p: Principal, space_ref: str, replica_id: str,
+               body: dict[str, Any], now: int) -> dict[str, Any]:
+    """Replace ``replica_id``'s report with ``body``'s conflicts (its own device only)."""
+    if not is_id(replica_id):
+        raise InvalidRequest("replica must be a canonical id", {"field": "replica"})
+    items = parse_report(body)
+
+    def txn(conn: Any) -> dict[str, Any]:
+        space, _ = space_access_txn(conn, p, space_ref, "viewer")
+        # the ownership check: registered to the caller's device in this space, live
+        check_replica_txn(conn, p, replica_id, space.id)
+        conn.execute(delete(t).where(t.c.replica_id == replica_id))
+        if items:
+            conn.execute(insert(t), [
+                {"replica_id": replica_id, "entry_id": it["entry"], "space_id": space.id,
+                 "packet_id": it["id"], "kind": it["kind"], "since": it["since"],
+                 "claimed": it["claimed"], "reported_by": p.user_id, "reported_at": now}
+                for it in items])
+        return {"space": space.id, "replica": replica_id, "conflicts": len(items),
+                "reported_at": now}
+
+    return store.run_write(txn)
+
+
+def list_reports(store: Store, p: Principal, space_ref: str) -> dict[str, Any]:
+    """Every live replica's reported conflicts in a space (members), by entry then
+    replica, with who and which device reported them."""
+    with store.read() as conn:
+        space, _ = space_access_txn(conn, p, space_ref, "viewer")
+        rows = conn.execute(
+            select(t, replicas.c.name.label("replica_name"),
+                   devices.c.name.label("device_name"), devices.c.user_id,
+                   users.c.name.label("user_name"))
+            .join(replicas, replicas.c.id == t.c.replica_id)
+            .join(devices, devices.c.id == replicas.c.device_id)
+            .join(users, users.c.id == devices.c.user_id)
+            .where(t.c.space_id == space.id, replicas.c.revoked_at.is_(None))
+            .order_by(t.c.entry_id, t.c.replica_id)).all()
+    return {"space": space.id, "conflicts": [
+        {"id": r.packet_id, "entry": r.entry_id, "kind": r.kind, "since": r.since,
+         "claimed": bool(r.claimed), "replica": r.replica_id, "replica_name": r.replica_name,
+         "device": r.device_name, "user": r.user_id, "user_name": r.user_name,
+         "reported_at": r.reported_at} for r in rows]}

@@ -6,7 +6,9 @@ approval of docs/console.md); once resolved and synced, the report is gone."""
 from __future__ import annotations
 
 import json
+import os
 import re
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -14,7 +16,7 @@ import pytest
 
 from replica.home import Home
 from shared.entry import make_entry
-from tests.replica.conftest import Member, Team, hub, owner, qjson, team  # noqa: F401
+from tests.replica.conftest import Hub, Member, Team, hub, owner, qjson  # noqa: F401
 
 pytestmark = pytest.mark.e2e
 
@@ -40,7 +42,9 @@ def state(m: Member) -> dict[str, Any]:
     return json.loads(p.read_text()) if p.exists() else {}
 
 
-def test_a_replicas_conflict_report_shows_on_the_console_until_resolved(team: Team) -> None:
+def test_a_replicas_conflict_report_shows_on_the_console_until_resolved(
+        hub: Hub, owner: Path, tmp_path: Path) -> None:  # noqa: F811 (fixtures)
+    team = Team(hub, owner, tmp_path, f"reports{os.getpid() % 10000}")
     alice, bob = team.members("alice", "bob")
     write(alice, "step one\n")
     alice.sync()

@@ -1,7 +1,8 @@
 """The console's administration pages in a real browser (Debian's Chromium, Playwright)
 against a real hub process: an admin changes a member's role after its preview, revokes an
 invite after its preview, looks at the effective rules with a "what may this agent change"
-preview, previews an epoch bump, and reads the verified audit log; the replicas and agents
+preview, previews an epoch bump, reads the verified audit log and the open conflicts a
+replica reported, and allows a screening finding after its preview; the replicas and agents
 page at a phone's width. axe-core checks each new page; the screenshots go to
 tests/console/screenshots/ (copied to docs/img/console/ for docs/console.md).
 """
@@ -55,6 +56,10 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     finally:
         client.close()
         proc.stop()
+
+
+def ben_replica(hub: dict[str, Any]) -> str:
+    return str(hub["ben"].replica(hub["space"]))
 
 
 def test_an_admin_changes_a_role_and_revokes_an_invite(hub: dict[str, Any],
@@ -121,6 +126,36 @@ def test_an_admin_changes_a_role_and_revokes_an_invite(hub: dict[str, Any],
     assert "Chain verified" in text and "member.role" in text and "invite.revoke" in text
     shot(admin, "audit")
     assert not axe_violations(admin)
+
+    # open conflicts a replica reported (ben's, as his replica's sync would), read-only
+    rep = ben_replica(hub)
+    r = hub["ben"].client.put(
+        f"/v1/spaces/{hub['space']}/replicas/{rep}/conflicts", headers=hub["ben"].auth,
+        json={"conflicts": [{"id": "pk-0123456789abcdef0123", "entry": "page/deploy",
+                             "kind": "edit", "since": 1_764_590_000_000, "claimed": True}]})
+    assert r.status_code == 200, r.text
+    admin.get_by_role("link", name="Conflicts", exact=True).click()
+    rows = admin.locator("main tbody").inner_text()
+    assert "page/deploy" in rows and "ben" in rows
+    shot(admin, "conflicts")
+    assert not axe_violations(admin)
+
+    # a screening allow: previewed (nothing written), then confirmed
+    admin.get_by_role("link", name="Screening", exact=True).click()
+    admin.get_by_label("Entry").fill("page/deploy")
+    admin.get_by_label("Version (64 hex digits)").fill("ab" * 32)
+    admin.get_by_label("Rule name or finding fingerprint (empty: every finding)").fill(
+        "aws_access_key")
+    admin.get_by_role("button", name="Preview").click()
+    assert "Preview:" in admin.content()
+    shot(admin, "screening-preview")
+    assert not axe_violations(admin)
+    allows = f"/v1/spaces/{hub['space']}/screening/allows"
+    assert owner.get(allows).json()["allows"] == []
+    admin.get_by_role("button", name="Confirm allow").click()
+    admin.wait_for_url("**/console/spaces/team/screening")
+    assert "aws_access_key" in admin.locator("main tbody").inner_text()
+    assert len(owner.get(allows).json()["allows"]) == 1
 
     # replicas and agents, at a phone's width
     admin.set_viewport_size({"width": 390, "height": 844})

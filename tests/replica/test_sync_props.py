@@ -11,7 +11,9 @@ a state someone else published is not lost (d62da76, here: the later writer saw 
 content); a held state may carry the write merged with a pulled change (faacebe: compared
 field by field against what the file showed before the write).
 
-``QUIRE_PROP_EXAMPLES`` sets the number of examples (default 200).
+``QUIRE_PROP_EXAMPLES`` sets the number of examples (default 200): half of them with three
+replicas (here), half with two (tests/replica/test_sync_props_two.py, a file of its own so
+the suite's workers run the two halves side by side).
 """
 
 from __future__ import annotations
@@ -249,12 +251,16 @@ def check(space, rs: list[Local], writes: list[Write],
                              f"{r.name} local: {local}")
 
 
+# each half of QUIRE_PROP_EXAMPLES (at least 100 each: 200 in all)
+HALF = settings(max_examples=max(100, (EXAMPLES + 1) // 2), deadline=None,
+                phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                       HealthCheck.function_scoped_fixture])
+
+
 @pytest.mark.slow
-@settings(max_examples=EXAMPLES, deadline=None,
-          phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                 HealthCheck.function_scoped_fixture])
-@given(n=st.integers(2, 3), steps=st.lists(step, max_size=25), rule=st.booleans())
+@HALF
+@given(n=st.just(3), steps=st.lists(step, max_size=25), rule=st.booleans())
 # r2 edits page/a (lines 4-5, tag t2) on r1's create; its sync pulls r1's title/tag edit
 # (merged cleanly into the write) and then r0's held-create resolution that put line 3
 # back (touches r2's lines: held, ours = the merged state, not the write itself)

@@ -13,16 +13,14 @@ from typing import Any
 
 import pytest
 
-from tests.console.test_console_inproc import _csrf, _origin, sign_in
-from tests.kit import delete, ndjson, put, redeem
+from tests.console.test_console_inproc import _csrf, _origin, members, sign_in
+from tests.kit import delete, ndjson, put
 
 
 @pytest.fixture
 def team(hub_app: dict[str, Any]) -> dict[str, Any]:
-    owner = redeem(hub_app["client"], hub_app["code"], "owner-laptop")
-    space = owner.create_space("team")
-    ed = redeem(hub_app["client"], owner.invite(space, "editor"), "editor-laptop")
-    viewer = redeem(hub_app["client"], owner.invite(space, "viewer"), "viewer-laptop")
+    t = members(hub_app)
+    owner, space, ed, viewer = t["owner"], t["space"], t["ed"], t["viewer"]
     assert ed.publish(space, [put("page/deploy", "Deploy <b>now</b>.\n")]).status_code == 201
     r = ed.post("/v1/delegations", {"agent": "claude-code", "scope": "write", "space": space})
     assert r.status_code in (200, 201), r.text

@@ -43,12 +43,19 @@ def sign_in(h: dict[str, Any], approver: Any) -> Any:
     return browser
 
 
-@pytest.fixture
-def team(hub_app: dict[str, Any]) -> dict[str, Any]:
+def members(hub_app: dict[str, Any]) -> dict[str, Any]:
+    """The owner, a space "team", an editor and a viewer of it: every console test's cast."""
     owner = redeem(hub_app["client"], hub_app["code"], "owner-laptop")
     space = owner.create_space("team")
     ed = redeem(hub_app["client"], owner.invite(space, "editor"), "editor-laptop")
     viewer = redeem(hub_app["client"], owner.invite(space, "viewer"), "viewer-laptop")
+    return {"owner": owner, "ed": ed, "viewer": viewer, "space": space}
+
+
+@pytest.fixture
+def team(hub_app: dict[str, Any]) -> dict[str, Any]:
+    t = members(hub_app)
+    owner, space, ed, viewer = t["owner"], t["space"], t["ed"], t["viewer"]
     v1 = put("page/deploy", "Deploy with the blue button.\n", title="How we deploy")
     assert ed.publish(space, [v1]).status_code == 201
     v2 = put("page/deploy", "Deploy with the green <b>button</b>.\n", base=v1.entry.version,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.console.test_console_inproc import _csrf, _origin, sign_in
+from tests.console.test_console_inproc import _csrf, _origin, members, sign_in
 from tests.kit import ndjson, redeem
 
 PAGE = "/console/spaces/team/conflicts"
@@ -23,11 +23,7 @@ ITEM = {"id": "pk-0123456789abcdef0123", "entry": "page/deploy", "kind": "edit",
 
 @pytest.fixture
 def team(hub_app: dict[str, Any]) -> dict[str, Any]:
-    owner = redeem(hub_app["client"], hub_app["code"], "owner-laptop")
-    space = owner.create_space("team")
-    ed = redeem(hub_app["client"], owner.invite(space, "editor"), "editor-laptop")
-    viewer = redeem(hub_app["client"], owner.invite(space, "viewer"), "viewer-laptop")
-    return {"owner": owner, "ed": ed, "viewer": viewer, "space": space}
+    return members(hub_app)
 
 
 def report(m: Any, space: str, replica: str, body: Any) -> Any:

@@ -4,7 +4,8 @@
       1. parse and validate the batch, recompute its digest          (pure, shared.wire)
       2. prepare, outside any lock: replay check, principal, role, replica, signature,
          epoch, current versions of the touched entries, bases, rules, content screening
-         of the entries it writes (hub/screening.py: content_screened, nothing written)
+         of the entries it writes (hub/screening.py: content_screened, nothing written),
+         versions a revert blocked (hub/blocks.py: version_blocked)
       3. hooks.after_prepare()                                       (tests pause here)
       4. commit_txn(), in the one transaction that commits: lock the space row, re-read
          principal, role, replica, epoch and rules version; compare parent with the head;
@@ -25,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from hub import audit, policy, signed_state
+from hub import audit, blocks, policy, signed_state
 from hub import screening as screen
 from hub.access import (
     Principal,
@@ -169,6 +170,7 @@ def prepare_txn(conn: Any, batch: Batch, principal: Principal, space_ref: str,
     check_portable(batch.ops, current)
     check_rules(policy.changes_txn(conn, space.id, batch.ops, current),
                 q.list_rules_txn(conn, space.id), principal, role)
+    blocks.check_txn(conn, space.id, batch.ops)  # revert --block (hub/blocks.py)
     screen.check_txn(conn, space.id, batch.ops, screening)
     return principal, Prepared(space.id, space.epoch, space.rules_version, role,
                                dev.public_key), None

@@ -229,6 +229,8 @@ def cmd_sync(args: argparse.Namespace, out: Out) -> int:
         human.append(f"  refused locally (policy_denied): {d['message']}")
     human += _screened_lines(r.get("content_screened") or [],
                              "  kept back (content_screened): ")
+    human += [f"  held (version_blocked): {b['message']}"
+              for b in r.get("version_blocked") or []]
     doc = dict(status, sync=r)
     code = exitcodes.for_status(doc)
     if code == exitcodes.ATTENTION:

@@ -5,6 +5,10 @@ replica/screened.py), save it in the outbox before sending, send it,
 apply the receipt; on ``head_changed`` pull and retry (bounded), on an epoch change take a
 snapshot; a batch the hub chained on a later head is checked in the history the next pull
 brings. See the invariants in replica/sync.py's docstring.
+
+On ``version_blocked`` (an admin reverted that version and blocked it) the edits the
+refusal names are held as conflicts, not republished, not lost (replica/blocked.py); the
+rest of the batch is built again and sent.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import Connection
 
+from replica import blocked
 from replica import store as st
 from replica.client import HubClient, HubUnverified
 from replica.crash import crash_point
@@ -31,6 +36,7 @@ from shared.errors import (
     HeadChanged,
     QuireError,
     SnapshotRequired,
+    VersionBlocked,
 )
 from shared.ids import new_id, portability_problem
 from shared.wire import Batch, Op, build_batch, parse_batch
@@ -55,6 +61,9 @@ class Publisher:
 
     def snapshot(self, report: SyncReport) -> None:
         raise NotImplementedError  # the engine's snapshot (replica/sync.py)
+
+    def _schedule_write_txn(self, conn: Connection, s: EntryState) -> None:
+        raise NotImplementedError  # the engine's vault journal (replica/sync.py)
 
     def _build_ops(self, report: SyncReport | None = None) -> list[Op]:
         ops = []
@@ -191,6 +200,15 @@ class Publisher:
                     raise
                 self.snapshot(report)
                 continue
+            except VersionBlocked as e:
+                rounds += 1
+                with self.store.tx() as conn:  # replica/blocked.py
+                    st.drop_outbox_txn(conn, batch.batch_id)
+                    held = blocked.refused(conn, batch.ops, e, self.clock(),
+                                           self._schedule_write_txn, report)
+                if not held or rounds >= MAX_ROUNDS:
+                    raise
+                continue  # the other edits go in the next batch
             except QuireError as e:
                 if not e.retryable:
                     # refused for good (forbidden, policy, too large): keep every local

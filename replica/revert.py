@@ -7,6 +7,11 @@
               this device's key, as this member, base = each entry's version now (so an
               entry that changes meanwhile is refused with base_mismatch, not overwritten);
               provenance says which seq it reverts
+    block()   with ``--block``: the versions the revert took away (entry id + the exact
+              version SEQ wrote; deletions are not blocked) are recorded on the hub as
+              blocked (POST …/blocks, audited): the guard refuses them from then on
+              (``version_blocked``) and a replica that still holds one as a local edit
+              keeps it as a held conflict (replica/push.py); ``--dry-run`` lists them
 
 The history keeps both the batch and its revert: nothing is rewritten (removing content from
 history is ``purge``, a different tool).
@@ -38,6 +43,12 @@ class RevertPlan:
         return {"space": self.space, "seq": self.seq, "epoch": self.epoch,
                 "restored": self.restored, "conflicts": self.conflicts,
                 "unchanged": self.unchanged}
+
+    def reverted_versions(self) -> list[dict[str, str]]:
+        """What ``--block`` blocks: each restored entry's version written at SEQ, unless
+        SEQ deleted it (a deletion is not content to keep out)."""
+        return [{"id": r["id"], "version": r["reverted"]} for r in self.restored
+                if not r.get("reverted_deleted")]
 
 
 def _path(space: str, what: str) -> str:
@@ -75,7 +86,8 @@ def plan(client: Any, space: str, seq: int) -> RevertPlan:
         op, note = plan_entry(eid, o["version"], before, now["version"], now["seq"])
         if op is not None:
             out.ops.append(op)
-            out.restored.append(note)
+            out.restored.append(dict(note, reverted=o["version"],
+                                     reverted_deleted=o.get("op") == "delete"))
         elif note["reason"] == "changed since":
             out.conflicts.append(note)
         else:
@@ -97,3 +109,18 @@ def revert(client: Any, key: Any, space: str, p: RevertPlan) -> dict[str, Any]:
                         parent_digest=head["digest"], ops=p.ops,
                         provenance={"tool": "admin revert", "note": f"reverts seq {p.seq}"})
     return client.push(head["space"], batch)
+
+
+BLOCK_CHUNK = 100  # versions a request (hub/blocks.py MAX_VERSIONS)
+
+
+def block(client: Any, space: str, p: RevertPlan, *, dry_run: bool) -> list[dict[str, Any]]:
+    """Record the plan's reverted versions as blocked on the hub (or, ``dry_run``, ask
+    the hub what it would record); the hub's answer for each."""
+    versions = p.reverted_versions()
+    out: list[dict[str, Any]] = []
+    for i in range(0, len(versions), BLOCK_CHUNK):
+        answer = client.admin_post(_path(space, "blocks"), {
+            "seq": p.seq, "versions": versions[i:i + BLOCK_CHUNK], "dry_run": dry_run})
+        out += answer["blocked"]
+    return out

@@ -28,7 +28,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import Connection
 
-from replica import auditcheck, vaultfaults, verify
+from replica import auditcheck, blocked, vaultfaults, verify
 from replica import store as st
 from replica import vault as vlt
 from replica.client import Change, ChangesPage, HubClient, HubUnverified
@@ -59,14 +59,21 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+BLOCKED_HELP = ("held: an admin reverted this version and blocked it from being published "
+                "again (quire admin revert --block); edit it, then remove this 'quire' block "
+                "to publish")
+
+
 def conflict_marker(c: Conflict) -> dict[str, Any]:
-    """The ``quire`` front-matter marker of a held entry (local only, never published)."""
+    """The ``quire`` front-matter marker of a held entry (local only, never published);
+    a version the hub blocked (replica/push.py) says so in its help."""
     return {"conflict": {
         "fields": c.fields,
         "theirs_version": c.theirs.version if c.theirs is not None else None,
         "theirs_deleted": c.theirs is None or c.theirs.deleted,
         "ours_deleted": c.ours is None or c.ours.deleted,
-        "help": "held: fix this file and remove this 'quire' block to publish it",
+        "help": BLOCKED_HELP if "version_blocked" in c.fields else
+        "held: fix this file and remove this 'quire' block to publish it",
     }}
 
 
@@ -88,6 +95,8 @@ class Replica(Publisher):
         self.progress = progress
         self.provenance = provenance
         self.role: str | None = None
+        # dirty edits a pull's merge found equal to a pulled version (replica/blocked.py)
+        self.absorbed: dict[str, Entry] = {}
 
     # ------------------------------------------------------------ the run
 
@@ -98,7 +107,12 @@ class Replica(Publisher):
         self.scan(report)
         crash_point("after_scan")
         self.replay_outbox(report)
+        self.absorbed = {}
         self.pull(report)
+        if self.absorbed:  # a blocked version the pull took back off a local edit
+            with self.store.tx() as conn:
+                blocked.absorbed(conn, self.client, self.space_id, self.absorbed,
+                                 self.clock(), self._schedule_write_txn, report)
         crash_point("after_pull")
         self.push(report)
         if report.batches:
@@ -418,6 +432,8 @@ class Replica(Publisher):
             s.local = theirs if theirs is not None and not theirs.deleted else None
         else:
             result = merge_entry(base, s.local, theirs)
+            if result.clean and s.local is not None and same(s.local, theirs):
+                self.absorbed[eid] = s.local
             if result.clean:
                 s.local = result.entry
                 report.merged.append(eid)

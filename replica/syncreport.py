@@ -26,6 +26,9 @@ class SyncReport:
     # local changes content screening found a secret in (replica/screened.py): kept, not
     # pushed; each with its findings (entry, version, line, rule, fingerprint)
     content_screened: list[dict[str, Any]] = field(default_factory=list)
+    # local edits that write a version an admin reverted and blocked (replica/push.py):
+    # held as conflicts, kept in the vault
+    version_blocked: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"pulled": self.pulled, "pushed": self.pushed, "batches": self.batches,
@@ -33,4 +36,5 @@ class SyncReport:
                 "held": sorted(set(self.held)), "local_changes": sorted(self.local_changes),
                 "problems": [p.to_json() for p in self.problems],
                 "policy_denied": list(self.policy_denied),
-                "content_screened": list(self.content_screened)}
+                "content_screened": list(self.content_screened),
+                "version_blocked": list(self.version_blocked)}

@@ -11,8 +11,10 @@ responses in one handler and the replica maps responses back to the same classes
     │   ├── EpochChanged            epoch_changed      retryable after a fresh snapshot
     │   ├── BaseMismatch            base_mismatch      retryable after pull and merge
     │   ├── BatchConflict           batch_conflict     permanent: same id, other content
+    │   ├── VersionBlocked          version_blocked    permanent: details.blocked (id, version)
     │   └── PacketStale             packet_stale       (replica-local) re-read the packet
     ├── SnapshotRequired            snapshot_required  410
+    ├── SpaceDeleted                space_deleted      410  details.deleted_at, purge_after
     ├── TooLarge                    too_large          413
     ├── QuotaExceeded               quota_exceeded     413  details: scope, quota, limit, usage, after
     ├── InvalidRequest              invalid_request    422
@@ -98,6 +100,15 @@ class BatchConflict(QuireError):
     status = 409
 
 
+class VersionBlocked(QuireError):
+    """The batch writes an entry version an admin reverted and blocked (``quire admin
+    revert --block``); ``details.blocked``: each op's entry id, version and the reverted
+    seq. Permanent for that content: a replica holds the edit as a conflict."""
+
+    code = "version_blocked"
+    status = 409
+
+
 class PacketStale(QuireError):
     code = "packet_stale"
     status = 409
@@ -112,6 +123,14 @@ class SnapshotRequired(QuireError):
     code = "snapshot_required"
     status = 410
     retryable = True
+
+
+class SpaceDeleted(QuireError):
+    """The space was deleted (``quire admin space delete``): publications and pulls are
+    refused until an admin restores it; its data is purged after the hub's retention."""
+
+    code = "space_deleted"
+    status = 410
 
 
 class TooLarge(QuireError):
@@ -228,7 +247,7 @@ ERROR_CLASSES: dict[str, type[QuireError]] = {
     cls.code: cls
     for cls in (
         Internal, Unauthorized, Forbidden, PolicyDenied, NotFound, HeadChanged, EpochChanged,
-        BaseMismatch, BatchConflict, PacketStale, ClaimHeld, SnapshotRequired, TooLarge,
+        BaseMismatch, BatchConflict, VersionBlocked, SpaceDeleted, PacketStale, ClaimHeld, SnapshotRequired, TooLarge,
         QuotaExceeded, InvalidRequest, ContentScreened, RateLimited, Unavailable,
         TransferFailed, LocalError, AuditUnverified, AuditTruncated, AuditRewritten,
         NotJoined, SpaceNotFound, SpaceAmbiguous, LockHeld, HubUnverified, StaleHead,
@@ -237,7 +256,8 @@ ERROR_CLASSES: dict[str, type[QuireError]] = {
 
 WIRE_CODES = (
     "unauthorized", "forbidden", "policy_denied", "not_found", "head_changed",
-    "epoch_changed", "base_mismatch", "batch_conflict", "snapshot_required", "too_large", "quota_exceeded",
+    "epoch_changed", "base_mismatch", "batch_conflict", "version_blocked", "space_deleted",
+    "snapshot_required", "too_large", "quota_exceeded",
     "invalid_request", "content_screened", "rate_limited", "unavailable", "internal",
 )
 

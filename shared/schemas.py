@@ -112,6 +112,12 @@ REQUESTS: dict[str, dict[str, Any]] = {
                              "rule": {"type": "string"}}, ("entry", "version"),
                             examples=[{"entry": "page/deploy", "version": "3f5a…",
                                        "rule": "aws_access_key"}]),
+    "version_block": _obj({"seq": {"type": "integer", "minimum": 1},
+                           "versions": {"type": "array", "minItems": 1, "maxItems": 100,
+                                        "items": _obj({"id": {"type": "string"},
+                                                       "version": DIGEST},
+                                                      ("id", "version"))},
+                           **DRY}, ("seq", "versions")),
     "quota_set": _obj({f: {"oneOf": [{"type": "integer", "minimum": 0},
                                      {"type": "null"}]}
                        for f in ("max_entries", "max_bytes", "max_history_bytes")},

@@ -140,6 +140,14 @@ OPS: dict[tuple[str, str], Op] = {
         description="After it, that exact version publishes; another version of the entry "
                     "is screened again. `rule`: a rule name, the finding's fingerprint or "
                     "`*` (default)."),
+    ("GET", "/v1/spaces/{space}/blocks"): Op(
+        "entry versions blocked by `quire admin revert --block` (members)"),
+    ("POST", "/v1/spaces/{space}/blocks"): Op(
+        "block reverted entry versions from being published again (admins, audited)",
+        "object", "version_block",
+        description="Each names an entry id and its exact version (SHA-256 of the content); "
+                    "the guard then refuses a batch writing it with `version_blocked`. "
+                    + _DRY),
     ("GET", "/v1/audit"): Op(
         "export the audit log (NDJSON; owners, or a space's admins)", "ndjson",
         query=(("since", _INT), ("space", {"type": "string"})),

@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from hub import admin, feed, grants, guard, logs, quotas, record, spaces
+from hub import admin, blocks, feed, grants, guard, logs, quotas, record, spaces
 from hub import conflict_reports as reports
 from hub import screening as screen
 from hub.access import Principal, authenticate_txn, space_access_txn, verify_request
@@ -328,6 +328,12 @@ ADMIN_ROUTES = [
     Route("/v1/spaces/{space}/screening/allows", _admin(
         lambda h, p, s, b: screen.allow(h.store, p, s, b, h.now()), params=("space",),
         body=fields("screening_allow"), status=201), methods=["POST"]),
+    Route("/v1/spaces/{space}/blocks", _admin(
+        lambda h, p, s: blocks.list_blocks(h.store, p, s), params=("space",)),
+        methods=["GET"]),
+    Route("/v1/spaces/{space}/blocks", _admin(
+        lambda h, p, s, b: blocks.block(h.store, p, s, b, h.now()), params=("space",),
+        body=fields("version_block")), methods=["POST"]),
     Route("/v1/spaces/{space}/quota", _admin(
         lambda h, p, s, b: quotas.set_quota(h.store, HubQuotas.from_settings(h.settings), p,
                                             s, b, h.now()),

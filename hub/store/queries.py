@@ -84,7 +84,8 @@ def _wrapped(conn: Connection, sql: str, params: Any, e: Exception) -> Exception
                                dialect=conn.dialect)
 
 
-_SPACE_COLS = "id, name, epoch, head_seq, head_digest, rules_version, audit_seq, audit_digest"
+_SPACE_COLS = ("id, name, epoch, head_seq, head_digest, rules_version, audit_seq, audit_digest,"
+               " deleted_at")
 _GET_SPACE = Sql(f"SELECT {_SPACE_COLS} FROM spaces WHERE id = :id")
 _GET_SPACE_LOCKED = {"sqlite": _GET_SPACE,  # BEGIN IMMEDIATE already serializes writers
                      "postgresql": Sql(f"SELECT {_SPACE_COLS} FROM spaces WHERE id = :id "
@@ -102,13 +103,15 @@ class SpaceRow:
     rules_version: int
     audit_seq: int
     audit_digest: str
+    deleted_at: int | None = None  # soft-deleted (hub/space_delete.py)
 
 
 def _space(row: Any) -> SpaceRow | None:
     if row is None:
         return None
     return SpaceRow(row.id, row.name, row.epoch, row.head_seq, row.head_digest,
-                    row.rules_version, row.audit_seq, row.audit_digest)
+                    row.rules_version, row.audit_seq, row.audit_digest,
+                    getattr(row, "deleted_at", None))
 
 
 def _space_t(row: Any) -> SpaceRow | None:

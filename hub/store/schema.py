@@ -71,6 +71,8 @@ spaces = Table(
     Column("audit_seq", BigInteger, nullable=False, default=0),
     Column("audit_digest", DIGEST, nullable=False),
     Column("created_at", BigInteger, nullable=False),
+    # soft delete (0021, hub/space_delete.py): refused from then on, purged after retention
+    Column("deleted_at", BigInteger, nullable=True),
 )
 
 members = Table(
@@ -316,4 +318,16 @@ conflict_reports = Table(
     Column("reported_by", ID, nullable=False),
     Column("reported_at", BigInteger, nullable=False),
     Index("conflict_reports_space", "space_id"),
+)
+
+# ---------------------------------------------------------------- revert --block (0021)
+# an entry version a revert blocked (hub/blocks.py): the guard refuses a batch writing it
+blocked_versions = Table(
+    "blocked_versions", metadata,
+    Column("space_id", ID, ForeignKey("spaces.id"), primary_key=True),
+    Column("entry_id", String(240), primary_key=True),
+    Column("version", DIGEST, primary_key=True),
+    Column("seq", BigInteger, nullable=False),  # the batch whose revert blocked it
+    Column("created_by", ID, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
 )

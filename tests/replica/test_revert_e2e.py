@@ -6,14 +6,28 @@ from __future__ import annotations
 
 import pytest
 
+from replica.client import HubClient
+from replica.home import Home
 from shared.entry import make_entry
-from tests.replica.conftest import qjson, quire
+from shared.errors import Forbidden, InvalidRequest
+from tests.replica.conftest import device_auth, qjson, quire
 
 pytestmark = pytest.mark.e2e
 
 
 def _page(eid: str, body: str) -> object:
     return make_entry({"id": eid, "title": eid, "body": body})
+
+
+def _owner(team) -> HubClient:  # type: ignore[no-untyped-def]
+    h = Home(team.owner).hubs()[0]
+    return HubClient(h.url, auth=device_auth(h), hub_key=h.public_key)
+
+
+def _written(batches: list[dict[str, object]]) -> set[str]:
+    """The entry versions ``batches`` wrote."""
+    return {make_entry(o["entry"]).version for b in batches for o in b["ops"]  # type: ignore[attr-defined]
+            if o.get("op") == "put"}
 
 
 def test_revert_restores_two_and_reports_the_one_changed_since(team) -> None:  # type: ignore[no-untyped-def]
@@ -65,3 +79,76 @@ def test_a_viewer_cannot_revert(team) -> None:  # type: ignore[no-untyped-def]
     assert p.returncode != 0 and "forbidden" in p.stdout
     alice.sync()
     assert alice.read("page/a").body == "a1\n"
+
+
+def test_block_keeps_the_reverted_version_from_returning(team) -> None:  # type: ignore[no-untyped-def]
+    """``--block``: bob pulled the bad version and writes it back after the revert (an
+    agent re-applying what it remembers); carol was offline with the same bad content as
+    an unpublished edit. Both end with it held as a conflict, kept in their vaults, and
+    the hub's content stays reverted."""
+    alice, bob, carol = team.members("alice", "bob", "carol")
+    alice.write(_page("page/a", "a1\n"))
+    alice.write(_page("page/b", "b1\n"))
+    alice.sync()
+    carol.sync()  # then offline
+    bob.sync()
+    bad = _page("page/a", "a2 (bad)\n")
+    alice.write(bad)
+    alice.write(_page("page/b", "b2 (bad)\n"))
+    bad_seq = alice.sync()["head"]["seq"]
+    bob.sync()
+    assert bob.read("page/a").body == "a2 (bad)\n"
+
+    space = team.space["name"]
+    preview = qjson(team.owner, "admin", "revert", space, str(bad_seq), "--block",
+                    "--dry-run")
+    assert {(b["id"], b["version"]) for b in preview["blocked"]} == {
+        ("page/a", bad.version), ("page/b", _page("page/b", "b2 (bad)\n").version)}
+    with alice.client() as c:
+        assert c.admin_get(f"/v1/spaces/{team.space['id']}/blocks")["blocks"] == []
+    done = qjson(team.owner, "admin", "revert", space, str(bad_seq), "--block")
+    assert done["receipt"] is not None and len(done["blocked"]) == 2
+    with _owner(team) as c:
+        events = [e for e in c.audit(team.space["id"]) if e["action"] == "version.block"]
+    assert len(events) == 1 and events[0]["details"]["seq"] == bad_seq
+
+    # bob: pulls the revert, then writes the bad version back and syncs
+    bob.sync()
+    assert bob.read("page/a").body == "a1\n"
+    bob.write(bad)
+    r = bob.sync(check=False)
+    assert [b["id"] for b in r["sync"]["version_blocked"]] == ["page/a"]
+    assert "page/a" in r["sync"]["held"]
+    assert bob.read("page/a").body == "a2 (bad)\n"  # kept, with the marker saying why
+    assert "blocked" in bob.path("page/a").read_text()
+    # carol: offline with the bad content as an unpublished edit
+    carol.write(bad)
+    r = carol.sync(check=False)
+    assert [b["id"] for b in r["sync"]["version_blocked"]] == ["page/a"]
+    assert carol.read("page/a").body == "a2 (bad)\n"
+    assert [c["entry"] for c in carol.status()["conflicts"]] == ["page/a"]
+    alice.sync()
+    assert alice.read("page/a").body == "a1\n"  # the hub stays reverted
+    assert bad.version not in _written(team.batches(alice)[bad_seq:])
+    # a second sync does not republish bob's held edit either
+    bob.sync(check=False)
+    alice.sync()
+    assert alice.read("page/a").body == "a1\n"
+
+
+def test_blocks_take_checked_input_from_admins_only(team) -> None:  # type: ignore[no-untyped-def]
+    alice = team.member("alice")
+    alice.write(_page("page/a", "a1\n"))
+    seq = alice.sync()["head"]["seq"]
+    path = f"/v1/spaces/{team.space['id']}/blocks"
+    ok = {"seq": seq, "versions": [{"id": "page/a", "version": "0" * 64}]}
+    with alice.client() as c:  # an editor
+        with pytest.raises(Forbidden):
+            c.admin_post(path, ok)
+    with _owner(team) as c:
+        for bad in ({"seq": 0, "versions": ok["versions"]}, {"seq": seq, "versions": []},
+                    {"seq": seq, "versions": [{"id": "page/a", "version": "xyz"}]},
+                    {"seq": seq + 5, "versions": ok["versions"]}):
+            with pytest.raises(InvalidRequest):
+                c.admin_post(path, bad)
+        assert c.admin_get(path)["blocks"] == []

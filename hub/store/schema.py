@@ -73,6 +73,7 @@ spaces = Table(
     Column("created_at", BigInteger, nullable=False),
     # soft delete (0021, hub/space_delete.py): refused from then on, purged after retention
     Column("deleted_at", BigInteger, nullable=True),
+    Column("deleted_statement", Text, nullable=True),  # hub-signed, served with space_deleted
 )
 
 members = Table(

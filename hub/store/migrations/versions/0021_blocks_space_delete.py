@@ -29,9 +29,11 @@ def upgrade() -> None:
     # a soft-deleted space (hub/space_delete.py): refused, kept until the retention ends
     with op.batch_alter_table('spaces') as batch:
         batch.add_column(sa.Column('deleted_at', sa.BigInteger(), nullable=True))
+        batch.add_column(sa.Column('deleted_statement', sa.Text(), nullable=True))
 
 
 def downgrade() -> None:
     with op.batch_alter_table('spaces') as batch:
+        batch.drop_column('deleted_statement')
         batch.drop_column('deleted_at')
     op.drop_table('blocked_versions')

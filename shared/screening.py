@@ -4,7 +4,7 @@ instruction-injection markers in guardrails and skills, in the entries a batch w
     screen_ops(ops)                       the guard (hub/guard.py, before anything is written)
       └─ screen_entry(entry)              and the replica's push path (replica/push.py,
            ├─ to_markdown(entry) lines      replica/screened.py: kept locally, reported)
-           ├─ SECRET_PLUGINS               detect-secrets' format detectors, in-process
+           ├─ secret_patterns()            detect-secrets' format detectors, in-process
            ├─ high_entropy_assignment      ``name = value`` with a random-looking value
            └─ injection markers            guardrail/* and skill/* only (INJECTION_RULES)
 
@@ -22,7 +22,9 @@ filters, baselines, files and network verifiers are not used.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib
 import math
 import re
 from collections import Counter
@@ -30,49 +32,44 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from detect_secrets.plugins.aws import AWSKeyDetector
-from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
-from detect_secrets.plugins.basic_auth import BasicAuthDetector
-from detect_secrets.plugins.discord import DiscordBotTokenDetector
-from detect_secrets.plugins.github_token import GitHubTokenDetector
-from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
-from detect_secrets.plugins.jwt import JwtTokenDetector
-from detect_secrets.plugins.mailchimp import MailchimpDetector
-from detect_secrets.plugins.npm import NpmDetector
-from detect_secrets.plugins.openai import OpenAIDetector
-from detect_secrets.plugins.private_key import PrivateKeyDetector
-from detect_secrets.plugins.pypi_token import PypiTokenDetector
-from detect_secrets.plugins.sendgrid import SendGridDetector
-from detect_secrets.plugins.slack import SlackDetector
-from detect_secrets.plugins.square_oauth import SquareOAuthDetector
-from detect_secrets.plugins.stripe import StripeDetector
-from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
-from detect_secrets.plugins.twilio import TwilioKeyDetector
-
 from shared.entry import Entry, to_markdown
 
 # rule name -> detect-secrets plugin (format detectors; no keyword or bare-entropy plugins:
-# they flag ordinary prose and digests)
-SECRET_PLUGINS: dict[str, Any] = {
-    "private_key": PrivateKeyDetector(),
-    "aws_access_key": AWSKeyDetector(),
-    "azure_storage_key": AzureStorageKeyDetector(),
-    "basic_auth_url": BasicAuthDetector(),
-    "discord_token": DiscordBotTokenDetector(),
-    "github_token": GitHubTokenDetector(),
-    "gitlab_token": GitLabTokenDetector(),
-    "jwt": JwtTokenDetector(),
-    "mailchimp_key": MailchimpDetector(),
-    "npm_token": NpmDetector(),
-    "openai_key": OpenAIDetector(),
-    "pypi_token": PypiTokenDetector(),
-    "sendgrid_key": SendGridDetector(),
-    "slack_token": SlackDetector(),
-    "square_oauth": SquareOAuthDetector(),
-    "stripe_key": StripeDetector(),
-    "telegram_token": TelegramBotTokenDetector(),
-    "twilio_key": TwilioKeyDetector(),
-}
+# they flag ordinary prose and digests): module, class
+_PLUGINS = (
+    ("private_key", "private_key", "PrivateKeyDetector"),
+    ("aws_access_key", "aws", "AWSKeyDetector"),
+    ("azure_storage_key", "azure_storage_key", "AzureStorageKeyDetector"),
+    ("basic_auth_url", "basic_auth", "BasicAuthDetector"),
+    ("discord_token", "discord", "DiscordBotTokenDetector"),
+    ("github_token", "github_token", "GitHubTokenDetector"),
+    ("gitlab_token", "gitlab_token", "GitLabTokenDetector"),
+    ("jwt", "jwt", "JwtTokenDetector"),
+    ("mailchimp_key", "mailchimp", "MailchimpDetector"),
+    ("npm_token", "npm", "NpmDetector"),
+    ("openai_key", "openai", "OpenAIDetector"),
+    ("pypi_token", "pypi_token", "PypiTokenDetector"),
+    ("sendgrid_key", "sendgrid", "SendGridDetector"),
+    ("slack_token", "slack", "SlackDetector"),
+    ("square_oauth", "square_oauth", "SquareOAuthDetector"),
+    ("stripe_key", "stripe", "StripeDetector"),
+    ("telegram_token", "telegram_token", "TelegramBotTokenDetector"),
+    ("twilio_key", "twilio", "TwilioKeyDetector"),
+)
+
+
+@functools.cache
+def secret_patterns() -> tuple[tuple[str, tuple[re.Pattern[str], ...]], ...]:
+    """(rule, the plugin's ``denylist`` patterns) per detector. detect-secrets is imported
+    on the first screening, not with this module: importing it costs a ``quire`` process
+    about 0.2 s (it pulls in requests and yaml), which a command that screens nothing (a
+    status, a no-op sync, a hub that has not published yet) should not pay."""
+    out = []
+    for rule, module, cls in _PLUGINS:
+        plugin = getattr(importlib.import_module(f"detect_secrets.plugins.{module}"), cls)()
+        out.append((rule, tuple(plugin.denylist)))
+    return tuple(out)
+
 
 # ``name = value`` / ``name: value`` (quoted or not), value at least 20 token characters
 # ``name = value`` / ``name: value`` (quoted or not), value at least 20 token characters;
@@ -175,8 +172,8 @@ def screen_text(text: str, *, injection: Sequence[tuple[str, re.Pattern[str]]] =
     def line(pos: int) -> int:  # matches are rare: count only for them
         return text.count("\n", 0, pos) + 1
 
-    for rule, plugin in SECRET_PLUGINS.items():
-        for rx in plugin.denylist:
+    for rule, patterns in secret_patterns():
+        for rx in patterns:
             for m in rx.finditer(text):
                 found.add((line(m.start()), rule, _matched(m)))
     formats = {n for n, _, _ in found}

@@ -22,19 +22,18 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
-from sqlalchemy import Connection
-
 from replica import store as st
 from replica.records import Conflict
+from replica.sqlite_db import Conn
 from replica.store import EntryState
 from replica.syncreport import SyncReport
 from shared.entry import Entry
 from shared.errors import QuireError, VersionBlocked
 
-Write = Callable[[Connection, EntryState], None]
+Write = Callable[[Conn, EntryState], None]
 
 
-def hold_txn(conn: Connection, s: EntryState, ours: Entry, seq: Any, now: int,
+def hold_txn(conn: Conn, s: EntryState, ours: Entry, seq: Any, now: int,
              write: Write, report: SyncReport) -> None:
     """Hold ``ours`` (a blocked version of ``s``) as a conflict against the synced state."""
     st.put_conflict_txn(conn, Conflict(s.id, ["version_blocked"], s.synced, ours, s.synced,
@@ -51,7 +50,7 @@ def hold_txn(conn: Connection, s: EntryState, ours: Entry, seq: Any, now: int,
                    "remove its 'quire' block"})
 
 
-def refused(conn: Connection, ops: list[Any], e: VersionBlocked, now: int, write: Write,
+def refused(conn: Conn, ops: list[Any], e: VersionBlocked, now: int, write: Write,
             report: SyncReport) -> bool:
     """Hold the edits among ``ops`` that the refusal names; False when it names none (then
     nothing is held: a refusal cannot make us hold what we did not send)."""
@@ -65,7 +64,7 @@ def refused(conn: Connection, ops: list[Any], e: VersionBlocked, now: int, write
     return bool(hits)
 
 
-def absorbed(conn: Connection, client: Any, space_id: str, edits: dict[str, Entry],
+def absorbed(conn: Conn, client: Any, space_id: str, edits: dict[str, Entry],
              now: int, write: Write, report: SyncReport) -> None:
     """``edits``: dirty edits a pull's merge took as equal to a pulled version. Those the
     pull then moved off that version, when the version is blocked, are held."""

@@ -49,13 +49,9 @@ def _stricter(synced: Entry | None, local: Entry | None) -> Entry | None:
 
 
 def _recent_batches(store: Any, n: int = 50) -> list[dict[str, Any]]:
-    from sqlalchemy import select
-
-    from replica.store import history_t
-
     with store.engine.connect() as conn:
-        rows = conn.execute(select(history_t.c.seq, history_t.c.entries)
-                            .order_by(history_t.c.n.desc()).limit(n)).all()
+        rows = conn.execute("SELECT seq, entries FROM history ORDER BY n DESC LIMIT ?",
+                            (n,)).fetchall()
     return [{"seq": r.seq, "entries": json.loads(r.entries or "[]")} for r in rows]
 
 

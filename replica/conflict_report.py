@@ -20,12 +20,10 @@ import logging
 import time
 from typing import Any
 
-from sqlalchemy import create_engine, select
-from sqlalchemy.pool import NullPool
-
-from replica.conflicts import claims_t, open_conflicts_txn
+from replica.conflicts import open_conflicts_txn
 from replica.home import SpaceConfig, write_json
 from replica.packets import conflict_kind, packet_digest, packet_id_of
+from replica.sqlite_db import Database
 from replica.store import Store
 
 log = logging.getLogger("quire.conflict_report")
@@ -39,12 +37,8 @@ def _claimed(space: SpaceConfig, now: int) -> set[str]:
     path = space.dir / "claims.sqlite"
     if not path.exists():
         return set()
-    engine = create_engine(f"sqlite:///{path}", poolclass=NullPool)
-    try:
-        with engine.connect() as conn:
-            rows = conn.execute(select(claims_t.c.entry_id, claims_t.c.expires_at)).all()
-    finally:
-        engine.dispose()
+    with Database(path, ("PRAGMA busy_timeout=15000",)).connect() as conn:
+        rows = conn.execute("SELECT entry_id, expires_at FROM claims").fetchall()
     return {r.entry_id for r in rows if r.expires_at > now}
 
 

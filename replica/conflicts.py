@@ -29,22 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import (
-    BigInteger,
-    Column,
-    Connection,
-    Engine,
-    MetaData,
-    String,
-    Table,
-    create_engine,
-    delete,
-    event,
-    insert,
-    select,
-)
-from sqlalchemy.pool import NullPool
-
 from replica import store as st
 from replica.crash import crash_point
 from replica.home import SpaceConfig, space_lock
@@ -67,6 +51,7 @@ from replica.packets import (
     with_current_ours,
 )
 from replica.resolutions import forget_resolutions_txn, plan_batch
+from replica.sqlite_db import Conn, Database
 from replica.store import Conflict, Store
 from shared.entry import Entry, tombstone
 from shared.errors import (
@@ -91,9 +76,8 @@ def now_ms() -> int:
 # ---------------------------------------------------------------- the desk (I/O)
 
 
-def open_conflicts_txn(conn: Connection) -> list[Conflict]:
-    ids = conn.execute(select(st.conflicts_t.c.entry_id).order_by(
-        st.conflicts_t.c.entry_id)).scalars().all()
+def open_conflicts_txn(conn: Conn) -> list[Conflict]:
+    ids = conn.column("SELECT entry_id FROM conflicts ORDER BY entry_id")
     out = []
     for eid in ids:
         c = st.get_conflict_txn(conn, eid)
@@ -102,49 +86,38 @@ def open_conflicts_txn(conn: Connection) -> list[Conflict]:
     return out
 
 
-_claims_md = MetaData()
-claims_t = Table(
-    "claims", _claims_md,
-    Column("entry_id", String(300), primary_key=True),
-    Column("token", String(64), nullable=False),
-    Column("agent", String(200), nullable=False),
-    Column("packet_id", String(40), nullable=False),
-    Column("acquired_at", BigInteger, nullable=False),
-    Column("expires_at", BigInteger, nullable=False),
-)
-claim_sessions_t = Table(  # the MCP session that took a claim: its re-claim gets the same one
-    "claim_sessions", _claims_md,
-    Column("entry_id", String(300), primary_key=True),
-    Column("session", String(200), nullable=False),
-    Column("token", String(64), nullable=False),
-)
-packets_t = Table(  # packet ids handed out, so an old id can be answered with the fresh one
-    "packets", _claims_md,
-    Column("packet_id", String(40), primary_key=True),
-    Column("entry_id", String(300), nullable=False),
-    Column("seen_at", BigInteger, nullable=False),
+CLAIMS_DDL = (
+    """CREATE TABLE IF NOT EXISTS claims (
+	entry_id VARCHAR(300) NOT NULL,
+	token VARCHAR(64) NOT NULL,
+	agent VARCHAR(200) NOT NULL,
+	packet_id VARCHAR(40) NOT NULL,
+	acquired_at BIGINT NOT NULL,
+	expires_at BIGINT NOT NULL,
+	PRIMARY KEY (entry_id)
+)""",
+    # the MCP session that took a claim: its re-claim gets the same one
+    """CREATE TABLE IF NOT EXISTS claim_sessions (
+	entry_id VARCHAR(300) NOT NULL,
+	session VARCHAR(200) NOT NULL,
+	token VARCHAR(64) NOT NULL,
+	PRIMARY KEY (entry_id)
+)""",
+    # packet ids handed out, so an old id can be answered with the fresh one
+    """CREATE TABLE IF NOT EXISTS packets (
+	packet_id VARCHAR(40) NOT NULL,
+	entry_id VARCHAR(300) NOT NULL,
+	seen_at BIGINT NOT NULL,
+	PRIMARY KEY (packet_id)
+)""",
 )
 
 
-def immediate_engine(path: Path) -> Engine:
-    """An engine whose transactions start with BEGIN IMMEDIATE: the write lock is taken
+def immediate_db(path: Path) -> Database:
+    """A database whose transactions start with BEGIN IMMEDIATE: the write lock is taken
     before the first read, so read-check-write sequences are safe across processes."""
-    engine = create_engine(f"sqlite:///{path}", poolclass=NullPool)
-
-    @event.listens_for(engine, "connect")
-    def _connect(dbapi_conn: Any, _record: Any) -> None:
-        dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
-        cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA journal_mode=WAL")
-        cur.execute("PRAGMA synchronous=FULL")
-        cur.execute("PRAGMA busy_timeout=15000")
-        cur.close()
-
-    @event.listens_for(engine, "begin")
-    def _begin(conn: Connection) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
-
-    return engine
+    return Database(path, ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL",
+                           "PRAGMA busy_timeout=15000"), immediate=True)
 
 
 @dataclass
@@ -164,9 +137,11 @@ class Desk:
         self.clock = clock
         self.principal = principal or Principal()
         self.store = Store(space.store_path)
-        self._store_engine = immediate_engine(space.store_path)
-        self._claims_engine = immediate_engine(space.dir / "claims.sqlite")
-        _claims_md.create_all(self._claims_engine)
+        self._store_engine = immediate_db(space.store_path)
+        self._claims_engine = immediate_db(space.dir / "claims.sqlite")
+        with self._claims_engine.begin() as conn:
+            for ddl in CLAIMS_DDL:
+                conn.execute(ddl)
 
     def close(self) -> None:
         self.store.close()
@@ -180,23 +155,21 @@ class Desk:
         self.close()
 
     @contextmanager
-    def _claims_tx(self) -> Iterator[Connection]:
+    def _claims_tx(self) -> Iterator[Conn]:
         with self._claims_engine.begin() as conn:
             yield conn
 
     # ------------------------------------------------------------ reading
 
-    def _claim_doc(self, conn: Connection, entry_id: str) -> dict[str, Any] | None:
-        r = conn.execute(select(claims_t).where(claims_t.c.entry_id == entry_id)).first()
+    def _claim_doc(self, conn: Conn, entry_id: str) -> dict[str, Any] | None:
+        r = conn.execute("SELECT * FROM claims WHERE entry_id = ?", (entry_id,)).fetchone()
         if r is None or r.expires_at <= self.clock():
             return None
         return {"agent": r.agent, "expires_at": r.expires_at}
 
-    def _remember_txn(self, conn: Connection, packet_id: str, entry_id: str) -> None:
-        if conn.execute(select(packets_t.c.packet_id).where(
-                packets_t.c.packet_id == packet_id)).first() is None:
-            conn.execute(insert(packets_t).values(packet_id=packet_id, entry_id=entry_id,
-                                                  seen_at=self.clock()))
+    def _remember_txn(self, conn: Conn, packet_id: str, entry_id: str) -> None:
+        conn.execute("INSERT OR IGNORE INTO packets (packet_id, entry_id, seen_at)"
+                     " VALUES (?, ?, ?)", (packet_id, entry_id, self.clock()))
 
     def _authors(self, c: Conflict) -> tuple[dict[str, Any] | None, int | None,
                                              dict[str, Any]]:
@@ -261,8 +234,8 @@ class Desk:
         entry_id = None
         if ref.startswith("pk-"):
             with self._claims_tx() as conn:
-                r = conn.execute(select(packets_t.c.entry_id).where(
-                    packets_t.c.packet_id == ref)).first()
+                r = conn.execute("SELECT entry_id FROM packets WHERE packet_id = ?",
+                                 (ref,)).fetchone()
             entry_id = r[0] if r else None
         if entry_id is not None:
             for c in conflicts:
@@ -314,15 +287,15 @@ class Desk:
         pid = packet_id_of(packet_digest(c))
         with self._claims_tx() as conn:
             now = self.clock()
-            r = conn.execute(select(claims_t).where(claims_t.c.entry_id == c.entry_id)).first()
-            mine = r is not None and session is not None and r.agent == agent and conn.execute(
-                select(claim_sessions_t.c.session).where(
-                    (claim_sessions_t.c.entry_id == c.entry_id)
-                    & (claim_sessions_t.c.token == r.token))).scalar() == session
+            r = conn.execute("SELECT * FROM claims WHERE entry_id = ?",
+                             (c.entry_id,)).fetchone()
+            mine = r is not None and session is not None and r.agent == agent and conn.scalar(
+                "SELECT session FROM claim_sessions WHERE entry_id = ? AND token = ?",
+                (c.entry_id, r.token)) == session
             if r is not None and r.expires_at > now and mine:
                 expires = max(r.expires_at, now + ttl_s * 1000)
-                conn.execute(claims_t.update().where(claims_t.c.entry_id == c.entry_id)
-                             .values(expires_at=expires))
+                conn.execute("UPDATE claims SET expires_at = ? WHERE entry_id = ?",
+                             (expires, c.entry_id))
                 return {"packet_id": pid, "entry": c.entry_id, "agent": agent,
                         "token": r.token, "expires_at": expires, "ttl": ttl_s,
                         "reclaimed": True}
@@ -331,21 +304,19 @@ class Desk:
                                 {"holder": r.agent, "expires_at": r.expires_at,
                                  "packet_id": pid})
             token = secrets.token_urlsafe(24)
-            conn.execute(delete(claims_t).where(claims_t.c.entry_id == c.entry_id))
-            conn.execute(insert(claims_t).values(
-                entry_id=c.entry_id, token=token, agent=agent, packet_id=pid, acquired_at=now,
-                expires_at=now + ttl_s * 1000))
-            conn.execute(delete(claim_sessions_t).where(
-                claim_sessions_t.c.entry_id == c.entry_id))
+            conn.execute("INSERT OR REPLACE INTO claims (entry_id, token, agent, packet_id,"
+                         " acquired_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
+                         (c.entry_id, token, agent, pid, now, now + ttl_s * 1000))
+            conn.execute("DELETE FROM claim_sessions WHERE entry_id = ?", (c.entry_id,))
             if session is not None:
-                conn.execute(insert(claim_sessions_t).values(entry_id=c.entry_id,
-                                                             session=session, token=token))
+                conn.execute("INSERT INTO claim_sessions (entry_id, session, token)"
+                             " VALUES (?, ?, ?)", (c.entry_id, session, token))
             self._remember_txn(conn, pid, c.entry_id)
         return {"packet_id": pid, "entry": c.entry_id, "agent": agent, "token": token,
                 "expires_at": now + ttl_s * 1000, "ttl": ttl_s}
 
-    def _own_claim_txn(self, conn: Connection, c: Conflict, token: str) -> Any:
-        r = conn.execute(select(claims_t).where(claims_t.c.entry_id == c.entry_id)).first()
+    def _own_claim_txn(self, conn: Conn, c: Conflict, token: str) -> Any:
+        r = conn.execute("SELECT * FROM claims WHERE entry_id = ?", (c.entry_id,)).fetchone()
         if r is None or not secrets.compare_digest(r.token, token or ""):
             if r is not None and r.expires_at > self.clock():
                 raise ClaimHeld(f"packet is claimed by {r.agent} with another token",
@@ -359,8 +330,8 @@ class Desk:
         with self._claims_tx() as conn:
             r = self._own_claim_txn(conn, c, token)
             expires = self.clock() + ttl_s * 1000
-            conn.execute(claims_t.update().where(claims_t.c.entry_id == c.entry_id)
-                         .values(expires_at=expires))
+            conn.execute("UPDATE claims SET expires_at = ? WHERE entry_id = ?",
+                         (expires, c.entry_id))
         return {"packet_id": packet_id_of(packet_digest(c)), "entry": c.entry_id,
                 "agent": r.agent, "token": token, "expires_at": expires, "ttl": ttl_s}
 
@@ -368,7 +339,7 @@ class Desk:
         c = self._locate(ref)
         with self._claims_tx() as conn:
             self._own_claim_txn(conn, c, token)
-            conn.execute(delete(claims_t).where(claims_t.c.entry_id == c.entry_id))
+            conn.execute("DELETE FROM claims WHERE entry_id = ?", (c.entry_id,))
         return {"packet_id": packet_id_of(packet_digest(c)), "entry": c.entry_id,
                 "released": True}
 
@@ -401,8 +372,8 @@ class Desk:
                     f"a local edit); read {packet_id_of(fresh)} and resolve again"),
                     "packet_id": packet_id_of(fresh), "digest": fresh, "entry": c.entry_id})
             with self._claims_tx() as cconn:
-                r = cconn.execute(select(claims_t).where(
-                    claims_t.c.entry_id == c.entry_id)).first()
+                r = cconn.execute("SELECT * FROM claims WHERE entry_id = ?",
+                                  (c.entry_id,)).fetchone()
                 live_claim = r is not None and r.expires_at > self.clock()
                 if r is not None and (live_claim or token):
                     if token is None:
@@ -425,7 +396,7 @@ class Desk:
                     raise _problems_error(problems)
                 result = self._apply(rep, c, digest=digest, how=how, merged=merged,
                                      agent=agent)
-                cconn.execute(delete(claims_t).where(claims_t.c.entry_id == c.entry_id))
+                cconn.execute("DELETE FROM claims WHERE entry_id = ?", (c.entry_id,))
             crash_point("resolve_before_vault_write")
             rep.flush_vault()
         return result

@@ -20,7 +20,6 @@ from typing import Annotated, Any, Literal
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
-from sqlalchemy import select
 
 from replica import service
 from replica import store as st
@@ -134,12 +133,9 @@ class Session:
         store = st.Store(space.store_path)
         try:
             with store.engine.connect() as conn:
-                held = list(conn.execute(select(st.conflicts_t.c.entry_id).order_by(
-                    st.conflicts_t.c.entry_id)).scalars())
-                rows = conn.execute(select(
-                    st.entries_t.c.id, st.entries_t.c.local_version,
-                    st.entries_t.c.synced_version).where(
-                    st.entries_t.c.held.is_(False))).all()
+                held = conn.column("SELECT entry_id FROM conflicts ORDER BY entry_id")
+                rows = conn.execute("SELECT id, local_version, synced_version FROM entries"
+                                    " WHERE NOT held").fetchall()
         finally:
             store.close()
         # dirty = local differs from synced, where absent and a tombstone compare equal

@@ -23,11 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection
-
 from replica import store as st
 from replica import vault as vlt
 from replica.merge import same
+from replica.sqlite_db import Conn
 from shared.entry import EntryError
 
 LIST_LIMIT = 50  # entry ids listed; the count is always complete
@@ -47,7 +46,7 @@ class Unpublished:
                 "source": self.source}
 
 
-def _journal_changes(conn: Connection, vault: Path, paths: list[str]) -> vlt.Changes:
+def _journal_changes(conn: Conn, vault: Path, paths: list[str]) -> vlt.Changes:
     """What ``scan_changes`` would find, for the paths a watcher's journal names alone."""
     base = os.fspath(vault).rstrip("/") + "/"
     changed, missing, problems = [], set(), []
@@ -71,7 +70,7 @@ def _journal_changes(conn: Connection, vault: Path, paths: list[str]) -> vlt.Cha
     return vlt.Changes(changed, missing, problems)
 
 
-def unpublished_txn(conn: Connection, vault: Path, *, scan: bool = True,
+def unpublished_txn(conn: Conn, vault: Path, *, scan: bool = True,
                     journal: list[str] | None = None) -> Unpublished:
     """What the next sync of the replica whose store ``conn`` reads would publish;
     ``journal``: the paths a running watcher saw change since its last scan, checked

@@ -17,7 +17,6 @@ from collections.abc import Callable
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from sqlalchemy import Connection
 
 from replica import blocked
 from replica import store as st
@@ -25,6 +24,7 @@ from replica.client import HubClient, HubUnverified
 from replica.crash import crash_point
 from replica.resolutions import forget_resolutions_txn, plan_batch
 from replica.screened import allows_from, hold_back
+from replica.sqlite_db import Conn
 from replica.store import EntryState, Head, Store
 from replica.syncreport import SyncReport
 from shared import policy
@@ -62,7 +62,7 @@ class Publisher:
     def snapshot(self, report: SyncReport) -> None:
         raise NotImplementedError  # the engine's snapshot (replica/sync.py)
 
-    def _schedule_write_txn(self, conn: Connection, s: EntryState) -> None:
+    def _schedule_write_txn(self, conn: Conn, s: EntryState) -> None:
         raise NotImplementedError  # the engine's vault journal (replica/sync.py)
 
     def _build_ops(self, report: SyncReport | None = None) -> list[Op]:
@@ -224,7 +224,7 @@ class Publisher:
             report.pushed += len(batch.ops)
             report.batches += 1
 
-    def _apply_receipt_txn(self, conn: Connection, batch: Batch, receipt: dict[str, Any]
+    def _apply_receipt_txn(self, conn: Conn, batch: Batch, receipt: dict[str, Any]
                            ) -> bool:
         """Record an accepted batch; True when the local head moved onto it.
 
@@ -261,8 +261,6 @@ class Publisher:
     def _check_landed(self, landed: list[tuple[Batch, dict[str, Any]]]) -> None:
         """After pulling a gap: the change at each receipt's seq is that batch, with the
         receipt's head (the pull verified the chain through it)."""
-        from sqlalchemy import select
-
         head = self.store.head()
         for batch, receipt in landed:
             if head is None or head.epoch != batch.epoch:
@@ -270,11 +268,10 @@ class Publisher:
             if head.seq < receipt["seq"]:
                 raise HubUnverified("the hub's history ends before a batch it gave a receipt "
                                     "for", {"seq": receipt["seq"], "hub_seq": head.seq})
-            h = st.history_t
             with self.store.tx() as conn:
-                rows = conn.execute(select(h.c.batch_digest, h.c.head).where(
-                    h.c.epoch == batch.epoch, h.c.seq == receipt["seq"],
-                    h.c.kind != "snapshot")).all()
+                rows = conn.execute(
+                    "SELECT batch_digest, head FROM history WHERE epoch = ? AND seq = ?"
+                    " AND kind != 'snapshot'", (batch.epoch, receipt["seq"])).fetchall()
             if rows and any((r.batch_digest, r.head) != (batch.digest, receipt["head"])
                             for r in rows):
                 raise HubUnverified("the pulled change at a receipt's seq is not that batch",

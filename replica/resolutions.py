@@ -7,9 +7,8 @@ never on each other's internals.
 
 from __future__ import annotations
 
-from sqlalchemy import Connection
-
 from replica import store as st
+from replica.sqlite_db import Conn
 from replica.store import Store
 from shared.wire import MAX_PROVENANCE_VALUE, Op
 
@@ -35,7 +34,7 @@ def plan_batch(store: Store, ops: list[Op], provenance: dict[str, str] | None
     return group, prov
 
 
-def forget_resolutions_txn(conn: Connection, entry_ids: list[str]) -> None:
+def forget_resolutions_txn(conn: Conn, entry_ids: list[str]) -> None:
     """Called when a batch is accepted: its resolutions are published."""
     res = st.get_meta_txn(conn, "resolutions", {}) or {}
     if any(e in res for e in entry_ids):

@@ -1,4 +1,4 @@
-"""The local store of one joined space: SQLite through SQLAlchemy Core.
+"""The local store of one joined space: SQLite through ``sqlite3`` (replica/sqlite_db.py).
 
 What it keeps (DESIGN §7):
 
@@ -30,26 +30,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import (
-    BigInteger,
-    Boolean,
-    Column,
-    Connection,
-    Integer,
-    LargeBinary,
-    MetaData,
-    String,
-    Table,
-    Text,
-    create_engine,
-    delete,
-    event,
-    insert,
-    select,
-)
-from sqlalchemy.exc import OperationalError
-from sqlalchemy.pool import NullPool
-
 # the store's values live in replica/records.py; callers reach them as st.<name> too
 from replica.records import (
     SAME,
@@ -65,36 +45,35 @@ from replica.records import (
     version_of,
     with_canonical,  # noqa: F401 - re-exported
 )
+from replica.sqlite_db import Conn, Database, OperationalError
 from shared.canonical import _fast_dumps, _fast_ok
 from shared.digest import digest_of, sha256_hex
 
-metadata = MetaData()
+META_DDL = """CREATE TABLE IF NOT EXISTS meta (
+	"key" VARCHAR(64) NOT NULL,
+	value TEXT NOT NULL,
+	PRIMARY KEY ("key")
+)"""
 
-meta_t = Table(
-    "meta", metadata,
-    Column("key", String(64), primary_key=True),
-    Column("value", Text, nullable=False),
-)
-
-entries_t = Table(
-    "entries", metadata,
-    Column("id", String(300), primary_key=True),
-    Column("synced", Text, nullable=True),
-    Column("synced_version", String(64), nullable=True),
-    Column("local", Text, nullable=True),
-    Column("local_version", String(64), nullable=True),
-    Column("file_hash", String(64), nullable=True),
-    Column("file_size", BigInteger, nullable=True),
-    Column("file_mtime_ns", BigInteger, nullable=True),
-    Column("held", Boolean, nullable=False, default=False),
-    # the entry the vault file was last written from or last read as: what a person's
-    # edit of that file is based on (scan merges three-way when the store moved on)
-    Column("file_base", Text, nullable=True),
-    # whether synced / local is a tombstone: with the versions and the file stat these make
-    # the covering index below, so scans, dirty counts and the digest never read an entry
-    Column("synced_deleted", Boolean, nullable=True),
-    Column("local_deleted", Boolean, nullable=True),
-)
+# the entry the vault file was last written from or last read as: what a person's
+# edit of that file is based on (scan merges three-way when the store moved on)
+# whether synced / local is a tombstone: with the versions and the file stat these make
+# the covering index below, so scans, dirty counts and the digest never read an entry
+ENTRIES_DDL = """CREATE TABLE IF NOT EXISTS entries (
+	id VARCHAR(300) NOT NULL,
+	synced TEXT,
+	synced_version VARCHAR(64),
+	local TEXT,
+	local_version VARCHAR(64),
+	file_hash VARCHAR(64),
+	file_size BIGINT,
+	file_mtime_ns BIGINT,
+	held BOOLEAN NOT NULL,
+	file_base TEXT,
+	synced_deleted BOOLEAN,
+	local_deleted BOOLEAN,
+	PRIMARY KEY (id)
+)"""
 ENTRIES_COVER = ("CREATE INDEX IF NOT EXISTS entries_cover ON entries (id, synced_version,"
                  " local_version, held, synced_deleted, local_deleted, file_hash, file_size,"
                  " file_mtime_ns)")
@@ -118,17 +97,17 @@ DIGEST_TRIGGERS = (
 # any code path (the ORM, plain SQL), logs the entry and its previous live version in
 # ``state_log`` in the same transaction (triggers), so the root is always computed from
 # what the store really holds, never from what a code path says it wrote.
-state_t = Table(
-    "state_buckets", metadata,
-    Column("bucket", Integer, primary_key=True, autoincrement=False),
-    Column("lattice", LargeBinary, nullable=False),
-    Column("digest", LargeBinary, nullable=False),
-)
-state_log_t = Table(
-    "state_log", metadata,
-    Column("id", String(300), primary_key=True),
-    Column("old", String(64), nullable=True),  # live synced version before; NULL: absent
-)
+STATE_DDL = """CREATE TABLE IF NOT EXISTS state_buckets (
+	bucket INTEGER NOT NULL,
+	lattice BLOB NOT NULL,
+	digest BLOB NOT NULL,
+	PRIMARY KEY (bucket)
+)"""
+STATE_LOG_DDL = """CREATE TABLE IF NOT EXISTS state_log (
+	id VARCHAR(300) NOT NULL,
+	old VARCHAR(64),
+	PRIMARY KEY (id)
+)"""
 _LIVE_OLD = "CASE WHEN old.synced_deleted THEN NULL ELSE old.synced_version END"
 STATE_TRIGGERS = (
     "CREATE TRIGGER IF NOT EXISTS entries_state_ins AFTER INSERT ON entries"
@@ -141,57 +120,61 @@ STATE_TRIGGERS = (
     f" BEGIN INSERT OR IGNORE INTO state_log (id, old) VALUES (old.id, {_LIVE_OLD}); END",
 )
 
-outbox_t = Table(
-    "outbox", metadata,
-    Column("batch_id", String(26), primary_key=True),
-    Column("body", Text, nullable=False),
-    Column("created_at", BigInteger, nullable=False),
-)
+OUTBOX_DDL = """CREATE TABLE IF NOT EXISTS outbox (
+	batch_id VARCHAR(26) NOT NULL,
+	body TEXT NOT NULL,
+	created_at BIGINT NOT NULL,
+	PRIMARY KEY (batch_id)
+)"""
 
-history_t = Table(
-    "history", metadata,
-    Column("n", Integer, primary_key=True, autoincrement=True),
-    Column("epoch", String(26), nullable=False),
-    Column("seq", BigInteger, nullable=False),
-    Column("batch_id", String(26), nullable=True),
-    Column("replica_id", String(26), nullable=True),
-    Column("batch_digest", String(64), nullable=True),
-    Column("head", String(64), nullable=False),
-    Column("author", Text, nullable=True),
-    Column("accepted_at", BigInteger, nullable=True),
-    Column("kind", String(16), nullable=False),  # batch | snapshot | push
-    Column("entries", Text, nullable=False),
-)
+HISTORY_DDL = """CREATE TABLE IF NOT EXISTS history (
+	n INTEGER NOT NULL,
+	epoch VARCHAR(26) NOT NULL,
+	seq BIGINT NOT NULL,
+	batch_id VARCHAR(26),
+	replica_id VARCHAR(26),
+	batch_digest VARCHAR(64),
+	head VARCHAR(64) NOT NULL,
+	author TEXT,
+	accepted_at BIGINT,
+	kind VARCHAR(16) NOT NULL,
+	entries TEXT NOT NULL,
+	PRIMARY KEY (n)
+)"""
 
-conflicts_t = Table(
-    "conflicts", metadata,
-    Column("entry_id", String(300), primary_key=True),
-    Column("fields", Text, nullable=False),
-    Column("base", Text, nullable=True),
-    Column("ours", Text, nullable=True),
-    Column("theirs", Text, nullable=True),
-    Column("base_version", String(64), nullable=True),
-    Column("ours_version", String(64), nullable=True),
-    Column("theirs_version", String(64), nullable=True),
-    Column("theirs_author", Text, nullable=True),
-    Column("theirs_seq", BigInteger, nullable=True),
-    Column("body_with_markers", Text, nullable=True),
-    Column("created_at", BigInteger, nullable=False),
-)
+CONFLICTS_DDL = """CREATE TABLE IF NOT EXISTS conflicts (
+	entry_id VARCHAR(300) NOT NULL,
+	fields TEXT NOT NULL,
+	base TEXT,
+	ours TEXT,
+	theirs TEXT,
+	base_version VARCHAR(64),
+	ours_version VARCHAR(64),
+	theirs_version VARCHAR(64),
+	theirs_author TEXT,
+	theirs_seq BIGINT,
+	body_with_markers TEXT,
+	created_at BIGINT NOT NULL,
+	PRIMARY KEY (entry_id)
+)"""
 
-vault_pending_t = Table(
-    "vault_pending", metadata,
-    Column("entry_id", String(300), primary_key=True),
-    Column("content", Text, nullable=True),  # NULL: remove the file
-    Column("prev_hash", String(64), nullable=True),
-)
+VAULT_PENDING_DDL = """CREATE TABLE IF NOT EXISTS vault_pending (
+	entry_id VARCHAR(300) NOT NULL,
+	content TEXT,
+	prev_hash VARCHAR(64),
+	PRIMARY KEY (entry_id)
+)"""
 
-receipts_t = Table(
-    "receipts", metadata,
-    Column("batch_id", String(26), primary_key=True),
-    Column("receipt", Text, nullable=False),
-)
+RECEIPTS_DDL = """CREATE TABLE IF NOT EXISTS receipts (
+	batch_id VARCHAR(26) NOT NULL,
+	receipt TEXT NOT NULL,
+	PRIMARY KEY (batch_id)
+)"""
 
+
+
+TABLES_DDL = (META_DDL, ENTRIES_DDL, STATE_DDL, STATE_LOG_DDL, OUTBOX_DDL, HISTORY_DDL,
+              CONFLICTS_DDL, VAULT_PENDING_DDL, RECEIPTS_DDL)
 
 
 class Store:
@@ -201,29 +184,23 @@ class Store:
         """``durable=False`` skips fsync (tests only: a crash may then lose the last commit)."""
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.engine = create_engine(f"sqlite:///{path}", poolclass=NullPool)
-
-        @event.listens_for(self.engine, "connect")
-        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
-            cur = dbapi_conn.cursor()
-            cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute("PRAGMA synchronous=FULL" if durable else "PRAGMA synchronous=OFF")
-            cur.execute("PRAGMA busy_timeout=10000")
-            cur.close()
-
+        self.engine = Database(path, (
+            "PRAGMA journal_mode=WAL",
+            "PRAGMA synchronous=FULL" if durable else "PRAGMA synchronous=OFF",
+            "PRAGMA busy_timeout=10000"))
         with self.tx() as conn:
             _upgrade_txn(conn)
-        metadata.create_all(self.engine)
-        with self.tx() as conn:
-            conn.exec_driver_sql(ENTRIES_COVER)
+            for ddl in TABLES_DDL:
+                conn.execute(ddl)
+            conn.execute(ENTRIES_COVER)
             for trigger in DIGEST_TRIGGERS + STATE_TRIGGERS:
-                conn.exec_driver_sql(trigger)
+                conn.execute(trigger)
 
     def close(self) -> None:
         self.engine.dispose()
 
     @contextmanager
-    def tx(self) -> Iterator[Connection]:
+    def tx(self) -> Iterator[Conn]:
         with self.engine.begin() as conn:
             yield conn
 
@@ -250,7 +227,7 @@ class Store:
     def conflicts(self) -> list[Conflict]:
         with self.engine.connect() as conn:
             return [_conflict(r) for r in conn.execute(
-                select(conflicts_t).order_by(conflicts_t.c.entry_id)).mappings()]
+                "SELECT * FROM conflicts ORDER BY entry_id")]
 
     def outbox(self) -> list[dict[str, Any]]:
         with self.engine.connect() as conn:
@@ -258,8 +235,7 @@ class Store:
 
     def history(self) -> list[dict[str, Any]]:
         with self.engine.connect() as conn:
-            return [dict(r) for r in conn.execute(
-                select(history_t).order_by(history_t.c.n)).mappings()]
+            return [r._asdict() for r in conn.execute("SELECT * FROM history ORDER BY n")]
 
     def pending_vault_writes(self) -> list[tuple[str, str | None, str | None]]:
         with self.engine.connect() as conn:
@@ -300,7 +276,7 @@ class Store:
 # ---------------------------------------------------------------- transaction functions
 
 
-def _upgrade_txn(conn: Connection) -> None:
+def _upgrade_txn(conn: Conn) -> None:
     """Bring a store made by an older version up to this schema (idempotent)."""
     cols = {r[1] for r in conn.exec_driver_sql("PRAGMA table_info(entries)")}
     if not cols:
@@ -320,7 +296,7 @@ def _upgrade_txn(conn: Connection) -> None:
             " AND id NOT IN (SELECT entry_id FROM vault_pending)")
 
 
-def digest_over_txn(conn: Connection, head_json: dict[str, Any] | None) -> str:
+def digest_over_txn(conn: Conn, head_json: dict[str, Any] | None) -> str:
     live = [[i, sv] for i, sv, _lv, _h in live_versions_txn(conn) if sv is not None]
     value = {"head": head_json, "entries": live}
     if _fast_ok(head_json):
@@ -334,7 +310,7 @@ def digest_over_txn(conn: Connection, head_json: dict[str, Any] | None) -> str:
     return digest_of(value)
 
 
-def _one(conn: Connection, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
+def _one(conn: Conn, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
     """The first row of a plain SQL query on the transaction's DBAPI connection (the hot
     paths: no expression building, compilation or result processing per statement)."""
     cur = conn.connection.cursor()
@@ -345,7 +321,7 @@ def _one(conn: Connection, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...]
         cur.close()
 
 
-def _run(conn: Connection, sql: str, params: tuple[Any, ...]) -> int:
+def _run(conn: Conn, sql: str, params: tuple[Any, ...]) -> int:
     """Run a plain SQL write on the transaction's DBAPI connection; the rows it changed."""
     cur = conn.connection.cursor()
     try:
@@ -355,23 +331,23 @@ def _run(conn: Connection, sql: str, params: tuple[Any, ...]) -> int:
         cur.close()
 
 
-def get_meta_txn(conn: Connection, key: str, default: Any = None) -> Any:
+def get_meta_txn(conn: Conn, key: str, default: Any = None) -> Any:
     row = _one(conn, "SELECT value FROM meta WHERE key = ?", (key,))
     return default if row is None else json.loads(row[0])
 
 
-def set_meta_txn(conn: Connection, key: str, value: Any) -> None:
+def set_meta_txn(conn: Conn, key: str, value: Any) -> None:
     # one statement where a delete and an insert ran (meta has no triggers)
     _run(conn, "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
          (key, json.dumps(value)))
 
 
-def head_txn(conn: Connection) -> Head | None:
+def head_txn(conn: Conn) -> Head | None:
     h = get_meta_txn(conn, "head")
     return None if h is None else Head(h["epoch"], h["seq"], h["digest"])
 
 
-def set_head_txn(conn: Connection, head: Head) -> None:
+def set_head_txn(conn: Conn, head: Head) -> None:
     set_meta_txn(conn, "head", head.to_json())
 
 
@@ -393,17 +369,18 @@ def _texts(s: EntryState) -> tuple[str | None, str | None, str | None]:
     return synced, local, base
 
 
-def states_txn(conn: Connection) -> dict[str, EntryState]:
-    return {r.id: _state(r) for r in conn.execute(select(entries_t).order_by(entries_t.c.id))}
+def states_txn(conn: Conn) -> dict[str, EntryState]:
+    return {r.id: _state(r) for r in conn.execute(
+        f"SELECT {', '.join(_STATE_COLS)} FROM entries ORDER BY id")}
 
 
-def dirty_ids_txn(conn: Connection) -> list[str]:
+def dirty_ids_txn(conn: Conn) -> list[str]:
     """The non-held entries whose local state differs from the synced one, from the index."""
     return [r[0] for r in _rows(conn, "SELECT id FROM entries INDEXED BY entries_cover"
                                       " WHERE NOT held AND " + _DIRTY + " ORDER BY id")]
 
 
-def dirty_states_txn(conn: Connection) -> dict[str, EntryState]:
+def dirty_states_txn(conn: Conn) -> dict[str, EntryState]:
     """The non-held entries whose local state differs from the synced one (by id): only
     those rows are read and rebuilt."""
     return {i: get_state_txn(conn, i) for i in dirty_ids_txn(conn)}
@@ -413,7 +390,7 @@ _DIRTY = ("(CASE WHEN synced_deleted THEN NULL ELSE synced_version END) IS NOT"
           " (CASE WHEN local_deleted THEN NULL ELSE local_version END)")
 
 
-def _rows(conn: Connection, sql: str) -> list[tuple[Any, ...]]:
+def _rows(conn: Conn, sql: str) -> list[tuple[Any, ...]]:
     """Plain tuples from the DBAPI cursor (in the same transaction): the index queries
     return a row per entry, and SQLAlchemy's row objects cost more than the query."""
     cur = conn.connection.cursor()
@@ -424,7 +401,7 @@ def _rows(conn: Connection, sql: str) -> list[tuple[Any, ...]]:
         cur.close()
 
 
-def file_stats_txn(conn: Connection) -> dict[str, tuple[str | None, int | None, int | None,
+def file_stats_txn(conn: Conn) -> dict[str, tuple[str | None, int | None, int | None,
                                                          bool]]:
     """Per entry (file hash, size, mtime, held): what a vault scan compares, nothing parsed."""
     return {r[0]: r[1:] for r in _rows(
@@ -432,14 +409,14 @@ def file_stats_txn(conn: Connection) -> dict[str, tuple[str | None, int | None, 
               " FROM entries INDEXED BY entries_cover")}
 
 
-def file_index_txn(conn: Connection) -> list[tuple[str, int | None, int | None]]:
+def file_index_txn(conn: Conn) -> list[tuple[str, int | None, int | None]]:
     """(id, size, mtime) of every entry with a recorded vault file, from the covering index:
     what ``vault.scan_changes`` compares the vault with."""
     return _rows(conn, "SELECT id, file_size, file_mtime_ns FROM entries INDEXED BY"
                        " entries_cover WHERE file_hash IS NOT NULL")  # type: ignore[return-value]
 
 
-def live_versions_txn(conn: Connection) -> list[tuple[str, str | None, str | None, bool]]:
+def live_versions_txn(conn: Conn) -> list[tuple[str, str | None, str | None, bool]]:
     """(id, live synced version, live local version, held) per entry, from the stored
     versions (a tombstone counts as absent), from the covering index alone."""
     return _rows(conn, "SELECT id, CASE WHEN synced_deleted THEN NULL ELSE synced_version END,"
@@ -447,7 +424,7 @@ def live_versions_txn(conn: Connection) -> list[tuple[str, str | None, str | Non
                        " FROM entries INDEXED BY entries_cover ORDER BY id")
 
 
-def snapshot_index_txn(conn: Connection) -> dict[str, tuple[str | None, str | None, bool,
+def snapshot_index_txn(conn: Conn) -> dict[str, tuple[str | None, str | None, bool,
                                                             bool]]:
     """Per entry (synced version, local version, held, has a file), plus every entry with
     a journaled vault write as (None, None, True, True): what applying a snapshot needs to
@@ -455,8 +432,8 @@ def snapshot_index_txn(conn: Connection) -> dict[str, tuple[str | None, str | No
     out = {r[0]: (r[1], r[2], bool(r[3]), r[4] is not None) for r in _rows(
         conn, "SELECT id, synced_version, local_version, held, file_hash"
               " FROM entries INDEXED BY entries_cover")}
-    for r in conn.execute(select(vault_pending_t.c.entry_id)):
-        out[r.entry_id] = (None, None, True, True)
+    for (entry_id,) in _rows(conn, "SELECT entry_id FROM vault_pending"):
+        out[entry_id] = (None, None, True, True)
     return out
 
 
@@ -465,7 +442,7 @@ _INSERT = ("INSERT INTO entries (id, synced, synced_version, local, local_versio
            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 
 
-def insert_new_states_txn(conn: Connection, states: list[EntryState]) -> None:
+def insert_new_states_txn(conn: Conn, states: list[EntryState]) -> None:
     """Insert entries this store has no row for, in one statement (executemany on the
     DBAPI cursor: plain tuples, no SQLAlchemy row building)."""
     rows = []
@@ -497,12 +474,12 @@ _UPDATE_STATE = ("UPDATE entries SET synced = ?, synced_version = ?, local = ?,"
                  " held = ?, file_base = ?, synced_deleted = ?, local_deleted = ? WHERE id = ?")
 
 
-def get_state_txn(conn: Connection, entry_id: str) -> EntryState:
+def get_state_txn(conn: Conn, entry_id: str) -> EntryState:
     r = _one(conn, _GET_STATE, (entry_id,))
     return EntryState(entry_id, None, None) if r is None else _state(_StateRow(*r))
 
 
-def put_state_txn(conn: Connection, s: EntryState) -> None:
+def put_state_txn(conn: Conn, s: EntryState) -> None:
     if s.synced is None and s.local is None and s.file_hash is None:
         _run(conn, "DELETE FROM entries WHERE id = ?", (s.id,))
         return
@@ -515,22 +492,22 @@ def put_state_txn(conn: Connection, s: EntryState) -> None:
         _run(conn, _INSERT, (s.id, *values))
 
 
-def outbox_txn(conn: Connection) -> list[dict[str, Any]]:
+def outbox_txn(conn: Conn) -> list[dict[str, Any]]:
     return [{"batch_id": r[0], "body": json.loads(r[1]), "created_at": r[2]}
             for r in _rows(conn, "SELECT batch_id, body, created_at FROM outbox"
                                  " ORDER BY created_at")]
 
 
-def add_outbox_txn(conn: Connection, batch_id: str, body: dict[str, Any], now: int) -> None:
-    conn.execute(insert(outbox_t).values(batch_id=batch_id, body=json.dumps(body),
-                                         created_at=now))
+def add_outbox_txn(conn: Conn, batch_id: str, body: dict[str, Any], now: int) -> None:
+    _run(conn, "INSERT INTO outbox (batch_id, body, created_at) VALUES (?, ?, ?)",
+         (batch_id, json.dumps(body), now))
 
 
-def drop_outbox_txn(conn: Connection, batch_id: str) -> None:
+def drop_outbox_txn(conn: Conn, batch_id: str) -> None:
     _run(conn, "DELETE FROM outbox WHERE batch_id = ?", (batch_id,))
 
 
-def add_history_txn(conn: Connection, *, epoch: str, seq: int, head: str, kind: str,
+def add_history_txn(conn: Conn, *, epoch: str, seq: int, head: str, kind: str,
                     entries: list[str], batch_id: str | None = None,
                     replica_id: str | None = None, batch_digest: str | None = None,
                     author: dict[str, Any] | None = None, accepted_at: int | None = None
@@ -541,9 +518,9 @@ def add_history_txn(conn: Connection, *, epoch: str, seq: int, head: str, kind: 
           None if author is None else json.dumps(author), accepted_at))
 
 
-def save_receipt_txn(conn: Connection, batch_id: str, receipt: dict[str, Any]) -> None:
-    conn.execute(delete(receipts_t).where(receipts_t.c.batch_id == batch_id))
-    conn.execute(insert(receipts_t).values(batch_id=batch_id, receipt=json.dumps(receipt)))
+def save_receipt_txn(conn: Conn, batch_id: str, receipt: dict[str, Any]) -> None:
+    _run(conn, "INSERT OR REPLACE INTO receipts (batch_id, receipt) VALUES (?, ?)",
+         (batch_id, json.dumps(receipt)))
 
 
 def _conflict(r: Any) -> Conflict:
@@ -553,29 +530,26 @@ def _conflict(r: Any) -> Conflict:
                     r.theirs_seq, r.body_with_markers, r.created_at)
 
 
-def get_conflict_txn(conn: Connection, entry_id: str) -> Conflict | None:
-    r = conn.execute(select(conflicts_t).where(conflicts_t.c.entry_id == entry_id)
-                     ).mappings().first()
+def get_conflict_txn(conn: Conn, entry_id: str) -> Conflict | None:
+    r = conn.execute("SELECT * FROM conflicts WHERE entry_id = ?", (entry_id,)).fetchone()
     return None if r is None else _conflict(r)
 
 
-def put_conflict_txn(conn: Connection, c: Conflict) -> None:
-    conn.execute(delete(conflicts_t).where(conflicts_t.c.entry_id == c.entry_id))
-    conn.execute(insert(conflicts_t).values(
-        entry_id=c.entry_id, fields=json.dumps(c.fields), base=entry_json(c.base),
-        ours=entry_json(c.ours), theirs=entry_json(c.theirs),
-        base_version=version_of(c.base), ours_version=version_of(c.ours),
-        theirs_version=version_of(c.theirs),
-        theirs_author=None if c.theirs_author is None else json.dumps(c.theirs_author),
-        theirs_seq=c.theirs_seq, body_with_markers=c.body_with_markers,
-        created_at=c.created_at))
+def put_conflict_txn(conn: Conn, c: Conflict) -> None:
+    _run(conn, "INSERT OR REPLACE INTO conflicts (entry_id, fields, base, ours, theirs,"
+               " base_version, ours_version, theirs_version, theirs_author, theirs_seq,"
+               " body_with_markers, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+         (c.entry_id, json.dumps(c.fields), entry_json(c.base), entry_json(c.ours),
+          entry_json(c.theirs), version_of(c.base), version_of(c.ours), version_of(c.theirs),
+          None if c.theirs_author is None else json.dumps(c.theirs_author), c.theirs_seq,
+          c.body_with_markers, c.created_at))
 
 
-def drop_conflict_txn(conn: Connection, entry_id: str) -> None:
-    conn.execute(delete(conflicts_t).where(conflicts_t.c.entry_id == entry_id))
+def drop_conflict_txn(conn: Conn, entry_id: str) -> None:
+    _run(conn, "DELETE FROM conflicts WHERE entry_id = ?", (entry_id,))
 
 
-def add_vault_write_txn(conn: Connection, entry_id: str, content: str | None,
+def add_vault_write_txn(conn: Conn, entry_id: str, content: str | None,
                         prev_hash: str | None) -> None:
     """Journal a vault write. ``prev_hash`` is what the file holds now; when a write is
     already pending, the file still holds what *that* write expected, so keep its hash."""
@@ -585,5 +559,5 @@ def add_vault_write_txn(conn: Connection, entry_id: str, content: str | None,
          (entry_id, content, prev_hash))
 
 
-def done_vault_write_txn(conn: Connection, entry_id: str) -> None:
+def done_vault_write_txn(conn: Conn, entry_id: str) -> None:
     _run(conn, "DELETE FROM vault_pending WHERE entry_id = ?", (entry_id,))

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from sqlalchemy import Connection
 
 from replica import auditcheck, blocked, vaultfaults, verify
 from replica import store as st
@@ -35,6 +34,7 @@ from replica.client import Change, ChangesPage, HubClient, HubUnverified
 from replica.crash import crash_point
 from replica.merge import merge_entry, same
 from replica.push import Publisher
+from replica.sqlite_db import Conn
 from replica.store import Conflict, EntryState, Head, Store
 from replica.syncreport import SyncReport
 from shared.entry import Entry, EntryError
@@ -203,7 +203,7 @@ class Replica(Publisher):
                 report.local_changes.append(entry_id)
         report.problems.sort(key=lambda p: p.path)
 
-    def _merge_file_txn(self, conn: Connection, s: EntryState, file_base: Entry | None,
+    def _merge_file_txn(self, conn: Conn, s: EntryState, file_base: Entry | None,
                         entry: Entry, report: SyncReport) -> None:
         """Fold a vault file read as ``entry`` into ``s`` three-way (base: ``file_base``,
         ours: the file, theirs: the local state the file never showed): a clean merge is
@@ -230,7 +230,7 @@ class Replica(Publisher):
 
     # ------------------------------------------------------------ store → vault
 
-    def _render(self, conn: Connection, s: EntryState) -> tuple[str | None, bool]:
+    def _render(self, conn: Conn, s: EntryState) -> tuple[str | None, bool]:
         """What the vault file of ``s`` should hold (None: no file)."""
         shown, marker = self._shown(conn, s)
         if shown is None:
@@ -238,7 +238,7 @@ class Replica(Publisher):
         return vlt.render(shown, marker).decode("utf-8"), True
 
     @staticmethod
-    def _shown(conn: Connection, s: EntryState) -> tuple[Entry | None, dict[str, Any] | None]:
+    def _shown(conn: Conn, s: EntryState) -> tuple[Entry | None, dict[str, Any] | None]:
         """The entry the vault file of ``s`` shows, with its local marker (None: no file)."""
         if s.held:
             c = st.get_conflict_txn(conn, s.id)
@@ -251,7 +251,7 @@ class Replica(Publisher):
             return None, None
         return s.local, None
 
-    def _schedule_write_txn(self, conn: Connection, s: EntryState) -> None:
+    def _schedule_write_txn(self, conn: Conn, s: EntryState) -> None:
         content, _ = self._render(conn, s)
         new_hash = None if content is None else vlt.file_hash(content.encode("utf-8"))
         if new_hash == s.file_hash:
@@ -357,7 +357,7 @@ class Replica(Publisher):
         return verify.Authors(self.client._need_key(), lambda: self.client.devices(
             self.space_id), self.store.get_meta(verify.DEVICES))
 
-    def apply_page_txn(self, conn: Connection, page: ChangesPage, authors: verify.Authors,
+    def apply_page_txn(self, conn: Conn, page: ChangesPage, authors: verify.Authors,
                        report: SyncReport) -> None:
         """Apply a verified page of changes, then check that the store adds up to the state
         the hub signed at its end; raises (and the transaction rolls back) otherwise."""
@@ -387,7 +387,7 @@ class Replica(Publisher):
             if not page.more or not page.changes:
                 return
 
-    def _apply_change_txn(self, conn: Connection, change: Change, report: SyncReport) -> None:
+    def _apply_change_txn(self, conn: Conn, change: Change, report: SyncReport) -> None:
         batch = change.batch
         for op in batch.ops:
             # the batch provenance rides along: conflict packets show which agent wrote theirs
@@ -408,7 +408,7 @@ class Replica(Publisher):
             # batch cannot be in our outbox, so its change reads no outbox row)
             st.drop_outbox_txn(conn, batch.batch_id)
 
-    def _merge_remote_txn(self, conn: Connection, theirs: Entry | None, report: SyncReport, *,
+    def _merge_remote_txn(self, conn: Conn, theirs: Entry | None, report: SyncReport, *,
                           entry_id: str | None = None, author: dict[str, Any] | None = None,
                           seq: int | None = None) -> None:
         """Fold the hub's state of one entry into the store (theirs None: absent)."""
@@ -491,7 +491,7 @@ class Replica(Publisher):
             vaultfaults.remove_created(created)
             raise
 
-    def _snapshot_txn(self, conn: Connection, lines: Any, signed: SignedHead, new_head: Head,
+    def _snapshot_txn(self, conn: Conn, lines: Any, signed: SignedHead, new_head: Head,
                       report: SyncReport, created: list[tuple[str, bytes]]) -> None:
         count = 0
         index = st.snapshot_index_txn(conn)
@@ -524,7 +524,7 @@ class Replica(Publisher):
                            head=new_head.digest, kind="snapshot", entries=sorted(seen))
         verify.check_root_txn(conn, signed, "snapshot")
 
-    def _snapshot_chunk_txn(self, conn: Connection, items: list[tuple[Entry, int]],
+    def _snapshot_chunk_txn(self, conn: Conn, items: list[tuple[Entry, int]],
                             index: dict[str, tuple[str | None, str | None, bool, bool]],
                             report: SyncReport, created: list[tuple[str, bytes]]) -> None:
         """Apply snapshot entries: an entry unchanged here and on the hub is skipped; one
@@ -561,7 +561,7 @@ class Replica(Publisher):
                                      mtime, False, entry))
         st.insert_new_states_txn(conn, states)
 
-    def _adopt_file_txn(self, conn: Connection, entry_id: str, path: str) -> None:
+    def _adopt_file_txn(self, conn: Conn, entry_id: str, path: str) -> None:
         """A file that appeared at an entry's path while a clone was writing it: read now as
         the local create it is (when it parses), so the hub's version merges against it (a
         ``create`` conflict when they differ) instead of being recorded as local."""

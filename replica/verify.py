@@ -28,10 +28,9 @@ import secrets
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from sqlalchemy import Connection
-
 from replica import auditcheck
 from replica import store as st
+from replica.sqlite_db import Conn
 from shared import state
 from shared.errors import HubUnverified
 from shared.signed import Attestation, SignedHead, attested_at, parse_attestation
@@ -49,7 +48,7 @@ def new_nonce() -> str:
 # ---------------------------------------------------------------- the state root
 
 
-def _cursor_rows(conn: Connection, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+def _cursor_rows(conn: Conn, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
     cur = conn.connection.cursor()
     try:
         cur.execute(sql, params)
@@ -58,7 +57,7 @@ def _cursor_rows(conn: Connection, sql: str, params: tuple[Any, ...] = ()) -> li
         cur.close()
 
 
-def _rebuild_txn(conn: Connection) -> None:
+def _rebuild_txn(conn: Conn) -> None:
     live = [(i, sv) for i, sv, _lv, _h in st.live_versions_txn(conn) if sv is not None]
     lattices = state.lattices_of(live)
     _cursor_rows(conn, "DELETE FROM state_buckets")
@@ -67,7 +66,7 @@ def _rebuild_txn(conn: Connection) -> None:
     st.set_meta_txn(conn, STATE_READY, True)
 
 
-def _write_buckets_txn(conn: Connection, lattices: dict[int, bytes]) -> None:
+def _write_buckets_txn(conn: Conn, lattices: dict[int, bytes]) -> None:
     cur = conn.connection.cursor()
     try:
         cur.executemany("INSERT OR REPLACE INTO state_buckets (bucket, lattice, digest) "
@@ -77,7 +76,7 @@ def _write_buckets_txn(conn: Connection, lattices: dict[int, bytes]) -> None:
         cur.close()
 
 
-def state_root_txn(conn: Connection) -> str:
+def state_root_txn(conn: Conn) -> str:
     """The root of the store's synced live entries, folding in every change logged since
     the last call (O(changed)); built from the whole store the first time."""
     if not st.get_meta_txn(conn, STATE_READY, False):
@@ -101,7 +100,7 @@ def state_root_txn(conn: Connection) -> str:
     return state.root_of(digests)
 
 
-def check_root_txn(conn: Connection, signed: SignedHead, what: str) -> None:
+def check_root_txn(conn: Conn, signed: SignedHead, what: str) -> None:
     """The store, as this transaction leaves it, must hold exactly the signed state."""
     root = state_root_txn(conn)
     if root != signed.state:

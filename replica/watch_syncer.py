@@ -44,7 +44,7 @@ class SpaceSyncer:
             # one idle connection (no transaction, no lock) held while the watcher runs:
             # the store opens a connection per transaction, and SQLite makes the close of
             # the last one checkpoint the WAL (fsyncs) and the next open recover it
-            self._warm = self._parts[2].engine.connect()
+            self._warm = self._parts[2].engine.open()
         return self._parts
 
     def close(self) -> None:
@@ -146,14 +146,12 @@ class SpaceSyncer:
         Reads a few rows and stats a few files; never the whole vault."""
         if all(self._known_write(p) for p in paths):
             return True  # no database read at all
-        from sqlalchemy import select
-
         from replica import vault as vlt
 
         _, _, store = self._open()
         vault = Path(self.space.vault)
         with store.engine.connect() as conn:
-            if conn.execute(select(st.vault_pending_t.c.entry_id).limit(1)).first():
+            if conn.scalar("SELECT 1 FROM vault_pending LIMIT 1"):
                 return False  # a write is still to be carried out: let the sync see it
             for p in paths:
                 try:
@@ -215,9 +213,9 @@ def _local_pending_txn(conn: Any) -> bool:
     """Anything local the store still has to publish or show: an outbox batch, a journaled
     vault write, a held conflict, a dirty entry."""
 
-    tables = (st.outbox_t.name, st.vault_pending_t.name, st.conflicts_t.name)
-    any_row = conn.exec_driver_sql(
-        "SELECT " + " OR ".join(f"EXISTS (SELECT 1 FROM {t})" for t in tables)).scalar()
+    tables = ("outbox", "vault_pending", "conflicts")
+    any_row = conn.scalar(
+        "SELECT " + " OR ".join(f"EXISTS (SELECT 1 FROM {t})" for t in tables))
     return bool(any_row or st.dirty_states_txn(conn))
 
 

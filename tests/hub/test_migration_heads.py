@@ -22,3 +22,38 @@ def test_migrations_have_unique_ids_and_one_head() -> None:
     cfg.set_main_option("script_location", str(MIGRATIONS))
     heads = ScriptDirectory.from_config(cfg).get_heads()
     assert len(heads) == 1, f"more than one head: {heads}"
+
+
+def test_the_head_read_without_alembic_is_alembics_head() -> None:
+    """``quire hub serve`` checks the database against ``alembic_head()``, read from the
+    files without importing Alembic; it must be the revision Alembic would upgrade to."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    from hub.store.migrate import alembic_head
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    assert alembic_head() == ScriptDirectory.from_config(cfg).get_current_head()
+
+
+def test_serve_refuses_a_database_behind_the_newest_revision(tmp_path) -> None:
+    """The check ``serve`` makes without Alembic still refuses an old schema: a database one
+    revision behind gets ``migration_required`` and no server starts."""
+    import json
+    import sqlite3
+    import subprocess
+
+    from hub.store.migrate import _revisions, alembic_head
+    from tests.kit import hub_cmd, init_hub
+
+    data = tmp_path / "hub"
+    init_hub(data)
+    older = _revisions()[alembic_head()][0]
+    with sqlite3.connect(data / "hub.db") as db:
+        db.execute("UPDATE alembic_version SET version_num = ?", (older,))
+    out = subprocess.run(hub_cmd("serve", "--data", str(data), "--port", "1", "--json"),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0
+    doc = json.loads(out.stdout.strip().splitlines()[-1])
+    assert doc["error"]["code"] == "migration_required", doc

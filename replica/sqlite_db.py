@@ -1,0 +1,137 @@
+"""The replica's SQLite files, opened with the standard library's ``sqlite3`` (issue 16).
+
+The replica used SQLAlchemy Core for its stores; importing it cost every ``quire`` process
+about a quarter of a second (and asyncio with it) before any work, for statements that are
+plain SQL anyway. This module keeps the small shape the store code was written against:
+
+    Database(path, pragmas)            one file; a new connection per use (as NullPool did)
+      ├─ .connect()  -> Conn            reads; rolled back and closed at the end
+      └─ .begin()    -> Conn            a transaction: committed at the end, rolled back on
+                                         an exception
+    Conn.execute(sql, params)           a cursor whose rows are named tuples (``r.id``,
+                                         ``r[0]``, ``r._asdict()``); ``.first()``,
+                                         ``.all()``, ``.scalar()``
+    Conn.connection                     the ``sqlite3.Connection`` (the hot paths' cursors)
+
+Transactions behave as they did under SQLAlchemy's pysqlite dialect, which left the driver
+in its default mode: ``BEGIN`` (deferred) is issued by ``sqlite3`` before the first write
+of a transaction, and reads before it see the latest commit. ``immediate=True`` opens the
+connection in autocommit mode and starts every ``begin()`` with ``BEGIN IMMEDIATE``: the
+write lock is taken before the first read, so read-check-write sequences are safe across
+processes (the conflict desk's claims).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import namedtuple
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+OperationalError = sqlite3.OperationalError
+IntegrityError = sqlite3.IntegrityError
+
+
+@cache
+def _row_type(fields: tuple[str, ...]) -> Any:
+    return namedtuple("Row", fields, rename=True)  # type: ignore[misc]
+
+
+def _named(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> Any:
+    return _row_type(tuple(d[0] for d in cursor.description))(*row)
+
+
+class Cursor(sqlite3.Cursor):
+    """A cursor with the result helpers the store's callers read rows with."""
+
+    def first(self) -> Any:
+        return self.fetchone()
+
+    def all(self) -> list[Any]:
+        return self.fetchall()
+
+    def scalar(self) -> Any:
+        row = self.fetchone()
+        return None if row is None else row[0]
+
+
+class Conn:
+    """One open connection, as the store's functions use it (they end in ``_txn``)."""
+
+    __slots__ = ("connection",)
+
+    def __init__(self, connection: sqlite3.Connection):
+        self.connection = connection
+
+    def execute(self, sql: str, params: Iterable[Any] = ()) -> Cursor:
+        cur = self.connection.cursor(Cursor)
+        cur.row_factory = _named
+        cur.execute(sql, tuple(params))
+        return cur
+
+    exec_driver_sql = execute  # the name SQLAlchemy gave plain SQL; tests use it
+
+    def scalar(self, sql: str, params: Iterable[Any] = ()) -> Any:
+        """The first column of the first row, or None."""
+        row = self.connection.execute(sql, tuple(params)).fetchone()
+        return None if row is None else row[0]
+
+    def column(self, sql: str, params: Iterable[Any] = ()) -> list[Any]:
+        """The first column of every row."""
+        return [r[0] for r in self.connection.execute(sql, tuple(params))]
+
+    def executemany(self, sql: str, rows: Iterable[Iterable[Any]]) -> None:
+        self.connection.executemany(sql, rows)
+
+
+class Database:
+    """One SQLite file. Every ``connect()``/``begin()`` opens its own connection, runs the
+    pragmas and closes it at the end: a process holds no connection between uses."""
+
+    def __init__(self, path: Path, pragmas: Iterable[str], *, immediate: bool = False):
+        self.path = path
+        self.pragmas = tuple(pragmas)
+        self.immediate = immediate
+
+    def open(self) -> sqlite3.Connection:
+        raw = sqlite3.connect(str(self.path), check_same_thread=False,
+                              isolation_level=None if self.immediate else "")
+        for p in self.pragmas:
+            raw.execute(p)
+        return raw
+
+    @contextmanager
+    def connect(self) -> Iterator[Conn]:
+        raw = self.open()
+        try:
+            yield Conn(raw)
+        finally:
+            try:
+                raw.rollback()
+            finally:
+                raw.close()
+
+    @contextmanager
+    def begin(self) -> Iterator[Conn]:
+        raw = self.open()
+        try:
+            if self.immediate:
+                raw.execute("BEGIN IMMEDIATE")
+            yield Conn(raw)
+            if self.immediate:
+                if raw.in_transaction:
+                    raw.execute("COMMIT")
+            else:
+                raw.commit()
+        except BaseException:
+            if raw.in_transaction:
+                raw.rollback()
+            raise
+        finally:
+            raw.close()
+
+    def dispose(self) -> None:
+        """Nothing is pooled; kept so closing a store reads the same as before."""

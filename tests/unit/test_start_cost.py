@@ -1,0 +1,54 @@
+"""A ``quire`` command imports only what it uses (issue 16, fast start; docs/decisions.md
+"Start-up cost"): the replica's stores are plain ``sqlite3``, so no replica module imports
+SQLAlchemy, and a status or a sync never loads it (nor detect-secrets, which loads on the
+first screening). Importing either cost every process a quarter of a second before any work.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("sqlalchemy", "detect_secrets", "alembic", "starlette", "uvicorn")
+
+
+def _imported_roots(path: Path) -> set[str]:
+    roots = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            roots |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+def test_no_replica_module_imports_sqlalchemy_or_the_hub():
+    """Anywhere in a module (lazy imports count): only the demo runs a hub in-process."""
+    offenders = {}
+    for path in sorted((ROOT / "replica").rglob("*.py")):
+        if path.name == "demo.py":
+            continue
+        bad = _imported_roots(path) & {"sqlalchemy", "hub", "alembic", "starlette"}
+        if bad:
+            offenders[path.relative_to(ROOT).as_posix()] = sorted(bad)
+    assert offenders == {}
+
+
+def test_the_sync_status_and_mcp_paths_load_no_heavy_package(tmp_path):
+    """Every module a sync, a status, the watcher and the MCP server load, imported in a fresh
+    interpreter (the parser built as ``quire`` builds it): none of the heavy packages."""
+    code = (
+        "import json, sys\n"
+        "from replica import cli\n"
+        "cli.build_parser()\n"
+        "from replica import service, sync, status, pending, push, verify, conflicts, "
+        "watch, watch_syncer, journal, doctor, selfcheck, conflict_report, screened\n"
+        f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & {set(HEAVY)!r})))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []

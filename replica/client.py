@@ -16,6 +16,8 @@ root) and who signed each batch is checked by ``replica/verify.py``.
 
 from __future__ import annotations
 
+import functools
+import ssl
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -142,6 +144,21 @@ def parse_changes(lines: Iterator[dict[str, Any]], *, hub_key: str, space_id: st
     return ChangesPage(changes, head_seq, more is True, signed)
 
 
+@functools.cache
+def _verified_tls() -> ssl.SSLContext:
+    return httpx2.create_ssl_context()  # the system's CAs (SSL_CERT_FILE, ... honoured)
+
+
+def tls_context(base_url: str) -> ssl.SSLContext:
+    """The TLS context of a client of ``base_url``. Loading the CA bundle costs about 50 ms
+    of CPU, which every client paid (a join made four): an ``https`` hub's clients share one
+    context per process; an ``http`` hub's get one with no CA loaded, which verifies nothing
+    and so refuses any TLS connection (fails closed; redirects are never followed)."""
+    if base_url.lower().startswith("https:"):
+        return _verified_tls()
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # CERT_REQUIRED, check_hostname, no CAs
+
+
 class HubClient:
     def __init__(self, base_url: str, *, auth: httpx2.Auth | None = None,
                  transport: httpx2.BaseTransport | None = None,
@@ -152,7 +169,8 @@ class HubClient:
         # so the hub refuses them once the replica is revoked
         self.replica_id: str | None = None
         self._http = httpx2.Client(base_url=self.base_url, auth=auth, transport=transport,
-                                   timeout=timeout, follow_redirects=False)
+                                   timeout=timeout, follow_redirects=False,
+                                   verify=tls_context(self.base_url))
 
     def close(self) -> None:
         self._http.close()

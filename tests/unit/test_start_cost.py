@@ -52,3 +52,20 @@ def test_the_sync_status_and_mcp_paths_load_no_heavy_package(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                          text=True, timeout=120, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def test_clients_load_the_ca_bundle_once_and_an_http_hubs_client_fails_closed():
+    """Every client loaded the CA bundle (about 50 ms; a join made four clients). An https
+    hub's clients share one verified context; an http hub's context holds no CA at all but
+    still requires a verified certificate, so a TLS connection through it is refused, never
+    accepted unverified."""
+    import ssl
+
+    from replica.client import tls_context
+
+    plain = tls_context("http://127.0.0.1:8470")
+    assert plain.verify_mode == ssl.CERT_REQUIRED and plain.check_hostname
+    assert plain.cert_store_stats()["x509_ca"] == 0
+    tls = tls_context("https://hub.example")
+    assert tls is tls_context("HTTPS://other.example")
+    assert tls.verify_mode == ssl.CERT_REQUIRED and tls.check_hostname

@@ -210,6 +210,50 @@ def _recorded_url(s: Settings) -> str | None:
     return rec.public_url if rec else None
 
 
+def cmd_backup(args: argparse.Namespace) -> int:
+    """A consistent copy of the hub's SQLite database while it serves (hub/backup.py)."""
+    from hub import backup
+
+    s = _settings(args)
+    if not s.key_path.exists():
+        return _fail(args, "not_initialized", f"no hub in {s.data_dir}; run 'quire hub init'")
+    try:
+        doc = backup.take(s.database_url, Path(args.out).absolute(), s.clock())
+    except backup.BackupError as e:
+        return _fail(args, e.code, e.message)
+    _out(args, doc, f"backup of {len(doc['spaces'])} spaces written to {doc['out']} "
+         f"({doc['bytes']} bytes, checked); keep {s.key_path} backed up too")
+    return 0
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    """Restore a backup's content into new epochs, keeping today's authorization and audit
+    (hub/restore.py); only while no process serves the folder."""
+    from hub import restore, servelock
+    from hub.backup import BackupError
+
+    s = _settings(args)
+    if not s.key_path.exists():
+        return _fail(args, "not_initialized", f"no hub in {s.data_dir}; run 'quire hub init'")
+    lock = servelock.take_exclusive(s.data_dir)
+    if lock is None:
+        return _fail(args, "hub_serving", f"a hub process serves {s.data_dir}; stop it "
+                     "first (restore changes what it serves)")
+    try:
+        doc = restore.restore(s, args.backup, s.clock(), dry_run=args.dry_run)
+    except BackupError as e:
+        return _fail(args, e.code, e.message)
+    finally:
+        lock.close()
+    lines = [f"{'would restore' if args.dry_run else 'restored'} {r['name']}: "
+             f"content as at seq {r['restored_from']['seq']} of epoch "
+             f"{r['restored_from']['epoch']}" + (f", new epoch {r['epoch']}" if r['epoch']
+                                                 else "") for r in doc["restored"]]
+    lines += [f"kept {k['name']}: {k['why']}" for k in doc["kept"]]
+    _out(args, doc, "\n".join(lines) or "nothing to restore")
+    return 0
+
+
 def cmd_migrate(args: argparse.Namespace) -> int:
     from hub.store import migrate
 
@@ -239,6 +283,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return _fail(args, "migration_required",
                      f"database is at revision {rev}, this hub needs {head}; "
                      f"run 'quire hub migrate --data {s.data_dir}'")
+    from hub import servelock
+
+    serving = servelock.hold_serving(s.data_dir)  # noqa: F841 - held for the process's life
     app = create_app(s)
     hub = app.state.hub
     try:
@@ -317,6 +364,25 @@ def build_parser(prog: str = "quire hub") -> argparse.ArgumentParser:
                                       "changes the recorded URL."))
     common(sub.add_parser("enroll", help="make a new one-time owner enrollment code",
                           description="Make a new owner enrollment code (offline)."))
+    backup = sub.add_parser("backup", help="copy the hub's database while it serves",
+                            description="Write a consistent, checked copy of the hub's "
+                                        "SQLite database to OUT while the hub serves "
+                                        "(PostgreSQL: pg_dump, docs/operations.md). The hub "
+                                        "key is not in it: keep hub_key.pem backed up too.")
+    common(backup)
+    backup.add_argument("out", metavar="OUT", help="the backup file to write (must not exist)")
+    restore = sub.add_parser("restore", help="restore a backup's content into new epochs",
+                             description="With every hub process stopped: restore the "
+                                         "content of each space from BACKUP into a new "
+                                         "signed epoch, keeping today's users, devices, "
+                                         "revocations, roles, rules and audit log. Replicas "
+                                         "republish what they hold from after the backup.")
+    common(restore)
+    restore.add_argument("backup", metavar="BACKUP",
+                         help="a file from 'quire hub backup', or the URL of a database "
+                              "restored with pg_restore")
+    restore.add_argument("--dry-run", action="store_true",
+                         help="show what would be restored; change nothing")
     email = sub.add_parser("email", help="set the email a user signs in to the console with",
                            description="Set the email a user signs in to the console with "
                                        "through OpenID Connect (matched against the "
@@ -334,7 +400,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.data is not None:
         args.data = Path(args.data)
     return {"init": cmd_init, "serve": cmd_serve, "migrate": cmd_migrate,
-            "enroll": cmd_enroll, "record": cmd_record, "email": cmd_email}[args.cmd](args)
+            "enroll": cmd_enroll, "record": cmd_record, "email": cmd_email,
+            "backup": cmd_backup, "restore": cmd_restore}[args.cmd](args)
 
 
 if __name__ == "__main__":

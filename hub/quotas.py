@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, text
+from sqlalchemy import select, text, update
 
 from hub import audit
 from hub.access import Principal, space_access_txn
@@ -55,6 +55,20 @@ def _octets(conn: Any, col: str) -> str:
         else f"length(CAST({col} AS BLOB))"
 
 
+def _live_counts(conn: Any, space_id: str) -> tuple[int, int]:
+    n, size = conn.execute(text(
+        f"SELECT COUNT(*), COALESCE(SUM({_octets(conn, 'content')}), 0) FROM entries "
+        "WHERE space_id = :s AND NOT deleted"), {"s": space_id}).one()
+    return int(n), int(size)
+
+
+def recount_txn(conn: Any, space_id: str) -> None:
+    """Count the live entries again (a restore replaced them); history is unchanged."""
+    n, size = _live_counts(conn, space_id)
+    conn.execute(update(space_quota).where(space_quota.c.space_id == space_id)
+                 .values(entries=n, bytes=size))
+
+
 def usage_txn(conn: Any, space_id: str, *, lock: bool = False, insert: bool = True
               ) -> dict[str, Any]:
     """The space's usage row; counted from entries and batches the first time (and kept,
@@ -65,9 +79,7 @@ def usage_txn(conn: Any, space_id: str, *, lock: bool = False, insert: bool = Tr
     row = conn.execute(stmt).mappings().first()
     if row is not None:
         return dict(row)
-    n, size = conn.execute(text(
-        f"SELECT COUNT(*), COALESCE(SUM({_octets(conn, 'content')}), 0) FROM entries "
-        "WHERE space_id = :s AND NOT deleted"), {"s": space_id}).one()
+    n, size = _live_counts(conn, space_id)
     hist = conn.execute(text(
         f"SELECT COALESCE(SUM({_octets(conn, 'body')}), 0) FROM batches WHERE space_id = :s"),
         {"s": space_id}).scalar_one()

@@ -110,6 +110,19 @@ def _apply_batch_txn(conn: Any, space_id: str, epoch: str, seq: int, body: str) 
             ri.set_text_txn(conn, space_id, op["id"], None)
 
 
+def index_restored_txn(conn: Any, space_id: str, epoch: str,
+                       live: list[tuple[str, str, dict[str, Any]]]) -> None:
+    """A restore (hub/restore.py) starts ``epoch`` from the backup's entries, not from the
+    previous epoch's end: its base rows (seq 0) and the searchable text are those entries
+    ``(id, version, entry)``, and the index stands at the new head (epoch, 0)."""
+    ri.lock_state_txn(conn, space_id)
+    ri.clear_text_txn(conn, space_id)
+    for entry_id, version, entry in live:
+        ri.add_version_txn(conn, space_id, entry_id, epoch, 0, version, False)
+        ri.set_text_txn(conn, space_id, entry_id, _searchable(entry))
+    ri.set_state_txn(conn, space_id, epoch, 0)
+
+
 def _index_step_txn(conn: Any, space_id: str) -> bool:
     """One bounded step towards the head; True when the index is at the head."""
     state = ri.lock_state_txn(conn, space_id)

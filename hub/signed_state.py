@@ -46,6 +46,11 @@ def _rebuild_txn(conn: Any, space_id: str) -> tuple[list[bytes], str]:
     return digests, root
 
 
+def rebuild_txn(conn: Any, space_id: str) -> str:
+    """Recompute the space's state from its entries table (a restore replaced it); the root."""
+    return _rebuild_txn(conn, space_id)[1]
+
+
 def advance_txn(conn: Any, space_id: str, changes: list[state.Change]) -> str:
     """Apply a batch's ``(id, old live version, new live version)`` to the space's state and
     return the new root. Runs in the publishing transaction, before the entries are written
@@ -117,11 +122,14 @@ def signed_head(key: HubKey, *, space: str, epoch: str, seq: int, digest: str, r
 
 
 def epoch_statement_txn(conn: Any, key: HubKey, space: q.SpaceRow, epoch: str, reason: str,
-                        at: int) -> dict[str, Any]:
-    """Sign and keep the statement that ``space`` moved from its epoch to ``epoch``."""
+                        at: int, restored_from: dict[str, Any] | None = None
+                        ) -> dict[str, Any]:
+    """Sign and keep the statement that ``space`` moved from its epoch to ``epoch``
+    (``restored_from``: the backup's head of the space, hub/restore.py)."""
     st = sign_statement(key.private, EPOCH_DOMAIN, epoch_body(
         space=space.id, epoch=epoch, previous=space.epoch, previous_seq=space.head_seq,
-        previous_digest=space.head_digest, reason=reason, at=at))
+        previous_digest=space.head_digest, reason=reason, at=at,
+        restored_from=restored_from))
     ss.insert_epoch_txn(conn, space.id, epoch, canonical_str(st), at)
     return st
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from replica import auditcheck, blocked, vaultfaults, verify
+from replica import auditcheck, blocked, restored, vaultfaults, verify
 from replica import store as st
 from replica import vault as vlt
 from replica.client import Change, ChangesPage, HubClient, HubUnverified
@@ -80,6 +80,11 @@ def conflict_marker(c: Conflict) -> dict[str, Any]:
 class Replica(Publisher):
     """Sync engine for one space; the caller holds the space lock. Publishing (outbox,
     batches, receipts) is in ``replica/push.py``."""
+
+    # crossing a restore from backup: entries whose held state is republished
+    # (replica/restored.py); set for one snapshot, empty otherwise
+    _republish: set[str] = set()
+    _restore: tuple[list[Any], Any] | None = None
 
     def __init__(self, *, space_id: str, replica_id: str, vault: Path, store: Store,
                  client: HubClient, key: Ed25519PrivateKey,
@@ -414,6 +419,13 @@ class Replica(Publisher):
         """Fold the hub's state of one entry into the store (theirs None: absent)."""
         eid = entry_id or (theirs.id if theirs is not None else "")
         s = st.get_state_txn(conn, eid)
+        if eid in self._republish and not s.held:
+            s.synced = theirs  # the restored state is the base; ours stays and goes out
+            if not same(s.local, theirs):
+                report.republished.append(eid)
+            self._schedule_write_txn(conn, s)
+            st.put_state_txn(conn, s)
+            return
         base = s.synced
         was_dirty = s.dirty
         s.synced = theirs
@@ -464,8 +476,9 @@ class Replica(Publisher):
                 raise HubUnverified("the snapshot is behind this replica's head (rolled "
                                     "back?)", dict(behind, local_seq=local.seq))
         elif local is not None:
-            path = epoch_path([parse_epoch_statement(key, e, space=self.space_id)
-                               for e in epochs], local.epoch, signed.epoch)
+            parsed = [parse_epoch_statement(key, e, space=self.space_id) for e in epochs]
+            path = epoch_path(parsed, local.epoch, signed.epoch)
+            self._restore = (parsed, restored.restore_point(path))
             if path[0].previous_seq < local.seq:
                 raise HubUnverified("the epoch statement ends the old epoch before this "
                                     "replica's head", dict(behind, local_seq=local.seq))
@@ -480,16 +493,21 @@ class Replica(Publisher):
         state root. Files created for entries new to this vault are removed if it does not
         (nothing else is written before the commit: vault writes are journaled)."""
         report.snapshot = True
+        self._restore = None
         lines = self.client.snapshot(self.space_id)
         signed = self._snapshot_head(next(lines), fresh)
         new_head = Head(signed.epoch, signed.seq, signed.digest)
         created: list[tuple[str, bytes]] = []
         try:
             with self.store.tx() as conn:
+                if self._restore is not None and self._restore[1] is not None:
+                    self._republish = restored.republish_ids_txn(conn, *self._restore)
                 self._snapshot_txn(conn, lines, signed, new_head, report, created)
         except BaseException:
             vaultfaults.remove_created(created)
             raise
+        finally:
+            self._republish = set()
 
     def _snapshot_txn(self, conn: Conn, lines: Any, signed: SignedHead, new_head: Head,
                       report: SyncReport, created: list[tuple[str, bytes]]) -> None:

@@ -29,6 +29,8 @@ class SyncReport:
     # local edits that write a version an admin reverted and blocked (replica/push.py):
     # held as conflicts, kept in the vault
     version_blocked: list[dict[str, Any]] = field(default_factory=list)
+    # entries held from after a restored backup, published again (replica/restored.py)
+    republished: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"pulled": self.pulled, "pushed": self.pushed, "batches": self.batches,
@@ -37,4 +39,5 @@ class SyncReport:
                 "problems": [p.to_json() for p in self.problems],
                 "policy_denied": list(self.policy_denied),
                 "content_screened": list(self.content_screened),
-                "version_blocked": list(self.version_blocked)}
+                "version_blocked": list(self.version_blocked),
+                "republished": sorted(set(self.republished))}

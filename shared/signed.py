@@ -186,6 +186,9 @@ class EpochStatement:
     previous_digest: str
     reason: str
     at: int
+    # restore from backup (hub/restore.py): the head of the space in the backup, the point
+    # the restored content is at; replicas republish what they hold from after it
+    restored_from: tuple[str, int, str] | None = None
 
 
 EPOCH_FIELDS = {"space", "epoch", "previous", "previous_seq", "previous_digest", "reason",
@@ -193,14 +196,28 @@ EPOCH_FIELDS = {"space", "epoch", "previous", "previous_seq", "previous_digest",
 
 
 def epoch_body(*, space: str, epoch: str, previous: str, previous_seq: int,
-               previous_digest: str, reason: str, at: int) -> dict[str, Any]:
-    return {"space": space, "epoch": epoch, "previous": previous,
+               previous_digest: str, reason: str, at: int,
+               restored_from: dict[str, Any] | None = None) -> dict[str, Any]:
+    body = {"space": space, "epoch": epoch, "previous": previous,
             "previous_seq": previous_seq, "previous_digest": previous_digest,
             "reason": reason, "at": at}
+    if restored_from is not None:  # {epoch, seq, digest}: the backup's head of the space
+        body["restored_from"] = restored_from
+    return body
+
+
+def _restored_from(raw: Any) -> tuple[str, int, str] | None:
+    if raw is None:
+        return None
+    if not (isinstance(raw, dict) and set(raw) == {"epoch", "seq", "digest"}
+            and is_id(raw["epoch"]) and _int(raw["seq"]) and is_digest(raw["digest"])):
+        raise HubUnverified("epoch statement has a restored_from of the wrong form")
+    return raw["epoch"], raw["seq"], raw["digest"]
 
 
 def parse_epoch_statement(hub_key: str, obj: Any, *, space: str) -> EpochStatement:
-    body = _verified_body(hub_key, EPOCH_DOMAIN, obj, EPOCH_FIELDS, set(), "epoch statement")
+    body = _verified_body(hub_key, EPOCH_DOMAIN, obj, EPOCH_FIELDS, {"restored_from"},
+                          "epoch statement")
     if not (is_id(body["epoch"]) and is_id(body["previous"]) and _int(body["previous_seq"])
             and is_digest(body["previous_digest"]) and isinstance(body["reason"], str)
             and _int(body["at"])):
@@ -209,7 +226,7 @@ def parse_epoch_statement(hub_key: str, obj: Any, *, space: str) -> EpochStateme
         raise HubUnverified("epoch statement is for another space")
     return EpochStatement(body["space"], body["epoch"], body["previous"],
                           body["previous_seq"], body["previous_digest"], body["reason"],
-                          body["at"])
+                          body["at"], _restored_from(body.get("restored_from")))
 
 
 def epoch_path(statements: list[EpochStatement], start: str, end: str

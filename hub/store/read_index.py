@@ -129,6 +129,13 @@ _TEXT_INSERT = Sql("INSERT INTO entry_text (space_id, entry_id, title, tags, bod
                    "VALUES (:s, :id, :title, :tags, :body)")
 
 
+_TEXT_CLEAR = Sql("DELETE FROM entry_text WHERE space_id = :s")
+
+
+def clear_text_txn(conn: Connection, space_id: str) -> None:
+    _TEXT_CLEAR.run(conn, {"s": space_id})
+
+
 def set_text_txn(conn: Connection, space_id: str, entry_id: str,
                  text: tuple[str, str, str] | None) -> None:
     """The searchable text of one entry at the indexed head (``None``: deleted)."""

@@ -235,8 +235,9 @@ def cmd_restore(args: argparse.Namespace) -> int:
     s = _settings(args)
     if not s.key_path.exists():
         return _fail(args, "not_initialized", f"no hub in {s.data_dir}; run 'quire hub init'")
-    lock = servelock.take_exclusive(s.data_dir)
-    if lock is None:
+    # a dry run writes nothing: it may run while the hub serves (checking a backup)
+    lock = None if args.dry_run else servelock.take_exclusive(s.data_dir)
+    if lock is None and not args.dry_run:
         return _fail(args, "hub_serving", f"a hub process serves {s.data_dir}; stop it "
                      "first (restore changes what it serves)")
     try:
@@ -244,7 +245,8 @@ def cmd_restore(args: argparse.Namespace) -> int:
     except BackupError as e:
         return _fail(args, e.code, e.message)
     finally:
-        lock.close()
+        if lock is not None:
+            lock.close()
     lines = [f"{'would restore' if args.dry_run else 'restored'} {r['name']}: "
              f"content as at seq {r['restored_from']['seq']} of epoch "
              f"{r['restored_from']['epoch']}" + (f", new epoch {r['epoch']}" if r['epoch']

@@ -23,7 +23,6 @@ them as batches (the author always did).
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from sqlalchemy import Connection, text
 

@@ -34,8 +34,8 @@ NOT_RUN = {
                                            "by systemd-analyze in test_deploy_files.py",
     "POSTGRES_PASSWORD=": "no container engine here (tests/bench/test_deploy.py parses "
                           "compose.yaml)",
-    "quire admin epoch bump": "an owner's machine; epoch bumps are tested end to end in "
-                              "tests/identity and tests/ops/test_logs.py",
+    "systemctl stop quire-hub": "systemd; restore with the hub stopped runs end to end "
+                                "(real hub, CLI, replicas) in tests/replica/test_backup_e2e.py",
     "cp deploy/nginx/quire.conf": "root; the same file runs under nginx in "
                                   "test_deploy_files.py",
     "QUIRE_SITE=quire.example.com caddy run": "a public name and TLS; the same file runs "

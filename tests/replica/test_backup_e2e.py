@@ -30,6 +30,7 @@ from hub.store.db import Store
 from replica.home import Home
 from shared.digest import genesis_digest
 from shared.entry import make_entry
+from shared.ids import new_id
 from tests import kit
 from tests.replica.conftest import Hub, Member, Team, qjson, quire
 from tests.replica.test_audit_e2e import Site, _site
@@ -64,6 +65,18 @@ def _hub_state(data: Path) -> tuple[Any, ...]:
             "SELECT id, revoked_at FROM devices ORDER BY id"))
     finally:
         conn.close()
+
+
+def _hub_cli(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
+    """``quire hub …`` in this process (the same parser and command, no interpreter start):
+    for the refusals, whose exit code and JSON error are what is checked."""
+    from hub.cli import main
+
+    capsys.readouterr()
+    code = main([*args, "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert (code != 0) == ("error" in doc), doc
+    return doc
 
 
 def _hub_entries(site: Site, space: str) -> dict[str, Any]:
@@ -110,7 +123,7 @@ def _vault_files(members: list[Member]) -> dict[str, list[str]]:
 
 
 def test_backup_while_publishing_then_restore_keeps_authorization_and_republishes(
-        site: Site, tmp_path: Path) -> None:
+        site: Site, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     team = Team(Hub(site.hub.url, site.data, "", site.hub.proc), site.owner, tmp_path, "bk")
     space = team.space
     members = team.members(*NAMES)
@@ -152,21 +165,18 @@ def test_backup_while_publishing_then_restore_keeps_authorization_and_republishe
     # after the backup: a page deleted, a pre-backup page edited, a device revoked
     ann, ben = members[0], members[1]
     ann.path("page/ann/base").unlink()
-    ann.sync()
-    ben.sync()
-    ben.write(_page("page/ann/0", "ben's edit after the backup\n"))
-    ben.sync()
-    qjson(site.owner, "admin", "devices", "revoke", str(Home(eve.home).hubs()[0].device_id))
-    assert _fail(eve.home, "sync")["code"] in ("unauthorized", "forbidden")
-    _sync_all(members)
-    _sync_all(members)
+    ben.write(_page("page/ben/base", "ben's edit after the backup\n"))
+    with site.client(site.owner) as c:
+        c.admin_post(f"/v1/devices/{Home(eve.home).hubs()[0].device_id}/revoke", {})
+    _sync_all(members)  # ann and ben publish, the others pull
+    _sync_all(members)  # everyone holds everything
     truth = _hub_entries(site, space["id"])
-    assert "page/ann/base" not in truth and truth["page/ann/0"].body.startswith("ben's")
+    assert "page/ann/base" not in truth and truth["page/ben/base"].body.startswith("ben's")
     files = _vault_files(members)
     backed = dict(_backup_entries(out, space["id"]))
     post_backup = ({eid for eid, e in truth.items() if backed.get(eid) != e.version}
                    | (set(backed) - set(truth)))  # a deletion is a change too
-    assert {"page/ann/base", "page/ann/0"} < post_backup
+    assert {"page/ann/base", "page/ben/base"} < post_backup
 
     # bad restores: refused with a clear code, nothing changed
     data = str(site.data)
@@ -175,14 +185,14 @@ def test_backup_while_publishing_then_restore_keeps_authorization_and_republishe
     before = _hub_state(site.data)
     junk = tmp_path / "junk.db"
     junk.write_text("not a database\n")
-    other = tmp_path / "other"
-    kit.init_hub(other)
-    foreign = tmp_path / "foreign.backup"
-    qjson(None, "hub", "backup", "--data", str(other), str(foreign))
+    foreign = tmp_path / "foreign.backup"  # as a backup of another hub would be
+    shutil.copyfile(out, foreign)
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("UPDATE hub_state SET hub_id = ?", (new_id(),))
     for arg, code in ((str(tmp_path / "missing.backup"), "not_found"),
                       (str(junk), "not_a_backup"), (str(foreign), "wrong_hub")):
-        assert _fail(None, "hub", "restore", "--data", data, arg)["code"] == code
-    dry = qjson(None, "hub", "restore", "--data", data, str(out), "--dry-run")
+        assert _hub_cli(capsys, "restore", "--data", data, arg)["error"]["code"] == code
+    dry = _hub_cli(capsys, "restore", "--data", data, str(out), "--dry-run")
     assert [r["space"] for r in dry["restored"]] == [space["id"]]
     assert _hub_state(site.data) == before
 
@@ -192,7 +202,7 @@ def test_backup_while_publishing_then_restore_keeps_authorization_and_republishe
     assert r["restored_from"]["seq"] == b_space.head_seq and r["epoch"]
     site.hub = kit.start_hub(site.data, port=site.hub.port)
 
-    # the device revoked after the backup stays revoked
+    # the device revoked after the backup stays revoked (it was not in the backup)
     assert _fail(eve.home, "sync")["code"] in ("unauthorized", "forbidden")
     # the audit chain verifies and shows the restore; the signed tips still hold
     assert qjson(site.owner, "admin", "audit", "--verify")["ok"] is True

@@ -186,3 +186,22 @@ def test_epoch_path_follows_signed_statements_only():
     assert signed.epoch_path(sts, c, c) == []
     with pytest.raises(HubUnverified):
         signed.epoch_path(sts, c, a)
+
+
+def test_a_restore_statement_carries_its_signed_restore_point():
+    a, b = "0" * 25 + "a", "0" * 25 + "b"
+    point = {"epoch": a, "seq": 7, "digest": "d" * 64}
+    body = signed.epoch_body(space=SPACE, epoch=b, previous=a, previous_seq=9,
+                             previous_digest="c" * 64, reason="restore from backup", at=5,
+                             restored_from=point)
+    st = signed.sign_statement(KEY, signed.EPOCH_DOMAIN, body)
+    assert signed.parse_epoch_statement(PUB, st, space=SPACE).restored_from == (a, 7, "d" * 64)
+    assert _epoch(a, b).restored_from is None  # a plain bump or purge: nothing republished
+    # added to a plain bump's statement after signing: the signature no longer verifies
+    plain = signed.sign_statement(KEY, signed.EPOCH_DOMAIN, {
+        k: v for k, v in body.items() if k != "restored_from"})
+    with pytest.raises(HubUnverified):
+        signed.parse_epoch_statement(PUB, dict(plain, restored_from=point), space=SPACE)
+    bad = signed.sign_statement(KEY, signed.EPOCH_DOMAIN, dict(body, restored_from={"seq": 1}))
+    with pytest.raises(HubUnverified):
+        signed.parse_epoch_statement(PUB, bad, space=SPACE)

@@ -80,9 +80,10 @@ def _source(source: str) -> Iterator[tuple[Store, int | None]]:
 
 def _heads(conn: Any) -> dict[str, dict[str, Any]]:
     return {r.id: {"id": r.id, "name": r.name, "epoch": r.epoch, "seq": int(r.head_seq),
-                   "digest": r.head_digest}
+                   "digest": r.head_digest, "deleted": r.deleted_at is not None}
             for r in conn.execute(select(spaces.c.id, spaces.c.name, spaces.c.epoch,
-                                         spaces.c.head_seq, spaces.c.head_digest))}
+                                         spaces.c.head_seq, spaces.c.head_digest,
+                                         spaces.c.deleted_at))}
 
 
 def restore(settings: Settings, source: str, now: int, *, dry_run: bool = False
@@ -109,6 +110,8 @@ def restore(settings: Settings, source: str, now: int, *, dry_run: bool = False
                 b = theirs.get(sid)
                 if b is None:
                     kept.append(dict(cur, why="not in the backup (created after it)"))
+                elif cur["deleted"]:  # deleted today: stays deleted, content untouched
+                    kept.append(dict(cur, why="deleted (restore it first to restore into it)"))
                 elif (b["epoch"], b["seq"], b["digest"]) == (cur["epoch"], cur["seq"],
                                                              cur["digest"]):
                     kept.append(dict(cur, why="unchanged since the backup"))

@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import json
 
-from sqlalchemy import Connection, text
-
+from replica.sqlite_db import Conn
 from shared.errors import QuireError
 from shared.signed import EpochStatement, epoch_path
 
@@ -36,7 +35,7 @@ def restore_point(path: list[EpochStatement]) -> EpochStatement | None:
     return found[-1] if found else None
 
 
-def republish_ids_txn(conn: Connection, statements: list[EpochStatement],
+def republish_ids_txn(conn: Conn, statements: list[EpochStatement],
                       restore: EpochStatement) -> set[str]:
     """Entry ids this replica holds from changes published after the backup (above)."""
     assert restore.restored_from is not None
@@ -48,8 +47,8 @@ def republish_ids_txn(conn: Connection, statements: list[EpochStatement],
         except QuireError:
             later = set()
     ids: set[str] = set()
-    for epoch, seq, entries in conn.execute(text(
-            "SELECT epoch, seq, entries FROM history WHERE kind IN ('batch', 'push')")):
+    for epoch, seq, entries in conn.execute(
+            "SELECT epoch, seq, entries FROM history WHERE kind IN ('batch', 'push')"):
         if (epoch == b_epoch and seq > b_seq) or epoch in later:
             ids.update(json.loads(entries))
     return ids

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
@@ -40,14 +42,26 @@ from shared.errors import QuireError
 log = logging.getLogger("quire.hub")
 
 
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:  # between a rotation's two renames: keep the loaded key
+        return None
+    return st.st_ino, st.st_mtime_ns
+
+
 class Hub:
     """Everything a request handler needs, in one place (``request.app.state.hub``)."""
 
     def __init__(self, settings: Settings, store: Store, key: HubKey,
-                 hooks: GuardHooks | None = None):
+                 hooks: GuardHooks | None = None, key_path: Path | None = None):
         self.settings = settings
         self.store = store
-        self.key = key
+        self._key = key
+        # the key file this process watches: 'quire hub key rotate' replaces it while the
+        # process serves; the next signature after that uses the new key (hub/keyrotation.py)
+        self._key_path = key_path
+        self._key_stamp = _stamp(key_path) if key_path is not None else None
         self.hooks = hooks or GuardHooks()
         self.now: Callable[[], int] = settings.clock
         screen.config_for(settings.screening_injection)  # a bad pattern fails at start
@@ -79,6 +93,17 @@ class Hub:
         self.broker = Broker(pg_dsn=dsn, on_notify_lag=self.metrics.notify_lag.observe,
                              clock=self.now)
         self.listeners.append(self.broker.local)
+
+    @property
+    def key(self) -> HubKey:
+        """The hub signing key; reloaded when its file changed (one stat a use)."""
+        if self._key_path is not None:
+            stamp = _stamp(self._key_path)
+            if stamp != self._key_stamp and stamp is not None:
+                old, self._key = self._key, HubKey.load(self._key_path)
+                self._key_stamp = stamp
+                logs.event(log, "hub_key_reloaded", previous=old.kid, key_id=self._key.kid)
+        return self._key
 
     def published(self, outcome: Outcome) -> None:
         """After commit: tell in-process listeners (watchers' event streams). Other hub
@@ -152,8 +177,9 @@ def create_app(settings: Settings, *, store: Store | None = None, key: HubKey | 
                hooks: GuardHooks | None = None) -> Starlette:
     parse_trusted(settings.trusted_proxies)  # a bad trusted_proxies fails at start
     store = store or Store(settings.database_url, pool_size=settings.db_pool_size)
+    key_path = None if key is not None else settings.key_path
     key = key or HubKey.load(settings.key_path)
-    hub = Hub(settings, store, key, hooks)
+    hub = Hub(settings, store, key, hooks, key_path)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -134,6 +134,30 @@ def cmd_record(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_key(args: argparse.Namespace) -> int:
+    """``quire hub key rotate``: a new signing key announced by the old one (offline or
+    while serving: running processes reload the key file on their next signature)."""
+    from hub import keyrotation
+    from hub.store.db import Store
+    from shared.errors import QuireError
+
+    s = _settings(args)
+    if not s.key_path.exists():
+        return _fail(args, "not_initialized", f"no hub in {s.data_dir}; run 'quire hub init'")
+    store = Store(s.database_url, pool_size=1)
+    try:
+        doc = keyrotation.rotate(store, s.key_path, s.clock())
+    except QuireError as e:
+        return _fail(args, e.code, e.message)
+    finally:
+        store.dispose()
+    _out(args, doc, f"hub key rotated: {doc['previous']} -> {doc['key_id']} (statement "
+                    f"{doc['seq']}, signed by the old key); replicas follow it on their next "
+                    "sync. Running hub processes sign with the new key from their next "
+                    "request; copy hub_key.pem to any process with its own --data.")
+    return 0
+
+
 def cmd_enroll(args: argparse.Namespace) -> int:
     s = _settings(args)
     if not s.key_path.exists():
@@ -281,6 +305,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
                      f"no hub in {s.data_dir}; run 'quire hub init --data {s.data_dir}' first")
     rev = migrate.current(s.database_url)
     head = migrate.alembic_head()
+    from hub.keyrotation import finish_interrupted, next_path
+
+    if rev == head and next_path(s.key_path).exists():
+        from hub.store.db import Store
+
+        # a key rotation interrupted between its commit and its rename: finish it first
+        store = Store(s.database_url, pool_size=1)
+        try:
+            finish_interrupted(store, s.key_path)
+        finally:
+            store.dispose()
     if rev != head:
         return _fail(args, "migration_required",
                      f"database is at revision {rev}, this hub needs {head}; "
@@ -364,6 +399,12 @@ def build_parser(prog: str = "quire hub") -> argparse.ArgumentParser:
                           description="Show the public URL, key id and schema revision "
                                       "every hub process must agree with; --public-url "
                                       "changes the recorded URL."))
+    key = sub.add_parser("key", help="rotate the hub signing key",
+                         description="Rotate the hub signing key: 'quire hub key rotate' "
+                                     "makes a new key and a statement, signed by the old "
+                                     "key, that replicas follow (docs/operations.md).")
+    common(key)
+    key.add_argument("action", choices=["rotate"], help="rotate: make a new hub key")
     common(sub.add_parser("enroll", help="make a new one-time owner enrollment code",
                           description="Make a new owner enrollment code (offline)."))
     backup = sub.add_parser("backup", help="copy the hub's database while it serves",
@@ -402,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.data is not None:
         args.data = Path(args.data)
     return {"init": cmd_init, "serve": cmd_serve, "migrate": cmd_migrate,
-            "enroll": cmd_enroll, "record": cmd_record, "email": cmd_email,
+            "enroll": cmd_enroll, "record": cmd_record, "email": cmd_email, "key": cmd_key,
             "backup": cmd_backup, "restore": cmd_restore}[args.cmd](args)
 
 

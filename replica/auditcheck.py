@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.errors import AuditRewritten, AuditTruncated, HubUnverified
-from shared.signed import SignedHead, parse_head
+from shared.signed import Keys, SignedHead, parse_head
 
 AUDIT_TIPS = "audit_tips"  # store meta: {"epoch", "space": [n, d], "hub": [n, d], "head"}
 TIPS_FILE = "audit_tips.json"  # in the hub's directory of a home: the verifier's tips
@@ -90,7 +90,7 @@ def check_fresh(kept: Any, fresh: SignedHead) -> None:
 # ---------------------------------------------------------------- quire admin audit --verify
 
 
-def kept_tips(hub_dir: Path, hub_key: str, stores: Iterable[tuple[str, Any]]
+def kept_tips(hub_dir: Path, hub_key: Keys, stores: Iterable[tuple[str, Any]]
               ) -> list[Tip]:
     """Every signed tip this home holds for the hub: ``stores`` yields ``(space_id,
     meta value)`` of its replicas; the verifier's own file adds the rest. Each head is

@@ -26,7 +26,9 @@ from shared.dpop import make_proof
 from shared.signing import load_private
 
 REFRESH_MARGIN_S = 30  # refresh this long before the access token expires
-RETRY_REASONS = ("token_expired", "invalid_token")
+# unknown_kid: signed by a hub key since rotated (hub/keyrotation.py): a refresh gets one
+# signed by the new key
+RETRY_REASONS = ("token_expired", "invalid_token", "unknown_kid")
 
 
 class DPoPAuth(httpx2.Auth):

@@ -543,6 +543,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_parsers(sub, common)
     add_read_parsers(sub, common)
+    from replica.repin_cli import add_parser as add_repin_parser
+
+    add_repin_parser(sub, common)
     return p
 
 

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import functools
 import ssl
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 import httpx2
 
+from replica.keypin import KeyPin
 from shared.digest import sha256_hex, verify_chain
 from shared.entry import Entry, make_entry, validated_canonical_bytes
 from shared.errors import (
@@ -102,11 +103,13 @@ def parse_line(line: bytes, where: str) -> dict[str, Any]:
     return obj
 
 
-def parse_changes(lines: Iterator[dict[str, Any]], *, hub_key: str, space_id: str, epoch: str,
+def parse_changes(lines: Iterator[dict[str, Any]], *,
+                  verify_head: Callable[[Any, str], SignedHead], space_id: str, epoch: str,
                   after: int, after_digest: str) -> ChangesPage:
     """Changes lines (ending with ``end``), each batch parsed and chained onto
     ``(after, after_digest)``, up to the hub-signed head in the end line, which must be
-    exactly where the chain arrives. Used for pulls and for changes carried by head events
+    exactly where the chain arrives (``verify_head``: ``HubClient.verified_head``, which
+    follows a hub key rotation). Used for pulls and for changes carried by head events
     (the watcher): one verification for both."""
     changes: list[Change] = []
     end: dict[str, Any] | None = None
@@ -133,7 +136,7 @@ def parse_changes(lines: Iterator[dict[str, Any]], *, hub_key: str, space_id: st
         changes.append(Change(batch, seq, head, line.get("accepted_at"), author, receipt))
     if not isinstance(end, dict):
         raise TransferFailed("changes: no end line")
-    signed = parse_head(hub_key, end.get("head"), space=space_id)
+    signed = verify_head(end.get("head"), space_id)
     if (signed.epoch, signed.seq, signed.digest) != (epoch, prev[0], prev[1]):
         raise HubUnverified("the changes do not end at the head the hub signed",
                             {"reason": "head_mismatch", "signed_seq": signed.seq,
@@ -162,9 +165,11 @@ def tls_context(base_url: str) -> ssl.SSLContext:
 class HubClient:
     def __init__(self, base_url: str, *, auth: httpx2.Auth | None = None,
                  transport: httpx2.BaseTransport | None = None,
-                 hub_key: str | None = None, timeout: float = DEFAULT_TIMEOUT):
+                 hub_key: str | None = None, timeout: float = DEFAULT_TIMEOUT,
+                 pin: KeyPin | None = None):
         self.base_url = base_url.rstrip("/")
-        self.hub_key = hub_key
+        # the pinned hub key, which follows the hub's key rotations (replica/keypin.py)
+        self.pin = pin or (KeyPin(hub_key) if hub_key else None)
         # set by the sync engine: this replica names itself on its pulls (REPLICA_HEADER),
         # so the hub refuses them once the replica is revoked
         self.replica_id: str | None = None
@@ -350,10 +355,53 @@ class HubClient:
 
     # ------------------------------------------------------------ sync
 
+    @property
+    def hub_key(self) -> str | None:
+        """The newest pinned hub key: what the hub signs now must verify with it."""
+        return self.pin.current if self.pin else None
+
+    @property
+    def hub_keys(self) -> tuple[str, ...]:
+        """Every key of the pinned chain, newest first: for what the hub signed earlier."""
+        if self.pin is None:
+            raise LocalError("no pinned hub key: join the hub first")
+        return self.pin.keys
+
     def _need_key(self) -> str:
         if not self.hub_key:
             raise LocalError("no pinned hub key: join the hub first")
         return self.hub_key
+
+    def follow_key_chain(self) -> bool:
+        """Fetch the hub's key rotation chain and follow it from the pinned key (True: a
+        newer key is pinned now). Raises ``HubKeyUnchained`` when the hub's key does not
+        chain to the pinned one."""
+        self._need_key()
+        assert self.pin is not None
+        return self.pin.follow(self._request("GET", "/v1/hub/keys"))
+
+    def _after_rotation(self, e: HubUnverified) -> bool:
+        """A signature the pinned key did not make: was the key rotated (then it is
+        followed: True)? A hub without the chain endpoint, or an answer that is not one,
+        leaves the first error standing (False)."""
+        if (e.details or {}).get("reason") != "bad_signature" or self.pin is None:
+            return False
+        try:
+            return self.follow_key_chain()
+        except (HubUnverified, TransferFailed):
+            raise
+        except QuireError:
+            return False
+
+    def verified_head(self, obj: Any, space: str, nonce: str | None = None) -> SignedHead:
+        """A head the hub key signed now: the pinned key, or the newest key the hub's
+        rotation chain leads to from it (followed and pinned, then checked again)."""
+        try:
+            return parse_head(self._need_key(), obj, space=space, nonce=nonce)
+        except HubUnverified as e:
+            if not self._after_rotation(e):
+                raise
+        return parse_head(self._need_key(), obj, space=space, nonce=nonce)
 
     def head(self, space: str, nonce: str | None = None) -> dict[str, Any]:
         """The signed head (``signed``: its parsed form); raises HubUnverified when the
@@ -363,7 +411,7 @@ class HubClient:
                           headers=self._pull_headers())
         if not isinstance(h, dict):
             raise HubUnverified("head is not an object")
-        signed = parse_head(self._need_key(), h, space=h.get("space") or "")
+        signed = self.verified_head(h, h.get("space") or "")
         if nonce is not None and signed.nonce != nonce:
             raise StaleHead("the hub's head is not signed over our nonce: it may be a replay "
                             "of an old head", {"reason": "nonce", "seq": signed.seq})
@@ -387,7 +435,7 @@ class HubClient:
         if limit is not None:
             params["limit"] = limit
         return parse_changes(self._stream(f"/v1/spaces/{_q(space_id)}/changes", params),
-                             hub_key=self._need_key(), space_id=space_id, epoch=epoch,
+                             verify_head=self.verified_head, space_id=space_id, epoch=epoch,
                              after=after, after_digest=after_digest)
 
     def snapshot(self, space: str) -> Iterator[dict[str, Any] | tuple[Entry, int]]:
@@ -440,7 +488,9 @@ class HubClient:
         receipt = res.get("receipt") if isinstance(res, dict) else None
         if not isinstance(receipt, dict):
             raise HubUnverified("response carries no receipt")
-        if not verify_receipt(self._need_key(), receipt):
+        if not verify_receipt(self._need_key(), receipt) and not (
+                self._after_rotation(HubUnverified("", {"reason": "bad_signature"}))
+                and verify_receipt(self._need_key(), receipt)):
             raise HubUnverified("receipt signature does not verify with the pinned hub key")
         if (receipt.get("batch_id") != batch.batch_id
                 or receipt.get("batch_digest") != batch.digest

@@ -39,7 +39,7 @@ UNVERIFIED = 6
 
 UNREACHABLE_CODES = frozenset({"transfer_failed", "unavailable", "rate_limited"})
 REFUSED_CODES = frozenset({"unauthorized", "forbidden", "not_found"})
-UNVERIFIED_CODES = frozenset({"hub_unverified", "stale_head", "audit_unverified",
+UNVERIFIED_CODES = frozenset({"hub_unverified", "hub_key_unchained", "stale_head", "audit_unverified",
                               "audit_truncated", "audit_rewritten"})
 
 # status ``state`` values that are not "all done" but not a failure either

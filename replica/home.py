@@ -2,7 +2,9 @@
 joined (store, vault path, status, lock).
 
     $QUIRE_HOME (default: the platform's user data folder for "quire")
-    ├── hubs/<hub_id>/hub.json        url, hub id, pinned public key, user and device ids
+    ├── hubs/<hub_id>/hub.json        url, hub id, pinned public key, user and device ids,
+    │                                 the keys pinned before it and the hub key rotation
+    │                                 statements followed (replica/keypin.py)
     ├── hubs/<hub_id>/device.pem      Ed25519 device key, mode 0600
     ├── hubs/<hub_id>/credential      device credential, mode 0600
     └── spaces/<space_id>/
@@ -19,7 +21,7 @@ import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +72,15 @@ class HubConfig:
     device_id: str | None
     device_name: str
     dir: Path
+    # keys pinned before ``public_key``, newest first (old signatures stay verifiable), and
+    # the rotation statements followed from the first pin (shared/hubkeys.py)
+    key_history: list[str] = field(default_factory=list)
+    key_chain: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def known_keys(self) -> tuple[str, ...]:
+        """The pinned key, then every key pinned before it."""
+        return (self.public_key, *self.key_history)
 
     @property
     def key_path(self) -> Path:
@@ -89,7 +100,8 @@ class HubConfig:
         write_json(self.dir / "hub.json", {
             "hub_id": self.hub_id, "url": self.url, "public_key": self.public_key,
             "key_id": self.key_id, "user_id": self.user_id, "device_id": self.device_id,
-            "device_name": self.device_name})
+            "device_name": self.device_name, "key_history": self.key_history,
+            "key_chain": self.key_chain})
 
 
 @dataclass
@@ -147,7 +159,8 @@ class Home:
             return None
         return HubConfig(data["hub_id"], data["url"], data["public_key"], data.get("key_id"),
                          data.get("user_id"), data.get("device_id"),
-                         data.get("device_name") or "device", d)
+                         data.get("device_name") or "device", d,
+                         list(data.get("key_history") or []), list(data.get("key_chain") or []))
 
     def hubs(self) -> list[HubConfig]:
         base = self.root / "hubs"

@@ -26,7 +26,6 @@ from shared.canonical import canonical_bytes
 from shared.errors import (
     AuditUnverified,
     InvalidRequest,
-    LocalError,
     QuireError,
     Unauthorized,
     from_wire,
@@ -252,8 +251,7 @@ def _verify_audit(args: argparse.Namespace, out: Any, c: HubClient, hub: HubConf
                 stores.append((sp.space_id, st.get_meta(auditcheck.AUDIT_TIPS)))
             finally:
                 st.close()
-    key = c._need_key()
-    tips = auditcheck.kept_tips(hub.dir, key, stores)
+    tips = auditcheck.kept_tips(hub.dir, c.hub_keys, stores)
     # fresh signed heads, asked for before the export: an honest export holds their tips
     names = [args.space] if args.space else [s["id"] for s in c.spaces()]
     fresh = [c.head(n)["signed"] for n in names]
@@ -413,8 +411,10 @@ def cmd_login(args: argparse.Namespace, out: Any, home: Home) -> int:
             raise InvalidRequest("the hub did not describe itself (GET /v1/hub)")
         htu_base = str(info.get("url") or url).rstrip("/")
         known = home.hub(hub_id)
-        if known is not None and known.public_key != public_key:
-            raise LocalError("the hub's signing key differs from the one pinned earlier")
+        if known is not None:  # a rotated key is followed; any other is refused
+            from replica.service import follow_pin
+
+            follow_pin(known, public_key)
         hub_dir = home.hub_dir(hub_id)
         key_path = hub_dir / "device.pem"
         if key_path.exists() and known is not None and _refused(known, public_key):
@@ -458,7 +458,8 @@ def cmd_login(args: argparse.Namespace, out: Any, home: Home) -> int:
             raise from_wire(status, res) if err.get("code") != "authorization_pending" else \
                 Unauthorized("the login code expired before it was approved")
     hub = HubConfig(hub_id, url, public_key, info.get("key_id"), res.get("user_id"),
-                    res.get("device_id"), device_name, hub_dir)
+                    res.get("device_id"), device_name, hub_dir,
+                    *((known.key_history, known.key_chain) if known else ()))
     hub.save()
     CredentialFile(hub.credential_path, key_path).save_grant(res, htu_base)
     out.doc({"hub": {"id": hub_id, "url": url}, "user_id": hub.user_id,

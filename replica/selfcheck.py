@@ -25,10 +25,10 @@ from replica import verify
 from replica.store import Store
 from shared import state
 from shared.errors import HubUnverified
-from shared.signed import parse_head
+from shared.signed import Keys, parse_head
 
 
-def check_store(store: Store, hub_key: str, space_id: str) -> dict[str, Any]:
+def check_store(store: Store, hub_key: Keys, space_id: str) -> dict[str, Any]:
     head = store.head()
     out: dict[str, Any] = {"ok": False, "head": head.to_json() if head else None}
     wire = store.get_meta(verify.SIGNED_HEAD)
@@ -114,7 +114,7 @@ def run(home: Any, space: Any, *, with_hub: bool = False) -> dict[str, Any]:
     try:
         doc: dict[str, Any] = {
             "space": {"id": space.space_id, "name": space.name},
-            "store": check_store(store, hub.public_key, space.space_id),
+            "store": check_store(store, hub.known_keys, space.space_id),
             "vault": check_vault(store, Path(space.vault)),
             "ids": check_ids(store)}
     finally:

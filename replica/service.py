@@ -25,7 +25,6 @@ from replica.home import Home, HubConfig, SpaceConfig, space_lock, write_json
 from shared.errors import (
     Forbidden,
     InvalidRequest,
-    LocalError,
     NotJoined,
     QuireError,
     SpaceNotFound,
@@ -34,6 +33,7 @@ from shared.errors import (
 if TYPE_CHECKING:
     from replica.client import HubClient
     from replica.conflicts import Desk
+    from replica.keypin import KeyPin
     from replica.store import Store
     from replica.sync import Replica, SyncReport
 
@@ -74,7 +74,68 @@ def open_client(hub: HubConfig, transport: Any = None, *, device_only: bool = Fa
     token = None if device_only else os.environ.get("QUIRE_DELEGATION_TOKEN")
     if token:
         auth = delegated(hub.key_path, token, auth.tokens.htu_base)
-    return HubClient(hub.url, auth=auth, hub_key=hub.public_key, transport=transport)
+    return HubClient(hub.url, auth=auth, pin=key_pin(hub), transport=transport)
+
+
+def key_pin(hub: HubConfig) -> KeyPin:
+    """The hub key pinned in ``hub``; a rotation the client follows is saved to hub.json
+    (re-read first: another process of this machine may have followed it already)."""
+    from replica.keypin import KeyPin
+
+    def save(pin: KeyPin, links: list[Any]) -> None:
+        fresh = Home(hub.dir.parent.parent).hub(hub.hub_id) or hub
+        seen = {s.get("seq") for s in fresh.key_chain}
+        fresh.key_chain += [link.wire for link in links if link.seq not in seen]
+        fresh.key_history = list(pin.history)
+        fresh.public_key, fresh.key_id = pin.current, links[-1].key_id
+        fresh.save()
+        hub.public_key, hub.key_id = fresh.public_key, fresh.key_id
+        hub.key_history, hub.key_chain = fresh.key_history, fresh.key_chain
+
+    return KeyPin(hub.public_key, hub.hub_id, tuple(hub.key_history), save)
+
+
+def follow_pin(known: HubConfig, offered: str) -> None:
+    """The hub describes itself with another key than the pinned one (a join or login
+    again): follow its rotation chain to that key (saved), or refuse it
+    (``hub_key_unchained``)."""
+    if known.public_key == offered:
+        return
+    from replica.client import HubClient
+
+    with HubClient(known.url, pin=key_pin(known)) as c:
+        c.follow_key_chain()
+
+
+def repin(home: Home, url: str, fingerprint: str) -> dict[str, Any]:
+    """``quire repin URL --hub-key KEY_ID``: trust the key the hub offers now, by hand, when
+    no rotation chain leads to it (its old key was lost). ``fingerprint`` (its key id, or
+    the whole public key) must be what the hub's admin read out of band from 'quire hub
+    record'; the keys pinned before stay trusted for what they signed."""
+    from replica.client import HubClient
+    from shared.signing import key_id
+
+    url = url.rstrip("/")
+    with HubClient(url) as anon:
+        info = anon.hub_info()
+    hub_id, offered = info.get("hub_id"), info.get("public_key")
+    if not isinstance(hub_id, str) or not isinstance(offered, str):
+        raise InvalidRequest("the hub did not describe itself (GET /v1/hub)")
+    known = home.hub(hub_id)
+    if known is None:
+        raise NotJoined(f"this machine has not joined the hub at {url}; join it instead")
+    if fingerprint not in (key_id(offered), offered):
+        raise InvalidRequest(f"the hub at {url} offers key {key_id(offered)}, not "
+                             f"{fingerprint}; nothing was changed",
+                             {"reason": "fingerprint_mismatch", "offered": key_id(offered)})
+    doc = {"hub": {"id": hub_id, "url": url}, "key_id": key_id(offered),
+           "previous": known.key_id or key_id(known.public_key)}
+    if known.public_key == offered:
+        return dict(doc, changed=False)
+    known.key_history = [known.public_key, *known.key_history]
+    known.public_key, known.key_id = offered, key_id(offered)
+    known.save()
+    return dict(doc, changed=True)
 
 
 # provenance fields a batch carries (signed with it), from the environment of the process
@@ -324,10 +385,7 @@ def join(home: Home, url: str, invite: str, *, vault: str | None, device: str | 
                              or "device")
     hub_dir = home.hub_dir(hub_id)
     if known is not None:
-        if known.public_key != public_key:
-            raise LocalError("the hub's signing key differs from the one pinned at the first "
-                             "join; refusing to trust it",
-                             {"pinned": known.public_key, "offered": public_key})
+        follow_pin(known, public_key)  # a rotated key is followed; any other is refused
         key = load_private(known.key_path)
     else:
         key = new_private_key()
@@ -353,7 +411,8 @@ def join(home: Home, url: str, invite: str, *, vault: str | None, device: str | 
     if res.get("access_token"):  # a new device: tokens bound to its key (docs/security.md)
         creds.save_grant(res, str(info.get("url") or url))
     hub = HubConfig(hub_id, url, public_key, info.get("key_id"), res.get("user_id"),
-                    res.get("device_id"), device_name, hub_dir)
+                    res.get("device_id"), device_name, hub_dir,
+                    *((known.key_history, known.key_chain) if known else ()))
     if known is not None:
         hub.user_id, hub.device_id = known.user_id or hub.user_id, known.device_id or hub.device_id
     hub.save()

@@ -41,7 +41,7 @@ from shared.entry import Entry, EntryError
 from shared.errors import (
     SnapshotRequired,
 )
-from shared.signed import SignedHead, epoch_path, parse_epoch_statement, parse_head
+from shared.signed import SignedHead, epoch_path, parse_epoch_statement
 
 RACY_NS = 2_000_000_000  # a file modified this recently is hashed even if its stat matches
 CHUNK = 2000  # snapshot entries and vault writes per transaction
@@ -359,7 +359,7 @@ class Replica(Publisher):
 
     def authors(self) -> verify.Authors:
         """Device attestations (cached in the store; fetched when a batch needs one)."""
-        return verify.Authors(self.client._need_key(), lambda: self.client.devices(
+        return verify.Authors(lambda: self.client.hub_keys, lambda: self.client.devices(
             self.space_id), self.store.get_meta(verify.DEVICES))
 
     def apply_page_txn(self, conn: Conn, page: ChangesPage, authors: verify.Authors,
@@ -367,7 +367,8 @@ class Replica(Publisher):
         """Apply a verified page of changes, then check that the store adds up to the state
         the hub signed at its end; raises (and the transaction rolls back) otherwise."""
         assert page.signed is not None
-        verify.check_authors(self.client._need_key(), page.changes, authors)
+        # receipts are served as signed when accepted: any key of the pinned chain
+        verify.check_authors(self.client.hub_keys, page.changes, authors)
         for change in page.changes:
             self._apply_change_txn(conn, change, report)
         verify.check_root_txn(conn, page.signed, "changes")
@@ -461,10 +462,10 @@ class Replica(Publisher):
     def _snapshot_head(self, first: Any, fresh: SignedHead | None) -> SignedHead:
         """The snapshot's head, signed; in this replica's epoch and not behind its head,
         or in a later epoch that hub-signed statements lead to from ours."""
-        key = self.client._need_key()
         if not isinstance(first, dict):
             raise HubUnverified("snapshot does not start with its head")
-        signed = parse_head(key, first.get("head"), space=self.space_id)
+        signed = self.client.verified_head(first.get("head"), self.space_id)
+        keys = self.client.hub_keys  # epoch statements: signed when made, by the key then
         epochs = first.get("epochs") or []
         if not isinstance(epochs, list) or len(epochs) > 10_000:
             raise HubUnverified("snapshot epoch statements are not a list")
@@ -476,7 +477,7 @@ class Replica(Publisher):
                 raise HubUnverified("the snapshot is behind this replica's head (rolled "
                                     "back?)", dict(behind, local_seq=local.seq))
         elif local is not None:
-            parsed = [parse_epoch_statement(key, e, space=self.space_id) for e in epochs]
+            parsed = [parse_epoch_statement(keys, e, space=self.space_id) for e in epochs]
             path = epoch_path(parsed, local.epoch, signed.epoch)
             self._restore = (parsed, restored.restore_point(path))
             if path[0].previous_seq < local.seq:

@@ -33,7 +33,7 @@ from replica import store as st
 from replica.sqlite_db import Conn
 from shared import state
 from shared.errors import HubUnverified
-from shared.signed import Attestation, SignedHead, attested_at, parse_attestation
+from shared.signed import Attestation, Keys, SignedHead, attested_at, parse_attestation
 from shared.wire import verify_receipt
 
 STATE_READY = "state_ready"  # meta: the state tables were built from this store
@@ -121,9 +121,11 @@ class Authors:
     """Device attestations, cached in the store, refreshed from the hub once per run when a
     batch names a device the cache does not know."""
 
-    def __init__(self, hub_key: str, fetch: Callable[[], list[Any]],
+    def __init__(self, hub_keys: Callable[[], Keys], fetch: Callable[[], list[Any]],
                  cached: list[Any] | None):
-        self.hub_key = hub_key
+        # the pinned chain's keys (cached attestations may be signed by a retired one), read
+        # at each use: a rotation followed during the run adds the new key
+        self.hub_keys = hub_keys
         self.fetch = fetch
         self.wire: list[Any] = list(cached or [])
         self.by_id = self._parse(self.wire)
@@ -132,7 +134,7 @@ class Authors:
     def _parse(self, wire: list[Any]) -> dict[str, Attestation]:
         out = {}
         for obj in wire:
-            a = parse_attestation(self.hub_key, obj)
+            a = parse_attestation(self.hub_keys(), obj)
             out[a.device] = a
         return out
 
@@ -151,7 +153,7 @@ class Authors:
         return a
 
 
-def check_authors(hub_key: str, changes: Iterable[Any], authors: Authors) -> None:
+def check_authors(hub_key: Keys, changes: Iterable[Any], authors: Authors) -> None:
     """Each pulled batch: its receipt signed by the hub when it was accepted (seq, head,
     digest as pulled), its signature by the device the change names, a device the hub
     attests and that was not revoked when the batch was accepted."""

@@ -25,7 +25,6 @@ from replica.watch import Backoff, Watcher, WatchSettings, refused
 from replica.watch_lock import WatchLock, lock_path, status_path
 from replica.watch_syncer import SpaceSyncer
 from shared.errors import QuireError
-from shared.signed import parse_head
 
 log = logging.getLogger("quire.watch")
 
@@ -123,7 +122,7 @@ def stream_thread(make_client: Callable[[], Any], space_id: str,
                         return
                     kind, data = ev.get("event"), ev.get("data") or {}
                     if kind == "head":  # a head the pinned key did not sign is no hint
-                        parse_head(client.hub_key or "", data, space=space_id)
+                        client.verified_head(data, space_id)
                     if not up:
                         up = True
                         pace.reset()

@@ -86,7 +86,7 @@ class SpaceSyncer:
                         return None
                     end = lines[-1].get("end_head")
                     page = parse_changes(iter([*lines, {"end": {"head": end}}]),
-                                         hub_key=client.hub_key or "",
+                                         verify_head=client.verified_head,
                                          space_id=self.space.space_id, epoch=head.epoch,
                                          after=head.seq, after_digest=head.digest)
                     assert page.signed is not None

@@ -24,6 +24,8 @@ responses in one handler and the replica maps responses back to the same classes
     ├── TransferFailed              transfer_failed    (client side) network, timeout, bad stream
     └── LocalError                  local_error        (client side) a problem on this machine
         ├── HubUnverified           hub_unverified     the hub sent what its key did not sign
+        │   └── HubKeyUnchained     hub_key_unchained  signed by a key no rotation statement
+        │                                              chains to the pinned one
         └── StaleHead               stale_head         no head signed recently (freshness)
 
 ``retryable`` tells a client whether trying again later (after the named action) can succeed;
@@ -215,6 +217,14 @@ class HubUnverified(LocalError):
     code = "hub_unverified"
 
 
+class HubKeyUnchained(HubUnverified):
+    """The hub signs with a key that no chain of rotation statements (each signed by the
+    key it replaces) leads to from this machine's pinned key: a replaced or forged hub key,
+    or an old key lost (then re-pin by hand: ``quire repin``, docs/operations.md)."""
+
+    code = "hub_key_unchained"
+
+
 class AuditUnverified(LocalError):
     """``quire admin audit --verify``: the exported audit chain does not link (an event
     edited without rehashing the rest)."""
@@ -250,7 +260,8 @@ ERROR_CLASSES: dict[str, type[QuireError]] = {
         BaseMismatch, BatchConflict, VersionBlocked, SpaceDeleted, PacketStale, ClaimHeld, SnapshotRequired, TooLarge,
         QuotaExceeded, InvalidRequest, ContentScreened, RateLimited, Unavailable,
         TransferFailed, LocalError, AuditUnverified, AuditTruncated, AuditRewritten,
-        NotJoined, SpaceNotFound, SpaceAmbiguous, LockHeld, HubUnverified, StaleHead,
+        NotJoined, SpaceNotFound, SpaceAmbiguous, LockHeld, HubUnverified, HubKeyUnchained,
+        StaleHead,
     )
 }
 

@@ -143,6 +143,19 @@ RESPONSES: dict[str, dict[str, Any]] = {
     "object": {"type": "object"},
     "hub": _obj({"hub_id": ID, "url": {"type": "string"}}, open_=True),
     "keys": _obj({"keys": {"type": "array", "items": {"type": "object"}}}, ("keys",)),
+    # the hub key rotation chain (shared/hubkeys.py): each statement signed by the key it
+    # replaces, oldest first; public_key is the key the hub signs with now
+    "hub_keys": _obj({"hub_id": ID, "public_key": {"type": "string"},
+                      "key_id": {"type": "string"},
+                      "chain": {"type": "array", "items": _obj({
+                          "hub": ID, "seq": {"type": "integer", "minimum": 1},
+                          "previous": {"type": "string"},
+                          "previous_key": {"type": "string"}, "key": {"type": "string"},
+                          "key_id": {"type": "string"}, "at": {"type": "integer"},
+                          "signature": {"type": "string"}},
+                          ("hub", "seq", "previous", "previous_key", "key", "key_id", "at",
+                           "signature"))}},
+                     ("hub_id", "public_key", "key_id", "chain")),
     "tokens": _obj({"access_token": {"type": "string"}, "refresh_token": {"type": "string"},
                     "token_type": {"type": "string"}, "expires_in": {"type": "integer"}},
                    ("access_token",), open_=True),

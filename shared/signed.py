@@ -39,8 +39,22 @@ def sign_statement(key: Ed25519PrivateKey, domain: bytes, body: dict[str, Any]
     return dict(body, signature=sign(key, domain, canonical_bytes(body)))
 
 
-def _verified_body(hub_key: str, domain: bytes, obj: Any, fields: set[str],
-                   optional: set[str], what: str) -> dict[str, Any]:
+# One pinned key, or several: the keys of the pinned rotation chain (shared/hubkeys.py),
+# for what was signed earlier and kept (receipts, epoch statements, stored heads). A head
+# pulled now is checked with the newest key alone.
+Keys = str | tuple[str, ...] | list[str]
+
+
+def verify_any(keys: Keys, domain: bytes, message: bytes, signature: Any) -> bool:
+    """Does ``signature`` verify under one of ``keys``?"""
+    if not isinstance(signature, str):
+        return False
+    return any(verify(k, domain, message, signature)
+               for k in ((keys,) if isinstance(keys, str) else keys))
+
+
+def verified_body(hub_key: Keys, domain: bytes, obj: Any, fields: set[str],
+                  optional: set[str], what: str) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise HubUnverified(f"{what} is not an object")
     body = {k: v for k, v in obj.items() if k != "signature"}
@@ -51,7 +65,7 @@ def _verified_body(hub_key: str, domain: bytes, obj: Any, fields: set[str],
                             {"missing": sorted(missing), "unknown": sorted(unknown)[:10]})
     sig = obj.get("signature")
     try:
-        ok = isinstance(sig, str) and verify(hub_key, domain, canonical_bytes(body), sig)
+        ok = verify_any(hub_key, domain, canonical_bytes(body), sig)
     except CanonicalError:
         ok = False
     if not ok:
@@ -112,13 +126,13 @@ def sign_head(key: Ed25519PrivateKey, body: dict[str, Any]) -> dict[str, Any]:
     return sign_statement(key, HEAD_DOMAIN, body)
 
 
-def parse_head(hub_key: str, obj: Any, *, space: str, nonce: str | None = None
+def parse_head(hub_key: Keys, obj: Any, *, space: str, nonce: str | None = None
                ) -> SignedHead:
     """A head the pinned key signed, for ``space`` (and over ``nonce`` when given)."""
     if isinstance(obj, dict):  # the head endpoint adds unsigned context (role, rules…)
         keep = HEAD_FIELDS | AUDIT_FIELDS | {"nonce", "signature"}
         obj = {k: v for k, v in obj.items() if k in keep}
-    body = _verified_body(hub_key, HEAD_DOMAIN, obj, HEAD_FIELDS, {"nonce"} | AUDIT_FIELDS,
+    body = verified_body(hub_key, HEAD_DOMAIN, obj, HEAD_FIELDS, {"nonce"} | AUDIT_FIELDS,
                           "head")
     if not (is_id(body["space"]) and is_id(body["epoch"]) and _int(body["seq"])
             and is_digest(body["digest"]) and is_digest(body["state"]) and _int(body["at"])):
@@ -157,8 +171,8 @@ def device_body(*, device: str, user: str, public_key: str, valid_from: int,
             "valid_from": valid_from, "revoked_at": revoked_at, "at": at}
 
 
-def parse_attestation(hub_key: str, obj: Any) -> Attestation:
-    body = _verified_body(hub_key, DEVICE_DOMAIN, obj, DEVICE_FIELDS, set(),
+def parse_attestation(hub_key: Keys, obj: Any) -> Attestation:
+    body = verified_body(hub_key, DEVICE_DOMAIN, obj, DEVICE_FIELDS, set(),
                           "device attestation")
     if not (is_id(body["device"]) and is_id(body["user"])
             and isinstance(body["public_key"], str) and _int(body["valid_from"])
@@ -215,9 +229,9 @@ def _restored_from(raw: Any) -> tuple[str, int, str] | None:
     return raw["epoch"], raw["seq"], raw["digest"]
 
 
-def parse_epoch_statement(hub_key: str, obj: Any, *, space: str) -> EpochStatement:
-    body = _verified_body(hub_key, EPOCH_DOMAIN, obj, EPOCH_FIELDS, {"restored_from"},
-                          "epoch statement")
+def parse_epoch_statement(hub_key: Keys, obj: Any, *, space: str) -> EpochStatement:
+    body = verified_body(hub_key, EPOCH_DOMAIN, obj, EPOCH_FIELDS, {"restored_from"},
+                         "epoch statement")
     if not (is_id(body["epoch"]) and is_id(body["previous"]) and _int(body["previous_seq"])
             and is_digest(body["previous_digest"]) and isinstance(body["reason"], str)
             and _int(body["at"])):

@@ -195,10 +195,14 @@ def sign_receipt(key: Ed25519PrivateKey, body: dict[str, Any]) -> dict[str, Any]
     return dict(body, signature=sign(key, RECEIPT_DOMAIN, canonical_bytes(body)))
 
 
-def verify_receipt(hub_public: str, receipt: dict[str, Any]) -> bool:
+def verify_receipt(hub_public: str | tuple[str, ...] | list[str], receipt: dict[str, Any]
+                   ) -> bool:
+    """Signed by the hub key (or by one of the keys of its rotation chain, when given)."""
     body = {k: v for k, v in receipt.items() if k != "signature"}
     sig = receipt.get("signature")
-    return isinstance(sig, str) and verify(hub_public, RECEIPT_DOMAIN, canonical_bytes(body), sig)
+    keys = (hub_public,) if isinstance(hub_public, str) else hub_public
+    return isinstance(sig, str) and any(
+        verify(k, RECEIPT_DOMAIN, canonical_bytes(body), sig) for k in keys)
 
 
 def head_body(*, space: str, epoch: str, seq: int, digest: str, at: int) -> dict[str, Any]:

@@ -45,6 +45,11 @@ OPS: dict[tuple[str, str], Op] = {
     ("GET", "/v1/docs"): Op("this document as a page", "html", auth=False),
     ("GET", "/v1/hub"): Op("hub id, URL and signing key (pin it at join)", "hub", auth=False),
     ("GET", "/v1/keys"): Op("hub public keys (JWK)", "keys", auth=False),
+    ("GET", "/v1/hub/keys"): Op(
+        "the hub key rotation chain", "hub_keys", auth=False,
+        description="The key the hub signs with now and every rotation statement, each "
+                    "signed by the key it replaces (oldest first). A replica whose pinned "
+                    "key no longer verifies walks it from its pin (docs/protocol.md)."),
     ("POST", "/v1/invites/redeem"): Op(
         "redeem an invite: register a device, grant a role", "tokens", "redeem", 201,
         auth=False, description="Rate limited per client address. With a credential, adds "

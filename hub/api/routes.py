@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from hub import admin, blocks, feed, grants, guard, logs, quotas, record, spaces
+from hub import admin, blocks, feed, grants, guard, keyrotation, logs, quotas, record, spaces
 from hub import conflict_reports as reports
 from hub import screening as screen
 from hub.access import Principal, authenticate_txn, space_access_txn, verify_request
@@ -159,6 +159,16 @@ async def hub_info(request: Request) -> Response:
 
 async def keys(request: Request) -> Response:
     return JSON({"keys": [_hub(request).key.jwk()]})
+
+
+async def hub_keys(request: Request) -> Response:
+    hub = _hub(request)
+
+    def doc() -> dict[str, Any]:
+        with hub.store.read() as conn:
+            return keyrotation.keys_doc_txn(conn, hub.key)
+
+    return JSON(await run_in_threadpool(doc))
 
 
 async def redeem(request: Request) -> Response:
@@ -548,6 +558,7 @@ ROUTES = [
     Route("/v1/docs", api_docs, methods=["GET"]),
     Route("/v1/hub", hub_info, methods=["GET"]),
     Route("/v1/keys", keys, methods=["GET"]),
+    Route("/v1/hub/keys", hub_keys, methods=["GET"]),
     Route("/v1/invites/redeem", redeem, methods=["POST"]),
     Route("/v1/invites", create_invite, methods=["POST"]),
     Route("/v1/spaces", list_spaces, methods=["GET"]),

@@ -19,6 +19,7 @@ from hub.store.schema import (
     device_codes,
     devices,
     entries,
+    hub_keys,
     hub_state,
     invites,
     members,
@@ -468,6 +469,16 @@ def hub_state_txn(conn: Connection, *, lock: bool = False) -> Any:
 def set_hub_record_txn(conn: Connection, **values: Any) -> None:
     """Record ``public_url`` and/or ``key_id`` (hub/record.py)."""
     conn.execute(update(hub_state).where(hub_state.c.id == 1).values(**values))
+
+
+def hub_key_statements_txn(conn: Connection) -> list[str]:
+    """The hub key rotation statements (canonical JSON), oldest first (hub/keyrotation.py)."""
+    return [r.statement for r in conn.execute(select(hub_keys).order_by(hub_keys.c.seq))]
+
+
+def insert_hub_key_statement_txn(conn: Connection, *, seq: int, key_id: str,
+                                 statement: str, at: int) -> None:
+    conn.execute(insert(hub_keys).values(seq=seq, key_id=key_id, statement=statement, at=at))
 
 
 def schema_revision_txn(conn: Connection) -> str | None:

@@ -36,6 +36,16 @@ hub_state = Table(
     Column("key_id", String(64), nullable=True),
 )
 
+# hub key rotation statements (0020, hub/keyrotation.py): each signed by the key it
+# replaces; served whole to replicas (GET /v1/hub/keys), which follow them from their pin
+hub_keys = Table(
+    "hub_keys", metadata,
+    Column("seq", Integer, primary_key=True),
+    Column("key_id", String(64), nullable=False, unique=True),
+    Column("statement", Text, nullable=False),  # canonical JSON, signature included
+    Column("at", BigInteger, nullable=False),
+)
+
 users = Table(
     "users", metadata,
     Column("id", ID, primary_key=True),

@@ -100,6 +100,21 @@ def probe_hub(hub: HubConfig, transport: Any = None) -> tuple[dict[str, Any], in
         return c.hub_info_and_clock()
 
 
+def chains_to(hub: HubConfig, transport: Any = None) -> bool:
+    """Does the hub's key rotation chain lead from the pinned key to the key it offers?
+    (Checked on a copy of the pin: the doctor changes nothing.)"""
+    from replica.client import HubClient
+    from replica.keypin import KeyPin
+    from shared.errors import QuireError
+
+    pin = KeyPin(hub.public_key, hub.hub_id, tuple(hub.key_history))
+    try:
+        with HubClient(hub.url, transport=transport, timeout=PROBE_TIMEOUT, pin=pin) as c:
+            return c.follow_key_chain()
+    except QuireError:
+        return False
+
+
 def check_hub(hub: HubConfig, *, now: Callable[[], int] = now_ms,
               probe: Callable[[HubConfig], tuple[dict[str, Any], int | None]] = probe_hub
               ) -> list[Finding]:
@@ -116,7 +131,14 @@ def check_hub(hub: HubConfig, *, now: Callable[[], int] = now_ms,
                         "is lost")]
     out = []
     offered = info.get("public_key")
-    if offered != hub.public_key:
+    rotated = offered != hub.public_key and chains_to(hub, transport=None)
+    if rotated:
+        out.append(Finding(
+            "hub_key", INFO, hub.url,
+            f"the hub rotated its key to {info.get('key_id') or offered}; the rotation "
+            f"chain leads there from the key pinned here ({hub.key_id or hub.public_key})",
+            "nothing to do: the next sync follows it and pins the new key"))
+    elif offered != hub.public_key:
         out.append(Finding(
             "hub_key", ERROR, hub.url,
             f"the hub at {hub.url} signs with another key ({info.get('key_id') or offered}) "
@@ -124,7 +146,9 @@ def check_hub(hub: HubConfig, *, now: Callable[[], int] = now_ms,
             "every head and receipt it sends will be refused (hub_unverified)",
             "do not sync; ask the hub's operator whether the key was replaced (a restored "
             "hub needs its own hub_key.pem back, docs/operations.md) or whether "
-            f"{hub.url} now points at another hub"))
+            f"{hub.url} now points at another hub; if the hub's old key was lost, check "
+            f"the new key id with the operator and run 'quire repin {hub.url} --hub-key "
+            "KEY_ID'"))
     if hub_ms is not None:
         skew = hub_ms - (sent + back) // 2
         if abs(skew) > SKEW_WARN_MS + (back - sent):

@@ -142,15 +142,24 @@ def cmd_key(args: argparse.Namespace) -> int:
     from shared.errors import QuireError
 
     s = _settings(args)
-    if not s.key_path.exists():
+    if not (s.key_path.exists() or (args.action == "reset" and s.data_dir.is_dir())):
         return _fail(args, "not_initialized", f"no hub in {s.data_dir}; run 'quire hub init'")
     store = Store(s.database_url, pool_size=1)
     try:
-        doc = keyrotation.rotate(store, s.key_path, s.clock())
+        if args.action == "reset":
+            doc = keyrotation.reset(store, s.key_path, s.clock())
+        else:
+            doc = keyrotation.rotate(store, s.key_path, s.clock())
     except QuireError as e:
         return _fail(args, e.code, e.message)
     finally:
         store.dispose()
+    if args.action == "reset":
+        _out(args, doc, f"new hub key {doc['key_id']} (no statement: the old key is lost). "
+                        "Every replica refuses it (hub_key_unchained) until its member, "
+                        "having checked this key id with you, runs 'quire repin URL "
+                        f"--hub-key {doc['key_id']}'.")
+        return 0
     _out(args, doc, f"hub key rotated: {doc['previous']} -> {doc['key_id']} (statement "
                     f"{doc['seq']}, signed by the old key); replicas follow it on their next "
                     "sync. Running hub processes sign with the new key from their next "
@@ -404,7 +413,9 @@ def build_parser(prog: str = "quire hub") -> argparse.ArgumentParser:
                                      "makes a new key and a statement, signed by the old "
                                      "key, that replicas follow (docs/operations.md).")
     common(key)
-    key.add_argument("action", choices=["rotate"], help="rotate: make a new hub key")
+    key.add_argument("action", choices=["rotate", "reset"],
+                     help="rotate: a new key, announced by the old one; reset: the key file "
+                          "is lost, make a new one that members re-pin by hand")
     common(sub.add_parser("enroll", help="make a new one-time owner enrollment code",
                           description="Make a new owner enrollment code (offline)."))
     backup = sub.add_parser("backup", help="copy the hub's database while it serves",

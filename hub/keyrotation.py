@@ -98,6 +98,34 @@ def rotate(store: Any, key_path: Path, now: int) -> dict[str, Any]:
             "statement": st, "resumed_interrupted": resumed}
 
 
+def reset(store: Any, key_path: Path, now: int) -> dict[str, Any]:
+    """``quire hub key reset``: the key file is lost, so no statement can announce a new
+    key. Make one and record it; replicas refuse it (``hub_key_unchained``) until each
+    member re-pins by hand (``quire repin``). Refused while the key file exists: a key
+    that still exists is rotated."""
+    if key_path.exists():
+        raise InvalidRequest(f"{key_path} exists: rotate it ('quire hub key rotate'), which "
+                             "replicas follow; reset is for a lost key",
+                             {"reason": "key_exists"})
+    next_path(key_path).unlink(missing_ok=True)
+    save_private(new_private_key(), next_path(key_path))
+    new = HubKey.load(next_path(key_path))
+
+    def txn(conn: Any) -> str | None:
+        state = q.hub_state_txn(conn, lock=True)
+        if state is None:
+            raise InvalidRequest("the hub database is not initialized")
+        q.set_hub_record_txn(conn, key_id=new.kid)
+        audit.record_hub_txn(conn, at=now, action="hub.key_reset", actor={"system": "cli"},
+                             details={"previous": state.key_id, "key_id": new.kid})
+        return state.key_id  # type: ignore[no-any-return]
+
+    previous = store.run_write(txn)
+    os.replace(next_path(key_path), key_path)
+    _sync_dir(key_path.parent)
+    return {"previous": previous, "key_id": new.kid, "public_key": new.public}
+
+
 def _sync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:

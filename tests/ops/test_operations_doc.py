@@ -46,9 +46,9 @@ NOT_RUN = {
         "truncation and rewriting detected, in tests/replica/test_audit_e2e.py",
     "quire hub key rotate --data": "rotating the key of the hub the later blocks use; run "
         "end to end, twice while serving, in tests/replica/test_key_rotation_e2e.py",
-    "mv \"$DATA/hub_key.pem\"": "replaces the hub key by hand (the lost-key case), which "
-        "refuses every replica; tests/replica/test_key_rotation_e2e.py does the same and "
-        "re-pins",
+    "quire hub key reset --data": "replaces the hub key without a statement (the lost-key "
+        "case), which every replica refuses; run with the re-pin in "
+        "tests/replica/test_key_rotation_e2e.py",
     "quire repin https://": "a member's machine; run end to end (a wrong key id refused, "
         "the right one re-pinned) in tests/replica/test_key_rotation_e2e.py",
     "quire hub email --data \"$DATA\" 01J2": "a user id from the listing above (which "

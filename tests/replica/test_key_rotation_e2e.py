@@ -6,7 +6,8 @@ rotates its key), ``quire hub key rotate`` while it serves, and the real CLI.
 - the attacks: the hub's key replaced by hand (file and database record, as an intruder on
   the server would), then a forged rotation statement signed by the wrong key. A replica
   whose chain check is removed (patched out of the real CLI) takes the intruder's heads and
-  content; with the check, ``hub_key_unchained`` (exit 6) and nothing is written.
+  content; with the check, ``hub_key_unchained`` (exit 6) and nothing is written;
+- the lost-key recovery: ``quire hub key reset`` and ``quire repin`` with the checked id.
 """
 
 from __future__ import annotations
@@ -189,11 +190,18 @@ def test_a_head_signed_by_a_key_outside_the_chain_is_refused(hub: Rotating) -> N
     assert before == (store_digest(bob), bob.files(), (pinned(bob).dir / "hub.json").read_text())
     home = Home(bob.home)  # what bob holds still verifies
     assert selfcheck.run(home, home.spaces()[0])["ok"] is True
-    # the admin's answer when the old key is truly lost: re-pin by hand, checked key id
+    # the admin's recovery: the real key is lost (overwritten), so a new key without a
+    # statement ('quire hub key reset', the serving hub reloads it) and members re-pin by
+    # hand, with the key id the admin gives them (a wrong one is refused, nothing changes)
+    (hub.data / "hub_key.pem").unlink()
+    reset = qjson(None, "hub", "key", "reset", "--data", str(hub.data))
+    assert reset["previous"] == key_id(public_b64(evil)) and hub.hub_key()["key_id"] == \
+        reset["key_id"]
     wrong = quire(bob.home, "repin", team.hub.url, "--hub-key", "0" * 16, "--json",
                   check=False)
     assert wrong.returncode != 0 and "fingerprint_mismatch" in wrong.stdout
-    doc = qjson(bob.home, "repin", team.hub.url, "--hub-key", key_id(public_b64(evil)))
+    assert before[2] == (pinned(bob).dir / "hub.json").read_text()
+    doc = qjson(bob.home, "repin", team.hub.url, "--hub-key", reset["key_id"])
     assert doc["changed"] is True
     bob.sync()
     assert has(bob, "page/later", "published before the intruder\n")

@@ -107,20 +107,27 @@ def follow_pin(known: HubConfig, offered: str) -> None:
         c.follow_key_chain()
 
 
+def describe_hub(url: str) -> tuple[dict[str, Any], str, str]:
+    """``GET /v1/hub`` (no credential): the document, the hub id and the key it offers."""
+    from replica.client import HubClient
+
+    with HubClient(url) as anon:
+        info = anon.hub_info()
+    hub_id, public_key = info.get("hub_id"), info.get("public_key")
+    if not isinstance(hub_id, str) or not isinstance(public_key, str):
+        raise InvalidRequest("the hub did not describe itself (GET /v1/hub)")
+    return info, hub_id, public_key
+
+
 def repin(home: Home, url: str, fingerprint: str) -> dict[str, Any]:
     """``quire repin URL --hub-key KEY_ID``: trust the key the hub offers now, by hand, when
     no rotation chain leads to it (its old key was lost). ``fingerprint`` (its key id, or
     the whole public key) must be what the hub's admin read out of band from 'quire hub
     record'; the keys pinned before stay trusted for what they signed."""
-    from replica.client import HubClient
     from shared.signing import key_id
 
     url = url.rstrip("/")
-    with HubClient(url) as anon:
-        info = anon.hub_info()
-    hub_id, offered = info.get("hub_id"), info.get("public_key")
-    if not isinstance(hub_id, str) or not isinstance(offered, str):
-        raise InvalidRequest("the hub did not describe itself (GET /v1/hub)")
+    info, hub_id, offered = describe_hub(url)
     known = home.hub(hub_id)
     if known is None:
         raise NotJoined(f"this machine has not joined the hub at {url}; join it instead")
@@ -375,11 +382,7 @@ def join(home: Home, url: str, invite: str, *, vault: str | None, device: str | 
     from shared.signing import load_private, new_private_key, public_b64, save_private
 
     url = url.rstrip("/")
-    with HubClient(url) as anon:
-        info = anon.hub_info()
-    hub_id, public_key = info.get("hub_id"), info.get("public_key")
-    if not isinstance(hub_id, str) or not isinstance(public_key, str):
-        raise InvalidRequest("the hub did not describe itself (GET /v1/hub)")
+    info, hub_id, public_key = describe_hub(url)
     known = home.hub(hub_id)
     device_name = device or (known.device_name if known else socket.gethostname()[:100]
                              or "device")

@@ -16,6 +16,7 @@ is delegated) is re-read on every request, so revocation is effective on the nex
 from __future__ import annotations
 
 import hashlib
+import json
 import secrets
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +26,7 @@ from hub.dpop import JtiCache, verify_proof
 from hub.keys import HubKey
 from hub.store import queries as q
 from hub.tokens import AccessClaims, TokenCache, verify_access_token
-from shared.errors import Forbidden, NotFound, Unauthorized
+from shared.errors import Forbidden, NotFound, SpaceDeleted, Unauthorized
 from shared.signing import jwk_thumbprint
 
 REFRESH_PREFIX = "qr_"
@@ -174,10 +175,12 @@ def effective_role_txn(conn: Any, p: Principal, space_id: str) -> str | None:
 
 
 def space_access_txn(conn: Any, p: Principal, space_ref: str, minimum: str,
-                     *, lock: bool = False) -> tuple[Any, str]:
+                     *, lock: bool = False, deleted: bool = False) -> tuple[Any, str]:
     """Resolve ``space_ref`` and check ``p`` holds at least ``minimum`` there.
 
-    A space the caller is not a member of is ``not_found`` (its existence is not leaked).
+    A space the caller is not a member of is ``not_found`` (its existence is not leaked);
+    a deleted one is ``space_deleted`` for its members, with the hub-signed deletion
+    statement (hub/space_delete.py), unless ``deleted`` (its delete and restore).
     """
     space = q.find_space_txn(conn, space_ref)
     if space is not None and lock:
@@ -185,12 +188,25 @@ def space_access_txn(conn: Any, p: Principal, space_ref: str, minimum: str,
     role = effective_role_txn(conn, p, space.id) if space is not None else None
     if space is None or role is None:
         raise NotFound(f"no space {space_ref!r} that you are a member of")
+    if space.deleted_at is not None and not deleted:
+        raise_deleted_txn(conn, space)
     if not policy.at_least(role, minimum):
         raise Forbidden(f"your role in this space is {role}; this needs {minimum}",
                         {"role": role, "required": minimum})
     if p.replica_id is not None:  # a replica's pull: it must still be this device's, live
         check_replica_txn(conn, p, p.replica_id, space.id)
     return space, role
+
+
+def raise_deleted_txn(conn: Any, space: Any) -> None:
+    """Refuse a deleted space: ``space_deleted`` with the signed deletion statement."""
+    raw = q.deleted_statement_txn(conn, space.id)
+    st = json.loads(raw) if raw else None
+    raise SpaceDeleted(
+        f"space {space.name!r} was deleted; an admin may restore it until it is purged",
+        {"space": space.id, "deleted_at": space.deleted_at,
+         "purge_after": st.get("purge_after") if isinstance(st, dict) else None,
+         "statement": st})
 
 
 def check_replica_txn(conn: Any, p: Principal, replica_id: str, space_id: str) -> None:

@@ -345,6 +345,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return _fail(args, "record_mismatch",
                      f"{e}: {e.fields}; start it with the recorded value "
                      "(or change the record: 'quire hub record --public-url URL')")
+    for d in _purge(s):  # deleted spaces past their retention (hub/space_delete.py)
+        logs.event(log, "space_purged", space=d["space"], rows=d["rows"])
     if s.metrics_port >= 0:
         hub.metrics.serve(s.metrics_host, s.metrics_listen_port)
     logs.event(log, "serving", data=str(s.data_dir), host=s.host, port=s.port,
@@ -352,6 +354,29 @@ def cmd_serve(args: argparse.Namespace) -> int:
     print(f"quire hub serving {s.data_dir} on http://{s.host}:{s.port}", flush=True)
     serve_until_signal(app, s.host, s.port)
     hub.metrics.stop()
+    return 0
+
+
+def _purge(s: Settings) -> list[dict[str, Any]]:
+    """Purge the spaces deleted ``space_retention_days`` ago or more (hub/space_delete.py)."""
+    from hub.space_delete import purge_expired
+    from hub.store.db import Store
+
+    store = Store(s.database_url)
+    try:
+        return purge_expired(store, s.clock(), s.space_retention_days)
+    finally:
+        store.dispose()
+
+
+def cmd_gc(args: argparse.Namespace) -> int:
+    s = _settings(args)
+    if not s.key_path.exists():
+        return _fail(args, "not_initialized", f"no hub in {s.data_dir}; run 'quire hub init'")
+    done = _purge(s)
+    _out(args, {"purged": done, "retention_days": s.space_retention_days},
+         "\n".join([f"purged space {d['name']} ({d['space']}, {d['rows']} rows)" for d in done]
+                   or [f"nothing to purge (retention {s.space_retention_days} days)"]))
     return 0
 
 
@@ -437,6 +462,10 @@ def build_parser(prog: str = "quire hub") -> argparse.ArgumentParser:
                               "restored with pg_restore")
     restore.add_argument("--dry-run", action="store_true",
                          help="show what would be restored; change nothing")
+    common(sub.add_parser("gc", help="purge deleted spaces past their retention",
+                          description="Remove for good the data of every space deleted "
+                                      "space_retention_days ago or more (the hub does it "
+                                      "at every start too); safe while the hub serves."))
     email = sub.add_parser("email", help="set the email a user signs in to the console with",
                            description="Set the email a user signs in to the console with "
                                        "through OpenID Connect (matched against the "
@@ -455,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
         args.data = Path(args.data)
     return {"init": cmd_init, "serve": cmd_serve, "migrate": cmd_migrate,
             "enroll": cmd_enroll, "record": cmd_record, "email": cmd_email, "key": cmd_key,
-            "backup": cmd_backup, "restore": cmd_restore}[args.cmd](args)
+            "backup": cmd_backup, "restore": cmd_restore, "gc": cmd_gc}[args.cmd](args)
 
 
 if __name__ == "__main__":

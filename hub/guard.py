@@ -33,6 +33,7 @@ from hub.access import (
     authenticate_device_txn,
     check_replica_txn,
     effective_role_txn,
+    raise_deleted_txn,
     recheck_device_txn,
     recheck_principal_txn,
     space_access_txn,
@@ -197,6 +198,8 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
     space = q.get_space_txn(conn, prep.space_id, lock=True)
     if space is None:
         raise NotFound("the space no longer exists")
+    if space.deleted_at is not None:  # deleted since preparation (hub/space_delete.py)
+        raise_deleted_txn(conn, space)
     if hooks is not None and hooks.in_commit is not None:
         hooks.in_commit(conn, batch, "locked")
     # a concurrent publish of the very same batch may have landed since preparation

@@ -53,6 +53,9 @@ class Settings:
     streams_per_device: int = 16  # open event streams per device, per hub process
     audit_refusal_window: int = 60  # seconds refused attempts are counted before written
     audit_refusal_keys: int = 256  # distinct refusals a window; the rest: one overflow count
+    # days a deleted space's data is kept (restorable) before `quire hub gc` or the next
+    # hub start purges it (hub/space_delete.py)
+    space_retention_days: int = 30
     space_max_entries: int = 1_000_000  # live entries per space (0: none; admins may set)
     space_max_bytes: int = 4 * 1024**3  # bytes of a space's live entries
     space_max_history_bytes: int = 16 * 1024**3  # bytes of a space's batches

@@ -15,6 +15,7 @@ from hub.access import (
     Principal,
     effective_role_txn,
     new_secret,
+    raise_deleted_txn,
     recheck_principal_txn,
     secret_hash,
     space_access_txn,
@@ -177,6 +178,10 @@ def redeem(store: Store, key: HubKey, settings: Settings, body: dict[str, Any],
         if inv.expires_at <= now:
             raise Forbidden("this invite expired; ask an admin for a new one",
                             {"reason": "invite_expired", "expired_at": inv.expires_at})
+        if inv.space_id is not None:
+            target = q.get_space_txn(conn, inv.space_id)
+            if target is not None and target.deleted_at is not None:
+                raise_deleted_txn(conn, target)  # the invite stays unused
         if inv.space_id is not None and inv.space_id in held:
             # the machine already holds this space in another vault: refused before the
             # invite is used, so it stays valid (docs/cli.md "join")

@@ -329,6 +329,10 @@ def cmd_admin(args: argparse.Namespace, out: Out) -> int:
                 ["space", "id", "role", "epoch", "seq"],
                 [[s["name"], s["id"], s.get("role", "?"), s.get("epoch"), s.get("seq")]
                  for s in rows], empty="no spaces"))
+        elif args.noun == "space" and args.verb in ("delete", "restore"):
+            from replica import space_delete_cli
+
+            space_delete_cli.run(args, out, c)
         elif args.noun == "space" and args.verb == "show":
             res = c.usage(args.space)
             out.doc(res, f"space {args.space} ({res['space']})\n  usage: {usage_line(res)}")
@@ -496,6 +500,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_parser("list", parents=[common], help="spaces this device can see")
     sp.add_parser("show", parents=[common], help="a space's usage and quotas").add_argument(
         "space", metavar="SPACE")
+    from replica.space_delete_cli import add_parsers as space_delete_parsers
+
+    space_delete_parsers(sp, common)
     sq = sp.add_parser("quota", parents=[common], help="set a space's quotas (space admins)",
                        description="Set a space's quotas: N (0 = no limit) or -1 for the "
                                    "hub's default; options not given stay as they are.")

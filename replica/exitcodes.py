@@ -38,7 +38,7 @@ REFUSED = 5
 UNVERIFIED = 6
 
 UNREACHABLE_CODES = frozenset({"transfer_failed", "unavailable", "rate_limited"})
-REFUSED_CODES = frozenset({"unauthorized", "forbidden", "not_found"})
+REFUSED_CODES = frozenset({"unauthorized", "forbidden", "not_found", "space_deleted"})
 UNVERIFIED_CODES = frozenset({"hub_unverified", "hub_key_unchained", "stale_head", "audit_unverified",
                               "audit_truncated", "audit_rewritten"})
 

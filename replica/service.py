@@ -41,7 +41,8 @@ if TYPE_CHECKING:
 Progress = tuple[Callable[[int, int | None], None] | None, Callable[[], None]]
 NO_PROGRESS: Progress = (None, lambda: None)
 
-SUSPENDING = ("unauthorized", "forbidden", "not_found")
+# space_deleted: raised by a sync only once the hub-signed statement verified (replica/deleted.py)
+SUSPENDING = ("unauthorized", "forbidden", "not_found", "space_deleted")
 
 
 def error_doc(e: QuireError) -> dict[str, Any]:

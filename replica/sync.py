@@ -27,7 +27,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from replica import auditcheck, blocked, restored, vaultfaults, verify
+from replica import auditcheck, blocked, deleted, restored, vaultfaults, verify
 from replica import store as st
 from replica import vault as vlt
 from replica.client import Change, ChangesPage, HubClient, HubUnverified
@@ -40,6 +40,7 @@ from replica.syncreport import SyncReport
 from shared.entry import Entry, EntryError
 from shared.errors import (
     SnapshotRequired,
+    SpaceDeleted,
 )
 from shared.signed import SignedHead, epoch_path, parse_epoch_statement
 
@@ -111,6 +112,15 @@ class Replica(Publisher):
         self.flush_vault()
         self.scan(report)
         crash_point("after_scan")
+        try:
+            self._exchange(report)
+        except SpaceDeleted as e:  # stop only on the hub's signed word (replica/deleted.py)
+            raise deleted.verify(self.client._need_key(), self.space_id, e) from e
+        self.flush_vault()
+        return report
+
+    def _exchange(self, report: SyncReport) -> None:
+        """The hub half of a sync: resend, pull, publish."""
         self.replay_outbox(report)
         self.absorbed = {}
         self.pull(report)
@@ -122,8 +132,6 @@ class Replica(Publisher):
         self.push(report)
         if report.batches:
             self.confirm()
-        self.flush_vault()
-        return report
 
     def confirm(self) -> None:
         """After a push: a head signed over our nonce, at the head the receipts moved us to,

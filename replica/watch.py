@@ -17,6 +17,9 @@
 - Refused access (``unauthorized``, ``forbidden``, or ``not_found`` for a space we joined,
   which is how the hub says "not a member") suspends: nothing local is touched, the outbox
   stays, and the watcher only retries every ``suspended_retry_ms`` until access returns.
+- A space deleted on the hub (a sync raised ``VerifiedDeletion``: the hub-signed statement
+  verified, replica/deleted.py) stops this space's watcher (state ``deleted``); nothing
+  local is touched. An unsigned ``space_deleted`` is a failure like any other (backoff).
 - SIGINT/SIGTERM: the sync in flight finishes (its outbox batch is saved before sending, so
   even a kill is recovered by replay), the status says ``stopped``, the lock is released.
 
@@ -39,6 +42,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from replica.deleted import VerifiedDeletion
 from shared.errors import (
     Forbidden,
     HubUnverified,
@@ -51,7 +55,7 @@ from shared.errors import (
 
 log = logging.getLogger("quire.watch")
 
-STATES = ("idle", "syncing", "backoff", "suspended", "conflicts", "stopped")
+STATES = ("idle", "syncing", "backoff", "suspended", "conflicts", "stopped", "deleted")
 HISTORY = 32  # backoff delays kept in the status file
 
 
@@ -196,6 +200,7 @@ class Watcher:
         self.want_sync = True  # catch up once at start
         self.retry_at: int | None = None  # backoff or suspension: no sync before this
         self.suspended = False
+        self.deleted = False  # the hub deleted the space (verified): the loop ends
         self.stream_up = False
         # why the stream was last refused (a head that does not verify, a parse limit) or
         # the changes an event carried did not verify; cleared when it is up again or when
@@ -433,6 +438,9 @@ class Watcher:
         if refused(e):
             self._suspend(code, message)
             return
+        if isinstance(e, VerifiedDeletion):
+            self._deleted(e)
+            return
         attempt = self.backoff.attempt
         delay = self.backoff.next()
         self.delays = (self.delays + [[attempt, delay]])[-HISTORY:]
@@ -442,6 +450,17 @@ class Watcher:
                            "retryable": bool(getattr(e, "retryable", True)),
                            "details": dict(e.details) if isinstance(e, QuireError) else {}}
         log.warning("sync failed (%s: %s); retrying in %d ms", code, message, delay)
+        self._status()
+
+    def _deleted(self, e: VerifiedDeletion) -> None:
+        """The hub deleted the space (its signed word): stop watching it, keep everything."""
+        log.warning("%s: this space's watcher stops", e.message)
+        if self.on_refused is not None:  # `quire status` says so after the watcher is gone
+            self.on_refused(e.code, e.message)
+        self.deleted = True
+        self.state = "deleted"
+        self.last_error = {"code": e.code, "message": e.message, "at": self.clock(),
+                           "retryable": False, "details": dict(e.details)}
         self._status()
 
     def _suspend(self, code: str, message: str) -> None:
@@ -523,7 +542,7 @@ class Watcher:
     def run(self, inbox: queue.Queue[tuple[Any, ...]], stop: threading.Event) -> None:
         """Process the inbox and sync when due, until ``stop`` (real clock only)."""
         self._status()
-        while not stop.is_set():
+        while not stop.is_set() and not self.deleted:
             self.tick()
             wait = max(0.0, (self.next_wake() - self.clock()) / 1000)
             try:
@@ -542,5 +561,6 @@ class Watcher:
                     stop.set()
                     break
                 self.handle(msg)
-        self.state = "stopped"
+        if not self.deleted:
+            self.state = "stopped"
         self._status()

@@ -5,6 +5,7 @@
     device attestation {device, user, public_key, valid_from, revoked_at, at}  DEVICE_DOMAIN
     epoch statement    {space, epoch, previous, previous_seq, previous_digest, reason, at}
                                                                           EPOCH_DOMAIN
+    space deletion     {space, name, deleted_at, purge_after}            DELETION_DOMAIN
 
 Each is a JSON object with a ``signature`` member over the canonical JSON of the others,
 under its own domain (a signature of one kind never verifies as another). Parsers here are
@@ -27,6 +28,7 @@ from shared.signing import HEAD_DOMAIN, sign, verify
 
 DEVICE_DOMAIN = b"quire-device-v1:"
 EPOCH_DOMAIN = b"quire-epoch-v1:"
+DELETION_DOMAIN = b"quire-space-deleted-v1:"
 MAX_NONCE = 64
 
 
@@ -259,3 +261,38 @@ def epoch_path(statements: list[EpochStatement], start: str, end: str
         path.append(s)
         cur = s.epoch
     return path
+
+
+# ---------------------------------------------------------------- space deletion
+
+
+@dataclass(frozen=True)
+class DeletionStatement:
+    """The hub's word that a space was deleted (``quire admin space delete``): a replica
+    stops syncing it only on this, verified, never on an unsigned refusal."""
+
+    space: str
+    name: str
+    deleted_at: int
+    purge_after: int
+
+
+DELETION_FIELDS = {"space", "name", "deleted_at", "purge_after"}
+
+
+def deletion_body(*, space: str, name: str, deleted_at: int, purge_after: int
+                  ) -> dict[str, Any]:
+    return {"space": space, "name": name, "deleted_at": deleted_at,
+            "purge_after": purge_after}
+
+
+def parse_deletion_statement(hub_key: str, obj: Any, *, space: str) -> DeletionStatement:
+    body = _verified_body(hub_key, DELETION_DOMAIN, obj, DELETION_FIELDS, set(),
+                          "space deletion statement")
+    if not (isinstance(body["name"], str) and _int(body["deleted_at"])
+            and _int(body["purge_after"])):
+        raise HubUnverified("space deletion statement has a field of the wrong form")
+    if body["space"] != space:
+        raise HubUnverified("space deletion statement is for another space")
+    return DeletionStatement(body["space"], body["name"], body["deleted_at"],
+                             body["purge_after"])

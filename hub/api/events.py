@@ -52,9 +52,16 @@ from starlette.responses import Response, StreamingResponse
 from hub import feed, signed_state, spaces
 from hub.access import Principal, recheck_principal_txn, space_access_txn
 from hub.events import Event
-from shared.errors import Forbidden, InvalidRequest, NotFound, RateLimited, Unauthorized
+from shared.errors import (
+    Forbidden,
+    InvalidRequest,
+    NotFound,
+    RateLimited,
+    SpaceDeleted,
+    Unauthorized,
+)
 
-REFUSED = (Unauthorized, Forbidden, NotFound)
+REFUSED = (Unauthorized, Forbidden, NotFound, SpaceDeleted)
 CHANGES_MAX_COUNT = 16  # batches a head event may carry (more: a bare head, the client pulls)
 CHANGES_MAX_BYTES = 64 * 1024  # their total size
 _LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})

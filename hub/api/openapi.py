@@ -145,6 +145,15 @@ OPS: dict[tuple[str, str], Op] = {
         description="After it, that exact version publishes; another version of the entry "
                     "is screened again. `rule`: a rule name, the finding's fingerprint or "
                     "`*` (default)."),
+    ("POST", "/v1/spaces/{space}/delete"): Op(
+        "soft-delete a space (hub owners, audited)", "object", "dry_run",
+        description="Members are refused from then on with `space_deleted` (410), which "
+                    "carries the hub-signed deletion statement; the data is kept until "
+                    "`space_retention_days` have passed, then purged. The answer's `impact` "
+                    "counts members, live replicas, live entries and batches. " + _DRY),
+    ("POST", "/v1/spaces/{space}/restore"): Op(
+        "restore a deleted space, unchanged (hub owners, audited)", "object", "dry_run",
+        description=_DRY),
     ("GET", "/v1/spaces/{space}/blocks"): Op(
         "entry versions blocked by `quire admin revert --block` (members)"),
     ("POST", "/v1/spaces/{space}/blocks"): Op(

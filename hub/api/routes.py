@@ -14,6 +14,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from hub import admin, blocks, feed, grants, guard, keyrotation, logs, quotas, record, spaces
+from hub import space_delete as sdel
 from hub import conflict_reports as reports
 from hub import screening as screen
 from hub.access import Principal, authenticate_txn, space_access_txn, verify_request
@@ -338,6 +339,13 @@ ADMIN_ROUTES = [
     Route("/v1/spaces/{space}/screening/allows", _admin(
         lambda h, p, s, b: screen.allow(h.store, p, s, b, h.now()), params=("space",),
         body=fields("screening_allow"), status=201), methods=["POST"]),
+    Route("/v1/spaces/{space}/delete", _admin(
+        lambda h, p, s, b: sdel.delete_space(h.store, h.key, p, s, b, h.now(),
+                                             h.settings.space_retention_days),
+        params=("space",), body=_DRY, access=True), methods=["POST"]),
+    Route("/v1/spaces/{space}/restore", _admin(
+        lambda h, p, s, b: sdel.restore_space(h.store, p, s, b, h.now()),
+        params=("space",), body=_DRY, access=True), methods=["POST"]),
     Route("/v1/spaces/{space}/blocks", _admin(
         lambda h, p, s: blocks.list_blocks(h.store, p, s), params=("space",)),
         methods=["GET"]),

@@ -124,6 +124,12 @@ def get_space_txn(conn: Connection, space_id: str, *, lock: bool = False) -> Spa
     return _space_t(stmt.one(conn, {"id": space_id}))
 
 
+def deleted_statement_txn(conn: Connection, space_id: str) -> str | None:
+    """The hub-signed deletion statement of a deleted space (canonical JSON), else None."""
+    return conn.execute(select(spaces.c.deleted_statement).where(
+        spaces.c.id == space_id)).scalar()
+
+
 def find_space_txn(conn: Connection, ref: str) -> SpaceRow | None:
     """A space by id or by name."""
     return _space_t(_FIND_SPACE.one(conn, {"ref": ref}))

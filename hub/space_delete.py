@@ -1,0 +1,147 @@
+"""Deleting a space, softly, then for good (docs/operations.md, "Deleting a space").
+
+    POST /v1/spaces/{space}/delete   delete()    hub owners; {"dry_run"}: the impact
+         (members, live replicas, live entries, batches), nothing changed; else
+         deleted_at + a hub-signed deletion statement (shared/signed.py) on the space row;
+         audited ``space.delete`` (hub chain: it outlives the space's own)
+    POST /v1/spaces/{space}/restore  restore()   hub owners; clears both: the space is as
+         it was (nothing else was touched); audited ``space.restore``
+    every other space endpoint ─> hub/access.py space_access_txn: ``space_deleted`` (410)
+         for members, the statement in its details (a replica stops on it, verified; it
+         never deletes anything); the guard re-checks under the space lock
+    purge_expired(store, now, retention_days)   ``quire hub gc`` and every hub start:
+         each space deleted ``space_retention_days`` ago or more loses every row that
+         names it (every table with a ``space_id`` column, its audit chain), then the
+         space row; audited ``space.purge`` (hub chain)
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import MetaData, delete, func, select
+
+from hub import audit
+from hub.access import Principal, space_access_txn
+from hub.admin import direct
+from hub.keys import HubKey
+from hub.store import schema
+from hub.store.db import Store
+from shared.canonical import canonical_str
+from shared.errors import Forbidden, InvalidRequest
+from shared.signed import DELETION_DOMAIN, deletion_body, sign_statement
+
+DAY_MS = 24 * 3600 * 1000
+t = schema.spaces
+
+
+def _owner(p: Principal) -> None:
+    direct(p)
+    if not p.is_owner:
+        raise Forbidden("only hub owners delete and restore spaces",
+                        {"reason": "owner_only"})
+
+
+def impact_txn(conn: Any, space_id: str) -> dict[str, int]:
+    """What deleting the space takes away from people: counts, no content."""
+    def count(table: Any, *where: Any) -> int:
+        return int(conn.execute(select(func.count()).select_from(table).where(
+            table.c.space_id == space_id, *where)).scalar_one())
+    return {"members": count(schema.members),
+            "replicas": count(schema.replicas, schema.replicas.c.revoked_at.is_(None)),
+            "entries": count(schema.entries, schema.entries.c.deleted.is_(False)),
+            "batches": count(schema.batches)}
+
+
+def statement_txn(conn: Any, space_id: str) -> dict[str, Any] | None:
+    raw = conn.execute(select(t.c.deleted_statement).where(t.c.id == space_id)).scalar()
+    return None if raw is None else json.loads(raw)
+
+
+def _change(store: Store, key: HubKey | None, p: Principal, space_ref: str, now: int,
+            retention_days: int, *, dry_run: bool, deleting: bool) -> dict[str, Any]:
+    _owner(p)
+
+    def txn(conn: Any) -> dict[str, Any]:
+        space, _ = space_access_txn(conn, p, space_ref, "admin", lock=True, deleted=True)
+        if deleting == (space.deleted_at is not None):
+            raise InvalidRequest(f"space {space.name!r} is "
+                                 + ("already deleted" if deleting else "not deleted"),
+                                 {"reason": "already_deleted" if deleting else "not_deleted"})
+        out: dict[str, Any] = {"space": space.id, "name": space.name,
+                               "impact": impact_txn(conn, space.id), "dry_run": dry_run}
+        if deleting:
+            purge_after = now + retention_days * DAY_MS
+            out.update(deleted_at=now, purge_after=purge_after)
+        if dry_run:
+            return out
+        if deleting:
+            assert key is not None
+            st = sign_statement(key.private, DELETION_DOMAIN, deletion_body(
+                space=space.id, name=space.name, deleted_at=now, purge_after=purge_after))
+            values = {"deleted_at": now, "deleted_statement": canonical_str(st)}
+        else:
+            values = {"deleted_at": None, "deleted_statement": None}
+        conn.execute(t.update().where(t.c.id == space.id).values(**values))
+        audit.record_hub_txn(conn, at=now, action="space.delete" if deleting else
+                             "space.restore", actor=p.actor(),
+                             details={"space": space.id, "name": space.name,
+                                      **out["impact"]})
+        return out
+
+    return store.run_write(txn)
+
+
+def delete_space(store: Store, key: HubKey, p: Principal, space_ref: str,
+                 body: dict[str, Any], now: int, retention_days: int) -> dict[str, Any]:
+    return _change(store, key, p, space_ref, now, retention_days,
+                   dry_run=body.get("dry_run") is True, deleting=True)
+
+
+def restore_space(store: Store, p: Principal, space_ref: str, body: dict[str, Any],
+                  now: int) -> dict[str, Any]:
+    return _change(store, None, p, space_ref, now, 0, dry_run=body.get("dry_run") is True,
+                   deleting=False)
+
+
+def _space_tables(conn: Any) -> list[Any]:
+    """Every table with a ``space_id`` column, dependents first (PostgreSQL checks the
+    foreign keys), read from the database itself: tables of later migrations are
+    included without a list to keep up to date."""
+    md = MetaData()
+    md.reflect(conn)
+    return [tb for tb in reversed(md.sorted_tables)
+            if "space_id" in tb.c and tb.name != "spaces"]
+
+
+def purge_expired(store: Store, now: int, retention_days: int) -> list[dict[str, Any]]:
+    """Remove, for good, every space deleted ``retention_days`` ago or more; one
+    transaction a space. Returns what was purged (id, name, deleted_at)."""
+    cutoff = now - retention_days * DAY_MS
+    with store.read() as conn:
+        due = [(r.id, r.name, r.deleted_at) for r in conn.execute(
+            select(t.c.id, t.c.name, t.c.deleted_at).where(
+                t.c.deleted_at.is_not(None), t.c.deleted_at <= cutoff)).all()]
+    done = []
+    for space_id, name, deleted_at in due:
+        def txn(conn: Any, space_id: str = space_id, name: str = name,
+                deleted_at: int = deleted_at) -> dict[str, Any] | None:
+            row = conn.execute(select(t.c.deleted_at).where(t.c.id == space_id)).first()
+            if row is None or row.deleted_at is None or row.deleted_at > cutoff:
+                return None  # restored (or purged) meanwhile
+            rows = 0
+            for tb in _space_tables(conn):
+                rows += conn.execute(delete(tb).where(tb.c.space_id == space_id)).rowcount
+            rows += conn.execute(delete(schema.audit).where(
+                schema.audit.c.chain == space_id)).rowcount
+            conn.execute(delete(t).where(t.c.id == space_id))
+            details = {"space": space_id, "name": name, "deleted_at": deleted_at,
+                       "rows": rows}
+            audit.record_hub_txn(conn, at=now, action="space.purge",
+                                 actor={"system": "retention"}, details=details)
+            return details
+        out = store.run_write(txn)
+        if out is not None:
+            done.append(out)
+    return done

@@ -1,0 +1,44 @@
+"""A space deleted on the hub (``quire admin space delete``; hub/space_delete.py), as a
+replica takes it: verified, then stopped, nothing local touched.
+
+    hub answers ``space_deleted`` (410) to a pull or a push
+      └─ verify(): the hub-signed deletion statement in its details, for this space, under
+                   the pinned hub key (shared/signed.py parse_deletion_statement)
+           ├─ verifies ─> ``VerifiedDeletion``: the sync stops; status says suspended
+           │              (reason space_deleted); a watcher stops watching the space
+           └─ does not ─> ``HubUnverified``: an answer anyone between us and the hub
+                          could have made; a watcher backs off and tries again
+
+Either way the vault, the store, the outbox and every local edit stay exactly as they are:
+a deleted space's replica keeps its files (the hub keeps the data until its retention
+ends; an admin's ``quire admin space restore`` brings it back and the next sync resumes).
+``VerifiedDeletion`` is never built from a wire answer (it is not in
+shared/errors.ERROR_CLASSES), so only this check can produce it.
+"""
+
+from __future__ import annotations
+
+from shared.errors import HubUnverified, QuireError, SpaceDeleted
+from shared.humanize import when
+from shared.signed import parse_deletion_statement
+
+
+class VerifiedDeletion(SpaceDeleted):
+    """``space_deleted`` whose hub-signed statement verified for this space."""
+
+
+def verify(hub_key: str, space_id: str, e: SpaceDeleted) -> QuireError:
+    """The error a sync raises for the hub's ``space_deleted`` answer ``e``."""
+    try:
+        st = parse_deletion_statement(hub_key, e.details.get("statement"), space=space_id)
+    except HubUnverified as bad:
+        return HubUnverified("the hub answered space_deleted without a valid hub-signed "
+                             "deletion statement for this space; nothing was changed",
+                             dict(bad.details, reason="deletion_unverified"))
+    return VerifiedDeletion(
+        f"space {st.name} was deleted on the hub ({when(st.deleted_at)}); this replica "
+        f"stopped and keeps its vault and store; the hub keeps the data until "
+        f"{when(st.purge_after)} unless an admin restores it",
+        {"space": st.space, "name": st.name, "deleted_at": st.deleted_at,
+         "purge_after": st.purge_after, "verified": True})
+

@@ -14,9 +14,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from hub import admin, blocks, feed, grants, guard, keyrotation, logs, quotas, record, spaces
-from hub import space_delete as sdel
 from hub import conflict_reports as reports
 from hub import screening as screen
+from hub import space_delete as sdel
 from hub.access import Principal, authenticate_txn, space_access_txn, verify_request
 from hub.api import events as live
 from hub.api.http import JSON, ndjson, read_json

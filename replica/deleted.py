@@ -37,7 +37,7 @@ def verify(hub_key: str, space_id: str, e: SpaceDeleted) -> QuireError:
                              dict(bad.details, reason="deletion_unverified"))
     return VerifiedDeletion(
         f"space {st.name} was deleted on the hub ({when(st.deleted_at)}); this replica "
-        f"stopped and keeps its vault and store; the hub keeps the data until "
+        f"stopped and keeps its vault and store; the hub purges the space's data "
         f"{when(st.purge_after)} unless an admin restores it",
         {"space": st.space, "name": st.name, "deleted_at": st.deleted_at,
          "purge_after": st.purge_after, "verified": True})

@@ -464,6 +464,8 @@ class Watcher:
         self._status()
 
     def _suspend(self, code: str, message: str) -> None:
+        if self.deleted:
+            return  # the verified deletion is the last word: this watcher is ending
         now = self.clock()
         if not self.suspended:
             log.warning("access refused (%s: %s): suspended, everything local is kept",
@@ -544,6 +546,8 @@ class Watcher:
         self._status()
         while not stop.is_set() and not self.deleted:
             self.tick()
+            if self.deleted:
+                break  # a refusal still in the inbox must not turn it into 'suspended'
             wait = max(0.0, (self.next_wake() - self.clock()) / 1000)
             try:
                 msg = inbox.get(timeout=min(wait, 1.0))

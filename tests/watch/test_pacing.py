@@ -421,3 +421,28 @@ def test_changes_from_an_event_that_do_not_verify_are_named_until_one_verifies()
     w.handle(_event(2))
     w.tick()
     assert w.status()["applied"] == 1 and w.status()["stream_error"] is None
+
+
+def test_a_verified_deletion_stops_the_watcher_and_an_unsigned_one_backs_off() -> None:
+    """replica/deleted.py: only ``VerifiedDeletion`` (the hub-signed statement checked) ends
+    the watcher; a plain ``space_deleted`` off the wire is a failure like any other; a
+    refusal still in the inbox after the deletion does not turn it into 'suspended'."""
+    import queue
+    import threading
+
+    from replica.deleted import VerifiedDeletion
+    from shared.errors import SpaceDeleted
+
+    w, sync, c, statuses = make()
+    sync.errors = [SpaceDeleted("forged", {})]
+    w.tick()
+    assert w.state == "backoff" and not w.deleted
+    c.t = w.next_wake()
+    sync.errors = [VerifiedDeletion("deleted on the hub", {"verified": True})]
+    inbox: queue.Queue[tuple[Any, ...]] = queue.Queue()
+    inbox.put(("refused", "space_deleted", "from the event stream"))
+    w.run(inbox, threading.Event())  # returns: the deletion ends the loop
+    assert w.deleted and w.state == "deleted" and statuses[-1]["state"] == "deleted"
+    assert statuses[-1]["last_error"]["code"] == "space_deleted"
+    w.handle(("refused", "space_deleted", "late"))
+    assert w.state == "deleted"

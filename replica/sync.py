@@ -60,11 +60,6 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-BLOCKED_HELP = ("held: an admin reverted this version and blocked it from being published "
-                "again (quire admin revert --block); edit it, then remove this 'quire' block "
-                "to publish")
-
-
 def conflict_marker(c: Conflict) -> dict[str, Any]:
     """The ``quire`` front-matter marker of a held entry (local only, never published);
     a version the hub blocked (replica/push.py) says so in its help."""
@@ -73,7 +68,7 @@ def conflict_marker(c: Conflict) -> dict[str, Any]:
         "theirs_version": c.theirs.version if c.theirs is not None else None,
         "theirs_deleted": c.theirs is None or c.theirs.deleted,
         "ours_deleted": c.ours is None or c.ours.deleted,
-        "help": BLOCKED_HELP if "version_blocked" in c.fields else
+        "help": blocked.HELP if "version_blocked" in c.fields else
         "held: fix this file and remove this 'quire' block to publish it",
     }}
 

@@ -20,17 +20,18 @@ from __future__ import annotations
 
 from shared.errors import HubUnverified, QuireError, SpaceDeleted
 from shared.humanize import when
-from shared.signed import parse_deletion_statement
+from shared.signed import Keys, parse_deletion_statement
 
 
 class VerifiedDeletion(SpaceDeleted):
     """``space_deleted`` whose hub-signed statement verified for this space."""
 
 
-def verify(hub_key: str, space_id: str, e: SpaceDeleted) -> QuireError:
-    """The error a sync raises for the hub's ``space_deleted`` answer ``e``."""
+def verify(hub_keys: Keys, space_id: str, e: SpaceDeleted) -> QuireError:
+    """The error a sync raises for the hub's ``space_deleted`` answer ``e``; ``hub_keys``:
+    the pinned key chain (a deletion signed before a key rotation still verifies)."""
     try:
-        st = parse_deletion_statement(hub_key, e.details.get("statement"), space=space_id)
+        st = parse_deletion_statement(hub_keys, e.details.get("statement"), space=space_id)
     except HubUnverified as bad:
         return HubUnverified("the hub answered space_deleted without a valid hub-signed "
                              "deletion statement for this space; nothing was changed",

@@ -110,7 +110,7 @@ class Replica(Publisher):
         try:
             self._exchange(report)
         except SpaceDeleted as e:  # stop only on the hub's signed word (replica/deleted.py)
-            raise deleted.verify(self.client._need_key(), self.space_id, e) from e
+            raise deleted.verify(self.client.hub_keys, self.space_id, e) from e
         self.flush_vault()
         return report
 

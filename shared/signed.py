@@ -286,9 +286,9 @@ def deletion_body(*, space: str, name: str, deleted_at: int, purge_after: int
             "purge_after": purge_after}
 
 
-def parse_deletion_statement(hub_key: str, obj: Any, *, space: str) -> DeletionStatement:
-    body = _verified_body(hub_key, DELETION_DOMAIN, obj, DELETION_FIELDS, set(),
-                          "space deletion statement")
+def parse_deletion_statement(hub_key: Keys, obj: Any, *, space: str) -> DeletionStatement:
+    body = verified_body(hub_key, DELETION_DOMAIN, obj, DELETION_FIELDS, set(),
+                         "space deletion statement")
     if not (isinstance(body["name"], str) and _int(body["deleted_at"])
             and _int(body["purge_after"])):
         raise HubUnverified("space deletion statement has a field of the wrong form")

@@ -71,6 +71,11 @@ class ChangeCache:
             OrderedDict())
         self.loads = 0  # database reads made (tests check the sharing)
 
+    def forget(self, space: str) -> None:
+        """Drop every cached line of ``space`` (a purge rewrote its history)."""
+        for k in [k for k in self._lines if k[0] == space]:
+            del self._lines[k]
+
     async def get(self, space: str, epoch: str, after: int, upto: int,
                   load: Callable[[int, int], Awaitable[dict[int, str]]]) -> list[str] | None:
         keys = [(space, epoch, seq) for seq in range(after + 1, upto + 1)]

@@ -62,11 +62,18 @@ def _live_counts(conn: Any, space_id: str) -> tuple[int, int]:
     return int(n), int(size)
 
 
-def recount_txn(conn: Any, space_id: str) -> None:
-    """Count the live entries again (a restore replaced them); history is unchanged."""
+def recount_txn(conn: Any, space_id: str, *, history: bool = False) -> None:
+    """Count the live entries again (a restore replaced them; history is unchanged), and
+    with ``history`` the stored batches too (a purge rewrote them, hub/purge.py)."""
     n, size = _live_counts(conn, space_id)
+    values: dict[str, int] = {"entries": n, "bytes": size}
+    if history:
+        usage_txn(conn, space_id, lock=True)  # the row exists (counted) before it is set
+        values["history_bytes"] = int(conn.execute(text(
+            f"SELECT COALESCE(SUM({_octets(conn, 'body')}), 0) FROM batches "
+            "WHERE space_id = :s"), {"s": space_id}).scalar_one())
     conn.execute(update(space_quota).where(space_quota.c.space_id == space_id)
-                 .values(entries=n, bytes=size))
+                 .values(**values))
 
 
 def usage_txn(conn: Any, space_id: str, *, lock: bool = False, insert: bool = True

@@ -122,14 +122,15 @@ def signed_head(key: HubKey, *, space: str, epoch: str, seq: int, digest: str, r
 
 
 def epoch_statement_txn(conn: Any, key: HubKey, space: q.SpaceRow, epoch: str, reason: str,
-                        at: int, restored_from: dict[str, Any] | None = None
-                        ) -> dict[str, Any]:
+                        at: int, restored_from: dict[str, Any] | None = None,
+                        purged: list[str] | None = None) -> dict[str, Any]:
     """Sign and keep the statement that ``space`` moved from its epoch to ``epoch``
-    (``restored_from``: the backup's head of the space, hub/restore.py)."""
+    (``restored_from``: the backup's head of the space, hub/restore.py; ``purged``: the
+    entries replicas must drop, hub/purge.py)."""
     st = sign_statement(key.private, EPOCH_DOMAIN, epoch_body(
         space=space.id, epoch=epoch, previous=space.epoch, previous_seq=space.head_seq,
         previous_digest=space.head_digest, reason=reason, at=at,
-        restored_from=restored_from))
+        restored_from=restored_from, purged=purged))
     ss.insert_epoch_txn(conn, space.id, epoch, canonical_str(st), at)
     return st
 

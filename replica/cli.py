@@ -231,6 +231,9 @@ def cmd_sync(args: argparse.Namespace, out: Out) -> int:
                              "  kept back (content_screened): ")
     human += [f"  held (version_blocked): {b['message']}"
               for b in r.get("version_blocked") or []]
+    for pg in r.get("purged") or []:  # replica/purge.py
+        human.append(f"  purged by an admin: {pg['id']} ({pg['reason']})"
+                     + ("; your unpublished edit is kept, held" if pg["held"] else ""))
     doc = dict(status, sync=r)
     code = exitcodes.for_status(doc)
     if code == exitcodes.ATTENTION:
@@ -360,6 +363,10 @@ def cmd_admin(args: argparse.Namespace, out: Out) -> int:
             from replica import revert_cli
 
             revert_cli.run(args, out, c, hub)
+        elif args.noun == "purge":
+            from replica import purge_cli
+
+            purge_cli.run(args, out, c)
         elif args.noun == "screening":
             from replica import screening_cli
 
@@ -533,6 +540,9 @@ def build_parser() -> argparse.ArgumentParser:
     from replica.revert_cli import add_admin_parser as add_revert_parser
 
     add_revert_parser(nouns, common)
+    from replica.purge_cli import add_admin_parser as add_purge_parser
+
+    add_purge_parser(nouns, common)
     from replica.screening_cli import add_admin_parser as add_screening_parser
 
     add_screening_parser(nouns, common, _Parser)

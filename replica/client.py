@@ -322,6 +322,13 @@ class HubClient:
             body["dry_run"] = True
         return self._request("POST", f"/v1/spaces/{_q(space)}/epoch", body)
 
+    def purge(self, space: str, entries: list[str], reason: str, dry_run: bool = False
+              ) -> dict[str, Any]:
+        body: dict[str, Any] = {"entries": entries, "reason": reason}
+        if dry_run:
+            body["dry_run"] = True
+        return self._request("POST", f"/v1/spaces/{_q(space)}/purge", body)
+
     # ------------------------------------------------------------ identity and administration
     # (docs/protocol.md; destructive verbs take dry_run)
 

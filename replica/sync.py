@@ -33,6 +33,7 @@ from replica import vault as vlt
 from replica.client import Change, ChangesPage, HubClient, HubUnverified
 from replica.crash import crash_point
 from replica.merge import merge_entry, same
+from replica.purge import PURGED, PURGED_HELP, compact_store, drop_purged_txn, purged_by
 from replica.push import Publisher
 from replica.sqlite_db import Conn
 from replica.store import Conflict, EntryState, Head, Store
@@ -42,7 +43,7 @@ from shared.errors import (
     SnapshotRequired,
     SpaceDeleted,
 )
-from shared.signed import SignedHead, epoch_path, parse_epoch_statement
+from shared.signed import SignedHead
 
 RACY_NS = 2_000_000_000  # a file modified this recently is hashed even if its stat matches
 CHUNK = 2000  # snapshot entries and vault writes per transaction
@@ -62,13 +63,15 @@ def now_ms() -> int:
 
 def conflict_marker(c: Conflict) -> dict[str, Any]:
     """The ``quire`` front-matter marker of a held entry (local only, never published);
-    a version the hub blocked (replica/push.py) says so in its help."""
+    a version the hub blocked (replica/push.py) or purged (replica/purge.py) says so in its
+    help."""
     return {"conflict": {
         "fields": c.fields,
         "theirs_version": c.theirs.version if c.theirs is not None else None,
         "theirs_deleted": c.theirs is None or c.theirs.deleted,
         "ours_deleted": c.ours is None or c.ours.deleted,
         "help": blocked.HELP if "version_blocked" in c.fields else
+        PURGED_HELP if PURGED in c.fields else
         "held: fix this file and remove this 'quire' block to publish it",
     }}
 
@@ -112,6 +115,8 @@ class Replica(Publisher):
         except SpaceDeleted as e:  # stop only on the hub's signed word (replica/deleted.py)
             raise deleted.verify(self.client.hub_keys, self.space_id, e) from e
         self.flush_vault()
+        if report.purged:  # the dropped bytes leave the store's files (replica/purge.py)
+            compact_store(self.store.path)
         return report
 
     def _exchange(self, report: SyncReport) -> None:
@@ -462,34 +467,20 @@ class Replica(Publisher):
         self._schedule_write_txn(conn, s)
         st.put_state_txn(conn, s)
 
-    def _snapshot_head(self, first: Any, fresh: SignedHead | None) -> SignedHead:
-        """The snapshot's head, signed; in this replica's epoch and not behind its head,
-        or in a later epoch that hub-signed statements lead to from ours."""
+    def _snapshot_head(self, first: Any, fresh: SignedHead | None
+                       ) -> tuple[SignedHead, dict[str, str]]:
+        """The snapshot's head, signed, with the path of epoch statements to it from ours
+        (verify.snapshot_path); and the entries that path purged (id → reason)."""
         if not isinstance(first, dict):
             raise HubUnverified("snapshot does not start with its head")
         signed = self.client.verified_head(first.get("head"), self.space_id)
-        keys = self.client.hub_keys  # epoch statements: signed when made, by the key then
-        epochs = first.get("epochs") or []
-        if not isinstance(epochs, list) or len(epochs) > 10_000:
-            raise HubUnverified("snapshot epoch statements are not a list")
-        local = self.store.head()
-        behind = {"reason": "snapshot_rollback", "snapshot_seq": signed.seq}
-        if local is not None and local.epoch == signed.epoch:
-            if signed.seq < local.seq or (signed.seq == local.seq
-                                          and signed.digest != local.digest):
-                raise HubUnverified("the snapshot is behind this replica's head (rolled "
-                                    "back?)", dict(behind, local_seq=local.seq))
-        elif local is not None:
-            parsed = [parse_epoch_statement(keys, e, space=self.space_id) for e in epochs]
-            path = epoch_path(parsed, local.epoch, signed.epoch)
+        # epoch statements: signed when made, by the key then
+        parsed, path = verify.snapshot_path(self.client.hub_keys, self.space_id,
+                                            self.store.head(), signed, first.get("epochs"),
+                                            fresh)
+        if path:
             self._restore = (parsed, restored.restore_point(path))
-            if path[0].previous_seq < local.seq:
-                raise HubUnverified("the epoch statement ends the old epoch before this "
-                                    "replica's head", dict(behind, local_seq=local.seq))
-        if fresh is not None and fresh.epoch == signed.epoch and signed.seq < fresh.seq:
-            raise HubUnverified("the snapshot is behind the head the hub just signed",
-                                dict(behind, head_seq=fresh.seq))
-        return signed
+        return signed, purged_by(path)
 
     def snapshot(self, report: SyncReport, fresh: SignedHead | None = None) -> None:
         """Take the hub's state at one signed head and replay every local change on top of
@@ -499,13 +490,17 @@ class Replica(Publisher):
         report.snapshot = True
         self._restore = None
         lines = self.client.snapshot(self.space_id)
-        signed = self._snapshot_head(next(lines), fresh)
+        signed, purged = self._snapshot_head(next(lines), fresh)
         new_head = Head(signed.epoch, signed.seq, signed.digest)
         created: list[tuple[str, bytes]] = []
         try:
             with self.store.tx() as conn:
                 if self._restore is not None and self._restore[1] is not None:
                     self._republish = restored.republish_ids_txn(conn, *self._restore)
+                if purged:  # before any entry: nothing of them is merged or kept
+                    drop_purged_txn(conn, purged, report, self._schedule_write_txn,
+                                    self.clock())
+                    self._republish = self._republish - set(purged)  # not republished
                 self._snapshot_txn(conn, lines, signed, new_head, report, created)
         except BaseException:
             vaultfaults.remove_created(created)

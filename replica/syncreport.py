@@ -31,6 +31,9 @@ class SyncReport:
     version_blocked: list[dict[str, Any]] = field(default_factory=list)
     # entries held from after a restored backup, published again (replica/restored.py)
     republished: list[str] = field(default_factory=list)
+    # entries an admin purged from the space's history (replica/purge.py): each with the
+    # purge's reason and whether a local edit of it was kept (held)
+    purged: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"pulled": self.pulled, "pushed": self.pushed, "batches": self.batches,
@@ -40,4 +43,5 @@ class SyncReport:
                 "policy_denied": list(self.policy_denied),
                 "content_screened": list(self.content_screened),
                 "version_blocked": list(self.version_blocked),
-                "republished": sorted(set(self.republished))}
+                "republished": sorted(set(self.republished)),
+                "purged": list(self.purged)}

@@ -3,6 +3,8 @@
     pull page / delivered changes            snapshot
       chain from our head (client.changes)     signed head: same epoch and not behind,
       end line: head signed by the pinned key    or a signed epoch statement path to it
+                                                 (snapshot_path; the path's purges and
+                                                 restores: replica/purge.py, restored.py)
       receipts signed, batch signed by a        every entry's version (client.snapshot)
         device the hub attests, valid then
                  │                                        │
@@ -33,7 +35,16 @@ from replica import store as st
 from replica.sqlite_db import Conn
 from shared import state
 from shared.errors import HubUnverified
-from shared.signed import Attestation, Keys, SignedHead, attested_at, parse_attestation
+from shared.signed import (
+    Attestation,
+    EpochStatement,
+    Keys,
+    SignedHead,
+    attested_at,
+    epoch_path,
+    parse_attestation,
+    parse_epoch_statement,
+)
 from shared.wire import verify_receipt
 
 STATE_READY = "state_ready"  # meta: the state tables were built from this store
@@ -180,3 +191,32 @@ def check_authors(hub_key: Keys, changes: Iterable[Any], authors: Authors) -> No
             raise HubUnverified(f"the batch at seq {c.seq} was accepted while its device was "
                                 "not valid (revoked?)", {"reason": "revoked_device",
                                                          "seq": c.seq, "device": device})
+
+
+def snapshot_path(keys: Keys, space_id: str, local: st.Head | None, signed: SignedHead,
+                  epochs: Any, fresh: SignedHead | None
+                  ) -> tuple[list[EpochStatement], list[EpochStatement]]:
+    """A snapshot's signed head must be in this replica's epoch and not behind its head, or
+    in a later epoch that hub-signed statements lead to from ours. Returns every statement
+    parsed and the path from our epoch (both empty in the same epoch or a new replica)."""
+    epochs = epochs or []
+    if not isinstance(epochs, list) or len(epochs) > 10_000:
+        raise HubUnverified("snapshot epoch statements are not a list")
+    behind = {"reason": "snapshot_rollback", "snapshot_seq": signed.seq}
+    parsed: list[EpochStatement] = []
+    path: list[EpochStatement] = []
+    if local is not None and local.epoch == signed.epoch:
+        if signed.seq < local.seq or (signed.seq == local.seq
+                                      and signed.digest != local.digest):
+            raise HubUnverified("the snapshot is behind this replica's head (rolled "
+                                "back?)", dict(behind, local_seq=local.seq))
+    elif local is not None:
+        parsed = [parse_epoch_statement(keys, e, space=space_id) for e in epochs]
+        path = epoch_path(parsed, local.epoch, signed.epoch)
+        if path[0].previous_seq < local.seq:
+            raise HubUnverified("the epoch statement ends the old epoch before this "
+                                "replica's head", dict(behind, local_seq=local.seq))
+    if fresh is not None and fresh.epoch == signed.epoch and signed.seq < fresh.seq:
+        raise HubUnverified("the snapshot is behind the head the hub just signed",
+                            dict(behind, head_seq=fresh.seq))
+    return parsed, path

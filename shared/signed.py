@@ -3,7 +3,8 @@
     signed head        {space, epoch, seq, digest, state, at[, nonce]    HEAD_DOMAIN
                         [, audit_seq, audit_digest, hub_audit_seq, hub_audit_digest]}
     device attestation {device, user, public_key, valid_from, revoked_at, at}  DEVICE_DOMAIN
-    epoch statement    {space, epoch, previous, previous_seq, previous_digest, reason, at}
+    epoch statement    {space, epoch, previous, previous_seq, previous_digest, reason, at
+                        [, purged: entry ids a purge removed]}
                                                                           EPOCH_DOMAIN
     space deletion     {space, name, deleted_at, purge_after}            DELETION_DOMAIN
 
@@ -23,7 +24,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from shared.canonical import CanonicalError, canonical_bytes
 from shared.digest import is_digest
 from shared.errors import HubUnverified
-from shared.ids import is_id
+from shared.ids import is_entry_id, is_id
 from shared.signing import HEAD_DOMAIN, sign, verify
 
 DEVICE_DOMAIN = b"quire-device-v1:"
@@ -205,20 +206,26 @@ class EpochStatement:
     # restore from backup (hub/restore.py): the head of the space in the backup, the point
     # the restored content is at; replicas republish what they hold from after it
     restored_from: tuple[str, int, str] | None = None
+    # entry ids a purge removed from all history (docs/security.md, Purge); () for a bump
+    purged: tuple[str, ...] = ()
 
 
 EPOCH_FIELDS = {"space", "epoch", "previous", "previous_seq", "previous_digest", "reason",
                 "at"}
+MAX_PURGED = 1000  # entry ids one purge statement may name
 
 
 def epoch_body(*, space: str, epoch: str, previous: str, previous_seq: int,
                previous_digest: str, reason: str, at: int,
-               restored_from: dict[str, Any] | None = None) -> dict[str, Any]:
+               restored_from: dict[str, Any] | None = None,
+               purged: list[str] | None = None) -> dict[str, Any]:
     body = {"space": space, "epoch": epoch, "previous": previous,
             "previous_seq": previous_seq, "previous_digest": previous_digest,
             "reason": reason, "at": at}
     if restored_from is not None:  # {epoch, seq, digest}: the backup's head of the space
         body["restored_from"] = restored_from
+    if purged is not None:  # absent on a plain bump: its statement signs as before
+        body["purged"] = sorted(purged)
     return body
 
 
@@ -232,17 +239,20 @@ def _restored_from(raw: Any) -> tuple[str, int, str] | None:
 
 
 def parse_epoch_statement(hub_key: Keys, obj: Any, *, space: str) -> EpochStatement:
-    body = verified_body(hub_key, EPOCH_DOMAIN, obj, EPOCH_FIELDS, {"restored_from"},
+    body = verified_body(hub_key, EPOCH_DOMAIN, obj, EPOCH_FIELDS, {"restored_from", "purged"},
                          "epoch statement")
+    purged = body.get("purged", [])
     if not (is_id(body["epoch"]) and is_id(body["previous"]) and _int(body["previous_seq"])
             and is_digest(body["previous_digest"]) and isinstance(body["reason"], str)
-            and _int(body["at"])):
+            and _int(body["at"]) and isinstance(purged, list) and len(purged) <= MAX_PURGED
+            and all(isinstance(e, str) and is_entry_id(e) for e in purged)):
         raise HubUnverified("epoch statement has a field of the wrong form")
     if body["space"] != space:
         raise HubUnverified("epoch statement is for another space")
     return EpochStatement(body["space"], body["epoch"], body["previous"],
                           body["previous_seq"], body["previous_digest"], body["reason"],
-                          body["at"], _restored_from(body.get("restored_from")))
+                          body["at"], _restored_from(body.get("restored_from")),
+                          tuple(purged))
 
 
 def epoch_path(statements: list[EpochStatement], start: str, end: str

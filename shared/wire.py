@@ -44,6 +44,14 @@ class Op:
         return {"op": "put", "entry": self.entry.to_dict(), "base": self.base}
 
 
+def op_entry_id(op: Any) -> str | None:
+    """The entry id of an op in its wire (stored) form; None when it has none."""
+    if not isinstance(op, dict):
+        return None
+    eid = (op.get("entry") or {}).get("id") if op.get("op") == "put" else op.get("id")
+    return eid if isinstance(eid, str) else None
+
+
 @dataclass(frozen=True)
 class Batch:
     batch_id: str

@@ -97,6 +97,14 @@ OPS: dict[tuple[str, str], Op] = {
                     "history left behind, the live entries carried into the new epoch, the "
                     "replicas that take a snapshot on their next sync, and who loses access "
                     "(nobody: members, roles and devices are untouched)."),
+    ("POST", "/v1/spaces/{space}/purge"): Op(
+        "remove entries' content from all history (admins), or preview it", "purge", "purge",
+        description="A new epoch whose signed statement carries the reason and the purged "
+                    "ids; the entries leave the current state and every stored batch, and "
+                    "the database is compacted (`storage`). With `dry_run: true` nothing "
+                    "changes and `epoch` is null; either way the answer lists the entries, "
+                    "the batches touched and the replicas affected. `not_found` names ids "
+                    "the space never held (docs/security.md, Purge)."),
     ("GET", "/v1/spaces/{space}/rules"): Op("a space's rules, defaults included"),
     ("POST", "/v1/spaces/{space}/rules"): Op("add a rule (admins)", "object", "rule_add",
                                              201),

@@ -15,6 +15,7 @@ from starlette.routing import Route
 
 from hub import admin, blocks, feed, grants, guard, keyrotation, logs, quotas, record, spaces
 from hub import conflict_reports as reports
+from hub import purge as purging
 from hub import screening as screen
 from hub import space_delete as sdel
 from hub.access import Principal, authenticate_txn, space_access_txn, verify_request
@@ -545,6 +546,18 @@ async def bump_epoch(request: Request) -> Response:
     return JSON(out)
 
 
+async def purge_entries(request: Request) -> Response:
+    p = await principal(request)
+    hub = _hub(request)
+    body = await read_json(request, SMALL_BODY, allowed=fields("purge"))
+    out = await run_in_threadpool(purging.purge, hub.store, p, request.path_params["space"],
+                                  body, hub.now(), hub.key)
+    if not out["dry_run"]:  # watchers re-snapshot; the event names no purged entry
+        hub.broker.changes.forget(out["space"])  # no cached change line outlives it
+        hub.epoch_changed({k: out[k] for k in ("space", "epoch", "previous", "reason")})
+    return JSON(out)
+
+
 async def openapi(request: Request) -> Response:
     from hub.api.openapi import document
 
@@ -583,6 +596,7 @@ ROUTES = [
     Route("/v1/spaces/{space}/batches", publish, methods=["POST"]),
     Route("/v1/spaces/{space}/receipts/{replica}/{batch}", receipt, methods=["GET"]),
     Route("/v1/spaces/{space}/epoch", bump_epoch, methods=["POST"]),
+    Route("/v1/spaces/{space}/purge", purge_entries, methods=["POST"]),
     *ADMIN_ROUTES,  # identity and administration (hub/admin.py, hub/grants.py)
     Route("/v1/spaces/{space}/events", live.events, methods=["GET"]),
 ]

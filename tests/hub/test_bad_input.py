@@ -88,6 +88,12 @@ def _many_ops(b: dict[str, Any]) -> None:
     b["ops"] = [dict(op, entry=dict(op["entry"], id=f"page/p{i}")) for i in range(1001)]
 
 
+def _purge(entries: list[str], who: str = "owner", reason: str = "r") -> Any:
+    """A purge request (hub/purge.py) refused before it changes anything."""
+    return lambda c: ("POST", f"/v1/spaces/{c['space']}/purge",
+                      {"entries": entries, "reason": reason}, c[who].auth)
+
+
 CASES: list[tuple[str, Any, int, str]] = [
     ("malformed JSON", _raw(b'{"batch_id": '), 422, "invalid_request"),
     ("JSON array body", _raw(b"[]"), 422, "invalid_request"),
@@ -137,6 +143,11 @@ CASES: list[tuple[str, Any, int, str]] = [
      422, "invalid_request"),
     ("changes with zero limit", _get("/v1/spaces/{space}/changes?limit=0"),
      422, "invalid_request"),
+    ("purge by an editor", _purge(["page/seed"], "editor"), 403, "forbidden"),
+    ("purge of an entry never held", _purge(["page/never"]), 404, "not_found"),
+    ("purge of a bad entry id", _purge(["page/../x"]), 422, "invalid_request"),
+    ("purge of no entries", _purge([]), 422, "invalid_request"),
+    ("purge without a reason", _purge(["page/seed"], reason=" "), 422, "invalid_request"),
     ("changes with bad epoch", _get("/v1/spaces/{space}/changes?epoch=../x"),
      422, "invalid_request"),
     ("changes with unknown parameter", _get("/v1/spaces/{space}/changes?since=1"),
@@ -184,7 +195,7 @@ def module_hub(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
             "device_key": public_b64(editor.key)})
         assert r.status_code == 201, r.text
         assert editor.publish(space, [put("page/seed")]).status_code == 201
-        yield {"space": space, "other": other, "editor": editor, **hub_app}
+        yield {"space": space, "other": other, "editor": editor, "owner": owner, **hub_app}
 
 
 @pytest.fixture

@@ -68,8 +68,9 @@ class Rotating:
         return sqlite3.connect(self.data / "hub.db")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture()
 def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rotating]:
+    """A hub of the test's own: each test rotates or replaces its key."""
     r = Rotating(tmp_path_factory.mktemp("keyrot"))
     yield r
     r.proc.stop()
@@ -145,8 +146,7 @@ def test_replicas_follow_two_rotations_made_while_one_was_offline(hub: Rotating)
 
 def test_a_head_signed_by_a_key_outside_the_chain_is_refused(hub: Rotating) -> None:
     team = hub.team
-    ann, bob, dan = (Member(team, n, team.root / n / "home", team.root / n / "vault")
-                     for n in ("ann", "bob", "dan"))
+    ann, bob, dan = team.members("ann", "bob", "dan")
     publish(ann, "page/later", "published before the intruder\n")
     # the intruder, root on the hub's server, replaces the key without a statement: a new
     # key file and the database record naming it (else the hub refuses to start)

@@ -62,6 +62,10 @@ def _head(ctx: dict[str, Any]) -> tuple[Any, ...]:
     return h["epoch"], h["seq"], h["digest"]
 
 
+def _deleted(ctx: dict[str, Any]) -> bool:
+    return ctx["owner"].get(f"/v1/spaces/{ctx['space']}/head").status_code == 410
+
+
 def test_every_operation_fuzzed(fuzz_hub: dict[str, Any]) -> None:
     ctx = fuzz_hub
     url, owner = ctx["hub"].url, ctx["owner"]
@@ -101,6 +105,10 @@ def test_every_operation_fuzzed(fuzz_hub: dict[str, Any]) -> None:
         except (Exception, BaseExceptionGroup) as e:  # collected: all failures are listed
             failures.append(f"{op.method} {path} -> {response.status_code}: "
                             f"{str(e)[:400]}")
+        if op.path == "/v1/spaces/{space}/delete" and response.status_code < 300 and \
+                _deleted(ctx):  # the operations after it need the space: restore it
+            restored = owner.post(f"/v1/spaces/{ctx['space']}/restore", {})
+            assert restored.status_code == 200, restored.text
         if response.status_code >= 400:
             calls["refused"] += 1
             if writes and _head(ctx) != before:

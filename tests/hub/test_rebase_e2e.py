@@ -137,12 +137,8 @@ def test_lost_receipt_after_a_rebased_accept_is_recovered_and_nothing_is_skipped
     import json
 
     with _store(b).tx() as conn:
-        from sqlalchemy import select
-
-        from replica.store import receipts_t
-
-        saved = conn.execute(select(receipts_t.c.receipt).where(
-            receipts_t.c.batch_id == made.batch_id)).scalar()
+        saved = conn.scalar("SELECT receipt FROM receipts WHERE batch_id = ?",
+                            (made.batch_id,))
     assert json.loads(saved) == first
     assert rep["sync"]["pulled"] >= 3
     for eid, body in (("page/a", "a2\n"), ("note/x", "x\n"), ("note/y", "y\n"),

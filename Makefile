@@ -26,13 +26,14 @@ run: $(STAMP)  ## set up, initialize an embedded SQLite hub on first run, serve 
 	$(BIN)/quire hub serve --data $(DATA) --host 127.0.0.1 --port $(PORT)
 
 # three workers, one file each (a file's tests share module fixtures); most end-to-end time
-# is spent waiting on hub and CLI processes. Files and the tests in each run in a shuffled
+# is spent waiting on hub and CLI processes. The longest files are handed out first
+# (tests/conftest.py LONG_FILES), not the files with the most tests. Files and the tests in each run in a shuffled
 # order (pytest-randomly); the seed is printed before and after: replay with SEED=<seed>
 TEST_WORKERS ?= 3
 SEED := $(or $(SEED),$(shell od -An -N4 -tu4 /dev/urandom | tr -d ' '))
 test: $(STAMP)  ## the whole suite (unit, in-process API, end-to-end; SQLite and PostgreSQL)
 	@echo "test order: --randomly-seed=$(SEED) (replay: make test SEED=$(SEED))"
-	@$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile -p randomly --randomly-seed=$(SEED); \
+	@$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -p randomly --randomly-seed=$(SEED); \
 	rc=$$?; echo "test order was --randomly-seed=$(SEED) (replay: make test SEED=$(SEED))"; \
 	exit $$rc
 

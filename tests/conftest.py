@@ -48,7 +48,7 @@ def hub_app(tmp_path: Path, db_url: str | None) -> Iterator[dict[str, Any]]:
 # sorting off (--no-loadscope-reorder); pytest-randomly's shuffle still decides the order
 # among the rest, and among files of equal weight, and within every file.
 LONG_FILES = {
-    "tests/replica/test_sync_props_two.py": 100, "tests/hub/test_concurrency_e2e.py": 95,
+    "tests/replica/test_sync_props_two.py": 100, "tests/hub/test_concurrency_e2e.py": 50,
     "tests/replica/test_sync_props.py": 70, "tests/replica/test_purge_e2e.py": 60,
     "tests/replica/test_key_rotation_e2e.py": 50, "tests/replica/test_hostile_cli.py": 40,
     "tests/watch/test_hostile_watch.py": 40, "tests/replica/test_e2e.py": 40,

@@ -145,8 +145,6 @@ class Desk:
 
     def close(self) -> None:
         self.store.close()
-        self._store_engine.dispose()
-        self._claims_engine.dispose()
 
     def __enter__(self) -> Desk:
         return self

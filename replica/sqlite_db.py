@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 OperationalError = sqlite3.OperationalError
-IntegrityError = sqlite3.IntegrityError
 
 
 @cache
@@ -83,9 +82,6 @@ class Conn:
         """The first column of every row."""
         return [r[0] for r in self.connection.execute(sql, tuple(params))]
 
-    def executemany(self, sql: str, rows: Iterable[Iterable[Any]]) -> None:
-        self.connection.executemany(sql, rows)
-
 
 class Database:
     """One SQLite file. Every ``connect()``/``begin()`` opens its own connection, runs the
@@ -132,6 +128,3 @@ class Database:
             raise
         finally:
             raw.close()
-
-    def dispose(self) -> None:
-        """Nothing is pooled; kept so closing a store reads the same as before."""

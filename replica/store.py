@@ -197,7 +197,7 @@ class Store:
                 conn.execute(trigger)
 
     def close(self) -> None:
-        self.engine.dispose()
+        """Nothing stays open between uses (each opens and closes its connection)."""
 
     @contextmanager
     def tx(self) -> Iterator[Conn]:

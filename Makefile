@@ -1,6 +1,6 @@
 # One command per task. Every target creates and uses the local virtual environment.
 # Debian's python3 is built with profile-guided and link-time optimization; a python3 built
-# by pyenv without --enable-optimizations (the default) runs this suite about 20 % slower
+# by pyenv without --enable-optimizations (the default) used about 15 % more CPU on the same work here
 # (docs/decisions.md). Use it when it can make a virtual environment; PY=... overrides.
 PY ?= $(shell /usr/bin/python3 -c 'import sys, ensurepip; assert sys.version_info >= (3, 11)' \
         2>/dev/null && echo /usr/bin/python3 || echo python3)

@@ -65,7 +65,7 @@ def _write(store: Store, fn: Any, dry_run: bool, action: str | None = None
     if action is not None:
         ids = {k: v for k, v in out.items()
                if isinstance(v, str) and (is_id(v) or k == "role")}
-        event(log, "admin", action=action, **ids)
+        event(log, "admin", logging.INFO, action=action, **ids)
     return dict(out, dry_run=False)
 
 
@@ -160,7 +160,7 @@ def list_members(store: Store, p: Principal, space_ref: str) -> dict[str, Any]:
 
 def _change_member(store: Store, p: Principal, space_ref: str, user_id: str,
                    body: dict[str, Any], now: int, *, action: str,
-                   change: Callable[[Any, str], None], out: dict[str, Any]) -> dict[str, Any]:
+                   change: Callable[[Any, str], object], out: dict[str, Any]) -> dict[str, Any]:
     """One audited, dry-runnable change to an existing member of a space."""
     direct(p)
 

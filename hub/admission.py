@@ -10,13 +10,14 @@ change in between without the batch being refused anyway.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from shared.errors import InvalidRequest
 from shared.ids import portability_problem
 
 
-def check_portable(ops: list[Any], current: dict[str, tuple[str, bool]]) -> None:
+def check_portable(ops: Sequence[Any], current: dict[str, tuple[str, bool]]) -> None:
     """Refuse the batch when an op creates an entry whose id is not portable."""
     bad = []
     for i, op in enumerate(ops):

@@ -233,11 +233,11 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
     current = q.current_versions_txn(conn, space.id, [op.entry_id for op in batch.ops])
     check_bases(batch, current)
     body = canonical_str(batch.to_wire())
+    contents = [canonical_str(op.entry.to_dict()) for op in batch.ops]
     rows = [{"entry_id": op.entry_id, "version": op.entry.version, "deleted": op.entry.deleted,
-             "content": canonical_str(op.entry.to_dict())} for op in batch.ops]
+             "content": content} for op, content in zip(batch.ops, contents, strict=True)]
     if quota is not None:  # before anything is written (hub/quotas.py)
-        check_and_count_txn(conn, quota, space.id, batch.ops, current, body,
-                            [r["content"] for r in rows])
+        check_and_count_txn(conn, quota, space.id, batch.ops, current, body, contents)
 
     seq = space.head_seq + 1
     head = chain_next(space.head_digest, batch.digest)

@@ -18,6 +18,7 @@ publications to different spaces may overshoot it by what they add together.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,7 +104,7 @@ def limits(row: dict[str, Any], hub: HubQuotas) -> dict[str, int]:
     return {f: (row[f] if row[f] is not None else getattr(hub, f)) for f in FIELDS}
 
 
-def check_and_count_txn(conn: Any, hub: HubQuotas, space_id: str, ops: list[Any],
+def check_and_count_txn(conn: Any, hub: HubQuotas, space_id: str, ops: Sequence[Any],
                         current: dict[str, tuple[str, bool]], body: str,
                         new_contents: list[str]) -> None:
     """Refuse the batch if it grows a measure past its limit; else count it."""

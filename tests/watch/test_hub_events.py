@@ -201,7 +201,11 @@ def test_publication_on_one_hub_process_reaches_streams_on_another(tmp_path: Pat
         # name the hub, not the process
         env = dict(FAST, QUIRE_HUB_PUBLIC_URL="http://quire.test")
         a = kit.start_hub(data, db=db, env=env)
-        b = kit.start_hub(data, db=db, env=env)
+        try:
+            b = kit.start_hub(data, db=db, env=env)
+        except BaseException:
+            a.stop()  # b never started: a must not outlive the test
+            raise
         try:
             owner, member, space = _team(a.url, code)
             member_b = kit.Member(httpx2.Client(base_url=b.url, timeout=30), member.token,

@@ -21,6 +21,8 @@ import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -63,17 +65,36 @@ def _series(m: Member, vault: Path, runs: int, tag: str) -> dict[str, Any]:
     return out
 
 
-def _wait_idle(status_path: Path, timeout: float = 600) -> None:
+def _wait_idle(status_path: Path, timeout: float = 600, journal: bool = False) -> None:
+    """Idle with the event stream up (and with ``journal``, the journal valid: the scan that
+    arming the file events starts is over; at 100,000 entries it holds the lock a while)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             doc = json.loads(status_path.read_text())
         except (OSError, ValueError):
             doc = {}
-        if doc.get("state") == "idle" and doc.get("stream") == "up":
+        if (doc.get("state") == "idle" and doc.get("stream") == "up"
+                and (not journal or (doc.get("journal") or {}).get("valid"))):
             return
         time.sleep(0.2)
     raise RuntimeError(f"watcher not idle: {status_path}")
+
+
+def joined_member(hub: Hub, n: int, root: Path, label: str) -> tuple[Member, Path, float]:
+    """A space of ``n`` corpus entries published on ``hub`` (batches of 500, through the
+    guard), and one member joined to it with the real CLI: (member, vault, join seconds)."""
+    pub = Publisher(hub.url, hub.enrollment_code, f"bench-{label}")
+    space = pub.http.post("/v1/spaces", json={"name": f"{label}-{n}"}).json()["space"]["id"]
+    pub.attach(space)
+    entries = corpus(n)
+    for i in range(0, len(entries), 500):
+        pub.publish(entries[i:i + 500])
+    code = pub.http.post(f"/v1/spaces/{space}/invites", json={"role": "editor"}).json()
+    pub.close()
+    m = Member(f"m{n}", root, dict(os.environ))
+    vault = root / f"vault-{n}"
+    return m, vault, m.join(hub.url, code["code"], vault).seconds
 
 
 def run_size(n: int, runs: int, root: Path) -> dict[str, Any]:
@@ -81,32 +102,40 @@ def run_size(n: int, runs: int, root: Path) -> dict[str, Any]:
     hub.init()
     hub.start()
     try:
-        pub = Publisher(hub.url, hub.enrollment_code, "bench-status")
-        space = pub.http.post("/v1/spaces", json={"name": f"status-{n}"}).json()["space"]["id"]
-        pub.attach(space)
-        entries = corpus(n)
-        for i in range(0, len(entries), 500):
-            pub.publish(entries[i:i + 500])
-        code = pub.http.post(f"/v1/spaces/{space}/invites", json={"role": "editor"}).json()
-        pub.close()
-        m = Member(f"m{n}", root, dict(os.environ))
-        vault = root / f"vault-{n}"
-        join = m.join(hub.url, code["code"], vault)
-        out: dict[str, Any] = {"entries": n, "join_s": round(join.seconds, 1)}
+        m, vault, join_s = joined_member(hub, n, root, "status")
+        out: dict[str, Any] = {"entries": n, "join_s": round(join_s, 1)}
         out["without_watcher"] = _series(m, vault, runs, "a")
-        space_dir = next((m.home / "spaces").iterdir())
-        watcher = subprocess.Popen([*quire_cmd(), "watch"], env=m.env,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            _wait_idle(space_dir / "watch.json")
+        with watching(m, _wait_idle):
             out["with_watcher"] = {"status": _timed(m, "status", runs=runs),
                                    "status_fast": _timed(m, "status", "--fast", runs=runs)}
-        finally:
-            watcher.terminate()
-            watcher.wait(120)
         return out
     finally:
         hub.stop()
+
+
+@contextmanager
+def watching(m: Member, ready: Callable[[Path], None]) -> Iterator[subprocess.Popen[bytes]]:
+    """``quire watch`` for the member's one space, once ``ready(watch.json)`` returned."""
+    space_dir = next((m.home / "spaces").iterdir())
+    watcher = subprocess.Popen([*quire_cmd(), "watch"], env=m.env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        ready(space_dir / "watch.json")
+        yield watcher
+    finally:
+        watcher.terminate()
+        watcher.wait(120)
+
+
+def each_size(sizes: str, prefix: str, run: Callable[[int, Path], dict[str, Any]]
+              ) -> list[dict[str, Any]]:
+    """``run(n, folder)`` for each size, each in a fresh temporary folder; printed as it ends."""
+    results = []
+    for n in (int(s) for s in sizes.split(",")):
+        with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+            results.append(run(n, Path(tmp)))
+            print(json.dumps(results[-1]), flush=True)
+    return results
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,11 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="1000,100000")
     ap.add_argument("--runs", type=int, default=5)
     args = ap.parse_args(argv)
-    results = []
-    for n in (int(s) for s in args.sizes.split(",")):
-        with tempfile.TemporaryDirectory(prefix="quire-bench-status-") as tmp:
-            results.append(run_size(n, args.runs, Path(tmp)))
-            print(json.dumps(results[-1]), flush=True)
+    results = each_size(args.sizes, "quire-bench-status-",
+                        lambda n, root: run_size(n, args.runs, root))
     doc = {"load_average": os.getloadavg(), "cores": os.cpu_count(), "results": results}
     out = Path(__file__).resolve().parent / "results" / f"status_cost_{args.sizes.replace(',', '_')}.json"
     out.write_text(json.dumps(doc, indent=2) + "\n")

@@ -212,7 +212,7 @@ def cmd_spaces(args: argparse.Namespace, out: Out) -> int:
 def cmd_sync(args: argparse.Namespace, out: Out) -> int:
     home = Home()
     space = home.space(args.space)
-    report, status = service.run_sync(home, space, out.progress(f"syncing {space.name}"))
+    report, status = args.run_sync(home, space, out.progress(f"syncing {space.name}"))
     r = report.to_json()
     human = [f"synced {space.name}: pulled {r['pulled']} batch(es), pushed {r['pushed']} "
              f"change(s) in {r['batches']} batch(es)" + (" (snapshot)" if r["snapshot"] else "")]
@@ -276,7 +276,8 @@ def cmd_status(args: argparse.Namespace, out: Out) -> int:
     watcher = watcher_status(space)  # the watcher's own status file (watch.json)
     # the worst of the replica's state and its running watcher's (a suspended watcher
     # makes the space suspended)
-    doc = dict(overall(service.status_doc(space, scan=not args.fast), watcher),
+    doc = dict(overall(service.status_doc(space, scan=not args.fast, store=args.store),
+                       watcher),
                watcher=watcher)
     out.doc(doc, "\n".join([_human_status(doc), *human_watcher(doc["watcher"])]))
     return exitcodes.for_status(doc) if args.strict else exitcodes.OK
@@ -310,7 +311,7 @@ def cmd_watch(args: argparse.Namespace, out: Out) -> int:
         return 0
     from replica.watch_daemon import run_watch
 
-    return run_watch(home, spaces, say=out.say)
+    return run_watch(home, spaces, say=out.say, serve=main)  # replica/watch_serve.py
 
 
 def cmd_admin(args: argparse.Namespace, out: Out) -> int:
@@ -449,7 +450,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sy = sub.add_parser("sync", parents=[common], help="scan the vault, pull, merge, push")
     sy.add_argument("space", nargs="?", metavar="SPACE", help="space id or name")
-    sy.set_defaults(func=cmd_sync)
+    sy.set_defaults(func=cmd_sync, run_sync=service.run_sync)  # a watcher serving: its own
 
     st = sub.add_parser("status", parents=[common],
                         help="head, outbox, held conflicts, problems, last error")
@@ -460,7 +461,7 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--fast", action="store_true",
                     help="do not scan the vault: unpublished from the store alone "
                          "(\"scanned\": false)")
-    st.set_defaults(func=cmd_status)
+    st.set_defaults(func=cmd_status, store=None)
 
     ve = sub.add_parser("verify", parents=[common],
                         help="check the store against the last signed head and the vault "
@@ -566,7 +567,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, served: Callable[[Any], None] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "hub":
         hub_cli = importlib.import_module("hub.cli")  # lazily: the replica never imports hub
@@ -574,6 +575,8 @@ def main(argv: list[str] | None = None) -> int:
     out = Out("--json" in argv)
     try:
         args = build_parser().parse_args(argv)
+        if served is not None:  # a watcher answers (replica/watch_serve.py): may refuse
+            served(args)
         return int(args.func(args, out))
     except QuireError as e:
         if out.json:

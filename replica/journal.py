@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import threading
 import time
 from typing import Any
 
@@ -37,9 +38,57 @@ def _journal(space: Any) -> dict[str, Any] | None:
     return j if isinstance(j, dict) and j.get("valid") else None
 
 
+class Board:
+    """Cookies acknowledged by the watcher of this very process, for a reader in it (a
+    ``quire status`` the watcher serves, replica/watch_serve.py): it waits for the
+    acknowledgement in memory, not for the next status file write (an fsync) and a poll."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiting: dict[str, tuple[threading.Event, list[dict[str, Any]]]] = {}
+
+    def ack(self, name: str, journal: dict[str, Any]) -> None:
+        """Called by the watcher's thread (``Watcher.on_cookie``) once it handled every
+        vault event before the cookie's."""
+        with self._lock:
+            slot = self._waiting.get(name)
+        if slot is not None:
+            slot[1].append(journal)
+            slot[0].set()
+
+    def changed_paths(self, vault: Any, timeout: float) -> list[str] | None:
+        name = f"{COOKIE}{secrets.token_hex(8)}"
+        slot: tuple[threading.Event, list[dict[str, Any]]] = (threading.Event(), [])
+        with self._lock:
+            self._waiting[name] = slot
+        cookie = os.path.join(os.fspath(vault), name)
+        try:
+            with open(cookie, "xb"):
+                pass
+            if not slot[0].wait(timeout):
+                return None
+        except OSError:
+            return None
+        finally:
+            with self._lock:
+                self._waiting.pop(name, None)
+            try:
+                os.unlink(cookie)
+            except OSError:
+                pass
+        j = slot[1][0]
+        return [p for p in j.get("paths") or [] if isinstance(p, str)] if j.get("valid") else None
+
+
+BOARDS: dict[str, Board] = {}  # space id -> the board of the watcher in this process
+
+
 def changed_paths(space: Any, timeout: float = 2.0) -> list[str] | None:
     """The vault paths a running watcher saw change since its last scan, once it has
     handled every event up to now; None: no valid journal (scan instead)."""
+    board = BOARDS.get(space.space_id)
+    if board is not None:  # the watcher is this process
+        return board.changed_paths(space.vault, timeout)
     first = _journal(space)
     if first is None or not WatchLock(lock_path(space)).held_by_other():
         return None

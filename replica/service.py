@@ -209,18 +209,20 @@ def refusal(err: dict[str, Any] | None) -> dict[str, Any] | None:
     return {"reason": reason, "message": err.get("message"), "since": err.get("at")}
 
 
-def status_doc(space: SpaceConfig, *, scan: bool = True) -> dict[str, Any]:
+def status_doc(space: SpaceConfig, *, scan: bool = True, store: Store | None = None
+               ) -> dict[str, Any]:
     """The space's status from its store, its vault and the last sync's status file.
 
     ``unpublished``: local changes the next sync would publish (replica/pending.py), from
     the store and the same size-and-mtime vault scan a sync starts with; ``scan=False``
-    reads the store alone (``scanned: false``), and ``problems`` are then the last sync's."""
+    reads the store alone (``scanned: false``), and ``problems`` are then the last sync's.
+    ``store``: one already open (a watcher serving the command), else it is opened here."""
     from replica.pending import unpublished_txn
     from replica.screened import vault_findings
     from replica.store import Store
 
     saved = read_saved_status(space)
-    store = Store(space.store_path)
+    store = store or Store(space.store_path)
     try:
         head = store.head()
         conflicts = store.conflicts()

@@ -189,6 +189,8 @@ class Watcher:
     # on_refused(code, message): record a refusal where `quire status` reads it after this
     # watcher stops (a refusal the stream reported had no sync to record it)
     on_refused: Callable[[str, str], None] | None = None
+    # on_cookie(name, journal): acknowledge a reader inside this process (replica/journal.py)
+    on_cookie: Callable[[str, dict[str, Any]], None] | None = None
 
     def __post_init__(self) -> None:
         s = self.settings
@@ -267,6 +269,8 @@ class Watcher:
             self.armed_at = None
         elif kind == "cookie":  # a reader asks: every event before its cookie is handled
             self.cookies = (self.cookies + [msg[1]])[-16:]
+            if self.on_cookie is not None:
+                self.on_cookie(msg[1], self.journal())
         elif kind == "stream":
             up = msg[1] == "up"
             self.stream_error = None if up else (msg[2] if len(msg) > 2 else None)

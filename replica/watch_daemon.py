@@ -20,9 +20,10 @@ from typing import Any
 
 from replica import service
 from replica.home import write_json
-from replica.journal import COOKIE
+from replica.journal import BOARDS, COOKIE, Board
 from replica.watch import Backoff, Watcher, WatchSettings, refused
 from replica.watch_lock import WatchLock, lock_path, status_path
+from replica.watch_serve import SocketServer
 from replica.watch_syncer import SpaceSyncer
 from shared.errors import QuireError
 
@@ -167,17 +168,21 @@ class Running:
     lock: WatchLock
     threads: list[threading.Thread]
     syncer: SpaceSyncer
+    server: SocketServer | None = None
 
 
 
-def start(home: Any, space: Any, settings: WatchSettings, stop: threading.Event) -> Running:
-    """Take the space's watcher lock and start its threads."""
+def start(home: Any, space: Any, settings: WatchSettings, stop: threading.Event,
+          serve: Callable[..., int] | None = None) -> Running:
+    """Take the space's watcher lock and start its threads; with ``serve`` (the CLI's
+    ``main``), answer ``quire status``/``sync`` on the space's socket (replica/watch_serve.py)."""
 
     lock = WatchLock(lock_path(space))
     inbox: queue.Queue[tuple[Any, ...]] = queue.Queue()
     kick = threading.Event()
     syncer = SpaceSyncer(home, space)
-    watcher = Watcher(sync=syncer,
+    board = Board()  # cookies of the readers this process serves (replica/journal.py)
+    watcher = Watcher(sync=syncer, on_cookie=board.ack,
                       write_status=lambda doc: write_json(status_path(space), dict(
                           doc, space={"id": space.space_id, "name": space.name})),
                       settings=settings, on_resume=kick.set, apply=syncer.apply,
@@ -201,7 +206,11 @@ def start(home: Any, space: Any, settings: WatchSettings, stop: threading.Event)
     ]
     for t in threads:
         t.start()
-    return Running(space.name, watcher, inbox, lock, threads, syncer)
+    server = SocketServer(home.root, space, syncer, serve) if serve is not None else None
+    if server is not None and not server.start():
+        server = None
+    BOARDS[space.space_id] = board
+    return Running(space.name, watcher, inbox, lock, threads, syncer, server)
 
 
 def _record_refusal(space: Any, code: str, message: str) -> None:
@@ -219,7 +228,8 @@ def _record_refusal(space: Any, code: str, message: str) -> None:
 
 
 def run_watch(home: Any, spaces: list[Any], settings: WatchSettings | None = None,
-              say: Callable[[str], None] = print) -> int:
+              say: Callable[[str], None] = print, serve: Callable[..., int] | None = None
+              ) -> int:
     """``quire watch``: watch every space given until SIGINT/SIGTERM."""
     import signal
 
@@ -237,13 +247,15 @@ def run_watch(home: Any, spaces: list[Any], settings: WatchSettings | None = Non
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         for space in spaces:
-            running.append(start(home, space, settings, stop))
+            running.append(start(home, space, settings, stop, serve))
             say(f"watching {space.name} ({space.vault})")
         while not stop.is_set():
             stop.wait(1.0)
             if running and not any(r.threads[0].is_alive() for r in running):
                 break
         for r in running:  # the sync in flight finishes; then each writes 'stopped'
+            if r.server is not None:
+                r.server.stop()
             r.inbox.put(("stop",))
         for r in running:
             r.threads[0].join(timeout=60)
@@ -253,6 +265,9 @@ def run_watch(home: Any, spaces: list[Any], settings: WatchSettings | None = Non
     finally:
         stop.set()
         for r in running:
+            if r.server is not None:
+                r.server.stop()
+            BOARDS.pop(r.syncer.space.space_id, None)
             r.lock.release()
         for s, h in old.items():
             signal.signal(s, h)

@@ -11,6 +11,7 @@ between syncs, plus two shortcuts a long-running process can afford:
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,8 @@ from replica import store as st
 from replica.home import space_lock
 from replica.watch import SyncResult
 from shared.errors import QuireError
+
+SERVED_WAIT_S = 60.0  # a served sync waits this long for the watcher's sync in flight
 
 
 class SpaceSyncer:
@@ -36,6 +39,9 @@ class SpaceSyncer:
         # path -> (size, mtime_ns) of a file the fast path wrote (None: removed), recorded
         # only when the file holds exactly what was journaled: its own events match it
         self._wrote: dict[str, tuple[int, int] | None] = {}
+        # the watcher's thread and served syncs (replica/watch_serve.py) share the open
+        # replica, client and store: one of them at a time
+        self.mutex = threading.RLock()
 
     def _open(self) -> tuple[Any, Any, Any]:
 
@@ -47,7 +53,49 @@ class SpaceSyncer:
             self._warm = self._parts[2].engine.open()
         return self._parts
 
+    def open_store(self) -> Any:
+        """The store the watcher keeps open (a served status reads it), or None before
+        the first sync opened it."""
+        parts = self._parts
+        return parts[2] if parts is not None else None
+
+    def run_served(self, home: Any, space: Any, progress: Any = service.NO_PROGRESS
+                   ) -> tuple[Any, dict[str, Any]]:
+        """``service.run_sync`` for a ``quire sync`` the watcher serves: the same steps,
+        status file and result, on the open replica, after the watcher's sync in flight."""
+        from replica.watch_serve import NotServed
+
+        if not self.mutex.acquire(timeout=SERVED_WAIT_S):
+            raise NotServed("busy")
+        try:
+            with space_lock(self.space):
+                rep, _, store = self._open()
+                try:
+                    from replica.rejoin import ensure_current_replica
+
+                    ensure_current_replica(space, home.hub(space.hub_id), rep)
+                    report = rep.sync()
+                except QuireError as e:
+                    service.write_status(space, report=None, error=e, role=rep.role)
+                    raise
+                except Exception:
+                    self.close()
+                    raise
+                service.write_status(space, report=report, error=None, role=rep.role)
+                from replica.conflict_report import report_after_sync
+
+                report_after_sync(space, rep)  # never raises; retried next sync
+        finally:
+            self.mutex.release()
+        doc = service.status_doc(space, scan=False, store=store)  # the sync just scanned
+        doc["scanned"] = doc["unpublished"]["scanned"] = True
+        return report, doc
+
     def close(self) -> None:
+        with self.mutex:
+            self._close()
+
+    def _close(self) -> None:
         if self._parts is not None:
             _, client, store = self._parts
             if self._warm is not None:
@@ -58,6 +106,10 @@ class SpaceSyncer:
             self._parts = None
 
     def apply(self, lines: list[dict[str, Any]]) -> SyncResult | None:
+        with self.mutex:
+            return self._apply(lines)
+
+    def _apply(self, lines: list[dict[str, Any]]) -> SyncResult | None:
         """Apply changes that came with head events, as the pull of a full sync would:
         verified by the client's own ``changes`` checks (each batch parsed, its digest
         recomputed, chained onto this replica's head, up to the signed head the event
@@ -141,6 +193,10 @@ class SpaceSyncer:
         return ours
 
     def own_writes(self, paths: list[str]) -> bool:
+        with self.mutex:
+            return self._own_writes(paths)
+
+    def _own_writes(self, paths: list[str]) -> bool:
         """True when every path shows what the store recorded for it (the file this replica
         wrote, or no file for an entry it removed): a scan would find nothing to publish.
         Reads a few rows and stats a few files; never the whole vault."""
@@ -177,6 +233,10 @@ class SpaceSyncer:
         return True
 
     def __call__(self, local_only: bool) -> SyncResult:
+        with self.mutex:
+            return self._sync(local_only)
+
+    def _sync(self, local_only: bool) -> SyncResult:
         from replica.sync import SyncReport
 
         with space_lock(self.space):

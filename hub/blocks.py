@@ -20,6 +20,7 @@ it is refused with ``base_mismatch``).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -30,6 +31,7 @@ from hub import audit
 from hub.access import Principal, space_access_txn
 from hub.admin import direct
 from hub.store.db import Store
+from hub.store.queries import Sql
 from hub.store.schema import blocked_versions as t
 from shared.errors import InvalidRequest, VersionBlocked
 from shared.ids import is_entry_id
@@ -44,17 +46,25 @@ def _row(r: Any) -> dict[str, Any]:
             "created_by": r.created_by, "created_at": r.created_at}
 
 
+@functools.lru_cache(maxsize=64)
+def _blocked_sql(n: int) -> Sql:
+    """The publication path's look-up as plain SQL (hub/store/queries.py), one per count."""
+    marks = ", ".join(f":e{i}" for i in range(n))
+    return Sql("SELECT entry_id, version, seq FROM blocked_versions "
+               f"WHERE space_id = :s AND entry_id IN ({marks})")
+
+
 def check_txn(conn: Any, space_id: str, ops: Sequence[Any]) -> None:
     """Refuse the batch when an op writes a blocked version of its entry."""
     live = [op for op in ops if not op.entry.deleted]
     if not live:
         return
-    rows = conn.execute(select(t.c.entry_id, t.c.version, t.c.seq).where(
-        t.c.space_id == space_id,
-        t.c.entry_id.in_(sorted({op.entry_id for op in live})))).all()
+    ids = sorted({op.entry_id for op in live})
+    rows = _blocked_sql(len(ids)).all(conn, {"s": space_id,
+                                             **{f"e{i}": e for i, e in enumerate(ids)}})
     if not rows:
         return
-    blocked = {(r.entry_id, r.version): r.seq for r in rows}
+    blocked = {(entry_id, version): seq for entry_id, version, seq in rows}
     hits = [{"op": i, "id": op.entry_id, "version": op.entry.version,
              "seq": blocked[(op.entry_id, op.entry.version)]}
             for i, op in enumerate(ops) if (op.entry_id, op.entry.version) in blocked]

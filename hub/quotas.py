@@ -99,6 +99,24 @@ def usage_txn(conn: Any, space_id: str, *, lock: bool = False, insert: bool = Tr
     return row
 
 
+_QUOTA_COLS = ("space_id", "entries", "bytes", "history_bytes", "max_entries", "max_bytes",
+               "max_history_bytes")
+# the publication path's two statements as plain SQL (hub/store/queries.py, "plain SQL")
+_GET_LOCKED = {"sqlite": q.Sql(f"SELECT {', '.join(_QUOTA_COLS)} FROM space_quota "
+                               "WHERE space_id = :s"),  # BEGIN IMMEDIATE serializes writers
+               "postgresql": q.Sql(f"SELECT {', '.join(_QUOTA_COLS)} FROM space_quota "
+                                   "WHERE space_id = :s FOR UPDATE")}
+_COUNT = q.Sql("UPDATE space_quota SET entries = :e, bytes = :b, history_bytes = :h "
+               "WHERE space_id = :s")
+
+
+def _usage_locked_txn(conn: Any, space_id: str) -> dict[str, Any]:
+    row = _GET_LOCKED[conn.dialect.name].one(conn, {"s": space_id})
+    if row is not None:
+        return dict(zip(_QUOTA_COLS, row, strict=True))
+    return usage_txn(conn, space_id, lock=True)  # first publication: counted and inserted
+
+
 def limits(row: dict[str, Any], hub: HubQuotas) -> dict[str, int]:
     """The limits in force for a space: its own, else the hub's (0: none)."""
     return {f: (row[f] if row[f] is not None else getattr(hub, f)) for f in FIELDS}
@@ -108,7 +126,7 @@ def check_and_count_txn(conn: Any, hub: HubQuotas, space_id: str, ops: Sequence[
                         current: dict[str, tuple[str, bool]], body: str,
                         new_contents: list[str]) -> None:
     """Refuse the batch if it grows a measure past its limit; else count it."""
-    row = usage_txn(conn, space_id, lock=True)
+    row = _usage_locked_txn(conn, space_id)
     live_before = {eid for eid, (_, deleted) in current.items() if not deleted}
     old = q.current_contents_txn(conn, space_id, sorted(live_before)) if live_before else {}
     d_entries = d_bytes = 0
@@ -141,9 +159,9 @@ def check_and_count_txn(conn: Any, hub: HubQuotas, space_id: str, ops: Sequence[
                 f"this batch would make it {total + grow}; nothing was written",
                 {"scope": "hub", "quota": "bytes", "limit": hub.hub_max_bytes,
                  "usage": total, "after": total + grow})
-    conn.execute(space_quota.update().where(space_quota.c.space_id == space_id).values(
-        entries=row["entries"] + d_entries, bytes=row["bytes"] + d_bytes,
-        history_bytes=row["history_bytes"] + delta["history_bytes"]))
+    _COUNT.run(conn, {"s": space_id, "e": row["entries"] + d_entries,
+                      "b": row["bytes"] + d_bytes,
+                      "h": row["history_bytes"] + delta["history_bytes"]})
 
 
 def usage_doc_txn(conn: Any, hub: HubQuotas, space_id: str) -> dict[str, Any]:

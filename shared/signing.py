@@ -4,6 +4,7 @@ message can never be replayed as another."""
 from __future__ import annotations
 
 import base64
+import functools
 import os
 from pathlib import Path
 
@@ -45,6 +46,7 @@ def load_public(b64: str) -> Ed25519PublicKey:
     return Ed25519PublicKey.from_public_bytes(raw)
 
 
+@functools.lru_cache(maxsize=4096)  # a pure function of the key: each request's DPoP check
 def jwk_thumbprint(public: str) -> str:
     """RFC 7638 thumbprint of an Ed25519 public key (base64url raw ``x``)."""
     import hashlib

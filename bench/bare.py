@@ -52,10 +52,15 @@ def main() -> None:
     p = argparse.ArgumentParser(prog="python -m bench.bare")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, required=True)
+    p.add_argument("--workers", type=int, default=1,
+                   help="processes on the one port, as `quire hub serve --workers N`")
     args = p.parse_args()
-    # the same uvicorn.run arguments as `quire hub serve`
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False,
-                timeout_graceful_shutdown=3)
+    # the same uvicorn.run arguments as `quire hub serve`; uvicorn's own workers for N > 1
+    # (each bare process counts on its own: seq is per process, the load generator only
+    # counts answers)
+    uvicorn.run("bench.bare:app" if args.workers > 1 else app, host=args.host, port=args.port,
+                log_level="warning", access_log=False, timeout_graceful_shutdown=3,
+                workers=args.workers if args.workers > 1 else None)
 
 
 if __name__ == "__main__":

@@ -179,3 +179,20 @@ class Server:
                     pass
                 self.proc.wait()
         self._log.close()
+
+
+def tree_cpu(pid: int) -> float:
+    """User+system CPU seconds of ``pid`` and its living descendants (from ``/proc``)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            stat = Path(f"/proc/{p}/stat").read_text()
+            fields = stat.rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(x) for x in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError, ValueError):
+            continue
+    return total

@@ -60,13 +60,15 @@ def _json_out(t: Timed, what: str) -> dict[str, Any]:
 class Hub:
     """One hub: its data folder, database and ``quire hub serve`` process."""
 
-    def __init__(self, name: str, root: Path, env: dict[str, str], db_url: str | None = None):
+    def __init__(self, name: str, root: Path, env: dict[str, str], db_url: str | None = None,
+                 workers: int = 1):
         self.name = name
         self.root = root
         self.data = root / f"{name}-data"
         # the publish-rate load is 16 clients of ONE device: lift the per-device limit
         self.env = {"QUIRE_HUB_PUBLICATIONS_PER_MIN": "10000000", **env}
         self.db_url = db_url
+        self.workers = workers
         self.server: Server | None = None
         self.port = 0
         self.enrollment_code = ""
@@ -88,6 +90,7 @@ class Hub:
         self.server = Server(self.name, [
             *hub_cmd(), "serve", "--data", str(self.data), "--host", "127.0.0.1",
             "--port", str(self.port), "--public-url", self.url,
+            *(["--workers", str(self.workers)] if self.workers > 1 else []),
         ], log_dir=self.root, env=self.env)
         self.server.wait_http(self.url + "/healthz", timeout=60)
 

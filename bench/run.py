@@ -28,7 +28,7 @@ from bench import readme
 from bench.loadgen import Target, publish_rate
 from bench.peers.git_peer import GitPeer
 from bench.peers.pouch_peer import PouchPeer
-from bench.proc import Server, Unavailable, free_port
+from bench.proc import Server, Unavailable, free_port, tree_cpu
 from bench.quire_side import Hub, Member, Publisher
 from bench.report import Results, Row, goals, machine, print_table, write_json
 
@@ -73,6 +73,7 @@ class Bench:
         # (the replica CLI refreshes its own); it changes nothing on the measured paths
         self.env.setdefault("QUIRE_HUB_ACCESS_TTL", str(6 * 3600))
         self.info: dict[str, Any] = {}
+        self._server_pid = 0  # the publish-rate server whose CPU is measured
         self.cleanups: list[Callable[[], None]] = []
         for family, names in (("bare", ["bare-starlette"]), ("git", ["git"]),
                               ("pouchdb", ["pouchdb"]),
@@ -165,13 +166,31 @@ class Bench:
             ("quire-sqlite", lambda: self._hub_target("quire-sqlite", None)),
             ("quire-pg", lambda: self._hub_target("quire-pg", self._pg_url())),
         ]
+        workers = c.get("workers", 1)
         for system, make in targets:
             with self.attempt("publish_rate", 1, system, "batches/s", True) as row:
                 self.gate(system)
+                if system == "quire-sqlite" and workers > 1:
+                    raise Skipped("a SQLite hub is served by one process (hub/workers.py)")
                 target = make()
-                log(f"publish rate: {system}, {c['clients']} clients, {c['publish_seconds']}s")
+                log(f"publish rate: {system}, {c['clients']} clients, {c['publish_seconds']}s, "
+                    f"{workers} server process(es)")
+                db = self._postmaster() if system == "quire-pg" else 0
+                cpu0, load0 = tree_cpu(self._server_pid), os.getloadavg()[0]
+                db0 = tree_cpu(db) if db else 0.0
                 res = publish_rate(target, c["clients"], c["publish_seconds"])
+                cpu = tree_cpu(self._server_pid) - cpu0
+                # every backend of the local server: other users' work there counts too
+                db_cpu = round(tree_cpu(db) - db0, 2) if db else None
                 row.details = res.summary()
+                answered = res.accepted + res.retried
+                # user+sys of the server and its workers over the window, per answer
+                row.details.update(workers=workers, server_cpu_s=round(cpu, 2),
+                                   cpu_ms_per_request=round(1000 * cpu / answered, 3)
+                                   if answered else None,
+                                   load_avg=[round(load0, 2), round(os.getloadavg()[0], 2)])
+                if db_cpu is not None:
+                    row.details["postgres_cpu_s"] = db_cpu
                 if res.accepted == 0:
                     raise Unavailable(f"no batch accepted: {res.first_error}")
                 row.value = res.accepted / res.seconds
@@ -182,9 +201,12 @@ class Bench:
 
         port = free_port()
         server = Server("bare-starlette", [sys.executable, "-m", "bench.bare", "--port",
-                                           str(port)], log_dir=self.root, env=self.env)
+                                           str(port), "--workers",
+                                           str(self.cfg.get("workers", 1))],
+                        log_dir=self.root, env=self.env)
         self.cleanups.append(server.stop)
         server.wait_http(f"http://127.0.0.1:{port}/healthz")
+        self._server_pid = server.pid
         # the client does the same work as against the hub: sign a batch and, when the hub
         # uses DPoP, a proof per request (the bare endpoint ignores both)
         import importlib.util
@@ -192,6 +214,18 @@ class Bench:
         scheme = "DPoP" if importlib.util.find_spec("shared.dpop") else "Bearer"
         return Target(f"http://127.0.0.1:{port}", new_id(), "bench-token", [new_id()],
                       new_private_key(), new_id(), 0, "0" * 64, scheme=scheme)
+
+    def _postmaster(self) -> int:
+        """The local PostgreSQL server's pid (its backends are its children), or 0."""
+        try:
+            import psycopg
+
+            with psycopg.connect(PG_ADMIN_URL, connect_timeout=5) as conn:
+                backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+            stat = Path(f"/proc/{backend}/stat").read_text()
+            return int(stat.rsplit(")", 1)[1].split()[1])
+        except Exception:  # noqa: BLE001 - a remote or unreadable server: not measured
+            return 0
 
     def _pg_url(self) -> str:
         try:
@@ -216,9 +250,11 @@ class Bench:
         return PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
 
     def _new_hub(self, name: str, db_url: str | None) -> tuple[Hub, Member]:
-        hub = Hub(name, self.root, self.env, db_url)
+        hub = Hub(name, self.root, self.env, db_url, workers=self.cfg.get("workers", 1))
         hub.init()
         hub.start()
+        assert hub.server is not None
+        self._server_pid = hub.server.pid
         self.cleanups.append(hub.stop)
         owner = Member(f"{name}-owner", self.root, self.env)
         owner.join(hub.url, hub.enrollment_code)
@@ -510,6 +546,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="run only the publish-rate scenario (bare, quire-sqlite, quire-pg)")
     p.add_argument("--clients", type=int, default=None,
                    help="publish-rate clients (default 16; 1 gives the single-client latency)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="server processes for the publish rate: `quire hub serve --workers N` "
+                        "and the bare endpoint on N uvicorn workers (SQLite: 1 only)")
     p.add_argument("--seconds", type=float, default=None,
                    help="publish-rate window in seconds (default 20, quick 3)")
     args = p.parse_args(argv)
@@ -522,6 +561,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg["clients"] = args.clients
     if args.seconds is not None:
         cfg["publish_seconds"] = args.seconds
+    cfg["workers"] = args.workers
     started = time.time()
     load_at_start = [round(x, 2) for x in os.getloadavg()]
     cfg["commit"] = readme.commit_of_tree()  # what this run measures (taken at its start)

@@ -312,6 +312,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not s.key_path.exists():
         return _fail(args, "not_initialized",
                      f"no hub in {s.data_dir}; run 'quire hub init --data {s.data_dir}' first")
+    workers = args.workers
+    if workers > 1 and s.database_url.startswith("sqlite"):
+        # the DPoP replay cache and the rate limits live in memory on SQLite: workers would
+        # not share them (hub/workers.py)
+        return _fail(args, "workers_need_postgresql",
+                     "--workers above 1 needs PostgreSQL (--db postgresql://…); a SQLite hub "
+                     "is served by one process")
     rev = migrate.current(s.database_url)
     head = migrate.alembic_head()
     from hub.keyrotation import finish_interrupted, next_path
@@ -347,14 +354,42 @@ def cmd_serve(args: argparse.Namespace) -> int:
                      "(or change the record: 'quire hub record --public-url URL')")
     for d in _purge(s):  # deleted spaces past their retention (hub/space_delete.py)
         logs.event(log, "space_purged", space=d["space"], rows=d["rows"])
+    logs.event(log, "serving", data=str(s.data_dir), host=s.host, port=s.port,
+               public_url=s.url, key_id=hub.key.kid, schema=head, workers=workers)
+    if workers > 1:
+        return _serve_workers(s, app, workers)
     if s.metrics_port >= 0:
         hub.metrics.serve(s.metrics_host, s.metrics_listen_port)
-    logs.event(log, "serving", data=str(s.data_dir), host=s.host, port=s.port,
-               public_url=s.url, key_id=hub.key.kid, schema=head)
     print(f"quire hub serving {s.data_dir} on http://{s.host}:{s.port}", flush=True)
     serve_until_signal(app, s.host, s.port)
     hub.metrics.stop()
     return 0
+
+
+def _serve_workers(s: Settings, started: Any, workers: int) -> int:
+    """``--workers N``: the checks above ran once here; every worker builds its own app
+    after the fork (connections and threads never cross a fork; hub/workers.py)."""
+    from hub import workers as w
+    from hub.app import create_app
+
+    started.state.hub.store.dispose()
+    sock = w.bind(s.host, s.port)
+    print(f"quire hub serving {s.data_dir} on http://{s.host}:{s.port} "
+          f"({workers} workers)", flush=True)
+
+    def worker(i: int) -> int:
+        app = create_app(s)
+        hub = app.state.hub
+        if s.metrics_port >= 0:  # one listener per worker: METRICS_PORT + index
+            hub.metrics.serve(s.metrics_host, s.metrics_listen_port + i)
+        serve_until_signal(app, s.host, s.port, sockets=[sock])
+        hub.metrics.stop()
+        return 0
+
+    try:
+        return w.supervise(workers, worker)
+    finally:
+        sock.close()
 
 
 def _purge(s: Settings) -> list[dict[str, Any]]:
@@ -380,7 +415,8 @@ def cmd_gc(args: argparse.Namespace) -> int:
     return 0
 
 
-def serve_until_signal(app: Any, host: str, port: int) -> None:
+def serve_until_signal(app: Any, host: str, port: int,
+                       sockets: list[Any] | None = None) -> None:
     """Uvicorn, with one change: on SIGTERM/SIGINT the hub ends its event streams and
     long-polls first (``Hub.shutting_down``), so the graceful shutdown finds no request
     still open and nothing is cancelled."""
@@ -397,7 +433,14 @@ def serve_until_signal(app: Any, host: str, port: int) -> None:
     config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
                             timeout_graceful_shutdown=5, proxy_headers=False,
                             forwarded_allow_ips="")
-    Server(config).run()
+    Server(config).run(sockets=sockets)
+
+
+def _positive(text: str) -> int:
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {n}")
+    return n
 
 
 def build_parser(prog: str = "quire hub") -> argparse.ArgumentParser:
@@ -415,6 +458,9 @@ def build_parser(prog: str = "quire hub") -> argparse.ArgumentParser:
         if serve:
             sp.add_argument("--host", default=None, help="listen address (default 127.0.0.1)")
             sp.add_argument("--port", type=int, default=None, help="listen port (default 8470)")
+            sp.add_argument("--workers", type=_positive, default=1,
+                            help="hub processes sharing the port (default 1; above 1 needs "
+                                 "PostgreSQL); /metrics of worker i on METRICS_PORT + i")
         sp.add_argument("--public-url", default=None,
                         help="URL clients use to reach this hub (default http://HOST:PORT)")
 

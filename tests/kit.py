@@ -126,9 +126,9 @@ class HubProcess:
 
 
 def start_hub(data: Path, port: int | None = None, db: str | None = None,
-              env: dict[str, str] | None = None) -> HubProcess:
+              env: dict[str, str] | None = None, workers: int = 1) -> HubProcess:
     port = port or free_port()
-    cmd = hub_cmd("serve", "--data", str(data), "--port", str(port))
+    cmd = hub_cmd("serve", "--data", str(data), "--port", str(port), "--workers", str(workers))
     if db:
         cmd += ["--db", db]
     log = data / f"serve-{port}.log"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 import threading
 from pathlib import Path
 from typing import Any
@@ -117,3 +119,35 @@ def test_one_process_on_sqlite_accepts_each_batch_exactly_once(tmp_path: Path) -
         _race([hub.url], code)
     finally:
         hub.stop()
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_one_serve_with_two_workers_on_postgresql_accepts_each_batch_exactly_once(
+        tmp_path: Path) -> None:
+    kit.require_pg()
+    with kit.pg_database() as url:
+        data = tmp_path / "hub"
+        code = kit.init_hub(data, url)
+        hub = kit.start_hub(data, db=url, workers=2)
+        try:
+            # two worker processes under one supervisor, both accepting on the one port
+            kids = Path(f"/proc/{hub.proc.pid}/task/{hub.proc.pid}/children").read_text()
+            assert len(kids.split()) == 2
+            _race([hub.url], code)
+        finally:
+            hub.stop()
+
+
+def test_workers_above_one_on_sqlite_are_refused_and_change_nothing(tmp_path: Path) -> None:
+    # on SQLite the DPoP replay cache and the rate limits are in memory: a second worker
+    # would accept a proof the first already saw (hub/workers.py)
+    data = tmp_path / "hub"
+    kit.init_hub(data)
+    before = (data / "hub.db").read_bytes()
+    r = subprocess.run(kit.hub_cmd("serve", "--data", str(data), "--port", str(kit.free_port()),
+                                   "--workers", "2", "--json"),
+                       capture_output=True, text=True, cwd=kit.REPO, timeout=60)
+    assert r.returncode == 1
+    assert json.loads(r.stdout)["error"]["code"] == "workers_need_postgresql"
+    assert (data / "hub.db").read_bytes() == before

@@ -18,6 +18,9 @@
 
 Writes ``bench/results/watch_latency.json`` and prints a table. Goals (issue 6): p95 under
 250 ms with 20 watchers; idle hub CPU under 2 % of one core with 100 watchers.
+
+``--from-save``: the user's path instead, from a file saved in one machine's vault (its own
+``quire watch`` publishes it) to the page in every other vault: bench/save_latency.py.
 """
 
 from __future__ import annotations
@@ -115,22 +118,23 @@ class Bench:
         self.members: list[tuple[Path, Path]] = []
         self.watchers: list[subprocess.Popen[bytes]] = []
 
-    def invite(self) -> str:
+    def invite(self, role: str = "viewer") -> str:
         from replica.home import Home
         from replica.service import open_client as _client
 
         with _client(Home(self.owner).hubs()[0]) as c:
-            return str(c.create_invite(self.space["id"], "viewer")["code"])
+            return str(c.create_invite(self.space["id"], role)["code"])
 
-    def join(self, n: int, parallel: int = 4) -> None:
-        """Join machines until there are ``n`` (the joins run ``parallel`` at a time)."""
+    def join(self, n: int, parallel: int = 4, editors: int = 0) -> None:
+        """Join machines until there are ``n`` (the joins run ``parallel`` at a time); the
+        first ``editors`` machines may publish, the others view."""
         todo = list(range(len(self.members), n))
         while todo:
             chunk, todo = todo[:parallel], todo[parallel:]
             procs = []
             for i in chunk:
                 home, vault = self.root / f"m{i}" / "home", self.root / f"m{i}" / "vault"
-                code = self.invite()
+                code = self.invite("editor" if i < editors else "viewer")
                 env = dict(os.environ, QUIRE_HOME=str(home))
                 procs.append((i, subprocess.Popen(
                     [PY, "-m", "replica.cli", "join", self.url, "--invite", code, "--vault",
@@ -148,10 +152,11 @@ class Bench:
                     raise RuntimeError(f"join failed: {out!r} {err!r}")
                 self.members.append((self.root / f"m{i}" / "home",
                                      self.root / f"m{i}" / "vault"))
+            self.members.sort(key=lambda m: int(m[0].parent.name[1:]))
 
-    def start_watchers(self, n: int) -> None:
+    def start_watchers(self, n: int, extra_env: dict[str, str] | None = None) -> None:
         for home, _ in self.members[:n]:
-            env = dict(os.environ, QUIRE_HOME=str(home))
+            env = dict(os.environ, QUIRE_HOME=str(home), **(extra_env or {}))
             log = open(home.parent / "watch.log", "ab")  # noqa: SIM115
             self.watchers.append(subprocess.Popen([PY, "-m", "replica.cli", "watch"], cwd=ROOT,
                                                   env=env, stdout=log, stderr=log))
@@ -161,7 +166,8 @@ class Bench:
             while True:
                 try:
                     s = json.loads(status.read_text())
-                    if s.get("stream") == "up" and s.get("state") == "idle":
+                    if s.get("stream") == "up" and s.get("state") == "idle" and (
+                            s.get("journal") or {}).get("valid"):  # file events armed too
                         break
                 except (OSError, ValueError):
                     pass
@@ -243,6 +249,11 @@ def watcher_paths(b: Bench, n: int) -> dict[str, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if "--from-save" in (sys.argv[1:] if argv is None else argv):
+        from bench.save_latency import main as from_save  # the user's path: save → vaults
+
+        return from_save([a for a in (sys.argv[1:] if argv is None else argv)
+                          if a != "--from-save"])
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--watchers", type=int, default=20)
     ap.add_argument("--publications", type=int, default=200)

@@ -104,11 +104,15 @@ class Replica(Publisher):
 
     # ------------------------------------------------------------ the run
 
-    def sync(self) -> SyncReport:
-        report = SyncReport()
+    def sync(self, scanned: SyncReport | None = None) -> SyncReport:
+        """``scanned``: the report of a ``flush_vault`` and ``scan`` the caller has just run
+        under the same lock (the watcher's look for local edits): not scanned again. An edit
+        made since is not lost: its file event starts the next sync."""
+        report = scanned if scanned is not None else SyncReport()
         self.vault.mkdir(parents=True, exist_ok=True)
-        self.flush_vault()
-        self.scan(report)
+        if scanned is None:
+            self.flush_vault()
+            self.scan(report)
         crash_point("after_scan")
         try:
             self._exchange(report)

@@ -70,8 +70,14 @@ def now_ms() -> int:
 class WatchSettings:
     """Every pace of the watcher; environment ``QUIRE_WATCH_<NAME>`` overrides a default."""
 
-    debounce_ms: int = 500  # quiet time after the last vault event before publishing
+    # quiet time after the last vault event before publishing: an editor's save (one or
+    # several writes in a row, or a temp file renamed over) is one batch, a later save
+    # publishes again (docs/decisions.md, "Watcher debounce")
+    debounce_ms: int = 50
     debounce_max_ms: int = 5000  # publish at the latest this long after the first event
+    # the file watcher (watchfiles) hands events over once none came for this long; it
+    # wakes this often even when idle
+    files_step_ms: int = 10
     backoff_initial_ms: int = 500  # first delay after an error
     backoff_max_ms: int = 60_000  # cap of the exponential backoff
     backoff_jitter: float = 0.5  # each delay is drawn from [base*(1-jitter), base]

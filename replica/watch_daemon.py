@@ -43,7 +43,7 @@ def _is_entry_file(vault: Path, p: str) -> bool:
 
 
 def files_thread(vault: Path, inbox: queue.Queue[tuple[Any, ...]],
-                 stop: threading.Event) -> None:
+                 stop: threading.Event, step_ms: int = 10) -> None:
     """Vault file events (inotify through watchfiles) → ``("local", n, paths)``; a
     reader's cookie file → ``("cookie", name)``; ``("armed",)`` once events flow (our own
     cookie came back), ``("files_down",)`` when watching stops (the journal has a gap)."""
@@ -65,12 +65,15 @@ def files_thread(vault: Path, inbox: queue.Queue[tuple[Any, ...]],
 
     threading.Thread(target=arm, name="files-arm", daemon=True).start()
     try:
-        for changes in watch(vault, stop_event=stop, debounce=50, step=20,
+        # watchfiles yields once a step passed with no new change (or ``debounce`` after
+        # the first): the watcher's own debounce then decides when to publish
+        for changes in watch(vault, stop_event=stop, debounce=50, step=step_ms,
                              raise_interrupt=False):
             found = {p for _, p in changes if _is_entry_file(vault, p)}
             found |= _files_in_new_folders(vault, changes)
             paths = sorted(found)
             if paths:  # before any cookie of the same batch: the reader then sees them
+                log.debug("vault event: %d entry file(s)", len(paths))
                 inbox.put(("local", len(paths), paths))
             for change, p in sorted(changes):
                 name = os.path.basename(p)
@@ -201,7 +204,8 @@ def start(home: Any, space: Any, settings: WatchSettings, stop: threading.Event,
         threading.Thread(target=stream_thread, args=(make_client, space.space_id, inbox, stop,
                                                      kick, settings),
                          name=f"events-{space.name}", daemon=True),
-        threading.Thread(target=files_thread, args=(Path(space.vault), inbox, stop),
+        threading.Thread(target=files_thread, args=(Path(space.vault), inbox, stop,
+                                                    settings.files_step_ms),
                          name=f"files-{space.name}", daemon=True),
     ]
     for t in threads:

@@ -242,14 +242,15 @@ class SpaceSyncer:
         with space_lock(self.space):
             rep, _, store = self._open()
             try:
+                scanned = None
                 if local_only:
                     self.space.vault.mkdir(parents=True, exist_ok=True)
                     rep.flush_vault()
-                    rep.scan(SyncReport())
+                    rep.scan(scanned := SyncReport())
                     if not store.dirty_count() and not store.outbox():
                         return SyncResult(None, 0, len(store.conflicts()), skipped=True)
-                try:
-                    report = rep.sync()
+                try:  # the vault just scanned is not scanned again (one walk, not two)
+                    report = rep.sync(scanned)
                 except QuireError as e:
                     service.write_status(self.space, report=None, error=e, role=rep.role)
                     raise

@@ -120,7 +120,7 @@ class Run:
         for i in range(count):
             what, atomic = kinds[i % 4]
             page = i // 2  # saves 0,1 create and change one page; 2,3 the next
-            eid = f"page/save-{page}"
+            eid = f"page/w{self.n}-save-{page}"  # new in each run
             data = page_bytes(eid, f"save {page}", f"{what} by save {i}\n")
             t = save(vlt_path(self.writer, eid), data, atomic)
             lat["atomic" if atomic else "in_place"] += self.wait_all([(eid, t, data)])
@@ -134,7 +134,7 @@ class Run:
         for r in range(bursts):
             waits = []
             for k in range(size):
-                eid = f"page/burst-{r}-{k}"
+                eid = f"page/w{self.n}-burst-{r}-{k}"
                 data = page_bytes(eid, f"burst {r} {k}", f"page {k} of burst {r}\n")
                 waits.append((eid, save(vlt_path(self.writer, eid), data, True), data))
                 time.sleep(0.01)

@@ -533,12 +533,18 @@ def _ensure_folder(vault: Path, root: str, folder: str, made: set[str]) -> None:
 _syncfs: Any = None
 
 
+SYNC_EACH_MAX = 8  # up to this many files and folders: an fsync each, not a syncfs
+
+
 def _sync_files(vault: Path, files: list[str], dirs_of: list[Any] | None = None) -> None:
     """Make ``files`` (and the folder entries of the paths ``dirs_of``) durable: one
-    ``syncfs`` of the vault's file system where Linux has it, else an fsync of each."""
+    ``syncfs`` of the vault's file system where Linux has it, else an fsync of each. A few
+    (a watcher applying one publication) get an fsync each: a ``syncfs`` flushes what every
+    process left dirty there too (bench/profiles.md, "save to every vault")."""
     global _syncfs
     if not FSYNC:
         return
+    dirs = {os.path.dirname(os.fspath(p)) for p in dirs_of or ()}
     if _syncfs is None:
         try:
             import ctypes
@@ -546,7 +552,7 @@ def _sync_files(vault: Path, files: list[str], dirs_of: list[Any] | None = None)
             _syncfs = ctypes.CDLL(None, use_errno=True).syncfs
         except (OSError, AttributeError):
             _syncfs = False
-    if _syncfs:
+    if _syncfs and len(files) + len(dirs) > SYNC_EACH_MAX:
         fd = os.open(vault, os.O_RDONLY)
         try:
             if _syncfs(fd) == 0:
@@ -559,7 +565,7 @@ def _sync_files(vault: Path, files: list[str], dirs_of: list[Any] | None = None)
             os.fsync(fd)
         finally:
             os.close(fd)
-    for d in {os.path.dirname(os.fspath(p)) for p in dirs_of or ()}:
+    for d in dirs:
         _fsync_dir(Path(d))
 
 

@@ -108,7 +108,9 @@ def snapshot(store: Store, p: Principal, space_ref: str, signer: Signer | None =
         space, _ = space_access_txn(conn, p, space_ref, "viewer")
         head: dict[str, Any] = {"space": space.id, "epoch": space.epoch,
                                 "seq": space.head_seq, "digest": space.head_digest}
-        first: dict[str, Any] = {"head": head}
+        # the number of entries that follow: a replica shows progress against it
+        first: dict[str, Any] = {"head": head,
+                                 "count": q.count_live_entries_txn(conn, space.id)}
         if signer is not None:
             first["head"] = signer.head(conn, space, space.head_seq, space.head_digest,
                                         signer.root(conn, space, space.head_seq))

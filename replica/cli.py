@@ -53,19 +53,12 @@ class Out:
 
     def progress(self, label: str) -> tuple[Callable[[int, int | None], None] | None,
                                             Callable[[], None]]:
-        """A rich progress bar on a terminal (never with --json); (update, stop)."""
+        """A progress bar on a terminal (never with --json); (update, stop)."""
         if self.json or not sys.stderr.isatty():
             return None, lambda: None
-        from rich.progress import Progress
+        from replica import progressbar
 
-        bar = Progress(transient=True)
-        task = bar.add_task(label, total=None)
-        bar.start()
-
-        def update(done: int, total: int | None) -> None:
-            bar.update(task, completed=done, total=total)
-
-        return update, bar.stop
+        return progressbar.start(label)
 
 
 # ---------------------------------------------------------------- output of status

@@ -5,7 +5,8 @@ Used by the kill tests in ``tests/replica``; never set it in production.
 Points: ``after_scan``, ``after_pull``, ``before_push`` (outbox saved, nothing sent),
 ``after_push_before_receipt`` (the hub committed, the receipt is lost), ``after_receipt``,
 ``before_vault_write`` (store committed, vault not yet written), ``mid_vault_write`` (temp
-file written, not yet renamed).
+file written, not yet renamed), ``mid_clone`` (a snapshot chunk handed to the vault writer,
+the snapshot's transaction open).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import signal
 
 ENV = "QUIRE_TEST_CRASH_AT"
 POINTS = ("after_scan", "after_pull", "before_push", "after_push_before_receipt",
-          "after_receipt", "before_vault_write", "mid_vault_write")
+          "after_receipt", "before_vault_write", "mid_vault_write", "mid_clone")
 
 
 def crash_point(name: str) -> None:

@@ -19,6 +19,7 @@ Invariants that make a SIGKILL at any point harmless:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -27,7 +28,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from replica import auditcheck, blocked, deleted, restored, vaultfaults, verify
+from replica import auditcheck, blocked, deleted, restored, vaultfaults, vaultwriter, verify
 from replica import store as st
 from replica import vault as vlt
 from replica.client import Change, ChangesPage, HubClient, HubUnverified
@@ -39,10 +40,7 @@ from replica.sqlite_db import Conn
 from replica.store import Conflict, EntryState, Head, Store
 from replica.syncreport import SyncReport
 from shared.entry import Entry, EntryError
-from shared.errors import (
-    SnapshotRequired,
-    SpaceDeleted,
-)
+from shared.errors import SnapshotRequired, SpaceDeleted
 from shared.signed import SignedHead
 
 RACY_NS = 2_000_000_000  # a file modified this recently is hashed even if its stat matches
@@ -494,7 +492,10 @@ class Replica(Publisher):
         report.snapshot = True
         self._restore = None
         lines = self.client.snapshot(self.space_id)
-        signed, purged = self._snapshot_head(next(lines), fresh)
+        first = next(lines)
+        signed, purged = self._snapshot_head(first, fresh)
+        expected = first.get("count")  # a hint (progress, a writer process): not trusted
+        expected = expected if type(expected) is int and expected >= 0 else None
         new_head = Head(signed.epoch, signed.seq, signed.digest)
         created: list[tuple[str, bytes]] = []
         try:
@@ -505,7 +506,8 @@ class Replica(Publisher):
                     drop_purged_txn(conn, purged, report, self._schedule_write_txn,
                                     self.clock())
                     self._republish = self._republish - set(purged)  # not republished
-                self._snapshot_txn(conn, lines, signed, new_head, report, created)
+                self._snapshot_txn(conn, lines, signed, new_head, report, created,
+                                   expected)
         except BaseException:
             vaultfaults.remove_created(created)
             raise
@@ -513,25 +515,42 @@ class Replica(Publisher):
             self._republish = set()
 
     def _snapshot_txn(self, conn: Conn, lines: Any, signed: SignedHead, new_head: Head,
-                      report: SyncReport, created: list[tuple[str, bytes]]) -> None:
+                      report: SyncReport, created: list[tuple[str, bytes]],
+                      expected: int | None) -> None:
         count = 0
         index = st.snapshot_index_txn(conn)
         seen: set[str] = set()
         chunk: list[tuple[Entry, int]] = []
-        for item in lines:
-            if not isinstance(item, tuple):
-                raise HubUnverified("snapshot has a line that is not an entry")
-            if item[0].id in seen:
-                raise HubUnverified("snapshot lists an entry twice", {"id": item[0].id})
-            seen.add(item[0].id)
-            chunk.append(item)
-            count += 1
-            if len(chunk) >= CHUNK:
-                self._snapshot_chunk_txn(conn, chunk, index, report, created)
-                chunk = []
-                if self.progress:
-                    self.progress(count, None)
-        self._snapshot_chunk_txn(conn, chunk, index, report, created)
+        writer = vaultwriter.start(self.vault, settled_mtime_ns(), expected,
+                                   lambda: crash_point("mid_vault_write"))
+        flight: list[tuple[Entry, str, bytes]] = []  # handed to the writer, not yet recorded
+        try:
+            for item in lines:
+                if not isinstance(item, tuple):
+                    raise HubUnverified("snapshot has a line that is not an entry")
+                if item[0].id in seen:
+                    raise HubUnverified("snapshot lists an entry twice", {"id": item[0].id})
+                seen.add(item[0].id)
+                chunk.append(item)
+                count += 1
+                if len(chunk) >= CHUNK:
+                    flight, chunk = self._snapshot_chunk_txn(
+                        conn, chunk, index, report, created, writer, flight), []
+                    crash_point("mid_clone")  # a chunk may be in the writer's hands
+                    if self.progress:
+                        self.progress(count, expected)
+            for last in (chunk, []):  # then the writer's last chunk is recorded
+                flight = self._snapshot_chunk_txn(conn, last, index, report, created, writer,
+                                                  flight)
+            writer.durable()  # every rename flushed: only the commit records them
+        except BaseException:
+            # files the writer renamed for the refused transaction are removed with the rest
+            with contextlib.suppress(OSError):
+                done = set(writer.result())
+                created.extend((p, d) for _e, p, d in flight if p in done)
+            raise
+        finally:
+            writer.close()
         st.set_head_txn(conn, new_head)
         for eid in index:
             if eid not in seen:
@@ -547,11 +566,13 @@ class Replica(Publisher):
 
     def _snapshot_chunk_txn(self, conn: Conn, items: list[tuple[Entry, int]],
                             index: dict[str, tuple[str | None, str | None, bool, bool]],
-                            report: SyncReport, created: list[tuple[str, bytes]]) -> None:
-        """Apply snapshot entries: an entry unchanged here and on the hub is skipped; one
-        this replica has never seen (no row, no journaled write, no file at its path) is
-        written to the vault directly (temp files, renames, flushed for the whole chunk)
-        and recorded as synced; anything else is merged one by one."""
+                            report: SyncReport, created: list[tuple[str, bytes]],
+                            writer: Any, flight: list[tuple[Entry, str, bytes]]
+                            ) -> list[tuple[Entry, str, bytes]]:
+        """Apply snapshot entries: one unchanged here and on the hub is skipped; one never
+        seen here (no row, no journaled write, no file at its path) goes to the vault writer
+        (replica/vaultwriter.py), its state added once written (while the writer does the
+        next chunk); others are merged one by one. Returns the chunk in the writer's hands."""
         fresh: list[tuple[Entry, str, bytes]] = []
         vault = os.fspath(self.vault)
         for entry, seq in items:
@@ -564,36 +585,19 @@ class Replica(Publisher):
             elif known == (entry.version, entry.version, False, True):
                 continue  # same here and there, file written: nothing to do
             self._merge_remote_txn(conn, entry, report, seq=seq)
-        if not fresh:
-            return
-        crash_point("before_vault_write")
-        mtime = settled_mtime_ns()
-        written = set(vlt.write_many(
-            self.vault, [(p, d) for _e, p, d in fresh], exclusive=True, mtime_ns=mtime,
-            crash_hook=lambda: crash_point("mid_vault_write")))
+        if fresh:
+            crash_point("before_vault_write")
+        written = set(writer.result())  # the previous chunk: its data flushed, renamed
+        if fresh:
+            writer.submit([(p, d) for _e, p, d in fresh])
         states = []
-        for entry, path, data in fresh:
+        for entry, path, data in flight:
             if path not in written:  # a file appeared meanwhile: merged, never overwritten
-                self._adopt_file_txn(conn, entry.id, path)
+                vaultfaults.adopt_file_txn(conn, self.vault, entry.id, path)
                 self._merge_remote_txn(conn, entry, report)
                 continue
             created.append((path, data))
             states.append(EntryState(entry.id, entry, entry, vlt.file_hash(data), len(data),
-                                     mtime, False, entry))
+                                     writer.mtime_ns, False, entry))
         st.insert_new_states_txn(conn, states)
-
-    def _adopt_file_txn(self, conn: Conn, entry_id: str, path: str) -> None:
-        """A file that appeared at an entry's path while a clone was writing it: read now as
-        the local create it is (when it parses), so the hub's version merges against it (a
-        ``create`` conflict when they differ) instead of being recorded as local."""
-        try:
-            data = Path(path).read_bytes()
-            entry = vlt.read_entry(self.vault, entry_id, data)[0]
-        except (OSError, EntryError):
-            return  # not readable or not parseable yet: the scan merges it once it is
-        s = st.get_state_txn(conn, entry_id)
-        if s.local is None:
-            s.local = entry
-            s.file_hash = vlt.file_hash(data)
-            s.file_base = entry
-            st.put_state_txn(conn, s)
+        return fresh

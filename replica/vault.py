@@ -441,15 +441,17 @@ def write_atomic(vault: Path, path: Path, data: bytes,
 
 
 def write_many(vault: Path, items: list[tuple[Any, bytes]], crash_hook: Any = None,
-               *, exclusive: bool = False, mtime_ns: int | None = None) -> list[Any]:
+               *, exclusive: bool = False, mtime_ns: int | None = None,
+               flush_renames: bool = True) -> list[Any]:
     """``write_atomic`` for many files at once, with the same guarantee (a crash leaves each
     file either old or new, and the renames are durable on return) for two flushes of the
     file system instead of two fsyncs a file (an fsync costs milliseconds: a clone of 100k
     files would spend minutes in them). Temp files first, flushed; then every rename,
     flushed. ``exclusive``: leave alone (and do not return) a target that exists by the
     time it would be renamed over. ``mtime_ns``: given to each file before its rename (so a
-    later edit of the file always changes it). Paths are ``Path`` objects or strings;
-    returns those written, as given."""
+    later edit of the file always changes it). ``flush_renames=False``: the caller flushes
+    the renames later (``sync_files``). Paths are ``Path`` objects or strings; returns
+    those written, as given."""
     made: set[str] = set()  # folders known to be real folders inside the vault
     root = os.fspath(vault)
     todo: list[tuple[str, str, Any, bytes]] = []  # temp, target, target path, bytes
@@ -480,7 +482,7 @@ def write_many(vault: Path, items: list[tuple[Any, bytes]], crash_hook: Any = No
         # measured slower (45.7 s against 30.0 s for a 100k clone)
         for item in todo:
             put(item)
-        _sync_files(vault, [t[0] for t in todo])
+        sync_files(vault, [t[0] for t in todo])
         if crash_hook is not None:
             crash_hook()
         done: list[Any] = []
@@ -490,7 +492,8 @@ def write_many(vault: Path, items: list[tuple[Any, bytes]], crash_hook: Any = No
                 continue
             os.replace(tmp, target)
             done.append(path)
-        _sync_files(vault, [], dirs_of=done)
+        if flush_renames:
+            sync_files(vault, [], dirs_of=done)
         todo = []
         return done
     finally:
@@ -499,7 +502,6 @@ def write_many(vault: Path, items: list[tuple[Any, bytes]], crash_hook: Any = No
                 os.unlink(tmp)
             except OSError:
                 pass
-
 
 
 def _ensure_folder(vault: Path, root: str, folder: str, made: set[str]) -> None:
@@ -531,12 +533,10 @@ def _ensure_folder(vault: Path, root: str, folder: str, made: set[str]) -> None:
 
 
 _syncfs: Any = None
-
-
 SYNC_EACH_MAX = 8  # up to this many files and folders: an fsync each, not a syncfs
 
 
-def _sync_files(vault: Path, files: list[str], dirs_of: list[Any] | None = None) -> None:
+def sync_files(vault: Path, files: list[str], dirs_of: list[Any] | None = None) -> None:
     """Make ``files`` (and the folder entries of the paths ``dirs_of``) durable: one
     ``syncfs`` of the vault's file system where Linux has it, else an fsync of each. A few
     (a watcher applying one publication) get an fsync each: a ``syncfs`` flushes what every

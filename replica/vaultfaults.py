@@ -8,6 +8,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from replica import store as st
+from replica import vault as vlt
+from replica.sqlite_db import Conn
+from shared.entry import EntryError
+
 
 def behind_link(vault: Path, path: Path) -> bool:
     """Is a folder between the vault and ``path`` a symlink? (Not followed: a sync leaves
@@ -38,3 +43,20 @@ def blocked(scan: Any, entry_id: str) -> bool:
     rel = entry_id + ".md"
     return entry_id in scan.problem_ids() or any(
         p.entry_id is None and rel.startswith(p.path + "/") for p in scan.problems)
+
+
+def adopt_file_txn(conn: Conn, vault: Path, entry_id: str, path: str) -> None:
+    """A file that appeared at an entry's path while a clone was writing it: read now as
+    the local create it is (when it parses), so the hub's version merges against it (a
+    ``create`` conflict when they differ) instead of being recorded as local."""
+    try:
+        data = Path(path).read_bytes()
+        entry = vlt.read_entry(vault, entry_id, data)[0]
+    except (OSError, EntryError):
+        return  # not readable or not parseable yet: the scan merges it once it is
+    s = st.get_state_txn(conn, entry_id)
+    if s.local is None:
+        s.local = entry
+        s.file_hash = vlt.file_hash(data)
+        s.file_base = entry
+        st.put_state_txn(conn, s)

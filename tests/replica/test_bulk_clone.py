@@ -325,3 +325,69 @@ def test_store_digest_fast_path_equals_digest_of_the_canonical_form(tmp_path):
             assert digest_over_txn(conn, None) == digest_of({"head": None, "entries": live})
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("min_entries", [0, 10 ** 9])  # the writer process, and inline
+def test_clone_with_the_vault_writer_process_matches_inline(tmp_path, space, monkeypatch,
+                                                             min_entries):
+    import replica.vaultwriter as vw
+
+    monkeypatch.setattr(sync_mod, "CHUNK", 5)
+    monkeypatch.setattr(vw, "MIN_ENTRIES", min_entries)
+    started = []
+    monkeypatch.setattr(vw.Forked, "__init__", _spy(vw.Forked.__init__, started))
+    a = _team(tmp_path, space)
+    started.clear()  # a's first sync
+    b = space.replica(tmp_path, "b")
+    seen = []
+    b.engine.progress = lambda done, total: seen.append((done, total))
+    assert b.sync().snapshot
+    assert [x[0] for x in started] == ([b.vault] if min_entries == 0 else [])
+    assert a.files() == b.files() and a.store.digest() == b.store.digest()
+    assert not b.store.pending_vault_writes() and not list(b.vault.rglob("*" + vlt.TMP_SUFFIX))
+    for s in b.store.states().values():  # recorded with the mtime the writer gave the file
+        assert s.file_base == s.synced and s.file_mtime_ns == b.path(s.id).stat().st_mtime_ns
+    assert seen == [(n, N) for n in range(5, N, 5)]  # the hub's count is the total
+    a.close()
+    b.close()
+
+
+def _spy(init, calls):
+    def wrapped(self, *args, **kw):
+        calls.append(args)
+        init(self, *args, **kw)
+    return wrapped
+
+
+def test_a_writer_process_that_dies_fails_the_clone_cleanly(tmp_path, space, monkeypatch):
+    """The writer is killed in its second chunk (the forked child inherits this patch): the
+    clone fails, the files of the refused transaction are removed, nothing is recorded, and
+    the next sync (writer healthy) completes it."""
+    import os
+    import signal
+
+    import replica.vaultwriter as vw
+
+    monkeypatch.setattr(sync_mod, "CHUNK", 5)
+    monkeypatch.setattr(vw, "MIN_ENTRIES", 0)
+    write_many = vlt.write_many
+    chunks = []
+
+    def dying(*args, **kw):
+        chunks.append(1)
+        if len(chunks) == 2:
+            os.kill(os.getpid(), signal.SIGKILL)  # only ever runs in the writer process
+        return write_many(*args, **kw)
+
+    monkeypatch.setattr(vlt, "write_many", dying)
+    a = _team(tmp_path, space)
+    b = space.replica(tmp_path, "b")
+    with pytest.raises(vw.WriterDied):
+        b.sync()
+    assert not chunks  # this process wrote nothing itself
+    assert b.store.head() is None and not b.files()
+    monkeypatch.setattr(vlt, "write_many", write_many)
+    b.sync()
+    assert a.files() == b.files() and a.store.digest() == b.store.digest()
+    a.close()
+    b.close()

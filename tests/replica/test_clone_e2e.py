@@ -1,0 +1,97 @@
+"""A clone big enough for the vault writer process (replica/vaultwriter.py), through the
+real CLI against a real hub: killed while a chunk is in the writer's hands, then completed
+by ``quire sync``; and its progress bar, drawn on a terminal only."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import subprocess
+
+import pytest
+
+from replica import vaultwriter
+from replica.crash import POINTS
+from replica.sync import CHUNK
+from shared.entry import Entry
+from tests.replica.conftest import QUIRE, ROOT, Member, Team, qjson, quire
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+N = max(vaultwriter.MIN_ENTRIES, 2 * CHUNK) + 37  # two full chunks and a part
+
+
+@pytest.fixture(scope="module")
+def big(hub, owner, tmp_path_factory) -> tuple[Team, Member]:
+    """A space holding N entries, published by member ``a``."""
+    team = Team(hub, owner, tmp_path_factory.mktemp("big"), f"big{os.getpid() % 10000}")
+    a = team.member("a")
+    for i in range(N):
+        a.write(Entry(id=f"page/d{i % 7}/p{i:05d}", title=f"page {i}", body=f"body {i}\n",
+                      tags=("t",), meta={"n": i}))
+    a.sync(timeout=600)
+    return team, a
+
+
+def _join(team: Team, name: str, env: dict[str, str] | None = None, **kw):
+    home, vault = team.root / name / "home", team.root / name / "vault"
+    p = quire(home, "join", team.hub.url, "--invite", team.invite(), "--vault", str(vault),
+              "--device", name, "--json", env=env, timeout=600, **kw)
+    return Member(team, name, home, vault), p
+
+
+def test_clone_killed_with_a_chunk_in_the_writer_is_completed_by_sync(big):
+    assert "mid_clone" in POINTS
+    team, a = big
+    b, p = _join(team, "b", env={"QUIRE_TEST_CRASH_AT": "mid_clone"}, check=False)
+    assert p.returncode == -9, (p.stdout, p.stderr)
+    # the store recorded nothing (one transaction); some files may be on disk already
+    b.sync(timeout=600)
+    assert b.files() == a.files() and len(b.files()) == N
+    assert b.local_status()["store_digest"] == a.local_status()["store_digest"]
+    assert not list(b.vault.rglob("*.quire-tmp"))
+    assert not team.batches_by(a, b)  # the files found on disk were not published back
+    assert qjson(b.home, "verify")["ok"] is True
+    st = b.local_status()
+    assert st["outbox"] == 0 and not st["conflicts"], st
+
+
+def _on_terminal(home, *args: str) -> tuple[int, str]:
+    """Run quire with stderr on a pseudo-terminal (stdout a pipe); what stderr showed."""
+    master, slave = pty.openpty()
+    e = dict(os.environ, QUIRE_HOME=str(home), TERM="xterm-256color", COLUMNS="160")
+    e.pop("QUIRE_TEST_CRASH_AT", None)
+    p = subprocess.Popen([*QUIRE, *args], stdout=subprocess.DEVNULL, stderr=slave, env=e,
+                         cwd=ROOT)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    p.wait(600)
+    os.close(master)
+    text = b"".join(chunks).decode(errors="replace")
+    return p.returncode, re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)  # colours, cursor
+
+
+def test_clone_progress_shows_count_of_total_on_a_terminal_only(big):
+    team, _a = big
+    home = team.root / "c" / "home"
+    code, shown = _on_terminal(home, "join", team.hub.url, "--invite", team.invite(),
+                               "--vault", str(team.root / "c" / "vault"), "--device", "c")
+    assert code == 0, shown
+    assert re.search(rf"\b{CHUNK}/{N}\b", shown), shown  # count of the hub's total
+    assert "ETA" in shown
+    # piped, or with --json on a terminal: no bar
+    _d, p = _join(team, "d")
+    assert f"/{N}" not in p.stderr and "ETA" not in p.stderr
+    code, shown = _on_terminal(team.root / "e" / "home", "join", team.hub.url, "--invite",
+                               team.invite(), "--vault", str(team.root / "e" / "vault"),
+                               "--device", "e", "--json")
+    assert code == 0 and f"/{N}" not in shown and "ETA" not in shown, shown

@@ -494,8 +494,7 @@ class Replica(Publisher):
         lines = self.client.snapshot(self.space_id)
         first = next(lines)
         signed, purged = self._snapshot_head(first, fresh)
-        expected = first.get("count")  # a hint (progress, a writer process): not trusted
-        expected = expected if type(expected) is int and expected >= 0 else None
+        expected = vaultwriter.count_hint(first)  # (progress, writer processes)
         new_head = Head(signed.epoch, signed.seq, signed.digest)
         created: list[tuple[str, bytes]] = []
         try:
@@ -506,8 +505,7 @@ class Replica(Publisher):
                     drop_purged_txn(conn, purged, report, self._schedule_write_txn,
                                     self.clock())
                     self._republish = self._republish - set(purged)  # not republished
-                self._snapshot_txn(conn, lines, signed, new_head, report, created,
-                                   expected)
+                self._snapshot_txn(conn, lines, signed, new_head, report, created, expected)
         except BaseException:
             vaultfaults.remove_created(created)
             raise
@@ -543,8 +541,7 @@ class Replica(Publisher):
                 flight = self._snapshot_chunk_txn(conn, last, index, report, created, writer,
                                                   flight)
             writer.durable()  # every rename flushed: only the commit records them
-        except BaseException:
-            # files the writer renamed for the refused transaction are removed with the rest
+        except BaseException:  # what the writers renamed is removed with the rest
             with contextlib.suppress(OSError):
                 done = set(writer.result())
                 created.extend((p, d) for _e, p, d in flight if p in done)
@@ -569,10 +566,9 @@ class Replica(Publisher):
                             report: SyncReport, created: list[tuple[str, bytes]],
                             writer: Any, flight: list[tuple[Entry, str, bytes]]
                             ) -> list[tuple[Entry, str, bytes]]:
-        """Apply snapshot entries: one unchanged here and on the hub is skipped; one never
-        seen here (no row, no journaled write, no file at its path) goes to the vault writer
-        (replica/vaultwriter.py), its state added once written (while the writer does the
-        next chunk); others are merged one by one. Returns the chunk in the writer's hands."""
+        """Apply snapshot entries: unchanged ones are skipped; one never seen here (no row, no
+        journaled write, no file at its path) goes to the vault writers (vaultwriter.py) and is
+        added once written, while they do the next chunk (returned); others are merged."""
         fresh: list[tuple[Entry, str, bytes]] = []
         vault = os.fspath(self.vault)
         for entry, seq in items:

@@ -153,6 +153,13 @@ class Forked(Inline):
                 proc.join()
 
 
+def count_hint(first: dict[str, Any]) -> int | None:
+    """The entry count a snapshot's first line announces: unsigned, used only to show
+    progress and to decide on writer processes (a lie changes nothing applied)."""
+    n = first.get("count")
+    return n if type(n) is int and n >= 0 else None
+
+
 def start(vault: Path, mtime_ns: int, expected: int | None,
           crash_hook: Callable[[], None] | None = None) -> Inline | Forked:
     """A writer for a snapshot of ``expected`` entries (``None``: unknown, written inline)."""

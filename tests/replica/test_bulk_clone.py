@@ -391,3 +391,36 @@ def test_a_writer_process_that_dies_fails_the_clone_cleanly(tmp_path, space, mon
     assert a.files() == b.files() and a.store.digest() == b.store.digest()
     a.close()
     b.close()
+
+
+@pytest.mark.parametrize("count", [None, -5, "many", 10 ** 9, 0, True])
+def test_a_false_entry_count_from_the_hub_changes_nothing_applied(tmp_path, space,
+                                                                  monkeypatch, count):
+    """The snapshot's ``count`` is unsigned: a hub lying about it (absent, negative, not a
+    number, far too big or too small) only changes the bar and the writer choice."""
+    import replica.client as client_mod
+    import replica.vaultwriter as vw
+
+    monkeypatch.setattr(sync_mod, "CHUNK", 5)
+    monkeypatch.setattr(vw, "MIN_ENTRIES", 20)
+    real = client_mod.HubClient.snapshot
+
+    def lying(self, space_id):
+        lines = real(self, space_id)
+        first = dict(next(lines))
+        first.pop("count")
+        if count is not None:
+            first["count"] = count
+        yield first
+        yield from lines
+
+    a = _team(tmp_path, space)
+    monkeypatch.setattr(client_mod.HubClient, "snapshot", lying)
+    b = space.replica(tmp_path, "b")
+    seen = []
+    b.engine.progress = lambda done, total: seen.append(total)
+    assert b.sync().snapshot
+    assert a.files() == b.files() and a.store.digest() == b.store.digest()
+    assert set(seen) == {count if count in (10 ** 9, 0) else None}
+    a.close()
+    b.close()

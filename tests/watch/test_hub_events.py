@@ -361,3 +361,43 @@ def test_content_published_after_a_revocation_never_reaches_the_revoked_stream(
             member.client.close()
     finally:
         hub.stop()
+
+
+@pytest.mark.pg
+def test_publication_through_one_worker_reaches_streams_on_the_other(tmp_path: Path) -> None:
+    # `quire hub serve --workers 2`: the kernel hands each connection to either worker;
+    # streams are opened until both hold one (each worker's own /metrics says so), then
+    # every stream must hear every head, whichever worker accepted the publication
+    kit.require_pg()
+    with kit.pg_database() as db:
+        data = tmp_path / "hub"
+        code = kit.init_hub(data, db)
+        # no periodic re-check within the test: only LISTEN/NOTIFY (or the accepting
+        # worker's own fan-out) can bring a head to a stream
+        hub = kit.start_hub(data, db=db, workers=2, env={
+            "QUIRE_HUB_EVENTS_RECHECK_MS": "3600000", "QUIRE_HUB_EVENTS_KEEPALIVE_MS": "500"})
+        streams: list[SSE] = []
+        try:
+            owner, member, space = _team(hub.url, code)
+            urls = [hub.metrics_url,
+                    f"http://127.0.0.1:{hub.metrics_port + 1}/metrics"]  # worker 1
+
+            def open_on(url: str) -> float:
+                for line in httpx2.get(url).text.splitlines():
+                    if line.startswith("quire_event_streams_open "):
+                        return float(line.split()[-1])
+                return 0.0
+
+            while not all(open_on(u) >= 1 for u in urls):
+                assert len(streams) < 40, "40 streams, all on one worker"
+                streams.append(SSE(_events_url(hub, space), member))
+                assert streams[-1].next("head")["data"]["seq"] == 0
+            for i in range(1, 4):
+                assert owner.publish(space, [kit.put(f"page/w{i}")]).status_code == 201
+                for s in streams:
+                    assert s.next("head")["data"]["seq"] == i
+            owner.client.close(), member.client.close()
+        finally:
+            for s in streams:
+                s.close()
+            hub.stop()

@@ -281,7 +281,12 @@ class Crash(BaseException):
     """Stands in for SIGKILL in-process: unwinds without any cleanup code running."""
 
 
-@pytest.mark.parametrize("point", POINTS)
+# mid_clone fires only in a snapshot big enough for the vault writer processes (4,000+
+# entries): tests/replica/test_clone_e2e.py kills a real `quire join` there
+SYNC_POINTS = tuple(p for p in POINTS if p != "mid_clone")
+
+
+@pytest.mark.parametrize("point", SYNC_POINTS)
 def test_crash_at_every_point_is_completed_by_the_next_sync(tmp_path, space, monkeypatch,
                                                             point):
     a, b = space.replica(tmp_path, "a"), space.replica(tmp_path, "b")

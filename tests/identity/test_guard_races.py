@@ -114,17 +114,30 @@ class Arena:
                 and sql == "BEGIN IMMEDIATE"):
             self.write_opened.set()
 
-    def change_is_waiting(self, holding: bool) -> bool:
-        """``holding``: the paused thread holds a write transaction."""
+    def change_is_waiting(self, holder: int | None) -> bool:
+        """Whether the change waits for the paused publication's transaction. ``holder``:
+        the paused transaction's PostgreSQL backend pid (None: it holds none, at
+        ``prepared``; -1: a SQLite write transaction)."""
+        if holder is None:
+            return False  # nothing of the publication's is locked: nothing to wait for
         if self.backend == "sqlite":
-            return holding and self.write_opened.is_set()
+            return self.write_opened.is_set()
         import psycopg
 
         assert self.db_url is not None
+        # blocked by that transaction itself: a lock wait on anything else (a refusal's audit
+        # count written after the previous case, say) is not this race
         with psycopg.connect(self.db_url, autocommit=True) as c:
             row = c.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = "
-                            "current_database() AND wait_event_type = 'Lock'").fetchone()
+                            "current_database() AND %s = ANY(pg_blocking_pids(pid))",
+                            (holder,)).fetchone()
         return bool(row and row[0])
+
+    def holder(self, conn: Any) -> int:
+        """The committing transaction's identity for ``change_is_waiting``."""
+        if self.backend == "sqlite":
+            return -1
+        return int(conn.exec_driver_sql("SELECT pg_backend_pid()").scalar())
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
@@ -156,7 +169,7 @@ class Race:
         except BaseException as e:  # noqa: BLE001 - re-raised in the test's thread
             self.error = e
 
-    def land(self, holding: bool) -> None:
+    def land(self, holder: int | None) -> None:
         if self.thread.ident is not None:
             return  # one change per publication
         self.arena.write_opened.clear()
@@ -168,7 +181,7 @@ class Race:
                 if not self.thread.is_alive():
                     self.committed_first = True
                     return
-                if self.arena.change_is_waiting(holding):
+                if self.arena.change_is_waiting(holder):
                     self.committed_first = False
                     return
                 if time.monotonic() > deadline:
@@ -213,9 +226,10 @@ def test_no_batch_is_accepted_after_a_change_that_forbids_it_committed(
     race = Race(a, lambda: k.change(s))
     hooks = a.t.hub.hooks
     if point == "prepared":
-        hooks.after_prepare = lambda _b: race.land(holding=False)
+        hooks.after_prepare = lambda _b: race.land(None)
     else:
-        hooks.in_commit = lambda _c, _b, at: race.land(holding=True) if at == point else None
+        hooks.in_commit = (lambda c, _b, at: race.land(a.holder(c)) if at == point
+                           else None)
     try:
         r = s.publish(body)
     finally:

@@ -80,6 +80,27 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_ports(n: int) -> int:
+    """The first of ``n`` consecutive free ports (a hub with ``--workers n`` serves worker
+    i's /metrics on METRICS_PORT + i: a taken neighbour left that worker without one)."""
+    while True:
+        first = free_port()
+        if first + n > 65536:
+            continue
+        socks = []
+        try:
+            for port in range(first, first + n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return first
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+
+
 def hub_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "hub.cli", *args]
 
@@ -133,7 +154,7 @@ def start_hub(data: Path, port: int | None = None, db: str | None = None,
         cmd += ["--db", db]
     log = data / f"serve-{port}.log"
     f = open(log, "ab")  # noqa: SIM115 (kept open for the child's life)
-    env = {"QUIRE_HUB_METRICS_PORT": str(free_port()), **(env or {})}
+    env = {"QUIRE_HUB_METRICS_PORT": str(free_ports(workers)), **(env or {})}
     proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=REPO,
                             env={**os.environ, **env})
     hp = HubProcess(data, port, proc, log, f, int(env["QUIRE_HUB_METRICS_PORT"]))

@@ -58,6 +58,16 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         proc.stop()
 
 
+def shows(page: Any, where: str, *texts: str) -> None:
+    """Wait until ``where`` on ``page`` holds every text: a click that submits or follows a
+    link returns before the next page is there, and reading it at once may read nothing
+    or the page before."""
+    from playwright.sync_api import expect
+
+    for text in texts:
+        expect(page.locator(where).first).to_contain_text(text, timeout=60_000)
+
+
 def ben_replica(hub: dict[str, Any]) -> str:
     return str(hub["ben"].replica(hub["space"]))
 
@@ -76,7 +86,7 @@ def test_an_admin_changes_a_role_and_revokes_an_invite(hub: dict[str, Any],
     # ana (viewer) becomes an editor: first the preview, which changes nothing
     admin.get_by_label("New role for ana").select_option("editor")
     admin.get_by_role("button", name="Preview role change for ana").click()
-    assert "They would gain" in admin.content() and "publish changes" in admin.content()
+    shows(admin, "main", "They would gain", "publish changes")
     roles = {m["name"]: m["role"] for m in owner.get(
         f"/v1/spaces/{hub['space']}/members").json()["members"]}
     assert roles["ana"] == "viewer"
@@ -92,7 +102,7 @@ def test_an_admin_changes_a_role_and_revokes_an_invite(hub: dict[str, Any],
     invites = owner.get(f"/v1/spaces/{hub['space']}/invites").json()["invites"]
     open_id = next(i["id"] for i in invites if not i["used_at"] and not i["revoked_at"])
     admin.get_by_role("button", name=f"Revoke invite {open_id}").click()
-    assert "Preview:" in admin.content()
+    shows(admin, "main", "Preview:")
     admin.get_by_role("button", name="Confirm revoke").click()
     admin.wait_for_url("**/console/spaces/team/members")
     row = admin.locator("tr").filter(has_text=open_id)
@@ -115,13 +125,14 @@ def test_an_admin_changes_a_role_and_revokes_an_invite(hub: dict[str, Any],
     admin.get_by_label("Reason (recorded in the audit and shown to replicas)").fill(
         "restored from the backup of 2026-11-30")
     admin.get_by_role("button", name="Preview impact").click()
-    assert "Replicas that must take a snapshot" in admin.content()
+    shows(admin, "main", "Replicas that must take a snapshot")
     shot(admin, "epoch-preview")
     assert not axe_violations(admin)
     assert owner.head(hub["space"])["epoch"] == epoch
 
     # the audit log: verified, with the role change and the revoke in it
     admin.get_by_role("link", name="Audit", exact=True).click()
+    shows(admin, "main", "Chain verified")
     text = admin.locator("main").inner_text()
     assert "Chain verified" in text and "member.role" in text and "invite.revoke" in text
     shot(admin, "audit")
@@ -135,6 +146,7 @@ def test_an_admin_changes_a_role_and_revokes_an_invite(hub: dict[str, Any],
                              "kind": "edit", "since": 1_764_590_000_000, "claimed": True}]})
     assert r.status_code == 200, r.text
     admin.get_by_role("link", name="Conflicts", exact=True).click()
+    shows(admin, "main tbody", "page/deploy")
     rows = admin.locator("main tbody").inner_text()
     assert "page/deploy" in rows and "ben" in rows
     shot(admin, "conflicts")
@@ -147,7 +159,7 @@ def test_an_admin_changes_a_role_and_revokes_an_invite(hub: dict[str, Any],
     admin.get_by_label("Rule name or finding fingerprint (empty: every finding)").fill(
         "aws_access_key")
     admin.get_by_role("button", name="Preview").click()
-    assert "Preview:" in admin.content()
+    shows(admin, "main", "Preview:")
     shot(admin, "screening-preview")
     assert not axe_violations(admin)
     allows = f"/v1/spaces/{hub['space']}/screening/allows"

@@ -157,7 +157,9 @@ def test_admin_and_member_work_through_the_console(hub: dict[str, Any], browser:
     admin.get_by_label("Entries").fill("skill/*")
     admin.get_by_role("button", name="Add rule").click()
     admin.get_by_role("button", name="Confirm add rule").click()
-    assert "skill/*" in admin.locator("table").nth(2).inner_text()
+    from playwright.sync_api import expect  # the rules table of the page it leads to
+
+    expect(admin.locator("table").nth(2)).to_contain_text("skill/*", timeout=60_000)
     shot(admin, "members")
     assert not axe_violations(admin)
 

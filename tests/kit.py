@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pty
 import shutil
 import socket
 import subprocess
@@ -304,3 +305,27 @@ def tempdir() -> Iterator[Path]:
         yield d
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def run_on_pty(cmd: list[str], env: dict[str, str], *, stream: str = "stdout",
+               cwd: Path = REPO, timeout: float = 60) -> tuple[int, bytes]:
+    """Run ``cmd`` with ``stream`` (stdout or stderr) on a pseudo-terminal and the other
+    discarded: its exit code and every byte it wrote there (a terminal's output: colours,
+    progress bars)."""
+    master, slave = pty.openpty()
+    streams = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, stream: slave}
+    p = subprocess.Popen(cmd, stdout=streams["stdout"], stderr=streams["stderr"], env=env,
+                         cwd=cwd)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed its end
+            break
+        if not data:
+            break
+        chunks.append(data)
+    p.wait(timeout)
+    os.close(master)
+    return p.returncode, b"".join(chunks)

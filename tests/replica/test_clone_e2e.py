@@ -5,9 +5,7 @@ by ``quire sync``; and its progress bar, drawn on a terminal only."""
 from __future__ import annotations
 
 import os
-import pty
 import re
-import subprocess
 
 import pytest
 
@@ -15,6 +13,7 @@ from replica import vaultwriter
 from replica.crash import POINTS
 from replica.sync import CHUNK
 from shared.entry import Entry
+from tests import kit
 from tests.replica.conftest import QUIRE, ROOT, Member, Team, qjson, quire
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -59,25 +58,11 @@ def test_clone_killed_with_a_chunk_in_the_writer_is_completed_by_sync(big):
 
 def _on_terminal(home, *args: str) -> tuple[int, str]:
     """Run quire with stderr on a pseudo-terminal (stdout a pipe); what stderr showed."""
-    master, slave = pty.openpty()
     e = dict(os.environ, QUIRE_HOME=str(home), TERM="xterm-256color", COLUMNS="160")
     e.pop("QUIRE_TEST_CRASH_AT", None)
-    p = subprocess.Popen([*QUIRE, *args], stdout=subprocess.DEVNULL, stderr=slave, env=e,
-                         cwd=ROOT)
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:
-            break
-        if not data:
-            break
-        chunks.append(data)
-    p.wait(600)
-    os.close(master)
-    text = b"".join(chunks).decode(errors="replace")
-    return p.returncode, re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)  # colours, cursor
+    code, out = kit.run_on_pty([*QUIRE, *args], e, stream="stderr", cwd=ROOT, timeout=600)
+    text = out.decode(errors="replace")
+    return code, re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)  # colours, cursor
 
 
 def test_clone_progress_shows_count_of_total_on_a_terminal_only(big):

@@ -4,12 +4,11 @@ and never with NO_COLOR; ``--json`` keeps Unix milliseconds."""
 from __future__ import annotations
 
 import os
-import pty
 import re
-import subprocess
 
 import pytest
 
+from tests import kit
 from tests.replica.conftest import QUIRE, ROOT, Team, qjson, quire
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -19,26 +18,12 @@ ESC = "\x1b["
 
 def on_terminal(home, *args: str, env: dict[str, str] | None = None) -> str:
     """Run quire with stdout on a pseudo-terminal; what it wrote there."""
-    master, slave = pty.openpty()
     e = dict(os.environ, QUIRE_HOME=str(home), TERM="xterm-256color", COLUMNS="160")
     e.pop("NO_COLOR", None)
     e.update(env or {})
-    p = subprocess.Popen([*QUIRE, *args], stdout=slave, stderr=subprocess.DEVNULL, env=e,
-                         cwd=ROOT)
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:
-            break
-        if not data:
-            break
-        chunks.append(data)
-    p.wait(60)
-    os.close(master)
-    assert p.returncode == 0
-    return b"".join(chunks).decode()
+    code, out = kit.run_on_pty([*QUIRE, *args], e, cwd=ROOT)
+    assert code == 0
+    return out.decode()
 
 
 def test_invite_times_read_as_dates_and_lists_are_aligned_tables(team: Team):

@@ -382,18 +382,19 @@ def test_publication_through_one_worker_reaches_streams_on_the_other(tmp_path: P
             urls = [hub.metrics_url,
                     f"http://127.0.0.1:{hub.metrics_port + 1}/metrics"]  # worker 1
 
+            def answers(url: str) -> bool:
+                try:
+                    return httpx2.get(url).status_code == 200
+                except httpx2.ConnectError:
+                    return False
+
+            # the public port answers once one worker is up; the other's metrics listener
+            # may still be starting (refused until then)
+            for u in urls:
+                _until(lambda u=u: answers(u), f"{u} answering")
+
             def open_on(url: str) -> float:
-                # the public port answers once one worker is up; the other's metrics
-                # listener may still be starting: wait for it (refused until then)
-                deadline = time.monotonic() + 60
-                while True:
-                    try:
-                        text = httpx2.get(url).text
-                        break
-                    except httpx2.ConnectError:
-                        assert time.monotonic() < deadline, f"{url} never answered"
-                        time.sleep(0.05)  # polling pace only
-                for line in text.splitlines():
+                for line in httpx2.get(url).text.splitlines():
                     if line.startswith("quire_event_streams_open "):
                         return float(line.split()[-1])
                 return 0.0

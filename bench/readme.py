@@ -48,7 +48,8 @@ def render(doc: dict[str, Any], name: str) -> str:
     lines = [
         f"`make bench`{at} ({name}, {doc['mode']}, {doc['elapsed_s']:.0f} s) on {m['cpu']}, "
         f"{m['cores']} cores, {m['memory_mb'] // 1024} GiB, Python {m['python']}, {m['git']}, "
-        f"Node {m['node']}; load average at start {m.get('load_avg_at_start')}.",
+        f"Node {m['node']}; load average at start {m.get('load_avg_at_start')}"
+        f"{_fs_words(cfg.get('filesystem'))}.",
         "",
         "| scenario | entries | system | result | status |",
         "|---|---|---|---|---|",
@@ -64,6 +65,16 @@ def render(doc: dict[str, Any], name: str) -> str:
         v = "—" if g["measured"] is None else f"{g['measured']:.3g}"
         lines.append(f"| {g['text']} | {v} | {g['target']} | {met} |")
     return "\n".join(lines)
+
+
+def _fs_words(fs: dict[str, Any] | None) -> str:
+    """Where the run wrote (bench/workfs.py): the file system decides clone figures."""
+    if not fs:
+        return ""
+    journal = {True: "with a journal", False: "without a journal"}.get(fs.get("journal"), "")
+    what = {"journal": "a fresh loop-mounted", "tmp": "the temp folder's",
+            "path": "a given folder's"}.get(fs.get("kind", ""), "")
+    return f"; files on {what} {fs.get('type', '?')} {journal}".rstrip()
 
 
 def update(results: Path, readme: Path = README) -> bool:

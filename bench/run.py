@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -24,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import corpus as corpus_mod
-from bench import readme
+from bench import readme, workfs
 from bench.loadgen import Target, publish_rate
 from bench.peers.git_peer import GitPeer
 from bench.peers.pouch_peer import PouchPeer
@@ -540,6 +538,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="small sizes, whole run under 2 min")
     p.add_argument("--out", type=Path, default=None, help="JSON result path")
     p.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    p.add_argument("--fs", default="journal",
+                   help="where the run writes: journal (a fresh journaled ext4 image, "
+                        "loop-mounted; the default, see bench/workfs.py), tmp, or a folder")
     p.add_argument("--systems", default=",".join(SYSTEMS),
                    help=f"comma-separated subset of {','.join(SYSTEMS)} (default: all)")
     p.add_argument("--publish-only", action="store_true",
@@ -565,22 +566,23 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     load_at_start = [round(x, 2) for x in os.getloadavg()]
     cfg["commit"] = readme.commit_of_tree()  # what this run measures (taken at its start)
-    root = Path(tempfile.mkdtemp(prefix=f"quire-bench-{mode}-"))
     systems = tuple(x.strip() for x in args.systems.split(",") if x.strip())
     unknown = set(systems) - set(SYSTEMS)
     if unknown:
         p.error(f"unknown systems: {', '.join(sorted(unknown))}")
-    bench = Bench(cfg, root, systems)
-    log(f"{mode} run in {root}")
-    try:
-        bench.run()
-    finally:
-        bench.close()
-    try:
+    if args.keep:
+        os.environ["QUIRE_BENCH_KEEP"] = "1"
+    # hundreds of thousands of files: removed after the results are out (bench/workfs.py)
+    with workfs.work_folder(args.fs, f"quire-bench-{mode}-") as (root, fs):
+        cfg["filesystem"] = fs
+        bench = Bench(cfg, root, systems)
+        log(f"{mode} run in {root} ({fs.get('kind')}: {fs.get('type', '?')}, "
+            f"journal {fs.get('journal', '?')}) {fs.get('note', '')}")
+        try:
+            bench.run()
+        finally:
+            bench.close()
         return _report(bench, cfg, mode, started, load_at_start, args.out)
-    finally:
-        if not args.keep:  # hundreds of thousands of files: after the results are out
-            shutil.rmtree(root, ignore_errors=True)
 
 
 def _report(bench: Bench, cfg: dict[str, Any], mode: str, started: float,

@@ -30,7 +30,7 @@ from replica.syncreport import SyncReport
 from shared.entry import Entry
 from shared.errors import QuireError, VersionBlocked
 
-# the help of a held blocked version's vault marker (replica/sync.py conflict_marker)
+# the help of a held blocked version's vault marker (replica/markers.py conflict_marker)
 HELP = ("held: an admin reverted this version and blocked it from being published again "
         "(quire admin revert --block); edit it, then remove this 'quire' block to publish")
 Write = Callable[[Conn, EntryState], None]

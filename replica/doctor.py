@@ -196,10 +196,10 @@ def check_space(home: Home, space: SpaceConfig) -> list[Finding]:
     if check != "ok":
         out.append(Finding("store", ERROR, name, f"the store of {name} is damaged: {check}",
                            f"move {space.store_path} aside and join again; keep the vault"))
-    from replica import vault as vlt
+    from replica import vaultscan
 
     hashes = {r[0]: r[3] for r in recorded}
-    changes = vlt.scan_changes(space.vault, [r[:3] for r in recorded])
+    changes = vaultscan.scan_changes(space.vault, [r[:3] for r in recorded])
     # a stat that differs (or was not recorded) is only a candidate, as in a sync: the
     # file's bytes decide
     edited = [fs.entry_id for fs in changes.changed

@@ -25,6 +25,7 @@ from typing import Any
 
 from replica import store as st
 from replica import vault as vlt
+from replica import vaultscan
 from replica.merge import same
 from replica.sqlite_db import Conn
 from shared.entry import EntryError
@@ -46,7 +47,7 @@ class Unpublished:
                 "source": self.source}
 
 
-def _journal_changes(conn: Conn, vault: Path, paths: list[str]) -> vlt.Changes:
+def _journal_changes(conn: Conn, vault: Path, paths: list[str]) -> vaultscan.Changes:
     """What ``scan_changes`` would find, for the paths a watcher's journal names alone."""
     base = os.fspath(vault).rstrip("/") + "/"
     changed, missing, problems = [], set(), []
@@ -67,7 +68,7 @@ def _journal_changes(conn: Conn, vault: Path, paths: list[str]) -> vlt.Changes:
             continue
         if (stat.st_size, stat.st_mtime_ns) != (s.file_size, s.file_mtime_ns):
             changed.append(vlt.FileStat(entry_id, p, stat.st_size, stat.st_mtime_ns))
-    return vlt.Changes(changed, missing, problems)
+    return vaultscan.Changes(changed, missing, problems)
 
 
 def unpublished_txn(conn: Conn, vault: Path, *, scan: bool = True,
@@ -80,7 +81,7 @@ def unpublished_txn(conn: Conn, vault: Path, *, scan: bool = True,
         return Unpublished(sorted(ids), scanned=False, source="store")
     # the store's own journaled writes not yet carried out are not local edits
     writing = {r[0] for r in conn.exec_driver_sql("SELECT entry_id FROM vault_pending")}
-    changes = (vlt.scan_changes(vault, st.file_index_txn(conn)) if journal is None
+    changes = (vaultscan.scan_changes(vault, st.file_index_txn(conn)) if journal is None
                else _journal_changes(conn, vault, journal))
     problems = list(changes.problems)
     for fs in changes.changed:

@@ -14,10 +14,11 @@ imported inside the functions that need them: a ``quire`` process pays for what 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -322,7 +323,7 @@ def write_status(space: SpaceConfig, *, report: SyncReport | None, error: QuireE
 def run_sync(home: Home, space: SpaceConfig, progress: Progress = NO_PROGRESS
              ) -> tuple[SyncReport, dict[str, Any]]:
     """One locked sync of ``space``; status is written whatever happens."""
-    with space_lock(space):
+    with space_lock(space), _walk_ahead(space) as walk:
         update, stop = progress
         rep, client, store = open_replica(home, space, update)
         report = None
@@ -331,7 +332,7 @@ def run_sync(home: Home, space: SpaceConfig, progress: Progress = NO_PROGRESS
 
             # a new device login since the replica was registered: register a new one
             ensure_current_replica(space, home.hub(space.hub_id), rep)  # type: ignore[arg-type]
-            report = rep.sync()
+            report = rep.sync(walk=walk)
         except QuireError as e:
             write_status(space, report=None, error=e, role=rep.role)
             raise
@@ -347,6 +348,23 @@ def run_sync(home: Home, space: SpaceConfig, progress: Progress = NO_PROGRESS
     doc = status_doc(space, scan=False)  # the sync has just scanned the vault
     doc["scanned"] = doc["unpublished"]["scanned"] = True
     return report, doc
+
+
+@contextlib.contextmanager
+def _walk_ahead(space: SpaceConfig) -> Iterator[Any]:
+    """The vault's walk started in a forked child while this process gets the sync engine
+    ready (replica/vaultscan.py); ``QUIRE_WALK_AHEAD=off`` walks inline."""
+    if os.environ.get("QUIRE_WALK_AHEAD", "") == "off":
+        yield None
+        return
+    from replica.vaultscan import Prefetch
+
+    walk = Prefetch.start(Path(space.vault))
+    try:
+        yield walk
+    finally:
+        if walk is not None:
+            walk.close()
 
 
 def fold_vault_edits(home: Home, space: SpaceConfig) -> None:

@@ -33,12 +33,14 @@ from replica import store as st
 from replica import vault as vlt
 from replica.client import Change, ChangesPage, HubClient, HubUnverified
 from replica.crash import crash_point
+from replica.markers import conflict_marker
 from replica.merge import merge_entry, same
-from replica.purge import PURGED, PURGED_HELP, compact_store, drop_purged_txn, purged_by
+from replica.purge import compact_store, drop_purged_txn, purged_by
 from replica.push import Publisher
 from replica.sqlite_db import Conn
 from replica.store import Conflict, EntryState, Head, Store
 from replica.syncreport import SyncReport
+from replica.vaultscan import Prefetch, scan_changes
 from shared.entry import Entry, EntryError
 from shared.errors import SnapshotRequired, SpaceDeleted
 from shared.signed import SignedHead
@@ -57,21 +59,6 @@ Progress = Callable[[int, int | None], None]
 
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def conflict_marker(c: Conflict) -> dict[str, Any]:
-    """The ``quire`` front-matter marker of a held entry (local only, never published);
-    a version the hub blocked (replica/push.py) or purged (replica/purge.py) says so in its
-    help."""
-    return {"conflict": {
-        "fields": c.fields,
-        "theirs_version": c.theirs.version if c.theirs is not None else None,
-        "theirs_deleted": c.theirs is None or c.theirs.deleted,
-        "ours_deleted": c.ours is None or c.ours.deleted,
-        "help": blocked.HELP if "version_blocked" in c.fields else
-        PURGED_HELP if PURGED in c.fields else
-        "held: fix this file and remove this 'quire' block to publish it",
-    }}
 
 
 class Replica(Publisher):
@@ -102,15 +89,16 @@ class Replica(Publisher):
 
     # ------------------------------------------------------------ the run
 
-    def sync(self, scanned: SyncReport | None = None) -> SyncReport:
+    def sync(self, scanned: SyncReport | None = None, walk: Prefetch | None = None
+             ) -> SyncReport:
         """``scanned``: the report of a ``flush_vault`` and ``scan`` the caller has just run
-        under the same lock (the watcher's look for local edits): not scanned again. An edit
-        made since is not lost: its file event starts the next sync."""
+        under the same lock (the watcher's look for local edits): not scanned again (an edit
+        made since starts the next sync). ``walk``: the walk started under the same lock."""
         report = scanned if scanned is not None else SyncReport()
         self.vault.mkdir(parents=True, exist_ok=True)
         if scanned is None:
             self.flush_vault()
-            self.scan(report)
+            self.scan(report, walk)
         crash_point("after_scan")
         try:
             self._exchange(report)
@@ -148,12 +136,13 @@ class Replica(Publisher):
 
     # ------------------------------------------------------------ vault → store
 
-    def scan(self, report: SyncReport) -> None:
+    def scan(self, report: SyncReport, walk: Prefetch | None = None) -> None:
+        walked = walk.take() if walk is not None else None
         with self.store.tx() as conn:
             # (id, size, mtime) of each recorded file: an unchanged file costs its stat,
             # nothing is read or parsed (DESIGN §7). Read before the walk (SQLite takes the
             # write lock at the first write, not here); a changed row is re-read below
-            scan = vlt.scan_changes(self.vault, st.file_index_txn(conn))
+            scan = scan_changes(self.vault, st.file_index_txn(conn), walked)
             report.problems = list(scan.problems)
             bad = scan.problem_ids()
             now_ns = time.time_ns()

@@ -12,7 +12,6 @@ Nothing here writes through a symlink or outside the vault.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import os
 import re
@@ -94,7 +93,7 @@ def path_entry_id(rel: str) -> tuple[str | None, str | None]:
     return entry_id, None
 
 
-def _ignored(name: str) -> bool:
+def ignored(name: str) -> bool:
     # hidden files (editor swap files, .DS_Store, .git) and our own temp files
     return name.startswith(".") or name.endswith(TMP_SUFFIX) or name.endswith("~")
 
@@ -122,14 +121,14 @@ def scan(vault: Path, known: Container[str] = ()) -> Scan:
         with it:
             for de in it:
                 name = de.name
-                if not (name.endswith(".md") and name[0] != ".") and _ignored(name):
+                if not (name.endswith(".md") and name[0] != ".") and ignored(name):
                     continue
                 rel = prefix + name
                 if de.is_symlink():
                     if de.is_dir():  # a link to a folder: not followed
-                        problems.append(Problem(rel, None, _symlink_reason(root, Path(de.path))))
+                        problems.append(Problem(rel, None, symlink_reason(root, Path(de.path))))
                     else:
-                        problems.append(Problem(rel, None, _symlink_reason(root, Path(de.path)),
+                        problems.append(Problem(rel, None, symlink_reason(root, Path(de.path)),
                                                 path_entry_id(rel)[0]))
                     continue
                 if de.is_dir(follow_symlinks=False):
@@ -150,92 +149,11 @@ def scan(vault: Path, known: Container[str] = ()) -> Scan:
     return Scan(files, problems)
 
 
-@dataclass(frozen=True)
-class Changes:
-    """What a vault scan found against the store's record of the files (``scan_changes``)."""
-    changed: list[FileStat]  # files whose stat differs from the record, or with no record
-    missing: set[str]  # entries with a recorded file that is not there any more
-    problems: list[Problem]
-
-    def problem_ids(self) -> set[str]:
-        return {p.entry_id for p in self.problems if p.entry_id}
-
-
-def scan_changes(vault: Path, recorded: list[tuple[str, int | None, int | None]]) -> Changes:
-    """The vault files that changed since the store recorded them, by (size, mtime) alone.
-
-    ``recorded``: (entry id, size, mtime) of every entry with a recorded file (an unknown
-    stat is None, so that file counts as changed). The walk is ``scan``'s (one ``scandir``
-    a folder, one ``lstat`` a file; the same problems), but an ordinary Markdown file costs
-    one tuple in a set, and the comparison is a set difference in C: a sync with nothing to
-    do, mostly this, does no Python work per file beyond its stat. The garbage collector
-    is paused meanwhile: the walk makes a tuple a file and nothing cyclic, and collections
-    triggered by them would traverse every one again and again."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return _scan_changes(vault, recorded)
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def _scan_changes(vault: Path, recorded: list[tuple[str, int | None, int | None]]
-                  ) -> Changes:
-    problems: list[Problem] = []
-    walked: set[tuple[str, int, int]] = set()
-    if not vault.is_dir():
-        return Changes([], {r[0] for r in recorded}, problems)
-    root = vault.resolve()
-    stack = [(os.fspath(vault), "")]
-    while stack:
-        folder, prefix = stack.pop()
-        with os.scandir(folder) as it:
-            entries = list(it)
-        plain = [de for de in entries if de.name.endswith(".md") and de.name[0] != "."
-                 and de.is_file(follow_symlinks=False)]
-        walked.update([(prefix + de.name[:-3], st.st_size, st.st_mtime_ns) for de in plain
-                       for st in (de.stat(follow_symlinks=False),)])
-        if len(plain) == len(entries):
-            continue
-        for de in entries:
-            name = de.name
-            if de.is_file(follow_symlinks=False) and name.endswith(".md") and name[0] != ".":
-                continue  # taken above
-            if _ignored(name):
-                continue
-            rel = prefix + name
-            if de.is_symlink():
-                entry_id = None if de.is_dir() else path_entry_id(rel)[0]
-                problems.append(Problem(rel, None, _symlink_reason(root, Path(de.path)),
-                                        entry_id))
-                continue
-            if de.is_dir(follow_symlinks=False):
-                stack.append((de.path, rel + "/"))
-                continue
-            problems.append(Problem(rel, None, path_entry_id(rel)[1] or "not an entry file"))
-    recorded_set = set(recorded)
-    known = {r[0] for r in recorded}
-    changed: list[FileStat] = []
-    base = os.fspath(vault)
-    for entry_id, size, mtime in walked - recorded_set:
-        if entry_id not in known:
-            reason = path_entry_id(entry_id + ".md")[1]
-            if reason:
-                problems.append(Problem(entry_id + ".md", None, reason))
-                continue
-        changed.append(FileStat(entry_id, os.path.join(base, entry_id + ".md"), size, mtime))
-    missing = known - {w[0] for w in walked}
-    problems.sort(key=lambda pr: pr.path)
-    changed.sort()
-    return Changes(changed, missing, problems)
-
-
 def _rel(vault: Path, p: Path) -> str:
     return p.relative_to(vault).as_posix()
 
 
-def _symlink_reason(root: Path, p: Path) -> str:
+def symlink_reason(root: Path, p: Path) -> str:
     target = p.resolve()
     if target != root and root not in target.parents:
         return "symlink pointing out of the vault (not followed)"

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from replica import vault as vlt
+from replica import vaultscan
 from shared.entry import Entry, EntryError
 
 
@@ -112,7 +113,7 @@ def _odd_vault(root: Path) -> Path:
 def test_scan_changes_finds_what_scan_finds_and_the_same_problems(tmp_path):
     vault = _odd_vault(tmp_path)
     full = vlt.scan(vault)
-    ch = vlt.scan_changes(vault, [])
+    ch = vaultscan.scan_changes(vault, [])
     assert {f.entry_id for f in ch.changed} == {"page/ok", "page/deep/er/one", "skill/s"}
     assert {(f.entry_id, f.os_path) for f in ch.changed} <= {(f.entry_id, f.os_path)
                                                           for f in full.files.values()}
@@ -123,15 +124,15 @@ def test_scan_changes_finds_what_scan_finds_and_the_same_problems(tmp_path):
 
 def test_scan_changes_compares_by_size_and_mtime(tmp_path):
     vault = _odd_vault(tmp_path)
-    rec = [(f.entry_id, f.size, f.mtime_ns) for f in vlt.scan_changes(vault, []).changed]
-    assert not vlt.scan_changes(vault, rec).changed  # nothing changed: nothing to look at
+    rec = [(f.entry_id, f.size, f.mtime_ns) for f in vaultscan.scan_changes(vault, []).changed]
+    assert not vaultscan.scan_changes(vault, rec).changed  # nothing changed: nothing to look at
     p = vault / "page" / "ok.md"
     st = p.stat()
     p.write_text("---\ntitle: y\n---\nbody\n")  # same size, edited in place
     os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
     (vault / "skill" / "s.md").unlink()
     unknown = [(i, s, None) if i == "page/deep/er/one" else (i, s, m) for i, s, m in rec]
-    ch = vlt.scan_changes(vault, [*unknown, ("page/gone", 1, 2)])
+    ch = vaultscan.scan_changes(vault, [*unknown, ("page/gone", 1, 2)])
     assert [f.entry_id for f in ch.changed] == ["page/deep/er/one", "page/ok"]
     assert ch.missing == {"skill/s", "page/gone"}
 

@@ -51,7 +51,7 @@ class Out:
         elif human is not None:
             print(human, flush=True)
 
-    def progress(self, label: str) -> tuple[Callable[[int, int | None], None] | None,
+    def progress(self, label: str) -> tuple[Callable[..., None] | None,
                                             Callable[[], None]]:
         """A progress bar on a terminal (never with --json); (update, stop)."""
         if self.json or not sys.stderr.isatty():

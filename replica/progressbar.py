@@ -20,22 +20,23 @@ from rich.text import Text
 
 
 class RateColumn(ProgressColumn):
-    """``12,345 entries/s`` once rich has two samples to measure it by."""
+    """``12,345 entries/s`` (or batches, for a pull) once rich has two samples."""
 
     def render(self, task: Task) -> Text:
         speed = task.finished_speed or task.speed
-        return Text("" if speed is None else f"{speed:,.0f} entries/s")
+        unit = task.fields.get("unit", "entries")
+        return Text("" if speed is None else f"{speed:,.0f} {unit}/s")
 
 
-def start(label: str) -> tuple[Callable[[int, int | None], None], Callable[[], None]]:
-    """(update(done, total), stop) of a bar drawn now."""
+def start(label: str) -> tuple[Callable[..., None], Callable[[], None]]:
+    """(update(done, total, unit="entries"), stop) of a bar drawn now."""
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    RateColumn(), TextColumn("ETA"), TimeRemainingColumn(),
                    console=Console(stderr=True), transient=True)
-    task = bar.add_task(label, total=None)
+    task = bar.add_task(label, total=None, unit="entries")
     bar.start()
 
-    def update(done: int, total: int | None) -> None:
-        bar.update(task, completed=done, total=total)
+    def update(done: int, total: int | None, unit: str = "entries") -> None:
+        bar.update(task, completed=done, total=total, unit=unit)
 
     return update, bar.stop

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from replica.sync import Replica, SyncReport
 
 # (update(done, total), stop()): a progress display, or (None, no-op) for none
-Progress = tuple[Callable[[int, int | None], None] | None, Callable[[], None]]
+Progress = tuple[Callable[..., None] | None, Callable[[], None]]
 NO_PROGRESS: Progress = (None, lambda: None)
 
 # space_deleted: raised by a sync only once the hub-signed statement verified (replica/deleted.py)

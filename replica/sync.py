@@ -54,7 +54,7 @@ def settled_mtime_ns() -> int:
     stat is trusted at once, and older than any later edit, which therefore changes it."""
     return time.time_ns() - RACY_NS - 1_000_000_000
 
-Progress = Callable[[int, int | None], None]
+Progress = Callable[..., None]  # (done, total[, unit]): replica/progressbar.py
 
 
 def now_ms() -> int:
@@ -354,7 +354,7 @@ class Replica(Publisher):
             with self.store.tx() as conn:  # and the store holds exactly the signed state
                 verify.check_root_txn(conn, fresh, "head")
             return
-        self._pull_changes(report, head)
+        self._pull_changes(report, head, fresh.seq)
 
     def authors(self) -> verify.Authors:
         """Device attestations (cached in the store; fetched when a batch needs one)."""
@@ -374,8 +374,9 @@ class Replica(Publisher):
         if authors.refreshed:
             st.set_meta_txn(conn, verify.DEVICES, authors.wire)
 
-    def _pull_changes(self, report: SyncReport, head: Head) -> None:
+    def _pull_changes(self, report: SyncReport, head: Head, until: int) -> None:
         authors = self.authors()
+        start = head.seq  # progress: batches pulled of those the signed head says there are
         while True:
             try:
                 page = self.client.changes(self.space_id, epoch=head.epoch, after=head.seq,
@@ -389,6 +390,8 @@ class Replica(Publisher):
             if page.changes:
                 head = Head(head.epoch, page.changes[-1].seq, page.changes[-1].head)
                 report.pulled += len(page.changes)
+                if self.progress:
+                    self.progress(head.seq - start, max(until, head.seq) - start, "batches")
             if not page.more or not page.changes:
                 return
 

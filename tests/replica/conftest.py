@@ -98,13 +98,14 @@ class Hub:
     proc: subprocess.Popen[bytes]
 
 
-def start_hub(data: Path) -> Hub:
+def start_hub(data: Path, env: dict[str, str] | None = None) -> Hub:
+    """A real ``quire hub serve`` on a free port; ``env``: hub settings (QUIRE_HUB_*)."""
     init = qjson(None, "hub", "init", "--data", str(data))
     port = free_port()
     log = open(data / "serve.log", "wb")  # noqa: SIM115 - closed with the process
     proc = subprocess.Popen([*QUIRE, "hub", "serve", "--data", str(data), "--host",
                              "127.0.0.1", "--port", str(port)], stdout=log, stderr=log,
-                            cwd=ROOT)
+                            cwd=ROOT, env={**os.environ, **(env or {})})
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 20
     with HubClient(url) as c:

@@ -1,6 +1,7 @@
 """A clone big enough for the vault writer process (replica/vaultwriter.py), through the
 real CLI against a real hub: killed while a chunk is in the writer's hands, then completed
-by ``quire sync``; and its progress bar, drawn on a terminal only."""
+by ``quire sync``; and the progress bar of a clone and of a pull of many pages, drawn on a
+terminal only."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from replica.crash import POINTS
 from replica.sync import CHUNK
 from shared.entry import Entry
 from tests import kit
-from tests.replica.conftest import QUIRE, ROOT, Member, Team, qjson, quire
+from tests.replica.conftest import QUIRE, ROOT, Member, Team, qjson, quire, start_hub
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -80,3 +81,28 @@ def test_clone_progress_shows_count_of_total_on_a_terminal_only(big):
                                team.invite(), "--vault", str(team.root / "e" / "vault"),
                                "--device", "e", "--json")
     assert code == 0 and f"/{N}" not in shown and "ETA" not in shown, shown
+
+
+def test_a_pull_of_many_pages_shows_batches_of_the_signed_total(tmp_path):
+    """A member 9 batches behind a hub that serves 3 a page: its sync on a terminal shows
+    how many of the 9 it has pulled; piped, nothing."""
+    hub = start_hub(tmp_path / "hub", env={"QUIRE_HUB_CHANGES_PAGE": "3"})
+    try:
+        owner = tmp_path / "owner"
+        qjson(owner, "join", hub.url, "--invite", hub.enrollment_code, "--device", "owner")
+        team = Team(hub, owner, tmp_path, "pages")
+        a, b = team.members("a", "b")
+        for i in range(9):
+            a.write(Entry(id=f"page/p{i}", title=f"p{i}", body=f"{i}\n"))
+            a.sync()
+        code, shown = _on_terminal(b.home, "sync")
+        assert code == 0, shown
+        assert re.search(r"\b[369]/9\b", shown), shown  # batches pulled of the head's 9
+        assert len(b.files()) == 9
+        a.write(Entry(id="page/p9", title="p9", body="9\n"))
+        a.sync()
+        p = b.run("sync")  # piped: no bar
+        assert "/1" not in p.stderr and "ETA" not in p.stderr, p.stderr
+    finally:
+        hub.proc.terminate()
+        hub.proc.wait(10)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +132,43 @@ class Member:
 
     def invite(self, space: str, role: str = "editor") -> str:
         return str(self.run("admin", "invite", "create", space, "--role", role)[1]["code"])
+
+
+class Watcher:
+    """``quire watch`` running for a member's one space; ``run`` is a ``quire`` command that
+    the watcher must serve (``QUIRE_WATCHER_SOCKET=require``: a command it did not serve
+    fails, so a figure is never a local run's)."""
+
+    def __init__(self, member: Member, ready_timeout: float = 600):
+        self.env = dict(member.env, QUIRE_WATCHER_SOCKET="require")
+        self.log = member.home / "watch.log"
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen([*quire_cmd(), "watch"], env=member.env,
+                                         stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                         start_new_session=True)
+        deadline = time.monotonic() + ready_timeout  # its first sync walks the whole vault
+        while True:
+            t = run_timed([*quire_cmd(), "status", "--json"], env=self.env, timeout=600)
+            if t.returncode in (0, 3):  # served (3: it lists something left over)
+                return
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise Unavailable(f"quire watch did not serve: {t.stderr.strip()[-200:]}")
+            time.sleep(0.2)
+
+    def run(self, *args: str, timeout: float = 1800) -> Timed:
+        t = run_timed([*quire_cmd(), *args, "--json"], env=self.env, timeout=timeout)
+        _json_out(t, "quire " + " ".join(args[:2]) + " (served)")
+        return t
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(120)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
 
 
 def _raise_for(r: httpx.Response, what: str) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from bench.loadgen import Target, publish_rate
 from bench.peers.git_peer import GitPeer
 from bench.peers.pouch_peer import PouchPeer
 from bench.proc import Server, Unavailable, free_port, tree_cpu
-from bench.quire_side import Hub, Member, Publisher
+from bench.quire_side import Hub, Member, Publisher, Watcher
 from bench.report import Results, Row, goals, machine, print_table, write_json
 
 HERE = Path(__file__).resolve().parent
@@ -75,7 +75,8 @@ class Bench:
         self.cleanups: list[Callable[[], None]] = []
         for family, names in (("bare", ["bare-starlette"]), ("git", ["git"]),
                               ("pouchdb", ["pouchdb"]),
-                              ("quire", ["quire", "quire-sqlite", "quire-pg"])):
+                              ("quire", ["quire", "quire-watched", "quire-sqlite",
+                                         "quire-pg"])):
             if family not in systems:
                 for name in names:
                     self.down[name] = "skipped: not selected (--systems)"
@@ -321,6 +322,7 @@ class Bench:
             if size == big:
                 self._quire_incremental(big, spaces, replicas, data)
                 self._quire_verify(big, replicas)
+                self._quire_watched(big, spaces, replicas, data)
             if size in c["noop_sizes"]:
                 with self.attempt("noop_sync", size, "quire", "s") as row:
                     self.gate("quire")
@@ -394,6 +396,46 @@ class Bench:
                 raise Unavailable("the change did not reach the vault after one sync")
             row.value = t.seconds
             row.details = {"peak_rss_mb": round(t.peak_rss_mb, 1)}
+
+    def _quire_watched(self, big: int, spaces: dict[int, tuple[str, Publisher]],
+                       replicas: dict[int, Member],
+                       data: dict[int, list[dict[str, Any]]]) -> None:
+        """The large replica with ``quire watch`` running (issue 16): a no-op ``quire sync``
+        and ``quire status --json`` served by the watcher (replica/entry.py), and 10 entries
+        changed by another member, then ``quire sync``: the whole ``quire`` process's wall
+        time each, start-up included, as a person or an agent runs them."""
+        c = self.cfg
+        member = replicas.get(big)
+        watcher = None
+        if member is not None and "quire" not in self.down:
+            watcher = self.setup("quire-watched", lambda: Watcher(member))
+        try:
+            for scenario, args in (("noop_sync", ("sync",)), ("status", ("status",))):
+                with self.attempt(scenario, big, "quire-watched", "s") as row:
+                    self.gate("quire-watched")
+                    if watcher is None:
+                        raise Unavailable("no watcher (no replica of the large space)")
+                    times = [watcher.run(*args).seconds for _ in range(c["noop_repeats"])]
+                    row.value = statistics.median(times)
+                    row.details = {"runs_s": [round(x, 3) for x in times],
+                                   "how": "served by the running watcher"}
+            with self.attempt("incremental", big, "quire-watched", "s") as row:
+                self.gate("quire-watched")
+                if watcher is None:
+                    raise Unavailable("no watcher (no replica of the large space)")
+                _space, pub = spaces[big]
+                changed = corpus_mod.edited(data[big], c["changed"], 2)
+                pub.publish(changed)
+                t = watcher.run("sync")
+                probe = corpus_mod.vault_path(self.root / f"vault-{big}", changed[0]["id"])
+                if "Edited in round 2." not in probe.read_text("utf-8"):
+                    raise Unavailable("the change was not in the vault when sync returned")
+                row.value = t.seconds
+                row.details = {"how": "published by another member, then quire sync served "
+                                      "by the running watcher"}
+        finally:
+            if watcher is not None:
+                watcher.stop()
 
     # ------------------------------------------------------------ git
 
@@ -527,8 +569,9 @@ class Bench:
 
 
 ORDER = {"publish_rate": 0, "bulk_publish": 1, "clone": 2, "incremental": 3, "noop_sync": 4,
-         "replica_rss_clone": 5, "hub_rss_snapshot": 6, "verify": 7}
-SYSTEM_ORDER = {"quire": 0, "quire-sqlite": 0, "quire-pg": 1, "bare-starlette": 2, "git": 3,
+         "status": 5, "replica_rss_clone": 6, "hub_rss_snapshot": 7, "verify": 8}
+SYSTEM_ORDER = {"quire": 0, "quire-watched": 0.5, "quire-sqlite": 0, "quire-pg": 1,
+                "bare-starlette": 2, "git": 3,
                 "pouchdb": 4}
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+import replica.clone as clone_mod
 import replica.records as records_mod
 import replica.store as store_mod
 import replica.sync as sync_mod
@@ -31,7 +32,7 @@ def _team(tmp_path, space: Space, n: int = N) -> Local:
 
 
 def test_clone_in_chunks_matches_the_hub_and_publishes_nothing(tmp_path, space, monkeypatch):
-    monkeypatch.setattr(sync_mod, "CHUNK", 5)
+    monkeypatch.setattr(clone_mod, "CHUNK", 5)
     a = _team(tmp_path, space)
     b = space.replica(tmp_path, "b")
     rep = b.sync()
@@ -53,7 +54,7 @@ def test_clone_in_chunks_matches_the_hub_and_publishes_nothing(tmp_path, space, 
 @pytest.mark.parametrize("point", ["before_vault_write", "mid_vault_write", "files_renamed"])
 def test_clone_killed_midway_is_completed_by_the_next_sync(tmp_path, space, monkeypatch,
                                                           point):
-    monkeypatch.setattr(sync_mod, "CHUNK", 5)
+    monkeypatch.setattr(clone_mod, "CHUNK", 5)
     a = _team(tmp_path, space)
     b = space.replica(tmp_path, "b")
     calls = []
@@ -64,7 +65,7 @@ def test_clone_killed_midway_is_completed_by_the_next_sync(tmp_path, space, monk
             if len(calls) == 3:  # in the third chunk: two are committed, one is half done
                 raise Crash(name)
 
-    monkeypatch.setattr(sync_mod, "crash_point", crash)
+    monkeypatch.setattr(clone_mod, "crash_point", crash)
     insert = store_mod.insert_new_states_txn
 
     def crash_after_files(conn, states):  # the chunk's files are renamed, not yet recorded
@@ -74,7 +75,7 @@ def test_clone_killed_midway_is_completed_by_the_next_sync(tmp_path, space, monk
     monkeypatch.setattr(store_mod, "insert_new_states_txn", crash_after_files)
     with pytest.raises(Crash):
         b.sync()
-    monkeypatch.setattr(sync_mod, "crash_point", lambda name: None)
+    monkeypatch.setattr(clone_mod, "crash_point", lambda name: None)
     monkeypatch.setattr(store_mod, "insert_new_states_txn", insert)
     assert b.store.head() is None  # the head is only set with the last chunk
     b.close()
@@ -332,7 +333,7 @@ def test_clone_with_the_vault_writer_process_matches_inline(tmp_path, space, mon
                                                              min_entries):
     import replica.vaultwriter as vw
 
-    monkeypatch.setattr(sync_mod, "CHUNK", 5)
+    monkeypatch.setattr(clone_mod, "CHUNK", 5)
     monkeypatch.setattr(vw, "MIN_ENTRIES", min_entries)
     started = []
     monkeypatch.setattr(vw.Forked, "__init__", _spy(vw.Forked.__init__, started))
@@ -368,7 +369,7 @@ def test_a_writer_process_that_dies_fails_the_clone_cleanly(tmp_path, space, mon
 
     import replica.vaultwriter as vw
 
-    monkeypatch.setattr(sync_mod, "CHUNK", 5)
+    monkeypatch.setattr(clone_mod, "CHUNK", 5)
     monkeypatch.setattr(vw, "MIN_ENTRIES", 0)
     write_many = vlt.write_many
     chunks = []
@@ -401,7 +402,7 @@ def test_a_false_entry_count_from_the_hub_changes_nothing_applied(tmp_path, spac
     import replica.client as client_mod
     import replica.vaultwriter as vw
 
-    monkeypatch.setattr(sync_mod, "CHUNK", 5)
+    monkeypatch.setattr(clone_mod, "CHUNK", 5)
     monkeypatch.setattr(vw, "MIN_ENTRIES", 20)
     real = client_mod.HubClient.snapshot
 

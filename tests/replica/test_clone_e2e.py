@@ -11,8 +11,8 @@ import re
 import pytest
 
 from replica import vaultwriter
+from replica.clone import CHUNK
 from replica.crash import POINTS
-from replica.sync import CHUNK
 from shared.entry import Entry
 from tests import kit
 from tests.replica.conftest import QUIRE, ROOT, Member, Team, qjson, quire, start_hub

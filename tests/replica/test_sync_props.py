@@ -27,6 +27,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
+import replica.clone as clone_mod
 import replica.push as push_mod
 import replica.sync as sync_mod
 from replica import vault as vlt
@@ -302,6 +303,7 @@ def test_crash_at_every_point_is_completed_by_the_next_sync(tmp_path, space, mon
 
     monkeypatch.setattr(sync_mod, "crash_point", crash)
     monkeypatch.setattr(push_mod, "crash_point", crash)  # the push half's points
+    monkeypatch.setattr(clone_mod, "crash_point", crash)  # and the snapshot half's
     with pytest.raises(Crash):
         b.sync()
     monkeypatch.undo()

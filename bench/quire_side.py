@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import time
@@ -141,6 +142,7 @@ class Watcher:
 
     def __init__(self, member: Member, ready_timeout: float = 600):
         self.env = dict(member.env, QUIRE_WATCHER_SOCKET="require")
+        self.home = member.home
         self.log = member.home / "watch.log"
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen([*quire_cmd(), "watch"], env=member.env,
@@ -158,7 +160,12 @@ class Watcher:
 
     def run(self, *args: str, timeout: float = 1800) -> Timed:
         t = run_timed([*quire_cmd(), *args, "--json"], env=self.env, timeout=timeout)
-        _json_out(t, "quire " + " ".join(args[:2]) + " (served)")
+        try:
+            _json_out(t, "quire " + " ".join(args[:2]) + " (served)")
+        except Unavailable as e:
+            if "lock_held" in str(e):  # who holds the space lock: for the report
+                raise Unavailable(f"{e}; lock open in {_lock_holders(self.home)}") from e
+            raise
         return t
 
     def stop(self) -> None:
@@ -169,6 +176,24 @@ class Watcher:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+def _lock_holders(home: Path) -> list[str]:
+    """The processes with a space lock file of ``home`` open (Linux /proc), as
+    ``pid: command``."""
+    locks = {str(p) for p in home.glob("spaces/*/lock")}
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            fds = {os.readlink(f) for f in (proc / "fd").iterdir()}
+            if fds & locks:
+                cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()[:120]
+                found.append(f"{proc.name}: {cmd}")
+        except OSError:
+            continue
+    return found
 
 
 def _raise_for(r: httpx.Response, what: str) -> dict[str, Any]:

@@ -78,7 +78,12 @@ def walk(vault: Path) -> Walked:
     """(entry id, size, mtime) of every ``*.md`` file under a ``<kind>/`` folder of the
     vault, and the problems of everything else there (links, other files, unreadable
     folders). Folders are opened relative to their parent's descriptor, and files stat-ed
-    by name within their folder: one path component a lookup, not the whole path."""
+    by name within their folder: one path component a lookup, not the whole path.
+
+    Depth first, one open descriptor a level of the folder being read (never one a folder
+    waiting to be read: a folder with more subfolders than ``ulimit -n`` would leave the
+    rest unread, on every walk, and their edits unseen). Every descriptor is closed whatever
+    happens."""
     problems: list[Problem] = []
     walked: set[tuple[str, int, int]] = set()
     base = os.fspath(vault)
@@ -87,51 +92,82 @@ def walk(vault: Path) -> Walked:
     except (FileNotFoundError, NotADirectoryError):
         return walked, problems  # no vault: every recorded file is missing
     root = vault.resolve()
-    stack = [(top, "", base)]
-    while stack:
-        fd, prefix, folder = stack.pop()
-        try:
-            with os.scandir(fd) as it:
-                entries = list(it)
-        except OSError as e:  # unreadable: its entries are problems, nothing else is
-            problems.append(Problem(prefix.rstrip("/") or ".", None,
-                                    f"folder cannot be read: {e.strerror or e}"))
-            entries = []
-        try:
-            plain = [de for de in entries if de.name.endswith(".md") and de.name[0] != "."
-                     and de.is_file(follow_symlinks=False)]
-            walked.update([(prefix + de.name[:-3], st.st_size, st.st_mtime_ns)
-                           for de in plain for st in (de.stat(follow_symlinks=False),)])
-            if len(plain) == len(entries):
+    # (descriptor, "kind/sub/", path, names of its subfolders still to walk)
+    stack: list[tuple[int, str, str, list[str]]] = []
+    try:
+        stack.append((top, "", base, _read_folder(top, "", base, root, walked, problems)))
+        while stack:
+            fd, prefix, folder, subfolders = stack[-1]
+            if not subfolders:
+                stack.pop()
+                os.close(fd)
                 continue
-            for de in entries:
-                name = de.name
-                if de.is_file(follow_symlinks=False) and name.endswith(".md") \
-                        and name[0] != ".":
-                    continue  # taken above
-                if ignored(name):
-                    continue
-                rel = prefix + name
-                path = os.path.join(folder, name)
-                if de.is_symlink():
-                    entry_id = None if os.path.isdir(path) else path_entry_id(rel)[0]
-                    problems.append(Problem(rel, None, symlink_reason(root, Path(path)),
-                                            entry_id))
-                    continue
-                if de.is_dir(follow_symlinks=False):
-                    try:
-                        sub = os.open(name, _DIR_FLAGS, dir_fd=fd)
-                    except OSError as e:
-                        problems.append(Problem(rel, None,
-                                                f"folder cannot be read: {e.strerror or e}"))
-                        continue
-                    stack.append((sub, rel + "/", path))
-                    continue
-                problems.append(Problem(rel, None,
-                                        path_entry_id(rel)[1] or "not an entry file"))
-        finally:
+            name = subfolders.pop()
+            rel, path = prefix + name, os.path.join(folder, name)
+            try:
+                sub = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except OSError as e:
+                problems.append(Problem(rel, None, f"folder cannot be read: {e.strerror or e}"))
+                continue
+            try:
+                more = _read_folder(sub, rel + "/", path, root, walked, problems)
+            except BaseException:
+                os.close(sub)
+                raise
+            stack.append((sub, rel + "/", path, more))
+    finally:
+        for fd, *_ in stack:
             os.close(fd)
     return walked, problems
+
+
+def _read_folder(fd: int, prefix: str, folder: str, root: Path,
+                 walked: set[tuple[str, int, int]], problems: list[Problem]) -> list[str]:
+    """One folder of ``walk``: its entry files into ``walked``, everything else into
+    ``problems``; the names of its subfolders are returned (not opened here)."""
+    try:
+        with os.scandir(fd) as it:
+            entries = list(it)
+    except OSError as e:  # unreadable: its entries are problems, nothing else is
+        problems.append(Problem(prefix.rstrip("/") or ".", None,
+                                f"folder cannot be read: {e.strerror or e}"))
+        return []
+    plain = [de for de in entries if de.name.endswith(".md") and de.name[0] != "."
+             and de.is_file(follow_symlinks=False)]
+    try:
+        walked.update([(prefix + de.name[:-3], st.st_size, st.st_mtime_ns)
+                       for de in plain for st in (de.stat(follow_symlinks=False),)])
+    except OSError:  # rare: one at a time (a file deleted since the listing is absent, and
+        for de in plain:  # confirm_missing decides; a stat refused makes the folder a
+            try:  # problem, so that nothing under it is taken for a delete)
+                st = de.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            except OSError as e:
+                problems.append(Problem(prefix.rstrip("/") or ".", None,
+                                        f"folder cannot be read: {e.strerror or e}"))
+                break
+            walked.add((prefix + de.name[:-3], st.st_size, st.st_mtime_ns))
+    subfolders: list[str] = []
+    if len(plain) == len(entries):
+        return subfolders
+    for de in entries:
+        name = de.name
+        if de.is_file(follow_symlinks=False) and name.endswith(".md") and name[0] != ".":
+            continue  # taken above
+        if ignored(name):
+            continue
+        rel = prefix + name
+        if de.is_symlink():
+            path = os.path.join(folder, name)
+            entry_id = None if os.path.isdir(path) else path_entry_id(rel)[0]
+            problems.append(Problem(rel, None, symlink_reason(root, Path(path)), entry_id))
+            continue
+        if de.is_dir(follow_symlinks=False):
+            subfolders.append(name)
+            continue
+        problems.append(Problem(rel, None, path_entry_id(rel)[1] or "not an entry file"))
+    return subfolders
 
 
 def _compare(vault: Path, recorded: list[tuple[str, int | None, int | None]],

@@ -138,6 +138,8 @@ class Replica(Snapshots, Publisher):
                 s = st.get_state_txn(conn, entry_id)
                 try:
                     data = fs.path.read_bytes()
+                except FileNotFoundError:  # gone since the walk (run ahead: flush_vault
+                    continue  # removed it): no problem; the next walk finds it missing
                 except OSError as e:  # unreadable: this entry is a problem, no other
                     report.problems.append(vlt.Problem(
                         fs.path.relative_to(self.vault).as_posix(), None,

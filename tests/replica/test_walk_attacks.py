@@ -107,3 +107,200 @@ def test_a_wide_vault_syncs_every_entry_under_the_usual_fd_limit(team: Team) -> 
     assert first["sync"]["pushed"] + second["sync"]["pushed"] == 1100
     assert [p["reason"] for p in first["sync"]["problems"]][:1] == []
     assert second["sync"]["problems"] == []
+
+
+# ---------------------------------------------------------------- folders a person cannot read
+
+_AS_NOBODY = r"""
+import json, sys
+from pathlib import Path
+from replica import vaultscan
+vault = Path(sys.argv[1])
+recorded = [(e, None, None) for e in json.loads(sys.argv[2])]
+out = {}
+ch = vaultscan.scan_changes(vault, recorded)
+out["inline"] = sorted(ch.missing), [(p.path, p.entry_id) for p in ch.problems]
+walk = vaultscan.Prefetch.start(vault)
+ch = vaultscan.scan_changes(vault, recorded, walk.take())
+out["ahead"] = sorted(ch.missing), [(p.path, p.entry_id) for p in ch.problems]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become nobody")
+@pytest.mark.parametrize("mode", [0o300, 0o600, 0o000])
+def test_a_folder_its_owner_cannot_list_or_search_is_no_delete(mode: int) -> None:
+    """Run as an ordinary user (root reads every folder): a folder without read (0o300),
+    without search (0o600: listed, every lstat refused) or without both. Its entries are
+    recorded; none may come out missing (a published delete), inline or walked ahead, and
+    the walk must not fail (0o600 failed the old walk with PermissionError too)."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(dir="/tmp"))
+    try:
+        os.chmod(root, 0o755)
+        vault = root / "v"
+        for rel in ("page/ok.md", "page/locked/a.md", "page/locked/deep/b.md"):
+            write(vault, rel, "---\ntitle: x\n---\nx\n")
+        for dirpath, dirnames, filenames in os.walk(root):
+            for n in dirnames + filenames:
+                os.chown(os.path.join(dirpath, n), 65534, 65534)
+        os.chmod(vault / "page" / "locked", mode)
+        ids = ["page/ok", "page/locked/a", "page/locked/deep/b"]
+        p = subprocess.run([sys.executable, "-c", _AS_NOBODY, str(vault), json.dumps(ids)],
+                           user=65534, group=65534, capture_output=True, text=True,
+                           cwd=Path(__file__).resolve().parents[2], timeout=60)
+        assert p.returncode == 0, p.stderr
+        out = json.loads(p.stdout)
+        for how in ("inline", "ahead"):
+            missing, problems = out[how]
+            assert missing == [], (how, missing)
+            assert ["page/locked", None] in problems, (how, problems)
+    finally:
+        os.chmod(root / "v" / "page" / "locked", 0o755)
+        import shutil
+
+        shutil.rmtree(root)
+
+
+# ---------------------------------------------------------------- the walker and the space lock
+
+_LOCKED_WALKER = r"""
+import fcntl, os, sys, time
+from pathlib import Path
+from replica import vaultscan
+
+def stuck(vault):  # the child: says it walks, then never ends
+    os.write(1, b"walking\n")
+    time.sleep(3600)
+
+vaultscan.walk = stuck
+fd = os.open(sys.argv[2], os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(fd, fcntl.LOCK_EX)  # as replica/home.py space_lock; the child inherits it
+w = vaultscan.Prefetch.start(Path(sys.argv[1]))
+os.write(1, f"{w._pid}\n".encode())
+time.sleep(3600)
+"""
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+def test_a_killed_sync_leaves_no_walker_holding_the_space_lock(tmp_path: Path) -> None:
+    """The space lock is a flock, shared with the forked walker (one open file description):
+    if the walker outlived a ``quire sync`` killed with SIGKILL, the lock would stay held
+    (every later sync: LockHeld) and a walk would run with nobody to read it."""
+    import fcntl
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    vault = tmp_path / "v"
+    write(vault, "page/a.md", "x")
+    lock = tmp_path / "lock"
+    p = subprocess.Popen([sys.executable, "-c", _LOCKED_WALKER, str(vault), str(lock)],
+                         stdout=subprocess.PIPE, text=True,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert p.stdout is not None
+    with p.stdout:
+        lines = {p.stdout.readline().strip(), p.stdout.readline().strip()}
+    assert "walking" in lines
+    child = int(next(x for x in lines if x != "walking"))
+    p.kill()
+    p.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while not _gone(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if not _gone(child):
+        os.kill(child, signal.SIGKILL)
+        raise AssertionError("the walker outlived its sync")
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                assert time.monotonic() < deadline, "the space lock is still held"
+                time.sleep(0.05)
+    finally:
+        os.close(fd)
+
+
+# ---------------------------------------------------------------- what comes through the pipe
+
+
+def test_odd_names_come_through_the_pipe_as_walked(tmp_path: Path) -> None:
+    """Names that are not UTF-8 (surrogate escapes in Python), with a newline, a backslash,
+    a colon, far from ASCII: the walk run ahead gives exactly the inline walk."""
+    vault = tmp_path / "v"
+    write(vault, "page/ok.md", "x")
+    base = os.fsencode(vault / "page")
+    for raw in (b"caf\xe9.md", b"new\nline.md", b"back\\slash.md", b"c:olon.md",
+                "日本語.md".encode(), b"sub\xff/x.md"):
+        path = base + b"/" + raw
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(b"x")
+    inline = vaultscan.walk(vault)
+    walk = vaultscan.Prefetch.start(vault)
+    assert walk is not None
+    ahead = walk.take()
+    assert ahead is not None
+    assert ahead[0] == inline[0] and len(inline[0]) == 7
+    assert [(p.path, p.line, p.reason, p.entry_id) for p in ahead[1]] == [
+        (p.path, p.line, p.reason, p.entry_id) for p in inline[1]]
+    recorded = [(e, s, m) for e, s, m in inline[0]]
+    ch = vaultscan.scan_changes(vault, recorded, ahead)
+    assert not ch.changed and not ch.missing
+
+
+def test_a_walk_of_tens_of_megabytes_comes_through(tmp_path: Path, monkeypatch) -> None:
+    """The child writes the whole walk before this process reads (a 64 KiB pipe): no
+    deadlock, nothing cut, however large (600,000 entries with long names, ~40 MB)."""
+    vault = tmp_path / "v"
+    write(vault, "page/ok.md", "x")
+    big = {(f"page/{'x' * 40}/{i:07d}", i, 10**18 + i) for i in range(600_000)}
+    monkeypatch.setattr(vaultscan, "walk", lambda v: (big, []))
+    walk = vaultscan.Prefetch.start(vault)
+    assert walk is not None
+    got = walk.take()
+    assert got is not None and got[0] == big
+
+
+# ---------------------------------------------------------------- a walk older than the scan
+
+
+@pytest.mark.parametrize("ahead", ["on", "off"])
+def test_a_file_the_sync_itself_removes_after_the_walk_is_no_problem(team: Team, ahead: str,
+                                                                      monkeypatch) -> None:
+    """A remote delete pulled by a sync killed before its vault write is journaled; the next
+    sync carries it out (``flush_vault``) after the walk ran ahead, which saw the file. The
+    scan must not report the file the sync itself just removed as a problem ("file cannot
+    be read": shown by status, published nowhere, gone next sync)."""
+    monkeypatch.setenv("QUIRE_WALK_AHEAD", ahead)
+    a, b = team.members("a", "b")
+    a.write(Entry(id="page/x", title="x", body="x\n"))
+    a.sync()
+    b.sync()
+    b.path("page/x").unlink()
+    b.sync()
+    from tests.replica.conftest import quire
+
+    p = quire(a.home, "sync", "--json", env={"QUIRE_TEST_CRASH_AT": "before_vault_write"},
+              check=False)
+    assert p.returncode == -9, (p.stdout, p.stderr)
+    assert a.path("page/x").exists()  # the delete is journaled, not done
+    report = a.sync()["sync"]
+    assert not a.path("page/x").exists()
+    assert report["problems"] == []
+    assert report["local_changes"] == [] and report["pushed"] == 0

@@ -191,23 +191,42 @@ def _compare(vault: Path, recorded: list[tuple[str, int | None, int | None]],
 
 
 def confirm_missing(vault: Path, missing: set[str]) -> set[str]:
-    """The entries of ``missing`` whose file is absent now (not a regular file any more
-    counts as absent; the walk reported a link or folder in its place as a problem). A file
-    that cannot be looked at (an unreadable folder on the way) is not absent: never take a
-    permission error for a person's delete."""
-    base = os.fspath(vault)
-    gone = set()
-    for entry_id in missing:
+    """The entries of ``missing`` whose file is absent now, looked at as the walk looks: by
+    folder descriptor, links not followed. Absent: no such file or folder on the way, or a
+    folder or other non-file in its place (as the walk finds it). Not absent: a regular
+    file, or a link in its place or on the way (the walk would report the link and hold the
+    entries behind it: a walk run ahead of such a change must not publish their deletes),
+    or anything that cannot be looked at (never take a permission error for a delete)."""
+    return {entry_id for entry_id in missing if _absent(vault, entry_id)}
+
+
+def _absent(vault: Path, entry_id: str) -> bool:
+    *folders, name = (entry_id + ".md").split("/")
+    try:
+        fd = os.open(os.fspath(vault), _TOP_FLAGS)  # the vault itself may be a link
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    except OSError:
+        return False
+    try:
+        for folder in folders:
+            try:
+                sub = os.open(folder, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                return True
+            except OSError:  # a link (ELOOP), a file in its place, no permission
+                return False
+            os.close(fd)
+            fd = sub
         try:
-            st = os.lstat(os.path.join(base, entry_id + ".md"))
-        except (FileNotFoundError, NotADirectoryError):
-            gone.add(entry_id)
-            continue
+            st = os.lstat(name, dir_fd=fd)
+        except FileNotFoundError:
+            return True
         except OSError:
-            continue
-        if not stat_mod.S_ISREG(st.st_mode):
-            gone.add(entry_id)
-    return gone
+            return False
+        return not (stat_mod.S_ISREG(st.st_mode) or stat_mod.S_ISLNK(st.st_mode))
+    finally:
+        os.close(fd)
 
 
 # ---------------------------------------------------------------- the walk run ahead

@@ -304,3 +304,50 @@ def test_a_file_the_sync_itself_removes_after_the_walk_is_no_problem(team: Team,
     assert not a.path("page/x").exists()
     assert report["problems"] == []
     assert report["local_changes"] == [] and report["pushed"] == 0
+
+
+def _deletes(vault: Path, recorded, walked) -> set[str]:
+    """What a sync would publish as deletes (replica/sync.py ``scan``: missing, not a
+    problem's entry, not under a folder that is a link or cannot be read)."""
+    from replica import vaultfaults
+
+    ch = vaultscan.scan_changes(vault, recorded, walked)
+    return {e for e in ch.missing - ch.problem_ids() if not vaultfaults.blocked(ch, e)}
+
+
+def test_a_file_turned_into_a_link_after_the_walk_is_no_delete(tmp_path: Path) -> None:
+    """``ln -sf ../note/shared.md page/x.md`` (unlink, then link) while the walk ran ahead:
+    the walk saw no page/x.md, the scan finds a link there. An inline walk would report the
+    link as a problem of page/x and publish nothing; the walk run ahead must not publish a
+    delete of it either."""
+    vault = tmp_path / "v"
+    write(vault, "page/x.md", "x")
+    write(vault, "note/shared.md", "y")
+    st = (vault / "page" / "x.md").stat()
+    recorded = [("page/x", st.st_size, st.st_mtime_ns)]
+    (vault / "page" / "x.md").unlink()
+    walked = vaultscan.walk(vault)  # the walk run ahead: x.md is not there
+    os.symlink("../note/shared.md", vault / "page" / "x.md")
+    assert _deletes(vault, recorded, None) == set()  # the inline walk, now
+    assert _deletes(vault, recorded, walked) == set()
+
+
+@pytest.mark.parametrize("target", ["elsewhere", "dangling"])
+def test_a_folder_turned_into_a_link_after_the_walk_is_no_delete(tmp_path: Path,
+                                                                 target: str) -> None:
+    """A kind folder moved away and replaced by a link while the walk ran ahead (a sync tool
+    or a person re-pointing ``page`` at another drive, not mounted: an empty folder or a
+    dangling link). The walk saw no ``page`` at all; an inline walk now would report the
+    link and hold every entry under it. No deletes either way."""
+    vault = tmp_path / "v"
+    write(vault, "page/a.md", "a")
+    write(vault, "page/b.md", "b")
+    recorded = [(e, s, m) for e, s, m in vaultscan.walk(vault)[0]]
+    os.rename(vault / "page", tmp_path / "moved")
+    walked = vaultscan.walk(vault)
+    dest = tmp_path / "elsewhere"
+    if target == "elsewhere":
+        dest.mkdir()
+    os.symlink(dest, vault / "page")
+    assert _deletes(vault, recorded, None) == set()
+    assert _deletes(vault, recorded, walked) == set()

@@ -351,3 +351,47 @@ def test_a_folder_turned_into_a_link_after_the_walk_is_no_delete(tmp_path: Path,
     os.symlink(dest, vault / "page")
     assert _deletes(vault, recorded, None) == set()
     assert _deletes(vault, recorded, walked) == set()
+
+
+def test_a_file_the_sync_itself_creates_after_the_walk_is_no_delete(team: Team) -> None:
+    """The mirror case, end to end: a remote create pulled by a sync killed before its vault
+    write; the next sync writes the file (``flush_vault``) and records it after the walk ran
+    ahead without it. It must not come out missing: a delete nobody made."""
+    from tests.replica.conftest import quire
+
+    a, b = team.members("a", "b")
+    b.write(Entry(id="page/new", title="new", body="new\n"))
+    b.sync()
+    p = quire(a.home, "sync", "--json", env={"QUIRE_TEST_CRASH_AT": "before_vault_write"},
+              check=False)
+    assert p.returncode == -9, (p.stdout, p.stderr)
+    assert not a.path("page/new").exists()  # the create is journaled, not written
+    report = a.sync()["sync"]
+    assert a.read("page/new").body == "new\n"
+    assert report["local_changes"] == [] and report["pushed"] == 0
+    b.sync()
+    assert b.read("page/new").body == "new\n"
+
+
+def test_the_walker_forks_under_a_running_progress_bar(tmp_path: Path) -> None:
+    """``quire sync`` on a terminal starts rich's progress bar (a refresh thread writing to
+    stderr) before it takes the lock and forks the walker: the child must not hang on a
+    lock that thread held at the fork (it takes none: no output, no import but ctypes)."""
+    import io
+    import threading
+
+    from rich.console import Console
+    from rich.progress import Progress
+
+    vault = tmp_path / "v"
+    wide(vault, 20)
+    inline = vaultscan.walk(vault)
+    bar = Progress(console=Console(file=io.StringIO(), force_terminal=True),
+                   refresh_per_second=1000)
+    bar.add_task("syncing", total=None)
+    with bar:
+        assert threading.active_count() > 1
+        for _ in range(30):
+            walk = vaultscan.Prefetch.start(vault)
+            assert walk is not None
+            assert walk.take() == inline

@@ -41,6 +41,7 @@ from replica.vault import FileStat, Problem, ignored, path_entry_id, symlink_rea
 Walked = tuple[set[tuple[str, int, int]], list[Problem]]
 _TOP_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
 _DIR_FLAGS = _TOP_FLAGS | getattr(os, "O_NOFOLLOW", 0)  # below it, links are problems
+_HELD = 64  # levels of folders the walk holds open (a deeper tree would exhaust ulimit -n)
 
 
 @dataclass(frozen=True)
@@ -80,10 +81,11 @@ def walk(vault: Path) -> Walked:
     folders). Folders are opened relative to their parent's descriptor, and files stat-ed
     by name within their folder: one path component a lookup, not the whole path.
 
-    Depth first, one open descriptor a level of the folder being read (never one a folder
-    waiting to be read: a folder with more subfolders than ``ulimit -n`` would leave the
-    rest unread, on every walk, and their edits unseen). Every descriptor is closed whatever
-    happens."""
+    Depth first, one open descriptor a level of the folder being read, never one a folder
+    waiting to be read (a folder with more subfolders than ``ulimit -n`` would leave the
+    rest unread, on every walk, and their edits unseen), and none below ``_HELD`` levels
+    (opened by path there, as far as ``PATH_MAX`` allows). Every descriptor is closed
+    whatever happens."""
     problems: list[Problem] = []
     walked: set[tuple[str, int, int]] = set()
     base = os.fspath(vault)
@@ -92,7 +94,7 @@ def walk(vault: Path) -> Walked:
     except (FileNotFoundError, NotADirectoryError):
         return walked, problems  # no vault: every recorded file is missing
     root = vault.resolve()
-    # (descriptor, "kind/sub/", path, names of its subfolders still to walk)
+    # (descriptor or -1, "kind/sub/", path, names of its subfolders still to walk)
     stack: list[tuple[int, str, str, list[str]]] = []
     try:
         stack.append((top, "", base, _read_folder(top, "", base, root, walked, problems)))
@@ -100,12 +102,14 @@ def walk(vault: Path) -> Walked:
             fd, prefix, folder, subfolders = stack[-1]
             if not subfolders:
                 stack.pop()
-                os.close(fd)
+                if fd >= 0:
+                    os.close(fd)
                 continue
             name = subfolders.pop()
             rel, path = prefix + name, os.path.join(folder, name)
-            try:
-                sub = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            try:  # below _HELD levels by path (the folders above it were no links)
+                sub = os.open(name, _DIR_FLAGS, dir_fd=fd) if fd >= 0 else \
+                    os.open(path, _DIR_FLAGS)
             except OSError as e:
                 problems.append(Problem(rel, None, f"folder cannot be read: {e.strerror or e}"))
                 continue
@@ -114,10 +118,14 @@ def walk(vault: Path) -> Walked:
             except BaseException:
                 os.close(sub)
                 raise
+            if len(stack) >= _HELD:
+                os.close(sub)
+                sub = -1
             stack.append((sub, rel + "/", path, more))
     finally:
         for fd, *_ in stack:
-            os.close(fd)
+            if fd >= 0:
+                os.close(fd)
     return walked, problems
 
 

@@ -395,3 +395,16 @@ def test_the_walker_forks_under_a_running_progress_bar(tmp_path: Path) -> None:
             walk = vaultscan.Prefetch.start(vault)
             assert walk is not None
             assert walk.take() == inline
+
+
+def test_a_deep_tree_is_walked_whole_under_a_low_fd_limit(tmp_path: Path) -> None:
+    """300 nested folders under a limit of 256 descriptors (macOS's default): one held a
+    level would run out; below a few dozen levels folders are opened by path."""
+    p = tmp_path / "v" / "page"
+    for _ in range(300):
+        p = p / "d"
+    write(p, "x.md", "x")
+    write(tmp_path / "v" / "page", "top.md", "x")
+    with fd_limit(256):
+        walked, problems = vaultscan.walk(tmp_path / "v")
+    assert problems == [] and len(walked) == 2

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import warnings
 
 
 def die_with_parent(parent: int) -> None:
@@ -23,3 +24,13 @@ def die_with_parent(parent: int) -> None:
         pass
     if os.getppid() != parent:
         os._exit(1)
+
+
+def fork() -> int:
+    """``os.fork`` without its warning about other threads (Python 3.12+; the child runs only
+    its one job and touches no lock another thread may hold: no logging, no I/O but its
+    pipe). Under warnings-as-errors that warning would be raised in the parent after the
+    child exists, leaving it unreaped with its end of the pipe."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return os.fork()

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from replica.forked import die_with_parent
+from replica.forked import die_with_parent, fork
 from replica.vault import FileStat, Problem, ignored, path_entry_id, symlink_reason
 
 Walked = tuple[set[tuple[str, int, int]], list[Problem]]
@@ -257,7 +257,7 @@ class Prefetch:
             return None
         parent = os.getpid()
         try:
-            pid = os.fork()
+            pid = fork()
         except OSError:
             os.close(r)
             os.close(w)

@@ -26,23 +26,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.quire_side import Hub
+from bench import watcher_side as ws
+from bench.corpus import corpus, edited, vault_path
+from bench.quire_side import Hub, Member, Publisher
 from bench.status_cost import _wait_idle, each_size, joined_member, watching
-
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _entry() -> list[str]:
-    """The ``quire`` console script of this environment (replica.entry:main)."""
-    script = Path(sys.executable).parent / "quire"
-    if script.exists():
-        return [str(script)]
-    return [sys.executable, "-c", "import sys; from replica.entry import main; sys.exit(main())"]
-
-
-def _cpu_of(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
+from bench.watcher_side import cpu_of as _cpu_of
+from bench.watcher_side import entry_cmd as _entry
 
 
 def _once(cmd: list[str], env: dict[str, str], watcher: int | None) -> dict[str, Any]:
@@ -84,7 +73,8 @@ def run_size(n: int, runs: int, root: Path) -> dict[str, Any]:
     hub.init()
     hub.start()
     try:
-        m, _vault, _join_s = joined_member(hub, n, root, "served")
+        publisher: list[Publisher] = []
+        m, vault, _join_s = joined_member(hub, n, root, "served", publisher)
         out: dict[str, Any] = {"entries": n}
         out["no_watcher"] = {
             "status": _series(m.env, ["status", "--json"], runs, ["off"], None),
@@ -97,9 +87,29 @@ def run_size(n: int, runs: int, root: Path) -> dict[str, Any]:
                                        ["require", "off"], watcher.pid),
                 "noop_sync": _series(m.env, ["sync", "--json"], runs, ["require", "off"],
                                      watcher.pid)}
+            out["with_watcher"]["served"] = ws.served_noop(m, watcher, runs)
+            out["with_watcher"]["incremental"] = _incremental(m, vault, watcher, publisher[0],
+                                                              n, runs)
         return out
     finally:
+        for p in publisher:
+            p.close()
         hub.stop()
+
+
+def _incremental(m: Member, vault: Path, watcher: Any, pub: Publisher, n: int, runs: int
+                 ) -> list[dict[str, Any]]:
+    """10 entries changed by another member (``pub``, who published the corpus; rounds
+    1..runs), each followed at once by the served ``quire sync --json``
+    (bench/watcher_side.py)."""
+    entries = corpus(n)
+    rows = []
+    for round_ in range(1, runs + 1):
+        changed = edited(entries, 10, round_)
+        probe = (vault_path(vault, changed[0]["id"]), f"Edited in round {round_}.")
+        rows.append(ws.served_incremental(m, watcher, pub, changed, probe))
+        ws.wait_ready(m)  # the watcher's own apply of the same changes is over
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -81,9 +81,12 @@ def _wait_idle(status_path: Path, timeout: float = 600, journal: bool = False) -
     raise RuntimeError(f"watcher not idle: {status_path}")
 
 
-def joined_member(hub: Hub, n: int, root: Path, label: str) -> tuple[Member, Path, float]:
+def joined_member(hub: Hub, n: int, root: Path, label: str,
+                  keep: list[Publisher] | None = None) -> tuple[Member, Path, float]:
     """A space of ``n`` corpus entries published on ``hub`` (batches of 500, through the
-    guard), and one member joined to it with the real CLI: (member, vault, join seconds)."""
+    guard), and one member joined to it with the real CLI: (member, vault, join seconds).
+    ``keep``: the publisher is appended to it, open (another member who can publish more),
+    instead of closed."""
     pub = Publisher(hub.url, hub.enrollment_code, f"bench-{label}")
     space = pub.http.post("/v1/spaces", json={"name": f"{label}-{n}"}).json()["space"]["id"]
     pub.attach(space)
@@ -91,7 +94,10 @@ def joined_member(hub: Hub, n: int, root: Path, label: str) -> tuple[Member, Pat
     for i in range(0, len(entries), 500):
         pub.publish(entries[i:i + 500])
     code = pub.http.post(f"/v1/spaces/{space}/invites", json={"role": "editor"}).json()
-    pub.close()
+    if keep is None:
+        pub.close()
+    else:
+        keep.append(pub)
     m = Member(f"m{n}", root, dict(os.environ))
     vault = root / f"vault-{n}"
     return m, vault, m.join(hub.url, code["code"], vault).seconds

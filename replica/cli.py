@@ -8,6 +8,7 @@ as ``{"error": {"code", "message", "details"}}``) and exits non-zero on failure.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import json
 import sys
@@ -560,6 +561,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+@functools.cache
+def _parser() -> argparse.ArgumentParser:
+    """Built once a process: a watcher serving commands (replica/watch_serve.py) parses
+    with it again and again, and building it costs ~10 ms (argparse, gettext lookups)."""
+    return build_parser()
+
+
 def main(argv: list[str] | None = None, served: Callable[[Any], None] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "hub":
@@ -567,7 +575,7 @@ def main(argv: list[str] | None = None, served: Callable[[Any], None] | None = N
         return int(hub_cli.main(argv[1:]) or 0)
     out = Out("--json" in argv)
     try:
-        args = build_parser().parse_args(argv)
+        args = _parser().parse_args(argv)
         if served is not None:  # a watcher answers (replica/watch_serve.py): may refuse
             served(args)
         return int(args.func(args, out))

@@ -8,7 +8,7 @@ model; the watcher side is in replica/watch.py and replica/watch_daemon.py).
                                             every earlier vault event (one inotify queue)
     poll watch.json until N is      ◄──     Watcher records N in journal.cookies, after
     listed (≤ ``timeout``)                  the paths of those earlier events
-    use journal.paths                       (changed since the last scan)
+    use journal.paths and .problems         (changed since the last scan; what it found)
 
 A journal is valid only while the same watcher (``generation``) has had its file events
 armed since before a scan that succeeded; a gap (the files thread stopped) or a restart
@@ -24,6 +24,7 @@ import threading
 import time
 from typing import Any
 
+from replica.journal_scan import Journal
 from replica.watch_lock import WatchLock, lock_path, status_path
 
 COOKIE = ".quire-cookie-"  # replica/watch_daemon.py reports files named so
@@ -56,7 +57,7 @@ class Board:
             slot[1].append(journal)
             slot[0].set()
 
-    def changed_paths(self, vault: Any, timeout: float) -> list[str] | None:
+    def journal(self, vault: Any, timeout: float) -> Journal | None:
         name = f"{COOKIE}{secrets.token_hex(8)}"
         slot: tuple[threading.Event, list[dict[str, Any]]] = (threading.Event(), [])
         with self._lock:
@@ -76,19 +77,19 @@ class Board:
                 os.unlink(cookie)
             except OSError:
                 pass
-        j = slot[1][0]
-        return [p for p in j.get("paths") or [] if isinstance(p, str)] if j.get("valid") else None
+        return Journal.from_json(slot[1][0])
 
 
 BOARDS: dict[str, Board] = {}  # space id -> the board of the watcher in this process
 
 
-def changed_paths(space: Any, timeout: float = 2.0) -> list[str] | None:
-    """The vault paths a running watcher saw change since its last scan, once it has
-    handled every event up to now; None: no valid journal (scan instead)."""
+def read(space: Any, timeout: float = 2.0) -> Journal | None:
+    """A running watcher's journal (the vault paths it saw change since its last scan, and
+    the problems that scan found), once it has handled every event up to now; None: no
+    valid journal (walk the vault instead)."""
     board = BOARDS.get(space.space_id)
     if board is not None:  # the watcher is this process
-        return board.changed_paths(space.vault, timeout)
+        return board.journal(space.vault, timeout)
     first = _journal(space)
     if first is None or not WatchLock(lock_path(space)).held_by_other():
         return None
@@ -106,7 +107,7 @@ def changed_paths(space: Any, timeout: float = 2.0) -> list[str] | None:
             if j is None or j.get("generation") != first.get("generation"):
                 return None  # restarted or lost its events meanwhile
             if name in (j.get("cookies") or []):
-                return [p for p in j.get("paths") or [] if isinstance(p, str)]
+                return Journal.from_json(j)
             time.sleep(0.005)
         return None
     finally:

@@ -3,7 +3,8 @@ next sync would send, found without changing anything.
 
     store: entries whose local state differs from the synced one (already folded in)
       +
-    vault: the same size-and-mtime walk a sync starts with (``vault.scan_changes``); a file
+    vault: the same size-and-mtime walk a sync starts with (``vault.scan_changes``, or with
+           a running watcher's journal only where it saw changes: journal_scan.py); a file
            whose stat moved is read and hashed; a new hash is parsed (a parse error is a
            ``problem``, as sync reports it) and counts when its entry differs from the
            synced one; a recorded file that is gone counts as a delete of a live entry
@@ -18,14 +19,13 @@ only makes the answer a moment old.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from replica import store as st
 from replica import vault as vlt
-from replica import vaultscan
+from replica.journal_scan import Journal, changes_txn
 from replica.merge import same
 from replica.sqlite_db import Conn
 from shared.entry import EntryError
@@ -47,42 +47,18 @@ class Unpublished:
                 "source": self.source}
 
 
-def _journal_changes(conn: Conn, vault: Path, paths: list[str]) -> vaultscan.Changes:
-    """What ``scan_changes`` would find, for the paths a watcher's journal names alone."""
-    base = os.fspath(vault).rstrip("/") + "/"
-    changed, missing, problems = [], set(), []
-    for p in sorted(set(paths)):
-        if not p.startswith(base) or not p.endswith(".md"):
-            continue
-        rel = p[len(base):]
-        entry_id, reason = vlt.path_entry_id(rel)
-        if reason or entry_id is None:
-            problems.append(vlt.Problem(rel, None, reason or "not an entry file"))
-            continue
-        s = st.get_state_txn(conn, entry_id)
-        try:
-            stat = os.lstat(p)
-        except FileNotFoundError:
-            if s.file_hash is not None:
-                missing.add(entry_id)
-            continue
-        if (stat.st_size, stat.st_mtime_ns) != (s.file_size, s.file_mtime_ns):
-            changed.append(vlt.FileStat(entry_id, p, stat.st_size, stat.st_mtime_ns))
-    return vaultscan.Changes(changed, missing, problems)
-
-
 def unpublished_txn(conn: Conn, vault: Path, *, scan: bool = True,
-                    journal: list[str] | None = None) -> Unpublished:
+                    journal: Journal | None = None) -> Unpublished:
     """What the next sync of the replica whose store ``conn`` reads would publish;
-    ``journal``: the paths a running watcher saw change since its last scan, checked
-    instead of walking the vault."""
+    ``journal``: a running watcher's (the paths it saw change since its last scan, and the
+    problems that scan found), checked instead of walking the vault
+    (replica/journal_scan.py)."""
     ids = set(st.dirty_ids_txn(conn))
     if not scan:
         return Unpublished(sorted(ids), scanned=False, source="store")
     # the store's own journaled writes not yet carried out are not local edits
     writing = {r[0] for r in conn.exec_driver_sql("SELECT entry_id FROM vault_pending")}
-    changes = (vaultscan.scan_changes(vault, st.file_index_txn(conn)) if journal is None
-               else _journal_changes(conn, vault, journal))
+    changes, source = changes_txn(conn, vault, journal)
     problems = list(changes.problems)
     for fs in changes.changed:
         if fs.entry_id in writing:
@@ -113,5 +89,4 @@ def unpublished_txn(conn: Conn, vault: Path, *, scan: bool = True,
         if st.live_version(s.synced) is not None or s.held:
             ids.add(entry_id)
     problems.sort(key=lambda p: p.path)
-    return Unpublished(sorted(ids), scanned=True, problems=problems,
-                       source="scan" if journal is None else "journal")
+    return Unpublished(sorted(ids), scanned=True, problems=problems, source=source)

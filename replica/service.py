@@ -229,10 +229,10 @@ def status_doc(space: SpaceConfig, *, scan: bool = True, store: Store | None = N
         conflicts = store.conflicts()
         outbox = store.dirty_count()
         journal = None
-        if scan:  # a running watcher's journal, when valid, stands in for the scan
-            from replica.journal import changed_paths
+        if scan:  # a running watcher's journal, when valid, stands in for the walk
+            from replica import journal as watcher_journal
 
-            journal = changed_paths(space)
+            journal = watcher_journal.read(space)
         with store.engine.connect() as conn:
             local = unpublished_txn(conn, Path(space.vault), scan=scan, journal=journal)
         doc = {
@@ -247,9 +247,11 @@ def status_doc(space: SpaceConfig, *, scan: bool = True, store: Store | None = N
             "conflicts": [{"entry": c.entry_id, "fields": c.fields,
                            "theirs_author": c.theirs_author, "theirs_seq": c.theirs_seq}
                           for c in conflicts],
-            # a scan finds the problems the next sync would report; without one, the last's
-            # (with a journal: the last's, but for the files changed since, checked now)
-            "problems": _problems(local, saved, journal),
+            # a scan finds the problems the next sync would report (with a journal: those
+            # its watcher's last scan found, but where files changed since, checked now);
+            # without one, the last sync's
+            "problems": ([p.to_json() for p in local.problems] if local.scanned
+                         else list(saved.get("problems", []))),
             "policy_denied": saved.get("policy_denied", []),
             # the edits the next sync would keep back for their content (secrets): read
             # from the vault when scanned, else as the last sync found them
@@ -283,18 +285,6 @@ def status_doc(space: SpaceConfig, *, scan: bool = True, store: Store | None = N
     else:
         doc["state"] = "ok"
     return doc
-
-
-def _problems(local: Any, saved: dict[str, Any], journal: list[str] | None
-              ) -> list[dict[str, Any]]:
-    fresh = [p.to_json() for p in local.problems]
-    if not local.scanned:
-        return list(saved.get("problems", []))
-    if journal is None:
-        return fresh
-    kept = [p for p in saved.get("problems", [])
-            if not any(j.endswith("/" + p["path"]) for j in journal)]
-    return sorted(kept + fresh, key=lambda p: p["path"])
 
 
 def write_status(space: SpaceConfig, *, report: SyncReport | None, error: QuireError | None,

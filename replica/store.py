@@ -77,6 +77,18 @@ ENTRIES_DDL = """CREATE TABLE IF NOT EXISTS entries (
 ENTRIES_COVER = ("CREATE INDEX IF NOT EXISTS entries_cover ON entries (id, synced_version,"
                  " local_version, held, synced_deleted, local_deleted, file_hash, file_size,"
                  " file_mtime_ns)")
+# partial indexes of the few rows a served status or no-op sync asks for (docs/decisions.md,
+# "Served commands at 100,000 entries"): the dirty entries, and those with a recorded file
+# whose stat is unknown (a journal scan looks at them: replica/journal_scan.py); each query
+# repeats the index's WHERE, so SQLite reads only those rows, not 100,000 of the cover
+_DIRTY = ("(CASE WHEN synced_deleted THEN NULL ELSE synced_version END) IS NOT"
+          " (CASE WHEN local_deleted THEN NULL ELSE local_version END)")
+DIRTY_WHERE = "NOT held AND " + _DIRTY
+UNSETTLED_WHERE = "file_hash IS NOT NULL AND (file_size IS NULL OR file_mtime_ns IS NULL)"
+PARTIAL_INDEXES = (
+    f"CREATE INDEX IF NOT EXISTS entries_dirty ON entries (id) WHERE {DIRTY_WHERE}",
+    f"CREATE INDEX IF NOT EXISTS entries_unsettled ON entries (id) WHERE {UNSETTLED_WHERE}",
+)
 
 # The digest of the synced state is cached in ``meta`` (with the head it was computed at):
 # any change of a synced version, by any code path, drops the cache in the same transaction
@@ -193,6 +205,8 @@ class Store:
             for ddl in TABLES_DDL:
                 conn.execute(ddl)
             conn.execute(ENTRIES_COVER)
+            for ddl in PARTIAL_INDEXES:
+                conn.execute(ddl)
             for trigger in DIGEST_TRIGGERS + STATE_TRIGGERS:
                 conn.execute(trigger)
 
@@ -265,8 +279,8 @@ class Store:
 
     def dirty_count(self) -> int:
         with self.engine.connect() as conn:
-            return int(_rows(conn, "SELECT count(*) FROM entries INDEXED BY entries_cover"
-                                   " WHERE NOT held AND " + _DIRTY)[0][0])
+            return int(_rows(conn, "SELECT count(*) FROM entries INDEXED BY entries_dirty"
+                                   " WHERE " + DIRTY_WHERE)[0][0])
 
     def dirty_states(self) -> dict[str, EntryState]:
         with self.engine.connect() as conn:
@@ -376,8 +390,8 @@ def states_txn(conn: Conn) -> dict[str, EntryState]:
 
 def dirty_ids_txn(conn: Conn) -> list[str]:
     """The non-held entries whose local state differs from the synced one, from the index."""
-    return [r[0] for r in _rows(conn, "SELECT id FROM entries INDEXED BY entries_cover"
-                                      " WHERE NOT held AND " + _DIRTY + " ORDER BY id")]
+    return [r[0] for r in _rows(conn, "SELECT id FROM entries INDEXED BY entries_dirty"
+                                      " WHERE " + DIRTY_WHERE + " ORDER BY id")]
 
 
 def dirty_states_txn(conn: Conn) -> dict[str, EntryState]:
@@ -385,9 +399,6 @@ def dirty_states_txn(conn: Conn) -> dict[str, EntryState]:
     those rows are read and rebuilt."""
     return {i: get_state_txn(conn, i) for i in dirty_ids_txn(conn)}
 
-
-_DIRTY = ("(CASE WHEN synced_deleted THEN NULL ELSE synced_version END) IS NOT"
-          " (CASE WHEN local_deleted THEN NULL ELSE local_version END)")
 
 
 def _rows(conn: Conn, sql: str) -> list[tuple[Any, ...]]:

@@ -36,11 +36,12 @@ from replica.markers import conflict_marker
 from replica.merge import merge_entry, same
 from replica.purge import compact_store
 from replica.push import Publisher
+from replica.scan import fold_vault
 from replica.sqlite_db import Conn
 from replica.store import Conflict, EntryState, Head, Store
 from replica.syncreport import SyncReport
-from replica.vaultscan import Prefetch, scan_changes
-from shared.entry import Entry, EntryError
+from replica.vaultscan import Prefetch
+from shared.entry import Entry
 from shared.errors import SnapshotRequired, SpaceDeleted
 from shared.signed import SignedHead
 
@@ -56,6 +57,9 @@ def now_ms() -> int:
 class Replica(Snapshots, Publisher):
     """Sync engine for one space; the caller holds the space lock. Publishing (outbox,
     batches, receipts) is in ``replica/push.py``, taking a snapshot in ``replica/clone.py``."""
+
+    # a running watcher's journal for the next scan (replica/journal_scan.py); None: walk
+    journal: Any = None
 
     def __init__(self, *, space_id: str, replica_id: str, vault: Path, store: Store,
                  client: HubClient, key: Ed25519PrivateKey,
@@ -124,95 +128,10 @@ class Replica(Snapshots, Publisher):
     # ------------------------------------------------------------ vault → store
 
     def scan(self, report: SyncReport, walk: Prefetch | None = None) -> None:
-        walked = walk.take() if walk is not None else None
-        with self.store.tx() as conn:
-            # (id, size, mtime) of each recorded file: an unchanged file costs its stat,
-            # nothing is read or parsed (DESIGN §7). Read before the walk (SQLite takes the
-            # write lock at the first write, not here); a changed row is re-read below
-            scan = scan_changes(self.vault, st.file_index_txn(conn), walked)
-            report.problems = list(scan.problems)
-            bad = scan.problem_ids()
-            now_ns = time.time_ns()
-            for fs in scan.changed:
-                entry_id = fs.entry_id
-                s = st.get_state_txn(conn, entry_id)
-                try:
-                    data = fs.path.read_bytes()
-                except FileNotFoundError:  # gone since the walk (run ahead: flush_vault
-                    continue  # removed it): no problem; the next walk finds it missing
-                except OSError as e:  # unreadable: this entry is a problem, no other
-                    report.problems.append(vlt.Problem(
-                        fs.path.relative_to(self.vault).as_posix(), None,
-                        f"file cannot be read: {e.strerror or e}", entry_id))
-                    continue
-                h = vlt.file_hash(data)
-                if h == s.file_hash:
-                    self._record_stat(s, fs.size, fs.mtime_ns, now_ns)
-                    st.put_state_txn(conn, s)
-                    continue
-                try:
-                    entry, markers = vlt.read_entry(self.vault, entry_id, data)
-                except EntryError as e:
-                    report.problems.append(vlt.Problem(fs.path.relative_to(self.vault)
-                                                       .as_posix(), e.line, str(e), entry_id))
-                    continue
-                file_base = s.file_base
-                s.file_base = entry
-                s.file_hash = h
-                self._record_stat(s, fs.size, fs.mtime_ns, now_ns)
-                if s.held:
-                    s.local = entry
-                    if not markers.get("conflict"):
-                        # the person removed the marker: the file is the resolution
-                        s.held = False
-                        st.drop_conflict_txn(conn, entry_id)
-                elif file_base is not None and not same(file_base, s.local):
-                    # the store moved on since this file was written or read (a remote
-                    # change while the file did not parse, or a vault write skipped over
-                    # the person's edit): their edit is based on file_base, not on local
-                    self._merge_file_txn(conn, s, file_base, entry, report)
-                elif file_base is None and s.local is not None and not s.local.deleted \
-                        and not same(entry, s.local):
-                    # the file never showed the local state (it did not parse, or it
-                    # appeared during a clone, when the hub's version arrived): a create
-                    # against a create, merged, never one taken over the other
-                    self._merge_file_txn(conn, s, None, entry, report)
-                else:
-                    s.local = entry
-                st.put_state_txn(conn, s)
-                report.local_changes.append(entry_id)
-            for entry_id in sorted(scan.missing - bad):
-                if vaultfaults.blocked(scan, entry_id):
-                    continue  # under a linked or unreadable folder: not a deletion
-                s = st.get_state_txn(conn, entry_id)
-                # the file is gone: a local delete (a held entry deleted = resolved by delete)
-                s.local = None
-                s.file_hash = s.file_size = s.file_mtime_ns = None
-                s.file_base = None
-                if s.held:
-                    s.held = False
-                    st.drop_conflict_txn(conn, entry_id)
-                st.put_state_txn(conn, s)
-                report.local_changes.append(entry_id)
-        report.problems.sort(key=lambda p: p.path)
-
-    def _merge_file_txn(self, conn: Conn, s: EntryState, file_base: Entry | None,
-                        entry: Entry, report: SyncReport) -> None:
-        """Fold a vault file read as ``entry`` into ``s`` three-way (base: ``file_base``,
-        ours: the file, theirs: the local state the file never showed): a clean merge is
-        taken (and written back to the file), a conflict is held with all three kept."""
-        result = merge_entry(file_base, entry, s.local)
-        if result.clean:
-            s.local = result.entry
-            report.merged.append(s.id)
-        else:
-            st.put_conflict_txn(conn, Conflict(
-                s.id, list(result.conflicts), file_base, entry, s.local, None, None,
-                result.body_with_markers, self.clock()))
-            s.local = entry
-            s.held = True
-            report.held.append(s.id)
-        self._schedule_write_txn(conn, s)
+        """Fold the vault's local edits into the store (replica/scan.py); with ``journal``
+        set (a running watcher's), only where it saw something change; else by the walk
+        ``walk`` ran ahead (replica/vaultscan.py), or one made now."""
+        fold_vault(self, report, walk)
 
     @staticmethod
     def _record_stat(s: EntryState, size: int, mtime_ns: int, now_ns: int) -> None:

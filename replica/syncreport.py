@@ -34,6 +34,9 @@ class SyncReport:
     # entries an admin purged from the space's history (replica/purge.py): each with the
     # purge's reason and whether a local edit of it was kept (held)
     purged: list[dict[str, Any]] = field(default_factory=list)
+    # how the vault was looked at: "scan" (walked), "journal" (only where a running
+    # watcher saw changes, replica/journal_scan.py)
+    scanned_by: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {"pulled": self.pulled, "pushed": self.pushed, "batches": self.batches,
@@ -44,4 +47,4 @@ class SyncReport:
                 "content_screened": list(self.content_screened),
                 "version_blocked": list(self.version_blocked),
                 "republished": sorted(set(self.republished)),
-                "purged": list(self.purged)}
+                "purged": list(self.purged), "scanned_by": self.scanned_by}

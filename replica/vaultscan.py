@@ -56,26 +56,28 @@ class Changes:
 
 
 def scan_changes(vault: Path, recorded: list[tuple[str, int | None, int | None]],
-                 walked: Walked | None = None) -> Changes:
+                 walked: Walked | None = None, under: str = "") -> Changes:
     """The vault files that changed since the store recorded them, by (size, mtime) alone.
 
     ``recorded``: (entry id, size, mtime) of every entry with a recorded file (an unknown
     stat is None, so that file counts as changed). ``walked``: a ``walk`` of this vault
     already made (``Prefetch.take``), else it is walked here. An ordinary Markdown file
     costs one tuple in a set, and the comparison is a set difference in C: a sync with
-    nothing to do, mostly this, does no Python work per file beyond its stat."""
+    nothing to do, mostly this, does no Python work per file beyond its stat. ``under``:
+    walk that one folder only (relative, '/'-separated; a watcher's journal named it,
+    replica/journal_scan.py), with ``recorded`` the entries under it."""
     enabled = gc.isenabled()
     gc.disable()  # the walk makes a tuple a file and nothing cyclic (collections would
     try:  # traverse every one again and again)
         if walked is None:
-            walked = walk(vault)
+            walked = walk(vault, under)
         return _compare(vault, recorded, *walked)
     finally:
         if enabled:
             gc.enable()
 
 
-def walk(vault: Path) -> Walked:
+def walk(vault: Path, under: str = "") -> Walked:
     """(entry id, size, mtime) of every ``*.md`` file under a ``<kind>/`` folder of the
     vault, and the problems of everything else there (links, other files, unreadable
     folders). Folders are opened relative to their parent's descriptor, and files stat-ed
@@ -85,19 +87,30 @@ def walk(vault: Path) -> Walked:
     waiting to be read (a folder with more subfolders than ``ulimit -n`` would leave the
     rest unread, on every walk, and their edits unseen), and none below ``_HELD`` levels
     (opened by path there, as far as ``PATH_MAX`` allows). Every descriptor is closed
-    whatever happens."""
+    whatever happens. ``under``: that folder of the vault alone (which the caller found
+    to be a folder, not a link: ``FileNotFoundError``/``NotADirectoryError`` when it no
+    longer is, for the caller to walk the whole vault instead)."""
     problems: list[Problem] = []
     walked: set[tuple[str, int, int]] = set()
     base = os.fspath(vault)
+    prefix = under + "/" if under else ""
+    start = os.path.join(base, under) if under else base
     try:  # the vault itself may be a link to a folder (a person's choice): followed
-        top = os.open(base, _TOP_FLAGS)
+        top = os.open(start, _DIR_FLAGS if under else _TOP_FLAGS)
     except (FileNotFoundError, NotADirectoryError):
+        if under:
+            raise
         return walked, problems  # no vault: every recorded file is missing
     root = vault.resolve()
     # (descriptor or -1, "kind/sub/", path, names of its subfolders still to walk)
     stack: list[tuple[int, str, str, list[str]]] = []
     try:
-        stack.append((top, "", base, _read_folder(top, "", base, root, walked, problems)))
+        try:
+            first = _read_folder(top, prefix, start, root, walked, problems)
+        except BaseException:
+            os.close(top)
+            raise
+        stack.append((top, prefix, start, first))
         while stack:
             fd, prefix, folder, subfolders = stack[-1]
             if not subfolders:

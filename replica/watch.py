@@ -23,11 +23,11 @@
 - SIGINT/SIGTERM: the sync in flight finishes (its outbox batch is saved before sending, so
   even a kill is recovered by replay), the status says ``stopped``, the lock is released.
 
-The decision logic (``Backoff``, ``Debouncer``, ``Watcher.handle``/``tick``, this module)
-reads an injected clock and never sleeps, so it is tested by moving a fake clock. Around it:
-``watch_daemon`` (threads, signals, ``run_watch``), ``watch_syncer`` (the syncs, the
-hub-event fast path), ``watch_lock`` (one watcher per space, where its status file lives),
-``watch_unit`` (the systemd unit).
+The decision logic (``Watcher.handle``/``tick``, this module; ``Backoff``, ``Debouncer`` in
+``pacing``) reads an injected clock and never sleeps, so it is tested by moving a fake
+clock. Around it: ``watch_daemon`` (threads, signals, ``run_watch``), ``watch_syncer`` (the
+syncs, the hub-event fast path), ``watch_lock`` (one watcher per space, where its status
+file lives), ``watch_unit`` (the systemd unit).
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from replica.deleted import VerifiedDeletion
+from replica.pacing import Backoff, Debouncer
 from shared.errors import (
     Forbidden,
     HubUnverified,
@@ -57,6 +58,7 @@ log = logging.getLogger("quire.watch")
 
 STATES = ("idle", "syncing", "backoff", "suspended", "conflicts", "stopped", "deleted")
 HISTORY = 32  # backoff delays kept in the status file
+JOURNAL_PROBLEMS_MAX = 200  # problems the status file's journal carries (more: None)
 
 
 def now_ms() -> int:
@@ -100,64 +102,6 @@ class WatchSettings:
         return s
 
 
-# ---------------------------------------------------------------- pure pacing
-
-
-class Backoff:
-    """Exponential backoff with jitter, capped; ``reset`` after a success."""
-
-    def __init__(self, initial_ms: int, max_ms: int, jitter: float,
-                 rand: Callable[[], float] = random.random):
-        self.initial_ms, self.max_ms, self.jitter, self.rand = initial_ms, max_ms, jitter, rand
-        self.attempt = 0
-
-    def base(self, attempt: int) -> int:
-        return min(self.max_ms, self.initial_ms * (2 ** min(attempt, 40)))
-
-    def bounds(self, attempt: int) -> tuple[int, int]:
-        b = self.base(attempt)
-        return int(b * (1 - self.jitter)), b
-
-    def next(self) -> int:
-        b = self.base(self.attempt)
-        self.attempt += 1
-        return int(b - b * self.jitter * self.rand())
-
-    def reset(self) -> None:
-        self.attempt = 0
-
-
-class Debouncer:
-    """Due ``delay_ms`` after the last touch, or ``max_ms`` after the first, whichever first."""
-
-    def __init__(self, delay_ms: int, max_ms: int, clock: Callable[[], int]):
-        self.delay_ms, self.max_ms, self.clock = delay_ms, max_ms, clock
-        self.first: int | None = None
-        self.last: int | None = None
-
-    def touch(self) -> None:
-        now = self.clock()
-        if self.first is None:
-            self.first = now
-        self.last = now
-
-    @property
-    def pending(self) -> bool:
-        return self.first is not None
-
-    def deadline(self) -> int | None:
-        if self.first is None or self.last is None:
-            return None
-        return min(self.last + self.delay_ms, self.first + self.max_ms)
-
-    def due(self) -> bool:
-        d = self.deadline()
-        return d is not None and self.clock() >= d
-
-    def clear(self) -> None:
-        self.first = self.last = None
-
-
 # ---------------------------------------------------------------- the watcher
 
 
@@ -168,6 +112,9 @@ class SyncResult:
     conflicts: int
     skipped: bool = False  # a local trigger found nothing to publish: no request made
     pending: list[str] = field(default_factory=list)  # entry ids still unpublished after it
+    # where its vault scan found files it cannot publish (relative paths): a scan by the
+    # journal looks there again, as a walk would
+    problem_paths: list[str] = field(default_factory=list)
 
 
 def refused(e: BaseException) -> bool:
@@ -181,7 +128,9 @@ class Watcher:
     """The decision core of one space's watcher. ``handle`` takes inbox messages, ``tick``
     runs a sync when one is due, ``next_wake`` says when to call ``tick`` again."""
 
-    sync: Callable[[bool], SyncResult]  # sync(local_only): run one locked sync
+    # sync(local_only, journal): run one locked sync; ``journal`` (``journal()``, or None:
+    # walk the whole vault) tells its scan where the vault changed since the last one
+    sync: Callable[[bool, dict[str, Any] | None], SyncResult]
     write_status: Callable[[dict[str, Any]], None]
     settings: WatchSettings = field(default_factory=WatchSettings)
     clock: Callable[[], int] = now_ms
@@ -241,6 +190,8 @@ class Watcher:
         self.scanned_at: int | None = None
         self.cookies: list[str] = []  # the last cookies seen, newest last
         self.rescan = False  # a local scan is due (the journal starts after one)
+        self.problem_paths: list[str] = []  # where the last scan found problems
+        self.walked_at: int | None = None  # start of the last sync that walked the vault
 
     # ------------------------------------------------------------ inputs
 
@@ -354,13 +305,14 @@ class Watcher:
         by_edits = local_only and self.debounce.due()  # not the journal's first scan
         self.debounce.clear()  # edits from now on start a new window
         taken = set(self.waiting)  # a failed sync leaves them waiting
+        scope = self._scope()
         self.rescan = False
         self.want_sync = False
         started = self.clock()
         self.scans += 1 if by_edits else 0
         log.debug("sync start (local_only=%s)", local_only)
         try:
-            res = self.sync(local_only)
+            res = self.sync(local_only, scope)
         except LockHeld:
             self.retry_at = self.clock() + 250  # a manual 'quire sync' is running
             self.want_sync = True
@@ -372,7 +324,18 @@ class Watcher:
         self.syncs += 0 if res.skipped else 1
         self.waiting -= taken
         log.debug("sync done in %d ms (skipped=%s)", self.clock() - started, res.skipped)
-        self._succeeded(res, started, settled=not local_only)
+        self._succeeded(res, started, settled=not local_only, walked=scope is None)
+
+    def _scope(self) -> dict[str, Any] | None:
+        """The journal a sync may scan by instead of walking the vault; None: walk. Even a
+        valid journal is set aside once the last walk is ``idle_poll_ms`` old: a safety net
+        for a file event lost unnoticed (watchfiles drops the kernel's notice that its
+        event queue overflowed; docs/watch.md)."""
+        j = self.journal()
+        if not j["valid"] or self.walked_at is None or (
+                self.clock() - self.walked_at >= self.settings.idle_poll_ms):
+            return None
+        return j
 
     def _apply_delivered(self, local_only: bool) -> bool:
         """The fast path: apply the changes that came with head events, when nothing local
@@ -402,11 +365,14 @@ class Watcher:
         self.applied += 1
         log.debug("applied %d delivered change(s) in %d ms", len(lines),
                   self.clock() - started)
-        self._succeeded(res, started)
+        self._succeeded(res, started, scanned=False)
         return True
 
-    def _succeeded(self, res: SyncResult, started: int, settled: bool = False) -> None:
-        """``settled``: a full sync, which reached the head the hub signed over our nonce.
+    def _succeeded(self, res: SyncResult, started: int, settled: bool = False,
+                   scanned: bool = True, walked: bool = False) -> None:
+        """``scanned``: it scanned the vault (the fast path does not; ``walked``: all of it,
+        not by the journal), so the journal restarts from it.
+        ``settled``: a full sync, which reached the head the hub signed over our nonce.
         A head event handled before it (events are handled between syncs) that is still
         ahead was no head of the hub's (an epoch event is not signed; a lying stream): it
         is forgotten, not synced for again and again. Events handled after it count."""
@@ -418,7 +384,10 @@ class Watcher:
         self.retry_at = None
         self.backoff.reset()
         self.last_sync_at = started
-        self.scanned_at = started
+        if scanned:
+            self.scanned_at = started
+            self.problem_paths = list(res.problem_paths)
+            self.walked_at = started if walked else self.walked_at
         self.last_success = now
         self.last_error = None
         if not res.skipped:
@@ -522,7 +491,7 @@ class Watcher:
             "applied": self.applied,
             "scans": self.scans,
             "unpublished": self.unpublished(),
-            "journal": self.journal(),
+            "journal": self.journal(JOURNAL_PROBLEMS_MAX),
         }
 
     def unpublished(self, limit: int = 50) -> dict[str, Any]:
@@ -535,13 +504,20 @@ class Watcher:
         return {"count": len(entries), "entries": entries[:limit],
                 "more": len(entries) > limit, "waiting": len(self.waiting)}
 
-    def journal(self) -> dict[str, Any]:
-        """The vault paths changed since the last scan, and whether a reader may trust
-        them instead of scanning (``valid``); ``cookies`` acknowledges readers."""
+    def journal(self, problems_max: int | None = None) -> dict[str, Any]:
+        """The vault paths changed since the last scan (files and folders, as their events
+        named them), where that scan found problems, and whether a reader may trust them
+        instead of walking the vault (``valid``); ``cookies`` acknowledges readers. Over
+        ``problems_max`` problems (the status file): ``problem_paths`` is None, and a reader
+        in another process walks."""
         valid = (self.armed_at is not None and self.scanned_at is not None
                  and self.scanned_at >= self.armed_at)
+        problems = list(self.problem_paths) if valid else None
+        if problems is not None and problems_max is not None and len(problems) > problems_max:
+            problems = None
         return {"generation": self.generation, "valid": valid,
-                "paths": sorted(self.waiting) if valid else [], "cookies": list(self.cookies)}
+                "paths": sorted(self.waiting) if valid else [], "problem_paths": problems,
+                "cookies": list(self.cookies)}
 
     def _status(self) -> None:
         try:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from replica import service
+from replica import journal_scan, service
 from replica.home import write_json
 from replica.journal import BOARDS, COOKIE, Board
 from replica.watch import Backoff, Watcher, WatchSettings, refused
@@ -40,6 +40,17 @@ def _is_entry_file(vault: Path, p: str) -> bool:
     return not any(part.startswith(".") for part in rel.parts)
 
 
+def _journaled(vault: str, p: str) -> bool:
+    """Does a vault walk look at this path (journal_scan.py)? A folder's own event counts:
+    moved out, in or renamed, it is the only event for every file under it."""
+    if p == vault or not p.startswith(vault + os.sep):
+        return True  # the vault itself: the journal scan then walks all of it
+    return all(journal_scan.walked(part) for part in p[len(vault) + 1:].split(os.sep))
+
+
+# a batch of this many changed paths may have overflowed the kernel's event queue, which
+# watchfiles does not report (notify's overflow event has no path): rescan the whole vault
+OVERFLOW_HINT = 1000
 
 
 def files_thread(vault: Path, inbox: queue.Queue[tuple[Any, ...]],
@@ -67,14 +78,20 @@ def files_thread(vault: Path, inbox: queue.Queue[tuple[Any, ...]],
     try:
         # watchfiles yields once a step passed with no new change (or ``debounce`` after
         # the first): the watcher's own debounce then decides when to publish
+        root = os.fspath(vault)
         for changes in watch(vault, stop_event=stop, debounce=50, step=step_ms,
                              raise_interrupt=False):
-            found = {p for _, p in changes if _is_entry_file(vault, p)}
+            # every path a walk would look at, files and folders (the journal), and the
+            # entry files in a folder just made (they may have raised no event of their own)
+            found = {p for _, p in changes if _journaled(root, p)}
             found |= _files_in_new_folders(vault, changes)
             paths = sorted(found)
             if paths:  # before any cookie of the same batch: the reader then sees them
-                log.debug("vault event: %d entry file(s)", len(paths))
+                log.debug("vault event: %d path(s)", len(paths))
                 inbox.put(("local", len(paths), paths))
+            if len(changes) >= OVERFLOW_HINT:  # the journal may have lost events: rescan
+                log.info("vault event burst (%d paths): the journal restarts", len(changes))
+                inbox.put(("armed",))
             for change, p in sorted(changes):
                 name = os.path.basename(p)
                 if change != Change.deleted and name.startswith(COOKIE):

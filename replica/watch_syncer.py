@@ -63,8 +63,12 @@ class SpaceSyncer:
                    ) -> tuple[Any, dict[str, Any]]:
         """``service.run_sync`` for a ``quire sync`` the watcher serves: the same steps,
         status file and result, on the open replica, after the watcher's sync in flight."""
+        from replica import journal
         from replica.watch_serve import NotServed
 
+        # the journal first (a cookie round trip through the watcher's thread, which may be
+        # in a sync holding the mutex): every event before this command is in it
+        scope = journal.read(self.space)
         if not self.mutex.acquire(timeout=SERVED_WAIT_S):
             raise NotServed("busy")
         try:
@@ -74,6 +78,7 @@ class SpaceSyncer:
                     from replica.rejoin import ensure_current_replica
 
                     ensure_current_replica(space, home.hub(space.hub_id), rep)
+                    rep.journal = scope
                     report = rep.sync()
                 except QuireError as e:
                     service.write_status(space, report=None, error=e, role=rep.role)
@@ -81,6 +86,8 @@ class SpaceSyncer:
                 except Exception:
                     self.close()
                     raise
+                finally:
+                    rep.journal = None
                 service.write_status(space, report=report, error=None, role=rep.role)
                 from replica.conflict_report import report_after_sync
 
@@ -202,7 +209,6 @@ class SpaceSyncer:
         Reads a few rows and stats a few files; never the whole vault."""
         if all(self._known_write(p) for p in paths):
             return True  # no database read at all
-        from replica import vault as vlt
 
         _, _, store = self._open()
         vault = Path(self.space.vault)
@@ -214,60 +220,104 @@ class SpaceSyncer:
                     rel = Path(p).relative_to(vault).as_posix()
                 except ValueError:
                     return False
-                entry_id, _problem = vlt.path_entry_id(rel)
-                if entry_id is None:
-                    return False
-                s = st.get_state_txn(conn, entry_id)
-                try:
-                    stat = os.lstat(p)
-                except FileNotFoundError:
-                    if s.file_hash is not None:
-                        return False  # removed by someone
-                    continue
-                if not os.path.isfile(p) or os.path.islink(p) or s.file_hash is None:
-                    return False
-                if (s.file_size, s.file_mtime_ns) == (stat.st_size, stat.st_mtime_ns):
-                    continue
-                if vlt.file_hash(Path(p).read_bytes()) != s.file_hash:
+                if not (_own_file_txn(conn, vault, p, rel)
+                        or _own_folder_txn(conn, vault, p, rel)):
                     return False
         return True
 
-    def __call__(self, local_only: bool) -> SyncResult:
+    def __call__(self, local_only: bool, journal: dict[str, Any] | None = None) -> SyncResult:
+        """One sync for the watcher's thread; ``journal`` (``Watcher.journal``): where the
+        vault changed since the last scan (None: walk all of it)."""
+        from replica.journal_scan import Journal
+
         with self.mutex:
-            return self._sync(local_only)
+            with space_lock(self.space):
+                rep = self._open()[0]
+                rep.journal = Journal.from_json(journal)
+                try:
+                    return self._sync(local_only)
+                finally:
+                    rep.journal = None
 
     def _sync(self, local_only: bool) -> SyncResult:
         from replica.sync import SyncReport
 
-        with space_lock(self.space):
-            rep, _, store = self._open()
-            try:
-                scanned = None
-                if local_only:
-                    self.space.vault.mkdir(parents=True, exist_ok=True)
-                    rep.flush_vault()
-                    rep.scan(scanned := SyncReport())
-                    if not store.dirty_count() and not store.outbox():
-                        return SyncResult(None, 0, len(store.conflicts()), skipped=True)
-                try:  # the vault just scanned is not scanned again (one walk, not two)
-                    report = rep.sync(scanned)
-                except QuireError as e:
-                    service.write_status(self.space, report=None, error=e, role=rep.role)
-                    raise
-                service.write_status(self.space, report=report, error=None, role=rep.role)
-                from replica.conflict_report import report_after_sync
+        rep, _, store = self._open()
+        try:
+            scanned = None
+            if local_only:
+                self.space.vault.mkdir(parents=True, exist_ok=True)
+                rep.flush_vault()
+                rep.scan(scanned := SyncReport())
+                if not store.dirty_count() and not store.outbox():
+                    return SyncResult(None, 0, len(store.conflicts()), skipped=True,
+                                      problem_paths=_problem_paths(scanned))
+            try:  # the vault just scanned is not scanned again (one walk, not two)
+                report = rep.sync(scanned)
+            except QuireError as e:
+                service.write_status(self.space, report=None, error=e, role=rep.role)
+                raise
+            service.write_status(self.space, report=report, error=None, role=rep.role)
+            from replica.conflict_report import report_after_sync
 
-                report_after_sync(self.space, rep)  # never raises; retried next sync
-                head = store.head()
-                with store.engine.connect() as conn:
-                    pending = st.dirty_ids_txn(conn)
-                return SyncResult(head.to_json() if head else None, len(pending),
-                                  len(store.conflicts()), pending=pending)
-            except QuireError:
-                raise
-            except Exception:
-                self.close()  # something unexpected: start from fresh objects next time
-                raise
+            report_after_sync(self.space, rep)  # never raises; retried next sync
+            head = store.head()
+            with store.engine.connect() as conn:
+                pending = st.dirty_ids_txn(conn)
+            return SyncResult(head.to_json() if head else None, len(pending),
+                              len(store.conflicts()), pending=pending,
+                              problem_paths=_problem_paths(report))
+        except QuireError:
+            raise
+        except Exception:
+            self.close()  # something unexpected: start from fresh objects next time
+            raise
+
+
+def _own_file_txn(conn: Any, vault: Path, p: str, rel: str) -> bool:
+    """Does the file at ``p`` show what the store recorded (no file: none recorded)?"""
+    from replica import vault as vlt
+
+    entry_id, _problem = vlt.path_entry_id(rel)
+    if entry_id is None:
+        return False
+    s = st.get_state_txn(conn, entry_id)
+    try:
+        stat = os.lstat(p)
+    except FileNotFoundError:
+        return s.file_hash is None  # else: removed by someone
+    if not os.path.isfile(p) or os.path.islink(p) or s.file_hash is None:
+        return False
+    if (s.file_size, s.file_mtime_ns) == (stat.st_size, stat.st_mtime_ns):
+        return True
+    return vlt.file_hash(Path(p).read_bytes()) == s.file_hash
+
+
+def _own_folder_txn(conn: Any, vault: Path, p: str, rel: str) -> bool:
+    """A folder's own event that this replica's writes explain (the journal names folders:
+    replica/journal_scan.py): one made for the files written into it, each of them as the
+    store recorded it. A removed path is never explained here (was it a folder, or a file
+    that was a problem?): the scan looks."""
+    from replica.journal_scan import walked
+
+    if os.path.islink(p) or not os.path.isdir(p):
+        return False
+    stack = [p]
+    while stack:  # a folder moved in holds files of its own: not ours (at the first one)
+        with os.scandir(stack.pop()) as it:
+            for de in it:
+                if not walked(de.name):
+                    continue
+                if de.is_dir(follow_symlinks=False):
+                    stack.append(de.path)
+                elif de.is_symlink() or not _own_file_txn(conn, vault, de.path,
+                                                          f"{rel}/{de.path[len(p) + 1:]}"):
+                    return False
+    return True
+
+
+def _problem_paths(report: Any) -> list[str]:
+    return sorted({p.path for p in report.problems})
 
 
 def _local_pending_txn(conn: Any) -> bool:

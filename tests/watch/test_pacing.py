@@ -83,15 +83,18 @@ def test_debounce_of_a_continuous_burst_fires_at_the_max_wait() -> None:
 class FakeSync:
     def __init__(self, clock: Clock) -> None:
         self.calls: list[bool] = []
+        self.journals: list[dict[str, Any] | None] = []
+        self.problem_paths: list[str] = []
         self.errors: list[BaseException] = []
         self.head: dict[str, Any] = {"epoch": "e", "seq": 0}
         self.clock = clock
 
-    def __call__(self, local_only: bool) -> SyncResult:
+    def __call__(self, local_only: bool, journal: dict[str, Any] | None = None) -> SyncResult:
         self.calls.append(local_only)
+        self.journals.append(journal)
         if self.errors:
             raise self.errors.pop(0)
-        return SyncResult(dict(self.head), 0, 0)
+        return SyncResult(dict(self.head), 0, 0, problem_paths=list(self.problem_paths))
 
 
 def make(settings: WatchSettings | None = None) -> tuple[Watcher, FakeSync, Clock, list[dict]]:
@@ -356,6 +359,56 @@ def test_the_journal_is_trusted_only_after_a_scan_that_started_with_events_armed
     assert statuses[-1]["unpublished"]["entries"] == ["page/b"]
     w.handle(("files_down",))  # a gap: events may be lost from here on
     assert not w.journal()["valid"] and w.journal()["paths"] == []
+
+
+def test_syncs_scan_by_the_journal_only_while_it_is_valid_and_walk_every_idle_poll() -> None:
+    """The watcher's own syncs get the journal (changed paths, and where the last scan found
+    problems) once it is valid; before, and once the last walk is ``idle_poll_ms`` old (a
+    safety net for an event lost unnoticed), they walk the whole vault (None)."""
+    w, sync, c, _ = make()
+    w.vault = "/v"
+    w.handle(("stream", "up"))
+    w.tick()
+    c.advance(10)
+    w.handle(("armed",))
+    sync.problem_paths = ["page/x.txt"]
+    w.tick()  # the scan that starts the journal: a walk
+    assert sync.journals == [None, None]
+    w.handle(("local", 1, ["/v/page/sub"]))  # a folder moved out: one event
+    c.advance(600)
+    w.tick()
+    assert sync.calls[-1] is True
+    assert sync.journals[-1] is not None and sync.journals[-1]["paths"] == ["/v/page/sub"]
+    assert sync.journals[-1]["problem_paths"] == ["page/x.txt"]
+    assert w.journal()["paths"] == []  # taken by that scan
+    c.advance(300_000)  # idle_poll_ms since the last walk
+    w.handle(("local", 1, ["/v/page/a.md"]))
+    c.advance(600)
+    w.tick()
+    assert sync.journals[-1] is None  # walked: the safety net
+    w.handle(("local", 1, ["/v/page/b.md"]))
+    c.advance(600)
+    w.tick()
+    assert sync.journals[-1] is not None  # and the journal is used again
+
+
+def test_changes_applied_from_a_head_event_do_not_start_the_journal() -> None:
+    """The fast path applies a publication without scanning the vault: after a gap in the
+    file events (re-armed), it must not count as the scan the journal starts from, or the
+    edits made during the gap are never looked at."""
+    applied: list[Any] = []
+    w, sync, c, _ = make()
+    w.apply = lambda lines: applied.append(lines) or SyncResult({"epoch": "e", "seq": 1}, 0, 0)
+    w.handle(("stream", "up"))
+    w.tick()
+    c.advance(10)
+    w.handle(("files_down",))
+    w.handle(("armed",))  # events flow again; what happened in the gap is unknown
+    w.handle(("remote", {"epoch": "e", "seq": 1, "changes": [{"seq": 1}]}))
+    w.tick()
+    assert applied and not w.journal()["valid"]  # applied, and still no journal to trust
+    w.tick()  # the rescan: a walk
+    assert sync.calls[-1] is True and sync.journals[-1] is None and w.journal()["valid"]
 
 
 def test_a_failed_scan_does_not_start_the_journal() -> None:

@@ -62,8 +62,11 @@ def _steady(doc: dict[str, Any]) -> dict[str, Any]:
     w = dict(doc.get("watcher") or {})
     for k in ("journal", "updated_at"):
         w.pop(k, None)
-    return {k: v for k, v in dict(doc, watcher=w).items()
-            if k not in ("last_sync", "last_success")}
+    out = {k: v for k, v in dict(doc, watcher=w).items()
+           if k not in ("last_sync", "last_success")}
+    if "sync" in out:  # a served sync scans by the watcher's journal, a local one walks
+        out["sync"] = {k: v for k, v in out["sync"].items() if k != "scanned_by"}
+    return out
 
 
 def test_served_status_and_sync_print_what_local_ones_print(

@@ -561,11 +561,9 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-@functools.cache
+@functools.cache  # once a process: a watcher serving commands parses again and again
 def _parser() -> argparse.ArgumentParser:
-    """Built once a process: a watcher serving commands (replica/watch_serve.py) parses
-    with it again and again, and building it costs ~10 ms (argparse, gettext lookups)."""
-    return build_parser()
+    return build_parser()  # (completion changes the parser it gets: a fresh one)
 
 
 def main(argv: list[str] | None = None, served: Callable[[Any], None] | None = None) -> int:

@@ -46,8 +46,8 @@ from replica.records import (
     with_canonical,  # noqa: F401 - re-exported
 )
 from replica.sqlite_db import Conn, Database, OperationalError
-from shared.canonical import _fast_dumps, _fast_ok
-from shared.digest import digest_of, sha256_hex
+from shared import state
+from shared.digest import digest_of
 
 META_DDL = """CREATE TABLE IF NOT EXISTS meta (
 	"key" VARCHAR(64) NOT NULL,
@@ -93,6 +93,7 @@ PARTIAL_INDEXES = (
 # The digest of the synced state is cached in ``meta`` (with the head it was computed at):
 # any change of a synced version, by any code path, drops the cache in the same transaction
 DIGEST_KEY = "digest_cache"
+STATE_READY = "state_ready"  # meta: the state tables were built from this store (verify.py)
 _DROP_DIGEST = f"DELETE FROM meta WHERE key = '{DIGEST_KEY}'"
 DIGEST_TRIGGERS = (
     f"CREATE TRIGGER IF NOT EXISTS entries_digest_ins AFTER INSERT ON entries"
@@ -259,9 +260,9 @@ class Store:
     def digest(self) -> str:
         """Digest of the synced state: equal on two replicas that hold the same hub state.
 
-        Computed over every entry once, then cached in ``meta`` until a synced version
-        changes (triggers drop the cache) or the head moves: a status after a sync with
-        nothing to do does not walk the space."""
+        From the state root (``digest_over_txn``: O(buckets), not O(entries)), cached in
+        ``meta`` until a synced version changes (triggers drop the cache) or the head
+        moves."""
         try:
             with self.tx() as conn:
                 head = head_txn(conn)
@@ -311,17 +312,20 @@ def _upgrade_txn(conn: Conn) -> None:
 
 
 def digest_over_txn(conn: Conn, head_json: dict[str, Any] | None) -> str:
-    live = [[i, sv] for i, sv, _lv, _h in live_versions_txn(conn) if sv is not None]
-    value = {"head": head_json, "entries": live}
-    if _fast_ok(head_json):
-        # the entries are pairs of strings, which canonical_bytes would walk one by one only
-        # to find them fine: the standard encoder's output is the canonical form (a lone
-        # surrogate fails the encoding and takes the full path)
-        try:
-            return sha256_hex(_fast_dumps(value).encode("utf-8"))
-        except UnicodeEncodeError:
-            pass
-    return digest_of(value)
+    """The digest of the head and the state root of the synced live entries
+    (shared/state.py): read from the state tables replica/verify.py keeps up to date
+    (O(buckets)) when they hold every change, else computed from the entries. Either way
+    the same value: two replicas that applied the same hub state have the same digest."""
+    digests = list(state.EMPTY_DIGESTS)
+    if get_meta_txn(conn, STATE_READY, False) and _one(conn, "SELECT 1 FROM state_log LIMIT 1",
+                                                       ()) is None:
+        for b, d in conn.connection.execute("SELECT bucket, digest FROM state_buckets"):
+            digests[b] = bytes(d)
+    else:  # (a store not yet verified, or a change not yet folded in: the entries decide)
+        live = [(i, sv) for i, sv, _lv, _h in live_versions_txn(conn) if sv is not None]
+        for b, lattice in state.lattices_of(live).items():
+            digests[b] = state.bucket_digest(b, lattice)
+    return digest_of({"head": head_json, "state": state.root_of(digests)})
 
 
 def _one(conn: Conn, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:

@@ -47,7 +47,7 @@ from shared.signed import (
 )
 from shared.wire import verify_receipt
 
-STATE_READY = "state_ready"  # meta: the state tables were built from this store
+STATE_READY = st.STATE_READY  # meta: the state tables were built from this store
 DEVICES = "devices"  # meta: device attestations as the hub signed them
 SIGNED_HEAD = "signed_head"  # meta: the last signed head verified and reached (wire form)
 

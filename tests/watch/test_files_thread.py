@@ -12,6 +12,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from replica import watch_daemon
 from replica.watch_daemon import files_thread
 
 FOLDERS = 40
@@ -58,6 +61,69 @@ def test_a_file_written_into_a_new_folder_is_reported(tmp_path: Path) -> None:
             drain()
             time.sleep(0.05)  # polling pace only
         assert sorted(set(written) - reported) == []
+    finally:
+        stop.set()
+        t.join(10)
+
+
+def _started(vault: Path, inbox: queue.Queue[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Wait until the watch reports a probe file; the messages seen meanwhile."""
+    seen: list[tuple[Any, ...]] = []
+    probe = vault / "page" / "probe.md"
+    deadline = time.monotonic() + DEADLINE_S
+    while not any(m[0] == "local" and str(probe) in m[2] for m in seen):
+        probe.write_text(f"probe {time.monotonic()}\n")
+        try:
+            while True:
+                seen.append(inbox.get(timeout=0.05))
+        except queue.Empty:
+            pass
+        assert time.monotonic() < deadline, "the vault watch never started"
+    return seen
+
+
+def test_folder_events_are_journaled_and_a_burst_restarts_the_journal(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder moved out of the vault raises one event, for the folder: it must reach the
+    journal (else no scan by the journal sees its entries gone). A burst as large as one
+    that may have overflowed the kernel's event queue (watchfiles does not report an
+    overflow) must re-arm: the journal then restarts from a walk of the whole vault."""
+    vault = tmp_path / "vault"
+    (vault / "page" / "sub").mkdir(parents=True)
+    (vault / "page" / "sub" / "a.md").write_text("a\n")
+    inbox: queue.Queue[tuple[Any, ...]] = queue.Queue()
+    stop = threading.Event()
+    t = threading.Thread(target=files_thread, args=(vault, inbox, stop), daemon=True)
+    t.start()
+    try:
+        _started(vault, inbox)
+        (vault / "page" / "sub").rename(tmp_path / "away")  # one event: page/sub
+        got: set[str] = set()
+        deadline = time.monotonic() + DEADLINE_S
+        while str(vault / "page" / "sub") not in got:
+            assert time.monotonic() < deadline, f"no event for the folder: {got}"
+            try:
+                msg = inbox.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            if msg[0] == "local":
+                got.update(msg[2])
+        # (a smaller threshold: a batch lasts at most 50 ms, and files made faster than a
+        # reader drains them then arrive in one, as the ones an overflow left would)
+        monkeypatch.setattr(watch_daemon, "OVERFLOW_HINT", 50)
+        burst = vault / "burst"
+        burst.mkdir()
+        for i in range(500):
+            (burst / f"f{i}.md").write_text("x\n")
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            assert time.monotonic() < deadline, "a burst did not restart the journal"
+            try:
+                msg = inbox.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            if msg[0] == "armed":
+                break
     finally:
         stop.set()
         t.join(10)

@@ -106,3 +106,28 @@ def test_a_problem_file_made_while_the_watcher_runs_is_reported_served(
         assert doc["state"] == "ok", doc
     finally:
         assert w.stop() == 0
+
+
+def test_the_watchers_own_sync_publishes_a_folder_moved_out(
+        shared_hub: tuple[HubHandle, Path], tmp_path: Path) -> None:
+    """The watcher's edit-triggered sync scans by its journal too: the one event of a folder
+    moved out must become the deletion of every entry under it, published by the watcher."""
+    m = _member(shared_hub, tmp_path)
+    old = time.time_ns() - 3600 * 10**9
+    for eid in ("page/sub/a", "page/sub/deep/b"):
+        m.write(make_entry({"id": eid, "title": eid, "body": "first\n"}))
+        os.utime(m.path(eid), ns=(old, old))  # settled: only an event makes a scan look
+    m.sync()
+    kim = m.team.member("kim")
+    assert kim.read("page/sub/a") is not None
+    w = WatchProc(m)
+    try:
+        w.wait_ready()
+        scans = w.status().get("scans", 0)
+        shutil.move(m.path("page/sub/a").parent, tmp_path / "away")
+        wait_for(lambda: w.status().get("scans", 0) > scans and w.status().get("outbox") == 0
+                 and kim.sync() and kim.read("page/sub/a") is None
+                 and kim.read("page/sub/deep/b") is None,
+                 why=lambda: f"not published: {w.status()}")
+    finally:
+        assert w.stop() == 0

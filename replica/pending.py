@@ -3,7 +3,7 @@ next sync would send, found without changing anything.
 
     store: entries whose local state differs from the synced one (already folded in)
       +
-    vault: the same size-and-mtime walk a sync starts with (``vault.scan_changes``, or with
+    vault: the same size-and-mtime walk a sync starts with (``vaultscan.scan_changes``, or with
            a running watcher's journal only where it saw changes: journal_scan.py); a file
            whose stat moved is read and hashed; a new hash is parsed (a parse error is a
            ``problem``, as sync reports it) and counts when its entry differs from the

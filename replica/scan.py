@@ -1,5 +1,5 @@
 """Vault → store: the local edits of a sync (DESIGN §7), read from the vault files whose
-size or mtime moved since the store recorded them (``vault.scan_changes``, or with a
+size or mtime moved since the store recorded them (``vaultscan.scan_changes``, or with a
 running watcher's journal only the paths it saw change, replica/journal_scan.py).
 
     changed file ──► hash equal: stat recorded, nothing else

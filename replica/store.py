@@ -426,7 +426,7 @@ def file_stats_txn(conn: Conn) -> dict[str, tuple[str | None, int | None, int | 
 
 def file_index_txn(conn: Conn) -> list[tuple[str, int | None, int | None]]:
     """(id, size, mtime) of every entry with a recorded vault file, from the covering index:
-    what ``vault.scan_changes`` compares the vault with."""
+    what ``vaultscan.scan_changes`` compares the vault with."""
     return _rows(conn, "SELECT id, file_size, file_mtime_ns FROM entries INDEXED BY"
                        " entries_cover WHERE file_hash IS NOT NULL")  # type: ignore[return-value]
 

@@ -1,7 +1,7 @@
 """A scan scoped by a watcher's journal finds exactly what a walk of the whole vault finds
 (replica/journal_scan.py): for each way a vault can change, given the paths its file events
 name (a folder moved out, in or renamed is ONE event, for the folder alone), the journal
-scan's changed files, missing entries and problems equal ``vault.scan_changes``' and the
+scan's changed files, missing entries and problems equal ``vaultscan.scan_changes``' and the
 status the next sync would report is the same. A table of attacks: each row is a change a
 journal of entry files alone would miss."""
 

@@ -19,9 +19,8 @@ from typing import Any
 
 import pytest
 
-from replica import pending
+from replica import pending, vaultscan
 from replica import store as st
-from replica import vault as vlt
 from replica.journal import COOKIE
 from replica.journal_scan import Journal, scoped_txn
 from replica.store import Store
@@ -152,7 +151,7 @@ def test_journal_scans_from_real_events_find_what_a_walk_finds(tmp_path: Path,
                 _change(rnd, vault, outside, n)
             journal = Journal(events.until_now(), sorted({p.path for p in report.problems}))
             with rep.store.engine.connect() as conn:
-                walk = vlt.scan_changes(vault, st.file_index_txn(conn))
+                walk = vaultscan.scan_changes(vault, st.file_index_txn(conn))
                 scoped = scoped_txn(conn, vault, journal)
                 assert scoped is not None, journal
                 assert [tuple(c) for c in scoped.changed] == [tuple(c) for c in walk.changed]

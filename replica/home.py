@@ -36,16 +36,23 @@ def home_dir() -> Path:
     return Path(env) if env else Path(user_data_dir("quire", appauthor=False))
 
 
-def write_json(path: Path, data: Any, mode: int = 0o644) -> None:
-    """Atomic JSON write (temp file + fsync + rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+def write_json(path: Path, data: Any, mode: int = 0o644, *, durable: bool = True) -> None:
+    """Atomic JSON write (temp file + fsync + rename). ``durable=False`` (status files
+    only: advisory, rewritten at the next sync or state change) skips the fsync: readers
+    never see a half-written file, but after a power cut the file may be the previous
+    one, or empty on some file systems, and every reader takes that as no status."""
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         json.dump(data, f, indent=2, sort_keys=True)
         f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
+        if durable:
+            f.flush()
+            os.fsync(f.fileno())
     os.chmod(tmp, mode)
     os.replace(tmp, path)
 

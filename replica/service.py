@@ -195,10 +195,13 @@ def open_desk(home: Home, space: SpaceConfig) -> Desk:
 
 
 def read_saved_status(space: SpaceConfig) -> dict[str, Any]:
-    """What the last sync wrote (``status.json``); {} before the first."""
-    if not space.status_path.exists():
+    """What the last sync wrote (``status.json``); {} before the first, and when the file
+    is unreadable (it is written without an fsync: a power cut may leave it empty)."""
+    try:
+        doc = json.loads(space.status_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
         return {}
-    return json.loads(space.status_path.read_text(encoding="utf-8"))
+    return doc if isinstance(doc, dict) else {}
 
 
 def refusal(err: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -304,7 +307,7 @@ def write_status(space: SpaceConfig, *, report: SyncReport | None, error: QuireE
         "content_screened": report.content_screened if report else prev.get(
             "content_screened", []),
     }
-    write_json(space.status_path, doc)
+    write_json(space.status_path, doc, durable=False)  # advisory: no fsync
 
 
 # ---------------------------------------------------------------- sync

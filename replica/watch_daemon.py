@@ -204,7 +204,8 @@ def start(home: Any, space: Any, settings: WatchSettings, stop: threading.Event,
     board = Board()  # cookies of the readers this process serves (replica/journal.py)
     watcher = Watcher(sync=syncer, on_cookie=board.ack,
                       write_status=lambda doc: write_json(status_path(space), dict(
-                          doc, space={"id": space.space_id, "name": space.name})),
+                          doc, space={"id": space.space_id, "name": space.name}),
+                          durable=False),  # advisory, rewritten at every change
                       settings=settings, on_resume=kick.set, apply=syncer.apply,
                       own=syncer.own_writes, vault=os.fspath(space.vault),
                       on_refused=lambda code, message: _record_refusal(space, code, message))

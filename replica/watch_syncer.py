@@ -35,7 +35,6 @@ class SpaceSyncer:
     def __init__(self, home: Any, space: Any):
         self.home, self.space = home, space
         self._parts: tuple[Any, Any, Any] | None = None
-        self._warm: Any = None
         # path -> (size, mtime_ns) of a file the fast path wrote (None: removed), recorded
         # only when the file holds exactly what was journaled: its own events match it
         self._wrote: dict[str, tuple[int, int] | None] = {}
@@ -47,10 +46,11 @@ class SpaceSyncer:
 
         if self._parts is None:
             self._parts = service.open_replica(self.home, self.space)
-            # one idle connection (no transaction, no lock) held while the watcher runs:
-            # the store opens a connection per transaction, and SQLite makes the close of
-            # the last one checkpoint the WAL (fsyncs) and the next open recover it
-            self._warm = self._parts[2].engine.open()
+            # idle connections (no transaction, no lock) kept while the watcher runs, for
+            # its next transactions: no open and pragmas each, no folder fsync with each
+            # first commit (replica/sqlite_db.py), and no checkpoint of the WAL (fsyncs)
+            # when the last one would close
+            self._parts[2].engine.keep_open(4)
         return self._parts
 
     def open_store(self) -> Any:
@@ -105,9 +105,7 @@ class SpaceSyncer:
     def _close(self) -> None:
         if self._parts is not None:
             _, client, store = self._parts
-            if self._warm is not None:
-                self._warm.close()
-                self._warm = None
+            store.engine.keep_open(0)
             client.close()
             store.close()
             self._parts = None

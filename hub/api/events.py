@@ -39,9 +39,11 @@ to another process behind the proxy) and every long-poll answers with the head i
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import weakref
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -82,25 +84,126 @@ def _head_of(space: Any) -> dict[str, Any]:
             "digest": space.head_digest}
 
 
+def _check_txn(conn: Any, hub: Any, p: Principal, space_ref: str) -> dict[str, Any]:
+    p = recheck_principal_txn(conn, p, hub.now())  # a delegation may expire mid-stream
+    space, _ = space_access_txn(conn, p, space_ref, "viewer")
+    return dict(_head_of(space), state=signed_state.current_root_txn(
+        conn, space.id, hub.settings.state_root))
+
+
 def _check(hub: Any, p: Principal, space_ref: str) -> dict[str, Any]:
     """Re-read the caller and their membership; the space's head (with its state root) if
     access holds."""
     with hub.store.read() as conn:
-        p = recheck_principal_txn(conn, p, hub.now())  # a delegation may expire mid-stream
-        space, _ = space_access_txn(conn, p, space_ref, "viewer")
-        return dict(_head_of(space), state=signed_state.current_root_txn(
-            conn, space.id, hub.settings.state_root))
+        return _check_txn(conn, hub, p, space_ref)
 
 
-def _signed(hub: Any, h: dict[str, Any]) -> dict[str, Any]:
+def _check_many(hub: Any, asks: list[tuple[Principal, str]]) -> list[Any]:
+    """``_check`` of each ask, in one read transaction: each result, or the exception its
+    own check raised. After an error that is not a refusal (the database), the rest are
+    checked one read each, as before (a failed statement may end a PostgreSQL
+    transaction)."""
+    out: list[Any] = []
+    with hub.store.read() as conn:
+        for p, ref in asks:
+            try:
+                out.append(_check_txn(conn, hub, p, ref))
+            except REFUSED as e:
+                out.append(e)
+            except Exception as e:  # noqa: BLE001 - this one's answer; the rest read anew
+                out.append(e)
+                break
+    for p, ref in asks[len(out):]:
+        try:
+            out.append(_check(hub, p, ref))
+        except Exception as e:  # noqa: BLE001 - handed to the stream that asked
+            out.append(e)
+    return out
+
+
+SIGNED_KEPT = 64  # head events kept signed and encoded, per hub process
+
+
+class FanOut:
+    """What the streams of one hub process share for a head they all send (event loop
+    thread only):
+
+    - ``check``: the access re-checks of the streams one publication woke, asked in the
+      same turn of the event loop, are run in one read transaction on one worker thread
+      instead of one each (20 streams: ~0.36 ms of CPU and a thread hop each). Each
+      stream still gets the answer of a read that began after it woke, for its own caller;
+    - ``head_chunk``: the head event's text (the head signed with its state root, as
+      JSON), signed and encoded once per head, not once per stream."""
+
+    def __init__(self, hub: Any):
+        self.hub = hub
+        self._asks: list[tuple[Principal, str, asyncio.Future[dict[str, Any]]]] = []
+        self._chunks: OrderedDict[tuple[Any, ...], str] = OrderedDict()
+        self.reads = 0  # read transactions run for checks (tests check the sharing)
+
+    async def check(self, p: Principal, space_ref: str) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[dict[str, Any]] = loop.create_future()
+        if not self._asks:
+            loop.call_soon(self._run)  # after the streams woken with this one asked too
+        self._asks.append((p, space_ref, fut))
+        return await fut
+
+    def _run(self) -> None:
+        asks, self._asks = self._asks, []
+        asyncio.ensure_future(self._read(asks))
+
+    async def _read(self, asks: list[tuple[Principal, str, asyncio.Future[Any]]]) -> None:
+        self.reads += 1
+        try:
+            got = await run_in_threadpool(_check_many, self.hub,
+                                          [(p, ref) for p, ref, _ in asks])
+        except BaseException as e:  # noqa: BLE001 - every stream that asked hears of it
+            got = [e] * len(asks)
+        for (_, _, fut), r in zip(asks, got, strict=True):
+            if fut.done():  # that stream went away meanwhile
+                continue
+            if isinstance(r, BaseException):
+                fut.set_exception(r)
+            else:
+                fut.set_result(r)
+
+    def head_chunk(self, h: dict[str, Any], event_id: str) -> str:
+        """``_sse("head", _signed(hub, h), id=event_id)``, made once per head and key."""
+        key = self.hub.key
+        at = h.get("at")
+        if not at:  # a head this process heard of only from the database: signed now
+            return _sse("head", _signed(key, dict(h, at=self.hub.now())), id=event_id)
+        memo = (key.kid, event_id, h["space"], h["epoch"], int(h["seq"]), h["digest"],
+                h.get("state"), at)
+        chunk = self._chunks.get(memo)
+        if chunk is None:
+            chunk = self._chunks[memo] = _sse("head", _signed(key, dict(h, at=at)),
+                                              id=event_id)
+            while len(self._chunks) > SIGNED_KEPT:
+                self._chunks.popitem(last=False)
+        return chunk
+
+
+_FANOUTS: weakref.WeakKeyDictionary[Any, FanOut] = weakref.WeakKeyDictionary()
+
+
+def fanout(hub: Any) -> FanOut:
+    """The hub's ``FanOut`` (made at its first stream)."""
+    f = _FANOUTS.get(hub)
+    if f is None:
+        f = _FANOUTS[hub] = FanOut(hub)
+    return f
+
+
+def _signed(key: Any, h: dict[str, Any]) -> dict[str, Any]:
     """A head event's data: the head signed with its state root (a replica verifies the
     changes the event carries up to it), or bare when the root is not known here."""
-    at = h.get("at") or hub.now()
     if not h.get("state"):
-        return dict(h, at=at)
-    return signed_state.signed_head(hub.key, space=h["space"], epoch=h["epoch"],
+        return h
+    return signed_state.signed_head(key, space=h["space"], epoch=h["epoch"],
                                     seq=int(h["seq"]), digest=h["digest"], root=h["state"],
-                                    at=at)
+                                    at=h["at"])
 
 
 async def _change_lines(hub: Any, p: Principal, space_id: str, epoch: str, after: int,
@@ -165,6 +268,7 @@ async def events(request: Request) -> Response:
     sub.space = space_id
     resume = _parse_last_id(request.headers.get("last-event-id"))
     metrics = hub.metrics
+    shared = fanout(hub)
 
     async def stream() -> AsyncIterator[str]:
         nonlocal head
@@ -188,7 +292,7 @@ async def events(request: Request) -> Response:
                     return []  # an older head arriving late
                 sent = key
                 # at: the commit time when this process heard of the commit, else now
-                chunk = _sse("head", _signed(hub, h), id=f"{key[0]}:{key[1]}")
+                chunk = shared.head_chunk(h, f"{key[0]}:{key[1]}")
                 if lines:  # spliced in as they are: no re-encoding per stream
                     cut = chunk.rindex("}")
                     chunk = chunk[:cut] + ',"changes":[' + ",".join(lines) + "]" + chunk[cut:]
@@ -225,7 +329,7 @@ async def events(request: Request) -> Response:
                 if check_now or heads:
                     next_check = time.monotonic() + recheck
                     try:
-                        head = await run_in_threadpool(_check, hub, p, space_id)
+                        head = await shared.check(p, space_id)
                     except REFUSED as e:
                         ended = "revoked"
                         metrics.events_sent.labels(type="revoked").inc()

@@ -207,8 +207,9 @@ def _signed(key: Any, h: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _change_lines(hub: Any, p: Principal, space_id: str, epoch: str, after: int,
-                        upto: int) -> list[str] | None:
-    """The ``changes`` lines after ``after`` up to ``upto`` (None: send a bare head)."""
+                        upto: int, prefetch: bool = False) -> list[str] | None:
+    """The ``changes`` lines after ``after`` up to ``upto`` (None: send a bare head).
+    ``prefetch``: only to fill the cache (no second try)."""
     if not 0 < upto - after <= CHANGES_MAX_COUNT:
         return None
 
@@ -231,9 +232,25 @@ async def _change_lines(hub: Any, p: Principal, space_id: str, epoch: str, after
         return await run_in_threadpool(read, lo, hi)
 
     lines = await hub.broker.changes.get(space_id, epoch, after, upto, load)
+    if lines is None and not prefetch:
+        # the read this stream waited for may have been another stream's, refused for its
+        # own caller (a prefetch runs before that stream's check): read them as this one
+        lines = await hub.broker.changes.get(space_id, epoch, after, upto, load)
     if lines is None or sum(len(line) for line in lines) > CHANGES_MAX_BYTES:
         return None
     return lines
+
+
+_PREFETCHING: set[asyncio.Task[Any]] = set()  # kept referenced until done
+
+
+def _prefetch(coro: Any) -> None:
+    """Start reading change lines into the process's ``ChangeCache`` now; the stream's own
+    ``_change_lines`` after its check then finds them there (or waits for this read). Never
+    cancelled: other streams may be waiting for the same read."""
+    task = asyncio.ensure_future(coro)
+    _PREFETCHING.add(task)
+    task.add_done_callback(_PREFETCHING.discard)
 
 
 def _parse_last_id(value: str | None) -> tuple[str, int] | None:
@@ -328,6 +345,13 @@ async def events(request: Request) -> Response:
                 # is still on its way from another hub process, is seen here first)
                 if check_now or heads:
                     next_check = time.monotonic() + recheck
+                    newest = max(heads, key=lambda h: int(h["seq"]), default=None)
+                    if (newest is not None and sent is not None and sent[0] == newest["epoch"]
+                            and sent[1] < int(newest["seq"])):
+                        # read the lines while the access check runs (both off the loop);
+                        # they are attached below only if it passes
+                        _prefetch(_change_lines(hub, p, space_id, newest["epoch"], sent[1],
+                                                int(newest["seq"]), prefetch=True))
                     try:
                         head = await shared.check(p, space_id)
                     except REFUSED as e:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from hub.access import Principal
-from hub.api.events import FanOut
+from hub.api.events import FanOut, _change_lines
 from hub.store import queries as q
 from shared.errors import Unauthorized
 from shared.signed import parse_head
@@ -79,3 +79,25 @@ def test_a_head_event_is_signed_once_and_verifies(team: dict[str, Any]) -> None:
     assert other is not first and json.loads(other.split("data: ", 1)[1])["at"] == h["at"] + 1
     bare = fan.head_chunk(dict(h, at=None), eid)  # heard of from the database: signed now
     assert json.loads(bare.split("data: ", 1)[1])["at"] >= h["at"]
+
+
+def test_a_refused_prefetch_does_not_leave_another_stream_without_its_changes(
+        team: dict[str, Any]) -> None:
+    """A stream starts reading the change lines before its own access check (they are
+    attached only after it passes). When the first stream to read them is one whose
+    caller was just removed from the space, its read fails; a stream whose check passed reads them again
+    as its own caller instead of sending a bare head."""
+    hub, space, owner = team["hub"], team["space"], team["owner"]
+    assert owner.publish(space, [kit.put("page/a")]).status_code == 201
+    epoch = owner.head(space)["epoch"]
+    hub.store.run_write(lambda c: q.remove_member_txn(
+        c, q.find_space_txn(c, space).id, team["b"].user_id))
+
+    async def main() -> tuple[Any, Any]:
+        return await asyncio.gather(
+            _change_lines(hub, _principal(team["b"]), space, epoch, 0, 1, prefetch=True),
+            _change_lines(hub, _principal(team["a"]), space, epoch, 0, 1))
+
+    refused, kept = asyncio.run(main())
+    assert refused is None  # nothing read for the removed member
+    assert kept is not None and [json.loads(line)["seq"] for line in kept] == [1]

@@ -77,12 +77,17 @@ def _db(path: Path) -> Database:
                            "PRAGMA busy_timeout=100"))
 
 
-def test_a_kept_connection_is_reused_and_holds_no_lock_between_uses(tmp_path: Path):
-    db = _db(tmp_path / "s.db")
+def _kept(path: Path) -> tuple[Database, sqlite3.Connection]:
+    """A store file with table ``t``, two idle connections kept; the one that made it."""
+    db = _db(path)
     db.keep_open(2)
     with db.begin() as conn:
         conn.execute("CREATE TABLE t (a)")
-        first = conn.connection
+        return db, conn.connection
+
+
+def test_a_kept_connection_is_reused_and_holds_no_lock_between_uses(tmp_path: Path):
+    db, first = _kept(tmp_path / "s.db")
     with db.begin() as conn:
         assert conn.connection is first  # kept, not reopened
         conn.execute("INSERT INTO t VALUES (1)")
@@ -102,11 +107,7 @@ def test_a_kept_connection_is_reused_and_holds_no_lock_between_uses(tmp_path: Pa
 
 
 def test_a_connection_is_not_reused_after_a_failure(tmp_path: Path):
-    db = _db(tmp_path / "s.db")
-    db.keep_open(2)
-    with db.begin() as conn:
-        conn.execute("CREATE TABLE t (a)")
-        kept = conn.connection
+    db, kept = _kept(tmp_path / "s.db")
     with pytest.raises(RuntimeError), db.begin() as conn:
         assert conn.connection is kept
         conn.execute("INSERT INTO t VALUES (1)")

@@ -64,16 +64,25 @@ class Cursor(sqlite3.Cursor):
 class Conn:
     """One open connection, as the store's functions use it (they end in ``_txn``)."""
 
-    __slots__ = ("connection",)
+    __slots__ = ("connection", "cursors")
 
     def __init__(self, connection: sqlite3.Connection):
         self.connection = connection
+        # the cursors handed out: closed at the end of the use, so that none left half
+        # read keeps a read snapshot open on a connection that is kept for the next use
+        self.cursors: list[Cursor] = []
 
     def execute(self, sql: str, params: Iterable[Any] = ()) -> Cursor:
         cur = self.connection.cursor(Cursor)
         cur.row_factory = _named
+        self.cursors.append(cur)
         cur.execute(sql, tuple(params))
         return cur
+
+    def close_cursors(self) -> None:
+        for cur in self.cursors:
+            cur.close()
+        self.cursors.clear()
 
     exec_driver_sql = execute  # the name SQLAlchemy gave plain SQL; tests use it
 
@@ -145,12 +154,14 @@ class Database:
     @contextmanager
     def connect(self) -> Iterator[Conn]:
         raw = self._take()
+        conn = Conn(raw)
         try:
-            yield Conn(raw)
+            yield conn
         except BaseException:
             raw.close()  # not reused after anything unexpected
             raise
         try:
+            conn.close_cursors()
             raw.rollback()
         except BaseException:
             raw.close()
@@ -160,10 +171,12 @@ class Database:
     @contextmanager
     def begin(self) -> Iterator[Conn]:
         raw = self._take()
+        conn = Conn(raw)
         try:
             if self.immediate:
                 raw.execute("BEGIN IMMEDIATE")
-            yield Conn(raw)
+            yield conn
+            conn.close_cursors()
             if self.immediate:
                 if raw.in_transaction:
                     raw.execute("COMMIT")

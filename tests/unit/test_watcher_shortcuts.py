@@ -5,8 +5,9 @@ profiles.md, "Save to every vault", second round), each against what it must not
   ``_attestation``): a changed attestation, or the same one under other keys, is checked
   anew and refused when it does not verify;
 - the store keeps idle SQLite connections (``Database.keep_open``): a kept connection holds
-  no lock and no snapshot between uses, is never reused after a failure, and its commits
-  are as durable as a new one's (``synchronous=FULL`` on every commit);
+  no lock and no snapshot between uses (not even under a cursor left half read), is never
+  reused after a failure, and its commits are as durable as a new one's
+  (``synchronous=FULL`` on every commit);
 - the status files are written without an fsync: a status file a power cut left empty or
   cut short reads as no status, never as an error.
 """
@@ -104,6 +105,27 @@ def test_a_kept_connection_is_reused_and_holds_no_lock_between_uses(tmp_path: Pa
     db.keep_open(0)
     with db.connect() as conn:
         assert conn.connection is not first
+
+
+def test_a_half_read_cursor_keeps_no_snapshot_on_a_kept_connection(tmp_path: Path):
+    """A statement not read to its end holds a read snapshot: on a kept connection the next
+    use would read old rows and could not write (database is locked). Every cursor a use
+    handed out is closed before its connection is kept."""
+    db, _ = _kept(tmp_path / "s.db")
+    with db.begin() as conn:
+        conn.execute("INSERT INTO t VALUES (1), (2)")
+    left = []
+    with db.connect() as conn:
+        left.append(conn.execute("SELECT a FROM t"))
+        left[0].first()  # one row of two, and the cursor still referenced
+    other = sqlite3.connect(tmp_path / "s.db", timeout=0.1, isolation_level=None)
+    other.execute("INSERT INTO t VALUES (3)")
+    other.close()
+    with db.begin() as conn:
+        assert conn.scalar("SELECT count(*) FROM t") == 3  # the other's commit is seen
+        conn.execute("INSERT INTO t VALUES (4)")  # and this one can write
+    with pytest.raises(sqlite3.ProgrammingError):
+        left[0].first()  # closed with its use
 
 
 def test_a_connection_is_not_reused_after_a_failure(tmp_path: Path):

@@ -5,7 +5,9 @@ Used by the kill tests in ``tests/replica``; never set it in production.
 Points: ``after_scan``, ``after_pull``, ``before_push`` (outbox saved, nothing sent),
 ``after_push_before_receipt`` (the hub committed, the receipt is lost), ``after_receipt``,
 ``before_vault_write`` (store committed, vault not yet written), ``mid_vault_write`` (temp
-file written, not yet renamed), ``mid_clone`` (a snapshot chunk handed to the vault writer,
+file written, not yet renamed), ``vault_written`` (files renamed and flushed, their record
+not committed: also what a power cut leaves when it loses that unsynced commit),
+``mid_clone`` (a snapshot chunk handed to the vault writer,
 the snapshot's transaction open).
 """
 
@@ -16,7 +18,8 @@ import signal
 
 ENV = "QUIRE_TEST_CRASH_AT"
 POINTS = ("after_scan", "after_pull", "before_push", "after_push_before_receipt",
-          "after_receipt", "before_vault_write", "mid_vault_write", "mid_clone")
+          "after_receipt", "before_vault_write", "mid_vault_write", "vault_written",
+          "mid_clone")
 
 
 def crash_point(name: str) -> None:

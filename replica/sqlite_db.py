@@ -169,10 +169,17 @@ class Database:
         self._give(raw)
 
     @contextmanager
-    def begin(self) -> Iterator[Conn]:
+    def begin(self, *, durable: bool = True) -> Iterator[Conn]:
+        """``durable=False``: this one commit is not fsynced (``synchronous=NORMAL``, WAL
+        mode); a power cut may lose it, and only it with what follows it: for a record
+        the next run can redo (see ``Store.tx``)."""
         raw = self._take()
         conn = Conn(raw)
+        sync = None
         try:
+            if not durable:
+                sync = raw.execute("PRAGMA synchronous").fetchone()[0]
+                raw.execute("PRAGMA synchronous=NORMAL")
             if self.immediate:
                 raw.execute("BEGIN IMMEDIATE")
             yield conn
@@ -182,6 +189,8 @@ class Database:
                     raw.execute("COMMIT")
             else:
                 raw.commit()
+            if sync is not None:
+                raw.execute(f"PRAGMA synchronous={int(sync)}")
         except BaseException:
             try:
                 if raw.in_transaction:

@@ -215,8 +215,11 @@ class Store:
         """Nothing stays open between uses (each opens and closes its connection)."""
 
     @contextmanager
-    def tx(self) -> Iterator[Conn]:
-        with self.engine.begin() as conn:
+    def tx(self, *, durable: bool = True) -> Iterator[Conn]:
+        """``durable=False`` (the record of vault writes already made, replica/sync.py
+        ``_flush_chunk``): the commit is not fsynced. A power cut may lose it and nothing
+        committed before it; what it recorded is then redone from the journal it clears."""
+        with self.engine.begin(durable=durable) as conn:
             yield conn
 
     # ------------------------------------------------------------ meta and head

@@ -212,7 +212,8 @@ class Replica(Snapshots, Publisher):
         if writes:
             vlt.write_many(self.vault, writes, crash_hook=lambda: crash_point("mid_vault_write"),
                            mtime_ns=settled_mtime_ns())
-        with self.store.tx() as conn:
+        crash_point("vault_written")
+        with self.store.tx(durable=False) as conn:  # files flushed: if lost, redone (Store.tx)
             now_ns = time.time_ns()
             for entry_id, path, data, new_hash, ok in decided:
                 s = st.get_state_txn(conn, entry_id)

@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +26,14 @@ PY = sys.executable
 
 
 def quire_cmd() -> list[str]:
-    """The ``quire`` entry point as this interpreter runs it."""
-    if importlib.util.find_spec("replica.cli") is None:
-        raise Unavailable("the quire CLI (replica/cli.py) is not there yet")
-    return [PY, "-c", "import sys; from replica.cli import main; sys.exit(main())"]
+    """The ``quire`` console script of this interpreter's environment (replica.entry:main),
+    as people and agents run it: a command a running watcher can serve asks it first."""
+    if importlib.util.find_spec("replica.entry") is None:
+        raise Unavailable("the quire CLI (replica/entry.py) is not there yet")
+    script = Path(PY).parent / "quire"
+    if script.exists():
+        return [str(script)]
+    return [PY, "-c", "import sys; from replica.entry import main; sys.exit(main())"]
 
 
 def hub_cmd() -> list[str]:
@@ -133,67 +134,6 @@ class Member:
 
     def invite(self, space: str, role: str = "editor") -> str:
         return str(self.run("admin", "invite", "create", space, "--role", role)[1]["code"])
-
-
-class Watcher:
-    """``quire watch`` running for a member's one space; ``run`` is a ``quire`` command that
-    the watcher must serve (``QUIRE_WATCHER_SOCKET=require``: a command it did not serve
-    fails, so a figure is never a local run's)."""
-
-    def __init__(self, member: Member, ready_timeout: float = 600):
-        self.env = dict(member.env, QUIRE_WATCHER_SOCKET="require")
-        self.home = member.home
-        self.log = member.home / "watch.log"
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen([*quire_cmd(), "watch"], env=member.env,
-                                         stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                         start_new_session=True)
-        deadline = time.monotonic() + ready_timeout  # its first sync walks the whole vault
-        while True:
-            t = run_timed([*quire_cmd(), "status", "--json"], env=self.env, timeout=600)
-            if t.returncode in (0, 3):  # served (3: it lists something left over)
-                return
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise Unavailable(f"quire watch did not serve: {t.stderr.strip()[-200:]}")
-            time.sleep(0.2)
-
-    def run(self, *args: str, timeout: float = 1800) -> Timed:
-        t = run_timed([*quire_cmd(), *args, "--json"], env=self.env, timeout=timeout)
-        try:
-            _json_out(t, "quire " + " ".join(args[:2]) + " (served)")
-        except Unavailable as e:
-            if "lock_held" in str(e):  # who holds the space lock: for the report
-                raise Unavailable(f"{e}; lock open in {_lock_holders(self.home)}") from e
-            raise
-        return t
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(120)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-def _lock_holders(home: Path) -> list[str]:
-    """The processes with a space lock file of ``home`` open (Linux /proc), as
-    ``pid: command``."""
-    locks = {str(p) for p in home.glob("spaces/*/lock")}
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            fds = {os.readlink(f) for f in (proc / "fd").iterdir()}
-            if fds & locks:
-                cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()[:120]
-                found.append(f"{proc.name}: {cmd}")
-        except OSError:
-            continue
-    return found
 
 
 def _raise_for(r: httpx.Response, what: str) -> dict[str, Any]:

@@ -11,6 +11,7 @@ reported with its reason in the status column; nothing is dropped silently.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -23,11 +24,12 @@ from typing import Any
 
 from bench import corpus as corpus_mod
 from bench import readme, workfs
+from bench import watcher_side as ws
 from bench.loadgen import Target, publish_rate
 from bench.peers.git_peer import GitPeer
 from bench.peers.pouch_peer import PouchPeer
 from bench.proc import Server, Unavailable, free_port, tree_cpu
-from bench.quire_side import Hub, Member, Publisher, Watcher
+from bench.quire_side import Hub, Member, Publisher
 from bench.report import Results, Row, goals, machine, print_table, write_json
 
 HERE = Path(__file__).resolve().parent
@@ -400,42 +402,39 @@ class Bench:
     def _quire_watched(self, big: int, spaces: dict[int, tuple[str, Publisher]],
                        replicas: dict[int, Member],
                        data: dict[int, list[dict[str, Any]]]) -> None:
-        """The large replica with ``quire watch`` running (issue 16): a no-op ``quire sync``
-        and ``quire status --json`` served by the watcher (replica/entry.py), and 10 entries
-        changed by another member, then ``quire sync``: the whole ``quire`` process's wall
-        time each, start-up included, as a person or an agent runs them."""
+        """The large replica with ``quire watch`` running (issue 16; bench/watcher_side.py):
+        a no-op ``quire sync`` and ``quire status --json`` served by the watcher, and 10
+        entries changed by another member, then ``quire sync``: the whole ``quire`` process's
+        wall time each, start-up included, as a person or an agent runs them. Each must be
+        served and scanned by the watcher's journal, or the row fails."""
         c = self.cfg
         member = replicas.get(big)
-        watcher = None
-        if member is not None and "quire" not in self.down:
-            watcher = self.setup("quire-watched", lambda: Watcher(member))
-        try:
-            for scenario, args in (("noop_sync", ("sync",)), ("status", ("status",))):
+        with contextlib.ExitStack() as stack:
+            watcher = None
+            if member is not None and "quire" not in self.down:
+                watcher = self.setup("quire-watched",
+                                     lambda: stack.enter_context(ws.watching(member)))
+            noop: dict[str, Any] = {}
+            for scenario, command in (("noop_sync", "sync"), ("status", "status")):
                 with self.attempt(scenario, big, "quire-watched", "s") as row:
                     self.gate("quire-watched")
-                    if watcher is None:
+                    if watcher is None or member is None:
                         raise Unavailable("no watcher (no replica of the large space)")
-                    times = [watcher.run(*args).seconds for _ in range(c["noop_repeats"])]
-                    row.value = statistics.median(times)
-                    row.details = {"runs_s": [round(x, 3) for x in times],
-                                   "how": "served by the running watcher"}
+                    noop = noop or ws.served_noop(member, watcher, runs=c["noop_repeats"])
+                    row.value = noop[command]["median_s"]
+                    row.details = dict(noop[command], load=noop["load"],
+                                       how="served by the running watcher")
             with self.attempt("incremental", big, "quire-watched", "s") as row:
                 self.gate("quire-watched")
-                if watcher is None:
+                if watcher is None or member is None:
                     raise Unavailable("no watcher (no replica of the large space)")
-                _space, pub = spaces[big]
-                changed = corpus_mod.edited(data[big], c["changed"], 2)
-                pub.publish(changed)
-                t = watcher.run("sync")
-                probe = corpus_mod.vault_path(self.root / f"vault-{big}", changed[0]["id"])
-                if "Edited in round 2." not in probe.read_text("utf-8"):
-                    raise Unavailable("the change was not in the vault when sync returned")
-                row.value = t.seconds
-                row.details = {"how": "published by another member, then quire sync served "
-                                      "by the running watcher"}
-        finally:
-            if watcher is not None:
-                watcher.stop()
+                changed = corpus_mod.edited(data[big], c["changed"], 2)  # round 1: no watcher
+                probe = (corpus_mod.vault_path(self.root / f"vault-{big}", changed[0]["id"]),
+                         "Edited in round 2.")
+                got = ws.served_incremental(member, watcher, spaces[big][1], changed, probe)
+                row.value = got["seconds"]
+                row.details = dict(got, how="published by another member, then quire sync "
+                                            "served by the running watcher")
 
     # ------------------------------------------------------------ git
 

@@ -144,9 +144,10 @@ async def _client(i: int, t: Target, http: _Conn, state: dict[str, Any],
                   deadline: float, res: LoadResult) -> None:
     n = 0
     replica = t.replica_ids[i % len(t.replica_ids)]
+    run = state["run"]  # entry ids unique per run: a second run on one space creates too
     while time.perf_counter() < deadline:
         n += 1
-        entry = make_entry({"id": f"note/load/c{i}/n{n}", "title": f"load {i}.{n}",
+        entry = make_entry({"id": f"note/load/{run}/c{i}/n{n}", "title": f"load {i}.{n}",
                             "body": f"Published by client {i}, number {n}.\n"})
         ops = [Op(entry=entry, base=None)]
         batch_id = new_id()
@@ -193,7 +194,7 @@ async def _client(i: int, t: Target, http: _Conn, state: dict[str, Any],
 
 async def _run(t: Target, clients: int, seconds: float) -> LoadResult:
     conns = [_Conn(t) for _ in range(clients)]
-    state = {"seq": t.seq, "digest": t.digest}
+    state: dict[str, Any] = {"seq": t.seq, "digest": t.digest, "run": new_id()[-8:].lower()}
     start = time.perf_counter()
     res = LoadResult(seconds=seconds)
     deadline = start + seconds

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -149,7 +150,14 @@ def recheck_principal_txn(conn: Any, p: Principal, now_ms: int | None = None, *,
 def recheck_device_txn(conn: Any, p: Principal, now_ms: int | None = None, *,
                        lock: bool = False) -> tuple[Principal, Any]:
     """``recheck_principal_txn`` that also returns the device row (its public key)."""
-    dev = q.device_by_id_txn(conn, p.device_id, lock=lock)
+    return recheck_device_row_txn(conn, p, q.device_by_id_txn(conn, p.device_id, lock=lock),
+                                  now_ms)
+
+
+def recheck_device_row_txn(conn: Any, p: Principal, dev: Any, now_ms: int | None = None
+                           ) -> tuple[Principal, Any]:
+    """``recheck_device_txn`` on a device row the caller read in this transaction (the
+    guard reads it with the rest of its commit-time checks: ``q.commit_context_txn``)."""
     if dev is None:
         raise Unauthorized("device no longer exists", {"reason": "device_removed"})
     _check_device(dev)
@@ -162,11 +170,18 @@ def recheck_device_txn(conn: Any, p: Principal, now_ms: int | None = None, *,
 
 
 def effective_role_txn(conn: Any, p: Principal, space_id: str) -> str | None:
+    return effective_role(p, space_id, lambda: q.role_txn(conn, space_id, p.user_id))
+
+
+def effective_role(p: Principal, space_id: str, member_role: Callable[[], str | None]
+                   ) -> str | None:
+    """The role ``p`` acts with in the space; ``member_role()``: the user's membership role
+    (read only when the answer depends on it)."""
     if p.delegation_id is not None and p.space_id != space_id:
         return None  # a delegated token reaches exactly one space
     if p.is_owner and p.delegation_id is None:
         return "admin"
-    role = q.role_txn(conn, space_id, p.user_id)
+    role = member_role()
     if role is not None and p.scope == "read":
         return "viewer"
     if role == "admin" and p.delegation_id is not None:
@@ -211,7 +226,11 @@ def raise_deleted_txn(conn: Any, space: Any) -> None:
 
 def check_replica_txn(conn: Any, p: Principal, replica_id: str, space_id: str) -> None:
     """``replica_id`` is registered to ``p``'s device in this space and not revoked."""
-    rep = q.get_replica_txn(conn, replica_id)
+    check_replica_row(p, q.get_replica_txn(conn, replica_id), space_id)
+
+
+def check_replica_row(p: Principal, rep: Any, space_id: str) -> None:
+    """``check_replica_txn`` on the replica's row as this transaction read it."""
     if rep is None or rep.space_id != space_id or rep.device_id != p.device_id:
         raise Forbidden("replica is not registered to this device in this space",
                         {"reason": "unknown_replica"})

@@ -31,18 +31,20 @@ from hub import screening as screen
 from hub.access import (
     Principal,
     authenticate_device_txn,
+    check_replica_row,
     check_replica_txn,
-    effective_role_txn,
+    effective_role,
     raise_deleted_txn,
+    recheck_device_row_txn,
     recheck_device_txn,
-    recheck_principal_txn,
     space_access_txn,
 )
 from hub.admission import check_portable
 from hub.events import CHANNEL, Broker
 from hub.keys import HubKey
 from hub.logs import current_request_id, event, reason_of
-from hub.quotas import HubQuotas, check_and_count_txn
+from hub.quotas import HubQuotas, count_txn
+from hub.quotas import check_txn as check_quota_txn
 from hub.store import queries as q
 from hub.store.db import Store
 from hub.tokens import AccessClaims
@@ -82,6 +84,11 @@ class Prepared:
     rules_version: int
     role: str
     device_key: str
+    # canonical JSON of the batch and of each op's entry, as stored: pure functions of the
+    # batch, computed while preparing so the committing transaction (serialized by the
+    # space lock) does not
+    body: str = ""
+    contents: tuple[str, ...] = ()
 
 
 @dataclass
@@ -132,7 +139,11 @@ def _check_replica_txn(conn: Any, batch: Batch, principal: Principal, space_id: 
 
 
 def _replay_txn(conn: Any, batch: Batch, space_id: str) -> Outcome | None:
-    prior = q.batch_by_ids_txn(conn, batch.replica_id, batch.batch_id)
+    return _replay_of(q.batch_by_ids_txn(conn, batch.replica_id, batch.batch_id), batch,
+                      space_id)
+
+
+def _replay_of(prior: q.PriorBatch | None, batch: Batch, space_id: str) -> Outcome | None:
     if prior is None:
         return None
     if prior.digest != batch.digest or prior.space_id != space_id:
@@ -174,18 +185,27 @@ def prepare_txn(conn: Any, batch: Batch, principal: Principal, space_ref: str,
     blocks.check_txn(conn, space.id, batch.ops)  # revert --block (hub/blocks.py)
     screen.check_txn(conn, space.id, batch.ops, screening)
     return principal, Prepared(space.id, space.epoch, space.rules_version, role,
-                               dev.public_key), None
+                               dev.public_key, canonical_str(batch.to_wire()),
+                               tuple(canonical_str(op.entry.to_dict()) for op in batch.ops)
+                               ), None
 
 
 def known_head_txn(conn: Any, space: q.SpaceRow, seq: int, digest: str) -> bool:
     """Was ``(seq, digest)`` a head of the space's current epoch (genesis included)?"""
+    return _known_head(space, seq, digest,
+                       lambda: q.head_digest_at_txn(conn, space.id, space.epoch, seq))
+
+
+def _known_head(space: q.SpaceRow, seq: int, digest: str,
+                head_at: Callable[[], str | None]) -> bool:
+    """``known_head_txn``; ``head_at()``: the head digest after batch ``seq`` of the epoch."""
     if seq < 0 or seq > space.head_seq:
         return False
     if seq == space.head_seq:
         return digest == space.head_digest
     if seq == 0:
         return digest == genesis_digest(space.id, space.epoch)
-    return q.head_digest_at_txn(conn, space.id, space.epoch, seq) == digest
+    return head_at() == digest
 
 
 def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep: Prepared,
@@ -202,29 +222,37 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
         raise_deleted_txn(conn, space)
     if hooks is not None and hooks.in_commit is not None:
         hooks.in_commit(conn, batch, "locked")
+    # every re-read below in one statement, after the lock (and after the hook: what a
+    # concurrent change committed by now is seen); the checks run in their usual order
+    ctx = q.commit_context_txn(conn, space_id=space.id, epoch=space.epoch,
+                               parent_seq=batch.parent_seq, device_id=principal.device_id,
+                               user_id=principal.user_id, replica_id=batch.replica_id,
+                               batch_id=batch.batch_id, quota=quota is not None)
     # a concurrent publish of the very same batch may have landed since preparation
-    replay = _replay_txn(conn, batch, space.id)
+    replay = _replay_of(ctx.prior, batch, space.id)
     if replay is not None:
         return replay
     if space.epoch != prep.epoch or batch.epoch != space.epoch:
         raise EpochChanged("the space moved to another epoch; take a snapshot and replay "
                            "local changes", {"epoch": space.epoch})
-    # a parent that is not acceptable is answered before the re-reads, so losers of a race
-    # hold the space lock for as short a time as possible
     if (batch.parent_seq, batch.parent_digest) != (space.head_seq, space.head_digest) and not (
-            rebase and known_head_txn(conn, space, batch.parent_seq, batch.parent_digest)):
+            rebase and _known_head(space, batch.parent_seq, batch.parent_digest,
+                                   lambda: ctx.parent_head)):
         raise HeadChanged("the head moved since this batch was made; pull, merge, push again",
                           {"seq": space.head_seq, "digest": space.head_digest})
-    # locked until commit: a revocation or deactivation that does not lock the space waits
-    principal = recheck_principal_txn(conn, principal, lock=True)
+    # read locked (FOR SHARE) until commit: a revocation or deactivation that does not lock
+    # the space waits
+    user_before = principal.user_id
+    principal = recheck_device_row_txn(conn, principal, ctx.device)[0]
     # the space row is already locked and read: check the role on it, not a fresh lookup
-    role = effective_role_txn(conn, principal, space.id)
+    role = effective_role(principal, space.id, lambda: ctx.role if principal.user_id ==
+                          user_before else q.role_txn(conn, space.id, principal.user_id))
     if role is None:
         raise NotFound("you are no longer a member of this space", {"reason": "not_member"})
     if not policy.at_least(role, "editor"):
         raise Forbidden(f"your role in this space is now {role}; publishing needs editor",
                         {"role": role, "required": "editor", "reason": "role"})
-    _check_replica_txn(conn, batch, principal, space.id)
+    check_replica_row(principal, ctx.replica, space.id)
     if space.rules_version != prep.rules_version or role != prep.role:
         # evaluated under other rules: the client retries and is judged by the new ones
         raise HeadChanged("the space rules changed while this batch was prepared; retry",
@@ -232,39 +260,48 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
                            "digest": space.head_digest})
     current = q.current_versions_txn(conn, space.id, [op.entry_id for op in batch.ops])
     check_bases(batch, current)
-    body = canonical_str(batch.to_wire())
-    contents = [canonical_str(op.entry.to_dict()) for op in batch.ops]
+    body, contents = prep.body, list(prep.contents)
     rows = [{"entry_id": op.entry_id, "version": op.entry.version, "deleted": op.entry.deleted,
              "content": content} for op, content in zip(batch.ops, contents, strict=True)]
-    if quota is not None:  # before anything is written (hub/quotas.py)
-        check_and_count_txn(conn, quota, space.id, batch.ops, current, body, contents)
-
-    seq = space.head_seq + 1
-    head = chain_next(space.head_digest, batch.digest)
-    # the signed state root moves with the head, O(ops) (hub/signed_state.py)
-    root = signed_state.advance_txn(conn, space.id, signed_state.batch_changes(
-        batch.ops, current)) if state_root else signed_state.DISABLED_ROOT
-    receipt = canonical_str(sign_receipt(key.private, receipt_body(
-        space=space.id, batch_id=batch.batch_id, replica_id=batch.replica_id, seq=seq,
-        head=head, epoch=space.epoch, accepted_at=now, digest=batch.digest)))
-    q.insert_batch_txn(conn, space_id=space.id, epoch=space.epoch, seq=seq,
-                       batch_id=batch.batch_id, replica_id=batch.replica_id,
-                       digest=batch.digest, head_digest=head, user_id=principal.user_id,
-                       device_id=principal.device_id, agent=principal.agent,
-                       accepted_at=now, body=body, receipt=receipt,
-                       state_root=root)
-    q.upsert_entries_txn(conn, space.id, space.epoch, seq, rows, set(current))
-    tip = audit.record_txn(conn, chain=space.id, tip=(space.audit_seq, space.audit_digest),
-                           at=now, action="publish", actor=principal.actor(),
-                           details={"batch_id": batch.batch_id, "replica_id": batch.replica_id,
-                                    "seq": seq, "digest": batch.digest, "head": head,
-                                    "ops": len(batch.ops), "provenance": batch.provenance},
-                           advance=False, request_id=request_id)
-    q.advance_head_and_audit_txn(conn, space.id, seq, head, tip)
-    # delivered to other hub processes exactly when this transaction commits (DESIGN §5.6)
-    q.notify_txn(conn, CHANNEL, Broker.payload("head", {
-        "space": space.id, "epoch": space.epoch, "seq": seq, "digest": head, "at": now,
-        "state": root}))
+    # before anything is written (hub/quotas.py); the counts are written with the rest
+    counts = None if quota is None else check_quota_txn(
+        conn, quota, space.id, batch.ops, current, body, contents, ctx.quota)
+    # PostgreSQL: what follows is written in one pipeline (hub/store/queries.py
+    # ``pipelined``): the writes go out together instead of a round trip each; only the
+    # lattices read waits for its answer. Plain SQL only in here (``Sql``), no SQLAlchemy
+    # statement: those read their results at once.
+    with q.pipelined(conn):
+        if counts is not None:
+            count_txn(conn, counts)
+        seq = space.head_seq + 1
+        head = chain_next(space.head_digest, batch.digest)
+        # the signed state root moves with the head, O(ops) (hub/signed_state.py)
+        root = signed_state.advance_txn(conn, space.id, signed_state.batch_changes(
+            batch.ops, current), ctx.root) if state_root else signed_state.DISABLED_ROOT
+        receipt = canonical_str(sign_receipt(key.private, receipt_body(
+            space=space.id, batch_id=batch.batch_id, replica_id=batch.replica_id, seq=seq,
+            head=head, epoch=space.epoch, accepted_at=now, digest=batch.digest)))
+        q.insert_batch_txn(conn, space_id=space.id, epoch=space.epoch, seq=seq,
+                           batch_id=batch.batch_id, replica_id=batch.replica_id,
+                           digest=batch.digest, head_digest=head, user_id=principal.user_id,
+                           device_id=principal.device_id, agent=principal.agent,
+                           accepted_at=now, body=body, receipt=receipt,
+                           state_root=root)
+        q.upsert_entries_txn(conn, space.id, space.epoch, seq, rows, set(current))
+        tip = audit.record_txn(conn, chain=space.id, tip=(space.audit_seq,
+                                                          space.audit_digest),
+                               at=now, action="publish", actor=principal.actor(),
+                               details={"batch_id": batch.batch_id,
+                                        "replica_id": batch.replica_id, "seq": seq,
+                                        "digest": batch.digest, "head": head,
+                                        "ops": len(batch.ops),
+                                        "provenance": batch.provenance},
+                               advance=False, request_id=request_id)
+        q.advance_head_and_audit_txn(conn, space.id, seq, head, tip)
+        # delivered to other hub processes exactly when this transaction commits (§5.6)
+        q.notify_txn(conn, CHANNEL, Broker.payload("head", {
+            "space": space.id, "epoch": space.epoch, "seq": seq, "digest": head, "at": now,
+            "state": root}))
     if hooks is not None and hooks.in_commit is not None:
         hooks.in_commit(conn, batch, "written")
     return Outcome(receipt=receipt, replayed=False, seq=seq, space_id=space.id,

@@ -110,7 +110,11 @@ _COUNT = q.Sql("UPDATE space_quota SET entries = :e, bytes = :b, history_bytes =
                "WHERE space_id = :s")
 
 
-def _usage_locked_txn(conn: Any, space_id: str) -> dict[str, Any]:
+def _usage_locked_txn(conn: Any, space_id: str, row: Any = None) -> dict[str, Any]:
+    """The space's quota row, locked; ``row``: as this transaction already read it locked
+    (the guard's ``q.commit_context_txn``)."""
+    if row is not None:
+        return dict(row)
     row = _GET_LOCKED[conn.dialect.name].one(conn, {"s": space_id})
     if row is not None:
         return dict(zip(_QUOTA_COLS, row, strict=True))
@@ -124,9 +128,24 @@ def limits(row: dict[str, Any], hub: HubQuotas) -> dict[str, int]:
 
 def check_and_count_txn(conn: Any, hub: HubQuotas, space_id: str, ops: Sequence[Any],
                         current: dict[str, tuple[str, bool]], body: str,
-                        new_contents: list[str]) -> None:
-    """Refuse the batch if it grows a measure past its limit; else count it."""
-    row = _usage_locked_txn(conn, space_id)
+                        new_contents: list[str], row: dict[str, Any] | None = None
+                        ) -> None:
+    """Refuse the batch if it grows a measure past its limit; else count it. ``row``: the
+    quota row as this transaction read it locked, if it did."""
+    count_txn(conn, check_txn(conn, hub, space_id, ops, current, body, new_contents, row))
+
+
+def count_txn(conn: Any, counts: dict[str, Any]) -> None:
+    """Write the counts ``check_txn`` returned (the guard sends it with its other writes)."""
+    _COUNT.run(conn, counts)
+
+
+def check_txn(conn: Any, hub: HubQuotas, space_id: str, ops: Sequence[Any],
+              current: dict[str, tuple[str, bool]], body: str, new_contents: list[str],
+              row: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``check_and_count_txn`` without the write: raises ``quota_exceeded``, else returns
+    the space's counts after the batch, for ``count_txn`` in the same transaction."""
+    row = _usage_locked_txn(conn, space_id, row)
     live_before = {eid for eid, (_, deleted) in current.items() if not deleted}
     old = q.current_contents_txn(conn, space_id, sorted(live_before)) if live_before else {}
     d_entries = d_bytes = 0
@@ -159,9 +178,8 @@ def check_and_count_txn(conn: Any, hub: HubQuotas, space_id: str, ops: Sequence[
                 f"this batch would make it {total + grow}; nothing was written",
                 {"scope": "hub", "quota": "bytes", "limit": hub.hub_max_bytes,
                  "usage": total, "after": total + grow})
-    _COUNT.run(conn, {"s": space_id, "e": row["entries"] + d_entries,
-                      "b": row["bytes"] + d_bytes,
-                      "h": row["history_bytes"] + delta["history_bytes"]})
+    return {"s": space_id, "e": row["entries"] + d_entries, "b": row["bytes"] + d_bytes,
+            "h": row["history_bytes"] + delta["history_bytes"]}
 
 
 def usage_doc_txn(conn: Any, hub: HubQuotas, space_id: str) -> dict[str, Any]:

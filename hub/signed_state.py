@@ -51,11 +51,17 @@ def rebuild_txn(conn: Any, space_id: str) -> str:
     return _rebuild_txn(conn, space_id)[1]
 
 
-def advance_txn(conn: Any, space_id: str, changes: list[state.Change]) -> str:
+_READ = object()
+
+
+def advance_txn(conn: Any, space_id: str, changes: list[state.Change],
+                cur: Any = _READ) -> str:
     """Apply a batch's ``(id, old live version, new live version)`` to the space's state and
     return the new root. Runs in the publishing transaction, before the entries are written
-    (a missing state is rebuilt from the entries as they were before the batch)."""
-    cur = ss.root_txn(conn, space_id)
+    (a missing state is rebuilt from the entries as they were before the batch). ``cur``:
+    the kept ``(digests, root)`` (or None) as this transaction already read it."""
+    if cur is _READ:
+        cur = ss.root_txn(conn, space_id)
     digests = state.unpack_digests(cur[0]) if cur is not None else _rebuild_txn(conn,
                                                                                 space_id)[0]
     buckets = sorted({state.bucket_of(c[0]) for c in changes if c[1] != c[2]})

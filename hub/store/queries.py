@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -431,6 +432,85 @@ def insert_batch_txn(conn: Connection, **values: Any) -> None:
     _INSERT_BATCH.run(conn, values)
 
 
+# ---------------------------------------------------------------- the guard's commit-time reads
+#
+# Everything the committing transaction re-reads after it locked the space row, in ONE
+# statement (one round trip on PostgreSQL instead of seven): the replay check, the parent's
+# head digest (rebase), the device and its user (locked FOR SHARE until commit on
+# PostgreSQL, as ``device_by_id_txn(lock=True)``), the membership role, the replica, the
+# quota row (FOR UPDATE, as ``quotas._usage_locked_txn``) and the kept state root. Each part
+# is a single-row subquery joined to one constant row, so a missing row is NULLs, never no
+# row. The guard applies its checks to the result in the order it always did.
+
+_CTX_DEVICE = ("SELECT d.id, d.user_id, d.name, d.public_key, d.revoked_at, u.active, "
+               "u.is_owner, u.name AS user_name FROM devices d JOIN users u ON u.id = d.user_id "
+               "WHERE d.id = :dev")
+_CTX_QUOTA = ("SELECT entries, bytes, history_bytes, max_entries, max_bytes, max_history_bytes "
+              "FROM space_quota WHERE space_id = :s")
+
+
+def _context_sql(dialect: str, quota: bool) -> str:
+    pg = dialect == "postgresql"
+    ctes = [f"dv AS ({_CTX_DEVICE}{' FOR SHARE OF d, u' if pg else ''})"]
+    if quota:
+        ctes.append(f"qt AS ({_CTX_QUOTA}{' FOR UPDATE' if pg else ''})")
+    cols = ("dv.id, dv.user_id, dv.name, dv.public_key, dv.revoked_at, dv.active, dv.is_owner, "
+            "dv.user_name, pb.space_id, pb.digest, pb.receipt, ha.head_digest, m.role, "
+            "r.id, r.space_id, r.device_id, r.name, r.created_at, r.revoked_at, "
+            "sr.digests, sr.root" + (", qt.entries, qt.bytes, qt.history_bytes, "
+                                     "qt.max_entries, qt.max_bytes, qt.max_history_bytes"
+                                     if quota else ""))
+    return (f"WITH {', '.join(ctes)} SELECT {cols} FROM (SELECT 1 AS one) o "
+            "LEFT JOIN dv ON 1 = 1 "
+            "LEFT JOIN (SELECT space_id, digest, receipt FROM batches "
+            "WHERE replica_id = :rep AND batch_id = :bid) pb ON 1 = 1 "
+            "LEFT JOIN (SELECT head_digest FROM batches "
+            "WHERE space_id = :s AND epoch = :e AND seq = :n) ha ON 1 = 1 "
+            "LEFT JOIN (SELECT role FROM members WHERE space_id = :s AND user_id = :u) m "
+            "ON 1 = 1 "
+            "LEFT JOIN (SELECT id, space_id, device_id, name, created_at, revoked_at "
+            "FROM replicas WHERE id = :rep) r ON 1 = 1 "
+            "LEFT JOIN (SELECT digests, root FROM state_roots WHERE space_id = :s) sr ON 1 = 1"
+            + (" LEFT JOIN qt ON 1 = 1" if quota else ""))
+
+
+_CONTEXT = {(d, quota): Sql(_context_sql(d, quota))
+            for d in ("sqlite", "postgresql") for quota in (False, True)}
+QUOTA_COLS = ("entries", "bytes", "history_bytes", "max_entries", "max_bytes",
+              "max_history_bytes")
+
+
+@dataclass(frozen=True)
+class CommitContext:
+    device: DeviceRow | None
+    prior: PriorBatch | None  # this (replica, batch id) already accepted
+    parent_head: str | None  # the head digest after batch ``parent_seq`` of the epoch
+    role: str | None  # the user's membership role
+    replica: ReplicaRow | None
+    root: tuple[bytes, str] | None  # the kept state: packed bucket digests, root
+    quota: dict[str, Any] | None  # the space_quota row (None: none yet, or not asked)
+
+
+def commit_context_txn(conn: Connection, *, space_id: str, epoch: str, parent_seq: int,
+                       device_id: str, user_id: str, replica_id: str, batch_id: str,
+                       quota: bool) -> CommitContext:
+    """The guard's commit-time re-reads in one statement (see above); ``quota``: also read
+    and lock the space's quota row."""
+    r = _CONTEXT[(conn.dialect.name, quota)].one(conn, {
+        "dev": device_id, "s": space_id, "rep": replica_id, "bid": batch_id, "e": epoch,
+        "n": parent_seq, "u": user_id})
+    dev = None if r[0] is None else DeviceRow(r[0], r[1], r[2], r[3], r[4], bool(r[5]),
+                                              bool(r[6]), r[7])
+    return CommitContext(
+        device=dev,
+        prior=None if r[8] is None else PriorBatch(r[8], r[9], r[10]),
+        parent_head=r[11], role=r[12],
+        replica=None if r[13] is None else ReplicaRow(*r[13:19]),
+        root=None if r[19] is None else (bytes(r[19]), r[20]),
+        quota=dict(zip(QUOTA_COLS, r[21:27], strict=True), space_id=space_id)
+        if quota and r[21] is not None else None)
+
+
 def iter_changes_txn(conn: Connection, space_id: str, epoch: str, after: int, limit: int
                      ) -> Iterator[Any]:
     q = (select(batches.c.seq, batches.c.head_digest, batches.c.accepted_at, batches.c.user_id,
@@ -708,4 +788,25 @@ def notify_txn(conn: Connection, channel: str, payload: str) -> None:
     """PostgreSQL: queue a notification, delivered to every LISTENing process exactly when
     this transaction commits (and never if it rolls back). SQLite: nothing to do."""
     if conn.dialect.name == "postgresql":
-        _NOTIFY.one(conn, {"channel": channel, "payload": payload})
+        _NOTIFY.run(conn, {"channel": channel, "payload": payload})  # no answer awaited
+
+
+@contextmanager
+def pipelined(conn: Connection) -> Iterator[None]:
+    """PostgreSQL: the block's statements on this connection go out in psycopg's pipeline
+    mode: a statement whose answer is not read (a write through ``Sql.run``) does not wait
+    for it, so N writes cost one round trip; a read (``Sql.one``/``all``) still gets its
+    answer, after everything queued before it. A statement that fails surfaces as the usual
+    SQLAlchemy error (``Store.run_write`` retries serialization failures and deadlocks, the
+    group commit rolls back to the item's savepoint), at the latest when the block ends;
+    a refusal raised by Python inside the block wins over a failure of a queued write (the
+    transaction is rolled back either way). SQLite: nothing to do (no round trips)."""
+    if conn.dialect.name != "postgresql":
+        yield
+        return
+    raw = conn.connection.dbapi_connection
+    try:
+        with raw.pipeline():  # type: ignore[union-attr]
+            yield
+    except conn.dialect.loaded_dbapi.Error as e:
+        raise _wrapped(conn, "(pipelined statements)", None, e) from e

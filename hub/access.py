@@ -101,10 +101,15 @@ def authenticate_txn(conn: Any, claims: AccessClaims, now_ms: int) -> Principal:
     return authenticate_device_txn(conn, claims, now_ms)[0]
 
 
-def authenticate_device_txn(conn: Any, claims: AccessClaims, now_ms: int
+_READ: Any = object()  # "not read yet": the function reads the row itself
+
+
+def authenticate_device_txn(conn: Any, claims: AccessClaims, now_ms: int, dev: Any = _READ
                             ) -> tuple[Principal, Any]:
-    """``authenticate_txn`` that also returns the device row it read (its public key)."""
-    dev = q.device_by_id_txn(conn, claims.device_id)
+    """``authenticate_txn`` that also returns the device row it read (its public key).
+    ``dev``: the device row (or None) as this transaction already read it."""
+    if dev is _READ:
+        dev = q.device_by_id_txn(conn, claims.device_id)
     if dev is None or dev.user_id != claims.user_id:
         raise Unauthorized("credential not recognized", {"reason": "unknown_device"})
     _check_device(dev)
@@ -190,17 +195,25 @@ def effective_role(p: Principal, space_id: str, member_role: Callable[[], str | 
 
 
 def space_access_txn(conn: Any, p: Principal, space_ref: str, minimum: str,
-                     *, lock: bool = False, deleted: bool = False) -> tuple[Any, str]:
+                     *, lock: bool = False, deleted: bool = False, found: Any = _READ,
+                     member_role: Callable[[], str | None] | None = None
+                     ) -> tuple[Any, str]:
     """Resolve ``space_ref`` and check ``p`` holds at least ``minimum`` there.
 
     A space the caller is not a member of is ``not_found`` (its existence is not leaked);
     a deleted one is ``space_deleted`` for its members, with the hub-signed deletion
     statement (hub/space_delete.py), unless ``deleted`` (its delete and restore).
+
+    ``found`` and ``member_role()``: the space row ``space_ref`` names (or None) and the
+    user's membership role in it, as this transaction already read them (the guard's
+    ``q.prepare_context_txn``).
     """
-    space = q.find_space_txn(conn, space_ref)
+    space = q.find_space_txn(conn, space_ref) if found is _READ else found
     if space is not None and lock:
         space = q.get_space_txn(conn, space.id, lock=True)
-    role = effective_role_txn(conn, p, space.id) if space is not None else None
+    role = None if space is None else (
+        effective_role_txn(conn, p, space.id) if member_role is None
+        else effective_role(p, space.id, member_role))
     if space is None or role is None:
         raise NotFound(f"no space {space_ref!r} that you are a member of")
     if space.deleted_at is not None and not deleted:

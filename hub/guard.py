@@ -153,24 +153,36 @@ def _replay_of(prior: q.PriorBatch | None, batch: Batch, space_id: str) -> Outco
 
 
 def prepare_txn(conn: Any, batch: Batch, principal: Principal, space_ref: str,
-                dev: Any = None, screening: screen.Config = screen.DEFAULT
+                dev: Any = None, screening: screen.Config = screen.DEFAULT,
+                ctx: q.PrepareContext | None = None
                 ) -> tuple[Principal, Prepared | None, Outcome | None]:
     """``dev``: the device row, when this transaction already read it (authentication).
     ``screening``: the content screening the batch passes (after the rules: a refusal
-    for policy says nothing about the content)."""
+    for policy says nothing about the content). ``ctx``: the single-row reads below, as
+    this transaction already made them (``q.prepare_context_txn``)."""
     if dev is None:
         principal, dev = recheck_device_txn(conn, principal)
-    space, role = space_access_txn(conn, principal, space_ref, "viewer")
+    if ctx is None:
+        space, role = space_access_txn(conn, principal, space_ref, "viewer")
+        replay = _replay_txn(conn, batch, space.id)
+    else:
+        space, role = space_access_txn(
+            conn, principal, space_ref, "viewer", found=ctx.space,
+            member_role=lambda: ctx.role if ctx.user_id == principal.user_id
+            else q.role_txn(conn, ctx.space.id if ctx.space else "", principal.user_id))
+        replay = _replay_of(ctx.prior, batch, space.id)
     if batch.space != space.id:
         raise InvalidRequest("batch.space does not match the space in the path",
                              {"space": space.id})
-    replay = _replay_txn(conn, batch, space.id)
     if replay is not None:
         return principal, None, replay
     if not policy.at_least(role, "editor"):
         raise Forbidden(f"your role in this space is {role}; publishing needs editor",
                         {"role": role, "required": "editor", "reason": "role"})
-    _check_replica_txn(conn, batch, principal, space.id)
+    if ctx is None:
+        _check_replica_txn(conn, batch, principal, space.id)
+    else:
+        check_replica_row(principal, ctx.replica, space.id)
     if not batch.verify_signature(dev.public_key):
         raise InvalidRequest("batch signature does not verify with this device's key",
                              {"reason": "bad_signature"})
@@ -342,15 +354,27 @@ def _publish(store: Store, key: HubKey, principal: Principal | AccessClaims, spa
              raw: Any, *, max_ops: int, max_body: int, now: Callable[[], int],
              hooks: GuardHooks | None, rebase: bool, state_root: bool,
              quota: HubQuotas | None, screening: screen.Config) -> Outcome:
-    with store.read() as conn:
-        dev = None
+    # PostgreSQL: no BEGIN/COMMIT round trips; what preparing reads is re-checked under the
+    # space lock when it matters (module docstring), as under READ COMMITTED before
+    with store.read(statements=True) as conn:
+        claims = principal if isinstance(principal, AccessClaims) else None
+        try:
+            batch = parse_batch(raw, max_ops=max_ops, max_body=max_body)
+        except QuireError:
+            if claims is not None:  # authentication answers first, as on every endpoint
+                authenticate_device_txn(conn, claims, now())
+            raise
+        # the device (the request's verified token: read once, here), the space, the role,
+        # the replay check and the replica in one statement; checked in the usual order
+        ctx = q.prepare_context_txn(conn, device_id=principal.device_id,
+                                    user_id=principal.user_id, space_ref=space_ref,
+                                    replica_id=batch.replica_id, batch_id=batch.batch_id)
         if isinstance(principal, AccessClaims):
-            # the request's verified token: read its device once, here (authenticate_txn),
-            # before looking at the body, as for every other endpoint
-            principal, dev = authenticate_device_txn(conn, principal, now())
-        batch = parse_batch(raw, max_ops=max_ops, max_body=max_body)
+            principal, dev = authenticate_device_txn(conn, principal, now(), ctx.device)
+        else:
+            principal, dev = recheck_device_row_txn(conn, principal, ctx.device)
         principal, prep, replay = prepare_txn(conn, batch, principal, space_ref, dev,
-                                              screening)
+                                              screening, ctx)
     if replay is not None:
         return replay
     assert prep is not None

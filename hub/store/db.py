@@ -102,12 +102,21 @@ class Store:
         return {"in_use": int(in_use), "idle": int(idle), "waiting": self._waiting}
 
     @contextmanager
-    def read(self, *, snapshot: bool = False) -> Iterator[Connection]:
+    def read(self, *, snapshot: bool = False, statements: bool = False
+             ) -> Iterator[Connection]:
         """A read transaction. ``snapshot=True`` guarantees one consistent view for its whole
-        life (used to stream a snapshot at one head)."""
+        life (used to stream a snapshot at one head).
+
+        ``statements=True``: on PostgreSQL, no transaction at all (autocommit): each
+        statement sees what was committed when it started, which is all a READ COMMITTED
+        transaction guarantees too, without its BEGIN and COMMIT round trips. Only for
+        reads (a write would commit on its own). SQLite: the usual transaction (one
+        snapshot, no round trips to save)."""
         opts: dict[str, object] = {"quire_txn": "read"}
         if snapshot and not self.sqlite:
             opts["isolation_level"] = "REPEATABLE READ"
+        elif statements and not self.sqlite:
+            opts["isolation_level"] = "AUTOCOMMIT"
         with self._connect().execution_options(**opts) as conn:
             with conn.begin():
                 yield conn

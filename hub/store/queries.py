@@ -432,6 +432,53 @@ def insert_batch_txn(conn: Connection, **values: Any) -> None:
     _INSERT_BATCH.run(conn, values)
 
 
+# ---------------------------------------------------------------- the guard's preparing reads
+#
+# The preparing read transaction's single-row reads in ONE statement: the device and its
+# user, the space the path names (by id or name), the user's role there, the replay check
+# and the replica. The guard checks them in its usual order (authentication first).
+
+_PREPARE = Sql(
+    "SELECT dv.id, dv.user_id, dv.name, dv.public_key, dv.revoked_at, dv.active, dv.is_owner,"
+    " dv.user_name, "
+    f"{', '.join('sp.' + c.strip() for c in _SPACE_COLS.split(','))}, m.role, "
+    "pb.space_id, pb.digest, pb.receipt, "
+    "r.id, r.space_id, r.device_id, r.name, r.created_at, r.revoked_at "
+    "FROM (SELECT 1 AS one) o "
+    f"LEFT JOIN ({_DEVICE_BY_ID_SQL.replace('u.name FROM', 'u.name AS user_name FROM')}) dv "
+    "ON 1 = 1 "
+    f"LEFT JOIN (SELECT {_SPACE_COLS} FROM spaces WHERE id = :ref OR name = :ref "
+    "LIMIT 1) sp ON 1 = 1 "
+    "LEFT JOIN members m ON m.space_id = sp.id AND m.user_id = :u "
+    "LEFT JOIN (SELECT space_id, digest, receipt FROM batches "
+    "WHERE replica_id = :rep AND batch_id = :bid) pb ON 1 = 1 "
+    "LEFT JOIN (SELECT id, space_id, device_id, name, created_at, revoked_at "
+    "FROM replicas WHERE id = :rep) r ON 1 = 1")
+
+
+@dataclass(frozen=True)
+class PrepareContext:
+    user_id: str  # the user ``role`` was read for
+    device: DeviceRow | None
+    space: SpaceRow | None  # the space ``space_ref`` names
+    role: str | None  # the user's membership role in it
+    prior: PriorBatch | None  # this (replica, batch id) already accepted
+    replica: ReplicaRow | None
+
+
+def prepare_context_txn(conn: Connection, *, device_id: str, user_id: str, space_ref: str,
+                        replica_id: str, batch_id: str) -> PrepareContext:
+    """The guard's preparing reads in one statement (see above)."""
+    r = _PREPARE.one(conn, {"id": device_id, "u": user_id, "ref": space_ref,
+                            "rep": replica_id, "bid": batch_id})
+    dev = None if r[0] is None else DeviceRow(r[0], r[1], r[2], r[3], r[4], bool(r[5]),
+                                              bool(r[6]), r[7])
+    return PrepareContext(
+        user_id=user_id, device=dev, space=None if r[8] is None else SpaceRow(*r[8:17]), role=r[17],
+        prior=None if r[18] is None else PriorBatch(r[18], r[19], r[20]),
+        replica=None if r[21] is None else ReplicaRow(*r[21:27]))
+
+
 # ---------------------------------------------------------------- the guard's commit-time reads
 #
 # Everything the committing transaction re-reads after it locked the space row, in ONE

@@ -18,10 +18,17 @@ from typing import TypeVar
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import (
+    DBAPIError,
+    DisconnectionError,
+    IntegrityError,
+    OperationalError,
+    SQLAlchemyError,
+)
 
 log = logging.getLogger("quire.hub.store")
 T = TypeVar("T")
+PING_IDLE_S = 1.0  # PostgreSQL: ping a pooled connection idle longer than this before use
 
 
 def is_sqlite(url: str) -> bool:
@@ -57,7 +64,33 @@ def make_engine(url: str, *, pool_size: int = 10) -> Engine:
             conn.exec_driver_sql("BEGIN IMMEDIATE" if mode == "write" else "BEGIN")
 
         return engine
-    return create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+    engine = create_engine(url, pool_size=pool_size, max_overflow=pool_size)
+
+    # A pooled connection is pinged before use only when it sat idle for PING_IDLE_S: one
+    # in use moments ago is alive, and the round trip of a ping on every checkout was two
+    # of a publication's. A connection that fails its ping is replaced (SQLAlchemy retries
+    # the checkout with a fresh one, as ``pool_pre_ping`` does); one that dies while busy
+    # fails that statement, and SQLAlchemy then discards the pool's older connections.
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_conn, rec, _proxy):  # type: ignore[no-untyped-def]
+        if time.monotonic() - rec.info.get("quire_used", 0.0) <= PING_IDLE_S:
+            return
+        try:
+            cur = dbapi_conn.cursor()
+            try:
+                cur.execute("SELECT 1")
+            finally:
+                cur.close()
+            if not dbapi_conn.autocommit:
+                dbapi_conn.rollback()  # the ping's implicit transaction
+        except Exception as e:  # noqa: BLE001 - any failure: this connection is gone
+            raise DisconnectionError(f"pooled connection failed its ping: {e}") from e
+
+    @event.listens_for(engine, "checkin")
+    def _on_checkin(_dbapi_conn, rec):  # type: ignore[no-untyped-def]
+        rec.info["quire_used"] = time.monotonic()
+
+    return engine
 
 
 def _retryable(exc: BaseException) -> bool:

@@ -86,7 +86,7 @@ EMPTY_DIGESTS = tuple(bucket_digest(b, ZERO) for b in range(BUCKETS))
 def root_of(digests: Iterable[bytes]) -> str:
     """The root (hex) over the 256 bucket digests, in bucket order."""
     ds = list(digests)
-    if len(ds) != BUCKETS or any(len(d) != 32 for d in ds):
+    if len(ds) != BUCKETS or set(map(len, ds)) != {32}:
         raise ValueError(f"a root is over {BUCKETS} digests of 32 bytes")
     return hashlib.sha256(ROOT_DOMAIN + b"".join(ds)).hexdigest()
 
@@ -147,4 +147,5 @@ def pack_digests(digests: Iterable[bytes]) -> bytes:
 def unpack_digests(blob: bytes) -> list[bytes]:
     if len(blob) != 32 * BUCKETS:
         raise ValueError("bucket digests are 256 x 32 bytes")
-    return [bytes(blob[i:i + 32]) for i in range(0, len(blob), 32)]
+    b = bytes(blob)  # one copy (a memoryview or bytearray from a driver), then slices
+    return [b[i:i + 32] for i in range(0, len(b), 32)]

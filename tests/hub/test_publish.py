@@ -219,6 +219,49 @@ def test_epoch_bump_during_prepare_blocks_publication(hub_app: dict[str, Any]) -
     assert ed.head(space)["seq"] == 0
 
 
+def test_replica_revoked_during_prepare_blocks_publication(hub_app: dict[str, Any]) -> None:
+    """The guard re-reads the replica at commit (with its other re-reads, in one
+    statement): a replica revoked after preparation cannot publish, nothing is written."""
+    owner, ed, space = setup_space(hub_app)
+    hub = hub_app["hub"]
+    replica = ed.replica(space)
+
+    def revoke(_batch: Any) -> None:
+        r = owner.post(f"/v1/spaces/{space}/replicas/{replica}/revoke", {})
+        assert r.status_code == 200, r.text
+
+    before = _counts(hub)
+    hub_app["hooks"].after_prepare = revoke
+    r = ed.publish(space, [put("page/a")])
+    hub_app["hooks"].after_prepare = None
+    assert r.status_code == 403, r.text
+    assert r.json()["error"]["details"]["reason"] == "replica_revoked"
+    after = _counts(hub)
+    assert (after["batches"], after["entries"]) == (before["batches"], before["entries"])
+
+
+def test_the_same_batch_accepted_during_prepare_is_answered_as_its_replay(
+        hub_app: dict[str, Any]) -> None:
+    """Two requests with one batch: the second, prepared before the first landed, finds it
+    at commit and answers the first's receipt byte for byte (one batch, one receipt)."""
+    _, ed, space = setup_space(hub_app)
+    hub = hub_app["hub"]
+    body = ed.batch(space, [put("page/once")])
+    first: list[Any] = []
+
+    def land_first(_batch: Any) -> None:
+        hub_app["hooks"].after_prepare = None  # the inner request goes straight through
+        first.append(ed.post(f"/v1/spaces/{space}/batches", body))
+
+    hub_app["hooks"].after_prepare = land_first
+    r = ed.post(f"/v1/spaces/{space}/batches", body)
+    hub_app["hooks"].after_prepare = None
+    assert first and first[0].status_code == 201, first and first[0].text
+    assert r.status_code == 200 and r.json()["replayed"] is True, r.text
+    assert r.json()["receipt"] == first[0].json()["receipt"]
+    assert _counts(hub)["batches"] == 1
+
+
 def _counts(hub: Any) -> dict[str, int]:
     from hub.store import queries as q
 

@@ -162,7 +162,7 @@ def recheck_device_txn(conn: Any, p: Principal, now_ms: int | None = None, *,
 def recheck_device_row_txn(conn: Any, p: Principal, dev: Any, now_ms: int | None = None
                            ) -> tuple[Principal, Any]:
     """``recheck_device_txn`` on a device row the caller read in this transaction (the
-    guard reads it with the rest of its commit-time checks: ``q.commit_context_txn``)."""
+    guard reads it with the rest of its commit-time checks: ``q.commit_context_read``)."""
     if dev is None:
         raise Unauthorized("device no longer exists", {"reason": "device_removed"})
     _check_device(dev)

@@ -220,6 +220,35 @@ def _known_head(space: q.SpaceRow, seq: int, digest: str,
     return head_at() == digest
 
 
+def _commit_reads_txn(conn: Any, space: q.SpaceRow, batch: Batch, principal: Principal,
+                      quota: bool, state_root: bool
+                      ) -> tuple[q.CommitContext, dict[str, tuple[str, bool]],
+                                 dict[str, str] | None, dict[int, bytes] | None]:
+    """What the committing transaction reads once it holds the space lock, in one round
+    trip on PostgreSQL (``q.read_together``): the re-reads (``q.commit_context_read``), the
+    current versions of the touched entries, their live contents (the quota measures
+    them) and the kept lattices of their buckets (the state root moves with them). Only
+    writes under the same lock change any of it, so reading it together is reading it in
+    turn."""
+    ids = [op.entry_id for op in batch.ops]
+    versions = q.versions_reads(space.id, ids)
+    contents = q.contents_reads(space.id, ids) if quota else []
+    reads = [q.commit_context_read(
+        conn.dialect.name, space_id=space.id, epoch=space.epoch, parent_seq=batch.parent_seq,
+        device_id=principal.device_id, user_id=principal.user_id,
+        replica_id=batch.replica_id, batch_id=batch.batch_id, quota=quota),
+        *versions, *contents]
+    if state_root:
+        reads.append(signed_state.lattice_read(space.id, batch.ops))
+    rows = q.read_together(conn, reads)
+    ctx = q.commit_context_of(rows[0][0], space.id, quota)
+    current = q.versions_of(rows[1:1 + len(versions)])
+    live = {eid: c for part in rows[1 + len(versions):1 + len(versions) + len(contents)]
+            for eid, c in part} if quota else None
+    lattices = signed_state.lattices_of(rows[-1]) if state_root else None
+    return ctx, current, live, lattices
+
+
 def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep: Prepared,
                now: int, rebase: bool = False, state_root: bool = True,
                hooks: GuardHooks | None = None, quota: HubQuotas | None = None,
@@ -234,12 +263,10 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
         raise_deleted_txn(conn, space)
     if hooks is not None and hooks.in_commit is not None:
         hooks.in_commit(conn, batch, "locked")
-    # every re-read below in one statement, after the lock (and after the hook: what a
-    # concurrent change committed by now is seen); the checks run in their usual order
-    ctx = q.commit_context_txn(conn, space_id=space.id, epoch=space.epoch,
-                               parent_seq=batch.parent_seq, device_id=principal.device_id,
-                               user_id=principal.user_id, replica_id=batch.replica_id,
-                               batch_id=batch.batch_id, quota=quota is not None)
+    # every re-read below, after the lock (and after the hook: what a concurrent change
+    # committed by now is seen), in one round trip; the checks run in their usual order
+    ctx, current, contents, lattices = _commit_reads_txn(conn, space, batch, principal,
+                                                         quota is not None, state_root)
     # a concurrent publish of the very same batch may have landed since preparation
     replay = _replay_of(ctx.prior, batch, space.id)
     if replay is not None:
@@ -270,18 +297,16 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
         raise HeadChanged("the space rules changed while this batch was prepared; retry",
                           {"reason": "rules_changed", "seq": space.head_seq,
                            "digest": space.head_digest})
-    current = q.current_versions_txn(conn, space.id, [op.entry_id for op in batch.ops])
     check_bases(batch, current)
-    body, contents = prep.body, list(prep.contents)
+    body, new_contents = prep.body, list(prep.contents)
     rows = [{"entry_id": op.entry_id, "version": op.entry.version, "deleted": op.entry.deleted,
-             "content": content} for op, content in zip(batch.ops, contents, strict=True)]
+             "content": content} for op, content in zip(batch.ops, new_contents, strict=True)]
     # before anything is written (hub/quotas.py); the counts are written with the rest
     counts = None if quota is None else check_quota_txn(
-        conn, quota, space.id, batch.ops, current, body, contents, ctx.quota)
+        conn, quota, space.id, batch.ops, current, body, new_contents, ctx.quota, contents)
     # PostgreSQL: what follows is written in one pipeline (hub/store/queries.py
-    # ``pipelined``): the writes go out together instead of a round trip each; only the
-    # lattices read waits for its answer. Plain SQL only in here (``Sql``), no SQLAlchemy
-    # statement: those read their results at once.
+    # ``pipelined``): the writes go out together, one round trip. Plain SQL only in here
+    # (``Sql``), no SQLAlchemy statement: those read their results at once.
     with q.pipelined(conn):
         if counts is not None:
             count_txn(conn, counts)
@@ -289,7 +314,8 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
         head = chain_next(space.head_digest, batch.digest)
         # the signed state root moves with the head, O(ops) (hub/signed_state.py)
         root = signed_state.advance_txn(conn, space.id, signed_state.batch_changes(
-            batch.ops, current), ctx.root) if state_root else signed_state.DISABLED_ROOT
+            batch.ops, current), ctx.root, lattices) if state_root \
+            else signed_state.DISABLED_ROOT
         receipt = canonical_str(sign_receipt(key.private, receipt_body(
             space=space.id, batch_id=batch.batch_id, replica_id=batch.replica_id, seq=seq,
             head=head, epoch=space.epoch, accepted_at=now, digest=batch.digest)))

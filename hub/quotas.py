@@ -112,7 +112,7 @@ _COUNT = q.Sql("UPDATE space_quota SET entries = :e, bytes = :b, history_bytes =
 
 def _usage_locked_txn(conn: Any, space_id: str, row: Any = None) -> dict[str, Any]:
     """The space's quota row, locked; ``row``: as this transaction already read it locked
-    (the guard's ``q.commit_context_txn``)."""
+    (the guard's ``q.commit_context_read``)."""
     if row is not None:
         return dict(row)
     row = _GET_LOCKED[conn.dialect.name].one(conn, {"s": space_id})
@@ -142,12 +142,16 @@ def count_txn(conn: Any, counts: dict[str, Any]) -> None:
 
 def check_txn(conn: Any, hub: HubQuotas, space_id: str, ops: Sequence[Any],
               current: dict[str, tuple[str, bool]], body: str, new_contents: list[str],
-              row: dict[str, Any] | None = None) -> dict[str, Any]:
+              row: dict[str, Any] | None = None, contents: dict[str, str] | None = None
+              ) -> dict[str, Any]:
     """``check_and_count_txn`` without the write: raises ``quota_exceeded``, else returns
-    the space's counts after the batch, for ``count_txn`` in the same transaction."""
+    the space's counts after the batch, for ``count_txn`` in the same transaction.
+    ``contents``: the live contents of the touched entries, as this transaction read them
+    with ``current`` (``q.contents_reads``)."""
     row = _usage_locked_txn(conn, space_id, row)
     live_before = {eid for eid, (_, deleted) in current.items() if not deleted}
-    old = q.current_contents_txn(conn, space_id, sorted(live_before)) if live_before else {}
+    old = contents if contents is not None else (
+        q.current_contents_txn(conn, space_id, sorted(live_before)) if live_before else {})
     d_entries = d_bytes = 0
     for op, content in zip(ops, new_contents, strict=True):
         was_live = op.entry_id in live_before

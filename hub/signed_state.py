@@ -55,24 +55,38 @@ _READ = object()
 
 
 def advance_txn(conn: Any, space_id: str, changes: list[state.Change],
-                cur: Any = _READ) -> str:
+                cur: Any = _READ, lattices: dict[int, bytes] | None = None) -> str:
     """Apply a batch's ``(id, old live version, new live version)`` to the space's state and
     return the new root. Runs in the publishing transaction, before the entries are written
     (a missing state is rebuilt from the entries as they were before the batch). ``cur``:
-    the kept ``(digests, root)`` (or None) as this transaction already read it."""
+    the kept ``(digests, root)`` (or None) as this transaction already read it;
+    ``lattices``: the kept lattices of (at least) every bucket the changes touch, read with
+    it (``lattice_read``); ignored when the state had to be rebuilt."""
     if cur is _READ:
         cur = ss.root_txn(conn, space_id)
-    digests = state.unpack_digests(cur[0]) if cur is not None else _rebuild_txn(conn,
-                                                                                space_id)[0]
+    if cur is None:
+        digests, lattices = _rebuild_txn(conn, space_id)[0], None
+    else:
+        digests = state.unpack_digests(cur[0])
     buckets = sorted({state.bucket_of(c[0]) for c in changes if c[1] != c[2]})
     if not buckets:
         return state.root_of(digests)
-    new = state.apply_changes(ss.lattices_txn(conn, space_id, buckets), changes)
+    new = state.apply_changes(ss.lattices_txn(conn, space_id, buckets) if lattices is None
+                              else lattices, changes)
     ss.set_lattices_txn(conn, space_id, new)
     digests = state.digests_with(digests, new)
     root = state.root_of(digests)
     ss.set_root_txn(conn, space_id, state.pack_digests(digests), root)
     return root
+
+
+def lattice_read(space_id: str, ops: Any) -> Any:
+    """The read of the kept lattices of every bucket ``ops`` touch (``q.read_together``;
+    its rows go to ``lattices_of``): a superset of the buckets ``advance_txn`` changes."""
+    return ss.lattices_read(space_id, sorted({state.bucket_of(op.entry_id) for op in ops}))
+
+
+lattices_of = ss.lattices_of
 
 
 def batch_changes(ops: Any, current: dict[str, tuple[str, bool]]) -> list[state.Change]:

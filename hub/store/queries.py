@@ -339,33 +339,71 @@ def _versions_sql(n: int) -> Sql:
     return stmt
 
 
+Read = tuple[Sql, dict[str, Any]]  # a statement and its parameters, for ``read_together``
+
+
+def read_together(conn: Connection, reads: list[Read]) -> list[list[Any]]:
+    """Run independent reads and return their rows, in order. PostgreSQL: all of them in
+    one round trip (pipeline mode, ``pipelined``); SQLite: one after another."""
+    curs: list[Any] = []
+    try:
+        with pipelined(conn):  # leaving the block is the one round trip (a Sync)
+            for stmt, params in reads:
+                curs.append(stmt.cursor(conn, params))
+        # fetched after the block: a fetch inside would sync, then leaving syncs again
+        return [cur.fetchall() for cur in curs]
+    finally:
+        for cur in curs:
+            cur.close()
+
+
+def _chunks(space_id: str, entry_ids: list[str]) -> Iterator[dict[str, Any]]:
+    for i in range(0, len(entry_ids), 500):
+        params: dict[str, Any] = {f"e{j}": eid for j, eid in enumerate(entry_ids[i:i + 500])}
+        params["s"] = space_id
+        yield params
+
+
+def versions_reads(space_id: str, entry_ids: list[str]) -> list[Read]:
+    """The statements of ``current_versions_txn`` (parse their rows with ``versions_of``)."""
+    return [(_versions_sql(len(p) - 1), p) for p in _chunks(space_id, entry_ids)]
+
+
+def versions_of(results: list[list[Any]]) -> dict[str, tuple[str, bool]]:
+    return {eid: (version, bool(deleted)) for rows in results
+            for eid, version, deleted in rows}
+
+
 def current_versions_txn(conn: Connection, space_id: str, entry_ids: list[str]
                          ) -> dict[str, tuple[str, bool]]:
     """``entry_id -> (version, deleted)`` for the touched entries that exist."""
-    out: dict[str, tuple[str, bool]] = {}
-    for i in range(0, len(entry_ids), 500):
-        chunk = entry_ids[i:i + 500]
-        params: dict[str, Any] = {f"e{j}": eid for j, eid in enumerate(chunk)}
-        params["s"] = space_id
-        for eid, version, deleted in _versions_sql(len(chunk)).all(conn, params):
-            out[eid] = (version, bool(deleted))
+    return versions_of([stmt.all(conn, params)
+                        for stmt, params in versions_reads(space_id, entry_ids)])
+
+
+_CONTENTS: dict[int, Sql] = {}
+
+
+def contents_reads(space_id: str, entry_ids: list[str]) -> list[Read]:
+    """The statements of ``current_contents_txn`` (parse their rows with ``dict``)."""
+    out = []
+    for p in _chunks(space_id, entry_ids):
+        n = len(p) - 1
+        stmt = _CONTENTS.get(n)
+        if stmt is None:
+            marks = ", ".join(f":e{j}" for j in range(n))
+            stmt = _CONTENTS[n] = Sql("SELECT entry_id, content FROM entries WHERE "
+                                      f"space_id = :s AND deleted = false AND entry_id IN "
+                                      f"({marks})")
+        out.append((stmt, p))
     return out
 
 
 def current_contents_txn(conn: Connection, space_id: str, entry_ids: list[str]
                          ) -> dict[str, str]:
     """``entry_id -> canonical content`` of the given entries that are live."""
-    out: dict[str, str] = {}
-    for i in range(0, len(entry_ids), 500):
-        chunk = entry_ids[i:i + 500]
-        marks = ", ".join(f":e{j}" for j in range(len(chunk)))
-        params: dict[str, Any] = {f"e{j}": eid for j, eid in enumerate(chunk)}
-        params["s"] = space_id
-        for eid, content in Sql("SELECT entry_id, content FROM entries WHERE space_id = :s "
-                                f"AND deleted = false AND entry_id IN ({marks})").all(
-                                    conn, params):
-            out[eid] = content
-    return out
+    return {eid: content for stmt, params in contents_reads(space_id, entry_ids)
+            for eid, content in stmt.all(conn, params)}
 
 
 _INSERT_ENTRY = Sql("INSERT INTO entries (space_id, entry_id, version, deleted, content, seq, "
@@ -538,14 +576,17 @@ class CommitContext:
     quota: dict[str, Any] | None  # the space_quota row (None: none yet, or not asked)
 
 
-def commit_context_txn(conn: Connection, *, space_id: str, epoch: str, parent_seq: int,
-                       device_id: str, user_id: str, replica_id: str, batch_id: str,
-                       quota: bool) -> CommitContext:
-    """The guard's commit-time re-reads in one statement (see above); ``quota``: also read
-    and lock the space's quota row."""
-    r = _CONTEXT[(conn.dialect.name, quota)].one(conn, {
+def commit_context_read(dialect: str, *, space_id: str, epoch: str, parent_seq: int,
+                        device_id: str, user_id: str, replica_id: str, batch_id: str,
+                        quota: bool) -> Read:
+    """The guard's commit-time re-reads as one statement (see above); ``quota``: also read
+    and lock the space's quota row. Its one row goes to ``commit_context_of``."""
+    return (_CONTEXT[(dialect, quota)], {
         "dev": device_id, "s": space_id, "rep": replica_id, "bid": batch_id, "e": epoch,
         "n": parent_seq, "u": user_id})
+
+
+def commit_context_of(r: Any, space_id: str, quota: bool) -> CommitContext:
     dev = None if r[0] is None else DeviceRow(r[0], r[1], r[2], r[3], r[4], bool(r[5]),
                                               bool(r[6]), r[7])
     return CommitContext(

@@ -44,7 +44,8 @@ def set_root_txn(conn: Connection, space_id: str, digests: bytes, root: str) -> 
     _UPSERT_ROOT.run(conn, {"s": space_id, "d": digests, "r": root})
 
 
-def lattices_txn(conn: Connection, space_id: str, buckets: list[int]) -> dict[int, bytes]:
+def lattices_read(space_id: str, buckets: list[int]) -> tuple[Sql, dict[str, Any]]:
+    """The statement of ``lattices_txn`` (its rows go to ``lattices_of``)."""
     n = len(buckets)
     stmt = _LATTICES.get(n)
     if stmt is None:
@@ -53,7 +54,16 @@ def lattices_txn(conn: Connection, space_id: str, buckets: list[int]) -> dict[in
                                   f"WHERE space_id = :s AND bucket IN ({marks})")
     params: dict[str, Any] = {f"b{i}": b for i, b in enumerate(buckets)}
     params["s"] = space_id
-    return {b: bytes(lat) for b, lat in stmt.all(conn, params)}
+    return stmt, params
+
+
+def lattices_of(rows: list[Any]) -> dict[int, bytes]:
+    return {b: bytes(lat) for b, lat in rows}
+
+
+def lattices_txn(conn: Connection, space_id: str, buckets: list[int]) -> dict[int, bytes]:
+    stmt, params = lattices_read(space_id, buckets)
+    return lattices_of(stmt.all(conn, params))
 
 
 def set_lattices_txn(conn: Connection, space_id: str, lattices: dict[int, bytes]) -> None:

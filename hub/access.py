@@ -206,7 +206,7 @@ def space_access_txn(conn: Any, p: Principal, space_ref: str, minimum: str,
 
     ``found`` and ``member_role()``: the space row ``space_ref`` names (or None) and the
     user's membership role in it, as this transaction already read them (the guard's
-    ``q.prepare_context_txn``).
+    ``q.prepare_context_read``).
     """
     space = q.find_space_txn(conn, space_ref) if found is _READ else found
     if space is not None and lock:

@@ -54,14 +54,24 @@ def _blocked_sql(n: int) -> Sql:
                f"WHERE space_id = :s AND entry_id IN ({marks})")
 
 
+def check_read(space_id: str, ops: Sequence[Any]) -> tuple[Sql, dict[str, Any]] | None:
+    """The look-up ``check_txn`` makes (None: nothing to look up), for a caller that reads
+    it together with others (``q.read_together``) and then calls ``check_rows``."""
+    ids = sorted({op.entry_id for op in ops if not op.entry.deleted})
+    if not ids:
+        return None
+    return _blocked_sql(len(ids)), {"s": space_id, **{f"e{i}": e for i, e in enumerate(ids)}}
+
+
 def check_txn(conn: Any, space_id: str, ops: Sequence[Any]) -> None:
     """Refuse the batch when an op writes a blocked version of its entry."""
-    live = [op for op in ops if not op.entry.deleted]
-    if not live:
-        return
-    ids = sorted({op.entry_id for op in live})
-    rows = _blocked_sql(len(ids)).all(conn, {"s": space_id,
-                                             **{f"e{i}": e for i, e in enumerate(ids)}})
+    read = check_read(space_id, ops)
+    if read is not None:
+        check_rows(ops, read[0].all(conn, read[1]))
+
+
+def check_rows(ops: Sequence[Any], rows: list[Any]) -> None:
+    """``check_txn`` on the rows of its look-up."""
     if not rows:
         return
     blocked = {(entry_id, version): seq for entry_id, version, seq in rows}

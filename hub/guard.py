@@ -152,14 +152,42 @@ def _replay_of(prior: q.PriorBatch | None, batch: Batch, space_id: str) -> Outco
     return Outcome(receipt=prior.receipt, replayed=True)
 
 
+@dataclass(frozen=True)
+class Preread:
+    """What preparing reads, read together (``preread_txn``): the single-row reads, and the
+    touched entries' versions, the rules and the blocked versions of the space the batch
+    names (used only once that space is the one the path names)."""
+
+    ctx: q.PrepareContext
+    current: dict[str, tuple[str, bool]]
+    rules: list[dict[str, Any]]
+    blocked: list[Any] | None  # None: no op writes a version that could be blocked
+
+
+def preread_txn(conn: Any, batch: Batch, principal: Principal | AccessClaims,
+                space_ref: str) -> Preread:
+    """The preparing reads in one round trip on PostgreSQL (``q.read_together``)."""
+    blocked = blocks.check_read(batch.space, batch.ops)
+    versions = q.versions_reads(batch.space, [op.entry_id for op in batch.ops])
+    rows = q.read_together(conn, [
+        q.prepare_context_read(device_id=principal.device_id, user_id=principal.user_id,
+                               space_ref=space_ref, replica_id=batch.replica_id,
+                               batch_id=batch.batch_id),
+        q.rules_read(batch.space), *versions, *([blocked] if blocked else [])])
+    return Preread(q.prepare_context_of(rows[0][0], principal.user_id),
+                   q.versions_of(rows[2:2 + len(versions)]), q.rules_of(rows[1]),
+                   rows[-1] if blocked else None)
+
+
 def prepare_txn(conn: Any, batch: Batch, principal: Principal, space_ref: str,
                 dev: Any = None, screening: screen.Config = screen.DEFAULT,
-                ctx: q.PrepareContext | None = None
+                pre: Preread | None = None
                 ) -> tuple[Principal, Prepared | None, Outcome | None]:
     """``dev``: the device row, when this transaction already read it (authentication).
     ``screening``: the content screening the batch passes (after the rules: a refusal
-    for policy says nothing about the content). ``ctx``: the single-row reads below, as
-    this transaction already made them (``q.prepare_context_txn``)."""
+    for policy says nothing about the content). ``pre``: the reads below, as this
+    transaction already made them (``preread_txn``)."""
+    ctx = pre.ctx if pre is not None else None
     if dev is None:
         principal, dev = recheck_device_txn(conn, principal)
     if ctx is None:
@@ -189,12 +217,19 @@ def prepare_txn(conn: Any, batch: Batch, principal: Principal, space_ref: str,
     if batch.epoch != space.epoch:
         raise EpochChanged("the space moved to another epoch; take a snapshot and replay "
                            "local changes", {"epoch": space.epoch})
-    current = q.current_versions_txn(conn, space.id, [op.entry_id for op in batch.ops])
+    # ``pre`` read them for batch.space: the space checked above
+    current = pre.current if pre is not None else q.current_versions_txn(
+        conn, space.id, [op.entry_id for op in batch.ops])
     check_bases(batch, current)
     check_portable(batch.ops, current)
     check_rules(policy.changes_txn(conn, space.id, batch.ops, current),
-                q.list_rules_txn(conn, space.id), principal, role)
-    blocks.check_txn(conn, space.id, batch.ops)  # revert --block (hub/blocks.py)
+                pre.rules if pre is not None else q.list_rules_txn(conn, space.id),
+                principal, role)
+    # revert --block (hub/blocks.py)
+    if pre is None:
+        blocks.check_txn(conn, space.id, batch.ops)
+    elif pre.blocked is not None:
+        blocks.check_rows(batch.ops, pre.blocked)
     screen.check_txn(conn, space.id, batch.ops, screening)
     return principal, Prepared(space.id, space.epoch, space.rules_version, role,
                                dev.public_key, canonical_str(batch.to_wire()),
@@ -391,16 +426,15 @@ def _publish(store: Store, key: HubKey, principal: Principal | AccessClaims, spa
                 authenticate_device_txn(conn, claims, now())
             raise
         # the device (the request's verified token: read once, here), the space, the role,
-        # the replay check and the replica in one statement; checked in the usual order
-        ctx = q.prepare_context_txn(conn, device_id=principal.device_id,
-                                    user_id=principal.user_id, space_ref=space_ref,
-                                    replica_id=batch.replica_id, batch_id=batch.batch_id)
+        # the replay check, the replica, versions, rules and blocks in one round trip;
+        # checked in the usual order
+        pre = preread_txn(conn, batch, principal, space_ref)
         if isinstance(principal, AccessClaims):
-            principal, dev = authenticate_device_txn(conn, principal, now(), ctx.device)
+            principal, dev = authenticate_device_txn(conn, principal, now(), pre.ctx.device)
         else:
-            principal, dev = recheck_device_row_txn(conn, principal, ctx.device)
+            principal, dev = recheck_device_row_txn(conn, principal, pre.ctx.device)
         principal, prep, replay = prepare_txn(conn, batch, principal, space_ref, dev,
-                                              screening, ctx)
+                                              screening, pre)
     if replay is not None:
         return replay
     assert prep is not None

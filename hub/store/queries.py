@@ -504,11 +504,15 @@ class PrepareContext:
     replica: ReplicaRow | None
 
 
-def prepare_context_txn(conn: Connection, *, device_id: str, user_id: str, space_ref: str,
-                        replica_id: str, batch_id: str) -> PrepareContext:
-    """The guard's preparing reads in one statement (see above)."""
-    r = _PREPARE.one(conn, {"id": device_id, "u": user_id, "ref": space_ref,
-                            "rep": replica_id, "bid": batch_id})
+def prepare_context_read(*, device_id: str, user_id: str, space_ref: str, replica_id: str,
+                         batch_id: str) -> Read:
+    """The guard's preparing reads as one statement (see above); its one row goes to
+    ``prepare_context_of``."""
+    return _PREPARE, {"id": device_id, "u": user_id, "ref": space_ref, "rep": replica_id,
+                      "bid": batch_id}
+
+
+def prepare_context_of(r: Any, user_id: str) -> PrepareContext:
     dev = None if r[0] is None else DeviceRow(r[0], r[1], r[2], r[3], r[4], bool(r[5]),
                                               bool(r[6]), r[7])
     return PrepareContext(
@@ -695,8 +699,17 @@ _RULES = Sql("SELECT id, effect, who, actions, entries FROM rules WHERE space_id
 
 
 def list_rules_txn(conn: Connection, space_id: str) -> list[dict[str, Any]]:
+    return rules_of(_RULES.all(conn, {"s": space_id}))
+
+
+def rules_read(space_id: str) -> Read:
+    """The statement of ``list_rules_txn`` (its rows go to ``rules_of``)."""
+    return _RULES, {"s": space_id}
+
+
+def rules_of(rows: list[Any]) -> list[dict[str, Any]]:
     return [{"id": r[0], "effect": r[1], "who": r[2], "actions": r[3].split(","),
-             "entries": r[4]} for r in _RULES.all(conn, {"s": space_id})]
+             "entries": r[4]} for r in rows]
 
 
 # ---------------------------------------------------------------- identity (refresh tokens,

@@ -61,7 +61,8 @@ def make_engine(url: str, *, pool_size: int = 10) -> Engine:
         @event.listens_for(engine, "begin")
         def _on_begin(conn):  # type: ignore[no-untyped-def]
             mode = conn.get_execution_options().get("quire_txn", "read")
-            conn.exec_driver_sql("BEGIN IMMEDIATE" if mode == "write" else "BEGIN")
+            if mode != "statements":  # Store.read(statements=True): no transaction
+                conn.exec_driver_sql("BEGIN IMMEDIATE" if mode == "write" else "BEGIN")
 
         return engine
     engine = create_engine(url, pool_size=pool_size, max_overflow=pool_size)
@@ -140,16 +141,18 @@ class Store:
         """A read transaction. ``snapshot=True`` guarantees one consistent view for its whole
         life (used to stream a snapshot at one head).
 
-        ``statements=True``: on PostgreSQL, no transaction at all (autocommit): each
-        statement sees what was committed when it started, which is all a READ COMMITTED
-        transaction guarantees too, without its BEGIN and COMMIT round trips. Only for
-        reads (a write would commit on its own). SQLite: the usual transaction (one
-        snapshot, no round trips to save)."""
+        ``statements=True``: no transaction at all (PostgreSQL: autocommit; SQLite: no
+        BEGIN): each statement sees what was committed when it started, which is all a
+        READ COMMITTED transaction guarantees on PostgreSQL too, without its BEGIN and
+        COMMIT (round trips there, statements here). For reads that need no single
+        snapshot; a write would commit on its own."""
         opts: dict[str, object] = {"quire_txn": "read"}
         if snapshot and not self.sqlite:
             opts["isolation_level"] = "REPEATABLE READ"
-        elif statements and not self.sqlite:
-            opts["isolation_level"] = "AUTOCOMMIT"
+        elif statements:
+            opts["quire_txn"] = "statements"
+            if not self.sqlite:
+                opts["isolation_level"] = "AUTOCOMMIT"
         with self._connect().execution_options(**opts) as conn:
             with conn.begin():
                 yield conn

@@ -87,8 +87,8 @@ class Prepared:
     # canonical JSON of the batch and of each op's entry, as stored: pure functions of the
     # batch, computed while preparing so the committing transaction (serialized by the
     # space lock) does not
-    body: str = ""
-    contents: tuple[str, ...] = ()
+    body: str
+    contents: tuple[str, ...]
 
 
 @dataclass

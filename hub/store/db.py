@@ -3,7 +3,9 @@
 SQLite: WAL, ``synchronous=FULL``, writers start with ``BEGIN IMMEDIATE`` so two writers
 never deadlock upgrading a read lock; readers start with a deferred ``BEGIN`` and see one
 consistent snapshot. PostgreSQL: psycopg 3; writers lock the space row
-(``SELECT … FOR UPDATE``); readers that must see one snapshot run REPEATABLE READ.
+(``SELECT … FOR UPDATE``); readers that must see one snapshot run REPEATABLE READ. Reads
+that need no snapshot (``read(statements=True)``: the guard's preparation) run outside a
+transaction on both. Pooled PostgreSQL connections idle over ``PING_IDLE_S`` are pinged.
 """
 
 from __future__ import annotations

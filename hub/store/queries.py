@@ -476,6 +476,9 @@ def insert_batch_txn(conn: Connection, **values: Any) -> None:
 # user, the space the path names (by id or name), the user's role there, the replay check
 # and the replica. The guard checks them in its usual order (authentication first).
 
+# ``device_by_id_txn``'s statement, its columns named for the outer SELECT
+_CTX_DEVICE = _DEVICE_BY_ID_SQL.replace("u.name FROM", "u.name AS user_name FROM")
+
 _PREPARE = Sql(
     "SELECT dv.id, dv.user_id, dv.name, dv.public_key, dv.revoked_at, dv.active, dv.is_owner,"
     " dv.user_name, "
@@ -483,7 +486,7 @@ _PREPARE = Sql(
     "pb.space_id, pb.digest, pb.receipt, "
     "r.id, r.space_id, r.device_id, r.name, r.created_at, r.revoked_at "
     "FROM (SELECT 1 AS one) o "
-    f"LEFT JOIN ({_DEVICE_BY_ID_SQL.replace('u.name FROM', 'u.name AS user_name FROM')}) dv "
+    f"LEFT JOIN ({_CTX_DEVICE}) dv "
     "ON 1 = 1 "
     f"LEFT JOIN (SELECT {_SPACE_COLS} FROM spaces WHERE id = :ref OR name = :ref "
     "LIMIT 1) sp ON 1 = 1 "
@@ -531,9 +534,6 @@ def prepare_context_of(r: Any, user_id: str) -> PrepareContext:
 # is a single-row subquery joined to one constant row, so a missing row is NULLs, never no
 # row. The guard applies its checks to the result in the order it always did.
 
-_CTX_DEVICE = ("SELECT d.id, d.user_id, d.name, d.public_key, d.revoked_at, u.active, "
-               "u.is_owner, u.name AS user_name FROM devices d JOIN users u ON u.id = d.user_id "
-               "WHERE d.id = :dev")
 _CTX_QUOTA = ("SELECT entries, bytes, history_bytes, max_entries, max_bytes, max_history_bytes "
               "FROM space_quota WHERE space_id = :s")
 
@@ -586,7 +586,7 @@ def commit_context_read(dialect: str, *, space_id: str, epoch: str, parent_seq: 
     """The guard's commit-time re-reads as one statement (see above); ``quota``: also read
     and lock the space's quota row. Its one row goes to ``commit_context_of``."""
     return (_CONTEXT[(dialect, quota)], {
-        "dev": device_id, "s": space_id, "rep": replica_id, "bid": batch_id, "e": epoch,
+        "id": device_id, "s": space_id, "rep": replica_id, "bid": batch_id, "e": epoch,
         "n": parent_seq, "u": user_id})
 
 

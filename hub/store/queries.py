@@ -895,8 +895,8 @@ def notify_txn(conn: Connection, channel: str, payload: str) -> None:
 @contextmanager
 def pipelined(conn: Connection) -> Iterator[None]:
     """PostgreSQL: the block's statements on this connection go out in psycopg's pipeline
-    mode: a statement whose answer is not read (a write through ``Sql.run``) does not wait
-    for it, so N writes cost one round trip; a read (``Sql.one``/``all``) still gets its
+    mode: a statement whose answer is not read (a write through ``Sql.run``, whose rowcount
+    is then unknown: -1) does not wait for it, so N writes cost one round trip; a read (``Sql.one``/``all``) still gets its
     answer, after everything queued before it. A statement that fails surfaces as the usual
     SQLAlchemy error (``Store.run_write`` retries serialization failures and deadlocks, the
     group commit rolls back to the item's savepoint), at the latest when the block ends;

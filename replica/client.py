@@ -26,8 +26,9 @@ from urllib.parse import quote
 import httpx2
 
 from replica.keypin import KeyPin
-from shared.digest import sha256_hex, verify_chain
-from shared.entry import Entry, make_entry, validated_canonical_bytes
+from replica.ndjson import LINE_LIMITS, MAX_LINE, check_entry_line, ndjson_lines, parse_line
+from shared.digest import verify_chain
+from shared.entry import Entry
 from shared.errors import (
     HubUnverified,
     LocalError,
@@ -36,14 +37,13 @@ from shared.errors import (
     TransferFailed,
     from_wire,
 )
-from shared.jsonlimits import JsonLimitError, JsonLimits
+from shared.jsonlimits import JsonLimitError
 from shared.jsonlimits import loads as bounded_loads
 from shared.signed import SignedHead, parse_head
 from shared.wire import REPLICA_HEADER, Batch, parse_batch, verify_receipt
 
 DEFAULT_TIMEOUT = 30.0
-MAX_LINE = 16 * 1024 * 1024  # one NDJSON line (a batch is at most 8 MiB on the hub)
-LINE_LIMITS = JsonLimits()  # depth 64 (canonical JSON refuses deeper), members, strings
+END_PREFIX = b'{"end"'  # how the hub starts an end line (hub/feed.py); raw streams parse it
 
 
 @dataclass(frozen=True)
@@ -66,41 +66,6 @@ class ChangesPage:
 
 def _q(s: str) -> str:
     return quote(s, safe="")
-
-
-def _ndjson_lines(resp: Any) -> Iterator[bytes]:
-    """A response body's lines, split at ``\n`` only. A text line reader (httpx's
-    ``iter_lines``) also splits at U+0085, U+2028 and U+2029, which canonical JSON leaves
-    unescaped inside strings: an entry holding one would look like a cut stream."""
-    rest = b""
-    for chunk in resp.iter_bytes():
-        if rest:
-            chunk = rest + chunk
-        *lines, rest = chunk.split(b"\n")
-        for line in lines:
-            if len(line) > MAX_LINE:
-                raise HubUnverified(f"a streamed line is longer than {MAX_LINE} bytes",
-                                    {"reason": "line_too_long", "limit": MAX_LINE})
-            yield line
-        if len(rest) > MAX_LINE:
-            raise HubUnverified(f"a streamed line is longer than {MAX_LINE} bytes",
-                                {"reason": "line_too_long", "limit": MAX_LINE})
-    if rest:
-        yield rest
-
-
-def parse_line(line: bytes, where: str) -> dict[str, Any]:
-    """One NDJSON line, within ``LINE_LIMITS`` (never a RecursionError or a huge build)."""
-    try:
-        obj = bounded_loads(line, LINE_LIMITS)
-    except JsonLimitError as e:
-        raise HubUnverified(f"{where}: a line crosses a parse limit: {e}",
-                            {"reason": "parse_limit"}) from None
-    except (ValueError, UnicodeDecodeError):
-        raise TransferFailed(f"{where}: a line is not JSON (cut stream?)") from None
-    if not isinstance(obj, dict):
-        raise TransferFailed(f"{where}: a line is not a JSON object")
-    return obj
 
 
 def parse_changes(lines: Iterator[dict[str, Any]], *,
@@ -212,9 +177,10 @@ class HubClient:
     def _pull_headers(self) -> dict[str, str]:
         return {REPLICA_HEADER: self.replica_id} if self.replica_id else {}
 
-    def _stream(self, path: str, params: dict[str, Any] | None = None
-                ) -> Iterator[dict[str, Any]]:
-        """Yield NDJSON lines; raise TransferFailed if the stream ends without ``end``."""
+    def _stream(self, path: str, params: dict[str, Any] | None = None, raw: bool = False
+                ) -> Iterator[Any]:
+        """Yield NDJSON lines; raise TransferFailed if the stream ends without ``end``.
+        ``raw``: lines after the first as bytes, unparsed, except an end line (a dict)."""
         # the auth flow wants response bodies (to see a refused token): wrapped so it never
         # reads this one, which would hold a whole snapshot in memory before the first line
         auth = self._http.auth
@@ -225,12 +191,16 @@ class HubClient:
                 if resp.status_code >= 400:
                     resp.read()
                     self._decode(resp, "GET", path)
-                saw_end = False
-                for line in _ndjson_lines(resp):
+                saw_end, first = False, True
+                for line in ndjson_lines(resp.iter_bytes()):
                     if not line.strip():
                         continue
                     if saw_end:
                         raise TransferFailed(f"GET {path}: data after the end line")
+                    if raw and not first and not line.startswith(END_PREFIX):
+                        yield line
+                        continue
+                    first = False
                     obj = parse_line(line, f"GET {path}")
                     if "end" in obj:
                         saw_end = True
@@ -447,34 +417,24 @@ class HubClient:
 
     def snapshot(self, space: str) -> Iterator[dict[str, Any] | tuple[Entry, int]]:
         """First the head dict, then ``(entry, seq)`` per live entry (versions checked)."""
-        first = True
-        for line in self._stream(f"/v1/spaces/{_q(space)}/snapshot"):
-            if first:
-                if "head" not in line:
-                    raise HubUnverified("snapshot does not start with its head")
-                first = False
-                yield line  # {"head": signed head, "epochs": [...]}: replica/sync.py checks
-                continue
-            if "end" in line:
-                return
-            try:
-                entry = make_entry(line["entry"])
-                # the canonical JSON is made once: hashed for the version check, and kept on
-                # the entry for the store (replica/store.py), which would otherwise make it
-                # again
-                data = validated_canonical_bytes(entry)
-                version = sha256_hex(data)
-                text = data.decode("utf-8")
-                if version != line["version"]:
-                    raise HubUnverified(f"snapshot entry {entry.id} does not match its version")
-                object.__setattr__(entry, "_version", version)  # Entry.version's cache
-                object.__setattr__(entry, "_canonical", text)
-            except HubUnverified:
-                raise
-            except Exception as e:  # noqa: BLE001 - whatever a hostile line does, it is refused
-                raise HubUnverified(f"snapshot entry does not verify: {type(e).__name__}: {e}",
-                                    {"reason": "bad_entry"}) from e
-            yield entry, int(line.get("seq", 0))
+        lines = self.snapshot_lines(space)
+        yield next(lines)  # {"head": signed head, "epochs": [...]}: replica/clone.py checks
+        for line in lines:
+            if isinstance(line, dict):
+                return  # the end line
+            entry, _text, seq = check_entry_line(line)
+            yield entry, seq
+
+    def snapshot_lines(self, space: str) -> Iterator[Any]:
+        """The snapshot's head dict, then each entry line as bytes, not yet checked (that is
+        ``ndjson.check_entry_line``, which the vault writers run), then the end dict."""
+        path = f"/v1/spaces/{_q(space)}/snapshot"
+        lines = self._stream(path, raw=True)
+        first = next(lines, None)
+        if not isinstance(first, dict) or "head" not in first:
+            raise HubUnverified("snapshot does not start with its head")
+        yield first
+        yield from lines
 
     def push(self, space: str, batch: Batch) -> dict[str, Any]:
         """Publish; returns the verified receipt (the same one when the batch is replayed).

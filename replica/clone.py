@@ -13,17 +13,17 @@ are written by the vault writers (replica/vaultwriter.py) while the next chunk i
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from typing import Any
 
-from replica import restored, vaultfaults, vaultwriter, verify
+from replica import clonefiles, restored, vaultfaults, vaultwriter, verify
 from replica import store as st
 from replica import vault as vlt
 from replica.client import HubClient, HubUnverified
 from replica.crash import crash_point
 from replica.purge import drop_purged_txn, purged_by
+from replica.records import stored_entry
 from replica.sqlite_db import Conn
 from replica.store import EntryState, Head, Store
 from replica.syncreport import SyncReport
@@ -85,12 +85,13 @@ class Snapshots:
         (nothing else is written before the commit: vault writes are journaled)."""
         report.snapshot = True
         self._restore = None
-        lines = self.client.snapshot(self.space_id)
+        lines = self.client.snapshot_lines(self.space_id)
         first = next(lines)
         signed, purged = self._snapshot_head(first, fresh)
         expected = vaultwriter.count_hint(first)  # (progress, writer processes)
         new_head = Head(signed.epoch, signed.seq, signed.digest)
-        created: list[tuple[str, bytes]] = []
+        mtime_ns = settled_mtime_ns()
+        clonefiles.mark(self.vault, self.store, mtime_ns)  # committed before any file
         try:
             with self.store.tx() as conn:
                 if self._restore is not None and self._restore[1] is not None:
@@ -99,49 +100,53 @@ class Snapshots:
                     drop_purged_txn(conn, purged, report, self._schedule_write_txn,
                                     self.clock())
                     self._republish = self._republish - set(purged)  # not republished
-                self._snapshot_txn(conn, lines, signed, new_head, report, created, expected)
-        except BaseException:
-            vaultfaults.remove_created(created)
+                self._snapshot_txn(conn, lines, signed, new_head, report, expected, mtime_ns)
+                clonefiles.done_txn(conn)
+        except Exception:  # refused: this clone's files go (a kill leaves them to the next
+            clonefiles.repair(self.vault, self.store)  # sync's flush_vault, which repairs)
             raise
         finally:
             self._republish = set()
 
     def _snapshot_txn(self, conn: Conn, lines: Any, signed: SignedHead, new_head: Head,
-                      report: SyncReport, created: list[tuple[str, bytes]],
-                      expected: int | None) -> None:
+                      report: SyncReport, expected: int | None, mtime_ns: int) -> None:
         count = 0
         index = st.snapshot_index_txn(conn)
+        bulk = not index  # an empty store: loaded without triggers, its state rebuilt
+        if bulk:
+            st.triggers_off_txn(conn)
         seen: set[str] = set()
-        chunk: list[tuple[Entry, int]] = []
-        writer = vaultwriter.start(self.vault, settled_mtime_ns(), expected,
+        chunk: list[bytes] = []
+        writer = vaultwriter.start(self.vault, mtime_ns, expected, index,
                                    lambda: crash_point("mid_vault_write"))
-        flight: list[tuple[Entry, str, bytes]] = []  # handed to the writer, not yet recorded
         try:
-            for item in lines:
-                if not isinstance(item, tuple):
-                    raise HubUnverified("snapshot has a line that is not an entry")
-                if item[0].id in seen:
-                    raise HubUnverified("snapshot lists an entry twice", {"id": item[0].id})
-                seen.add(item[0].id)
-                chunk.append(item)
+            for line in lines:
+                if isinstance(line, dict):
+                    continue  # the end line (the stream refuses anything after it)
+                chunk.append(line)
                 count += 1
                 if len(chunk) >= CHUNK:
-                    flight, chunk = self._snapshot_chunk_txn(
-                        conn, chunk, index, report, created, writer, flight), []
-                    crash_point("mid_clone")  # a chunk may be in the writer's hands
+                    self._snapshot_chunk_txn(conn, chunk, writer, seen, report)
+                    chunk = []
+                    crash_point("mid_clone")  # a chunk is in the writers' hands
                     if self.progress:
                         self.progress(count, expected)
-            for last in (chunk, []):  # then the writer's last chunk is recorded
-                flight = self._snapshot_chunk_txn(conn, last, index, report, created, writer,
-                                                  flight)
-            writer.durable()  # every rename flushed: only the commit records them
-        except BaseException:  # what the writers renamed is removed with the rest
-            with contextlib.suppress(OSError):
-                done = set(writer.result())
-                created.extend((p, d) for _e, p, d in flight if p in done)
-            raise
+            for last in (chunk, []):  # then the writers' last chunk is recorded
+                self._snapshot_chunk_txn(conn, last, writer, seen, report)
+            writer.durable()  # every file flushed, while the rest is checked
+            self._snapshot_end_txn(conn, index, seen, new_head, report)
+            if bulk:
+                st.triggers_on_txn(conn)
+                verify.rebuild_state_txn(conn, writer.lattices_of)
+            verify.check_root_txn(conn, signed, "snapshot")
+            writer.flushed()  # only the commit records the files, once they are durable
         finally:
             writer.close()
+
+    def _snapshot_end_txn(self, conn: Conn, index: vaultwriter.Index, seen: set[str],
+                          new_head: Head, report: SyncReport) -> None:
+        """After the last entry: the new head; entries not listed are gone there; the
+        outbox of other epochs dropped; the snapshot in the history."""
         st.set_head_txn(conn, new_head)
         for eid in index:
             if eid not in seen:
@@ -153,41 +158,31 @@ class Snapshots:
                 st.drop_outbox_txn(conn, row["batch_id"])
         st.add_history_txn(conn, epoch=new_head.epoch, seq=new_head.seq,
                            head=new_head.digest, kind="snapshot", entries=sorted(seen))
-        verify.check_root_txn(conn, signed, "snapshot")
 
-    def _snapshot_chunk_txn(self, conn: Conn, items: list[tuple[Entry, int]],
-                            index: dict[str, tuple[str | None, str | None, bool, bool]],
-                            report: SyncReport, created: list[tuple[str, bytes]],
-                            writer: Any, flight: list[tuple[Entry, str, bytes]]
-                            ) -> list[tuple[Entry, str, bytes]]:
-        """Apply snapshot entries: unchanged ones are skipped; one never seen here (no row, no
-        journaled write, no file at its path) goes to the vault writers (vaultwriter.py) and is
-        added once written, while they do the next chunk (returned); others are merged."""
-        fresh: list[tuple[Entry, str, bytes]] = []
-        vault = os.fspath(self.vault)
-        for entry, seq in items:
-            known = index.get(entry.id)
-            if known is None:
-                path = vlt.entry_os_path(vault, entry.id)  # the id is valid (make_entry)
-                if not os.path.lexists(path):
-                    fresh.append((entry, path, vlt.render(entry)))
-                    continue
-            elif known == (entry.version, entry.version, False, True):
-                continue  # same here and there, file written: nothing to do
-            self._merge_remote_txn(conn, entry, report, seq=seq)
-        if fresh:
+    def _snapshot_chunk_txn(self, conn: Conn, lines: list[bytes], writer: Any,
+                            seen: set[str], report: SyncReport) -> None:
+        """Take back what the writers made of the chunk before (vaultwriter.py), hand them
+        ``lines``, and record that chunk while they work: a new entry with the file they
+        created (one row), a known or found one merged; a listed-twice one refuses it."""
+        if lines:
             crash_point("before_vault_write")
-        written = set(writer.result())  # the previous chunk: its data flushed, renamed
-        if fresh:
-            writer.submit([(p, d) for _e, p, d in fresh])
-        states = []
-        for entry, path, data in flight:
-            if path not in written:  # a file appeared meanwhile: merged, never overwritten
-                vaultfaults.adopt_file_txn(conn, self.vault, entry.id, path)
-                self._merge_remote_txn(conn, entry, report)
-                continue
-            created.append((path, data))
-            states.append(EntryState(entry.id, entry, entry, vlt.file_hash(data), len(data),
-                                     writer.mtime_ns, False, entry))
-        st.insert_new_states_txn(conn, states)
-        return fresh
+        done, refusal = writer.result()
+        if refusal is not None:
+            raise vaultwriter.refused(refusal)
+        if lines:
+            writer.submit(lines)
+        rows = []
+        vault = os.fspath(self.vault)
+        for status, eid, seq, version, text, file_hash, size in done:
+            if eid in seen:
+                raise HubUnverified("snapshot lists an entry twice", {"id": eid})
+            seen.add(eid)
+            if status == vaultwriter.NEW:
+                rows.append((eid, text, version, file_hash, size, writer.mtime_ns))
+            elif status != vaultwriter.HAVE:  # same here and there, file written: skipped
+                entry = stored_entry(text, version)  # checked by the writer
+                if status == vaultwriter.FOUND:  # a file was there: merged, not overwritten
+                    vaultfaults.adopt_file_txn(conn, self.vault, eid,
+                                               vlt.entry_os_path(vault, eid))
+                self._merge_remote_txn(conn, entry, report, seq=seq)
+        st.insert_cloned_txn(conn, rows)

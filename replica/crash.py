@@ -5,10 +5,10 @@ Used by the kill tests in ``tests/replica``; never set it in production.
 Points: ``after_scan``, ``after_pull``, ``before_push`` (outbox saved, nothing sent),
 ``after_push_before_receipt`` (the hub committed, the receipt is lost), ``after_receipt``,
 ``before_vault_write`` (store committed, vault not yet written), ``mid_vault_write`` (temp
-file written, not yet renamed), ``vault_written`` (files renamed and flushed, their record
-not committed: also what a power cut leaves when it loses that unsynced commit),
-``mid_clone`` (a snapshot chunk handed to the vault writer,
-the snapshot's transaction open).
+file written, not yet renamed; in a clone: a chunk's files created, not yet recorded),
+``vault_written`` (files renamed and flushed, their record not committed: also what a power
+cut leaves when it loses that unsynced commit), ``mid_clone`` (a snapshot chunk handed to
+the vault writers, the snapshot's transaction open).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from replica import auditcheck, blocked, deleted, vaultfaults, verify
+from replica import auditcheck, blocked, clonefiles, deleted, vaultfaults, verify
 from replica import store as st
 from replica import vault as vlt
 from replica.client import Change, ChangesPage, HubClient, HubUnverified
@@ -173,7 +173,9 @@ class Replica(Snapshots, Publisher):
         s.file_size = s.file_mtime_ns = None
 
     def flush_vault(self) -> None:
-        """Carry out journaled vault writes (also after a crash), never over a person's edit."""
+        """Carry out journaled vault writes (also after a crash), never over a person's edit;
+        first remove what a cut clone left unrecorded (replica/clonefiles.py)."""
+        clonefiles.repair(self.vault, self.store)
         pending = self.store.pending_vault_writes()
         if not pending:
             return

@@ -1,40 +1,100 @@
-"""Vault files of a clone written by two other processes while this one goes on receiving,
-checking and storing the snapshot (issue 16: a clone on both cores).
+"""The entry lines of a snapshot, checked, rendered and written to the vault by two other
+processes while this one receives the next chunk and stores the last (issue 16: a clone on
+both cores).
 
-    main process                                   writer processes (forked; half each)
-    chunk k+1: receive, verify, render  ─┐          chunk k: temp files, syncfs, renames
-    chunk k:   wait ◄── written paths ───┼─────────          (vault.write_many)
-    chunk k:   record in the store      ─┘
+    main process                                  writer processes (forked; half each)
+    chunk k+1: receive lines ───────────────┐      chunk k: each line checked (version
+    chunk k:   wait ◄── results ────────────┼───────       recomputed), rendered, created
+    chunk k+1: hand over ───────────────────┘              in its empty spot (clonefiles)
+    chunk k:   record in the store
 
-A writer thread would not do: the many short system calls of file creation convoy on the
-GIL with the parsing. Fork is used (Linux): the child inherits the loaded modules, starts in
-milliseconds, and only ever runs ``vault.write_many`` on what it is sent; it touches no
-store, socket or lock of the parent, and exits through ``os._exit``.
+What a writer does with one line (``apply_lines``): ``ndjson.check_entry_line`` (the same
+check as the client's), then by the store's index (read before the fork): an entry known
+with this version and its file is ``HAVE`` (nothing to do); another known one is ``MERGE``
+(the main process merges it); a new one is rendered and created exclusively: ``NEW``, or
+``FOUND`` when something is at its path already (never overwritten: merged against it).
+It returns per line (status, id, seq, version, canonical JSON, file hash, size), and
+stops at the first line that does not verify, with the error.
 
-Durability (the fsync policy, docs/decisions.md): each chunk's temp files are flushed
-(``syncfs``) before they are renamed, so a name never points at data that is not on disk;
-the renames of all chunks are flushed once, by ``durable``, after the last chunk and before
-the snapshot's transaction commits, and only that commit records any entry as written. A
-kill of the parent kills the writer too (``PR_SET_PDEATHSIG``; elsewhere it stops at the
-closed pipe after its chunk): no writer outlives the clone it served, to race the next sync.
+A writer thread would not do: parsing and file creation convoy on the GIL with the
+receiving. Fork is used (Linux): the child inherits the loaded modules and the index,
+starts in milliseconds, touches no store, socket or lock of the parent, and exits through
+``os._exit``. A kill of the parent kills the writers too (``PR_SET_PDEATHSIG``): none
+outlives the clone it served, to race the next sync. Durability: docs/decisions.md.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
 import signal
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from replica import clonefiles
 from replica import vault as vlt
+from replica.ndjson import check_entry_line
+from shared import state
+from shared.errors import HubUnverified, QuireError, TransferFailed
 
 MIN_ENTRIES = 4000  # smaller snapshots are written inline: a fork costs more than it saves
 PROCESSES = 2  # writers, each given a contiguous part of a chunk
+NEW, HAVE, MERGE, FOUND = "new", "have", "merge", "found"
+
+Index = dict[str, tuple[str | None, str | None, bool, bool]]  # store.snapshot_index_txn
+Result = tuple[str, str, int, str, str | None, str | None, int]
+Refusal = tuple[str, str, dict[str, Any]]  # (error class, message, details)
 
 
 class WriterDied(OSError):
     """The writer process ended without answering (killed, out of memory)."""
+
+
+def apply_lines(vault: str, lines: list[bytes], index: Index, mtime_ns: int, mode: int,
+                crash_hook: Callable[[], None] | None = None
+                ) -> tuple[list[Result], Refusal | None]:
+    """What this writer made of ``lines`` (see the module docstring), and the refusal that
+    stopped it, if one did."""
+    out: list[Result] = []
+    made: set[str] = set()  # folders known to be real folders inside the vault
+    root = Path(vault)
+    try:
+        for line in lines:
+            entry, text, seq = check_entry_line(line)
+            eid, version = entry.id, entry.version
+            known = index.get(eid)
+            if known is not None:
+                if known == (version, version, False, True):
+                    out.append((HAVE, eid, seq, version, None, None, 0))
+                else:
+                    out.append((MERGE, eid, seq, version, text, None, 0))
+                continue
+            path = vlt.entry_os_path(vault, eid)  # the id is valid (make_entry)
+            folder = os.path.dirname(path)
+            if folder not in made:
+                vlt._ensure_folder(root, vault, folder, made)  # no symlink out of the vault
+            data = vlt.render(entry)
+            if clonefiles.create(path, data, mtime_ns, mode):
+                out.append((NEW, eid, seq, version, text, vlt.file_hash(data), len(data)))
+            else:
+                out.append((FOUND, eid, seq, version, text, None, 0))
+        if crash_hook is not None and out:
+            crash_hook()
+    except (HubUnverified, TransferFailed) as e:
+        return out, (type(e).__name__, e.message, e.details)
+    except OSError as e:
+        return out, ("OSError", f"{type(e).__name__}: {e}", {})
+    return out, None
+
+
+def refused(refusal: Refusal) -> Exception:
+    """The exception a writer's refusal stands for, raised again in the main process."""
+    kind, message, details = refusal
+    cls: type[QuireError] | None = {"HubUnverified": HubUnverified,
+                                    "TransferFailed": TransferFailed}.get(kind)
+    return cls(message, details) if cls is not None else OSError(message)
 
 
 def _die_with_parent(parent: int) -> None:
@@ -48,45 +108,98 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _serve(conn: Any, theirs: list[Any], vault: str, mtime_ns: int, parent: int,
-           crash_hook: Callable[[], None] | None) -> None:
+LINES, SUMS = b"L", b"S"  # what a message to a writer asks for
+
+
+def _serve(conn: Any, theirs: list[Any], args: tuple[Any, ...], parent: int) -> None:
     _die_with_parent(parent)
     for c in theirs:  # the parent's ends, inherited: else its close would never reach us
         c.close()
     while True:
         try:
-            items = conn.recv()
+            msg = conn.recv_bytes()
         except (EOFError, OSError):
             return  # the parent is gone or done
+        if msg[:1] == SUMS:  # a share of the state's sums (Forked.lattices_of)
+            answer: Any = state.lattices_of(pickle.loads(msg[1:]))
+        else:
+            answer = apply_lines(args[0], msg[1:].split(b"\n"), *args[1:])
         try:
-            done = vlt.write_many(Path(vault), items, crash_hook, exclusive=True,
-                                  mtime_ns=mtime_ns, flush_renames=False)
-            conn.send(("ok", done))
-        except OSError as e:
-            conn.send(("error", f"{type(e).__name__}: {e}"))
+            conn.send(answer)
+        except OSError:
+            return  # the parent stopped listening (it failed or was killed)
+
+
+class _Flush:
+    """Flushes of the vault's file system in a thread (the system call drops the GIL):
+    one after each chunk when none is running, so that the last one, which the commit
+    waits for, has little left."""
+
+    def __init__(self, vault: Path):
+        self.vault = vault
+        self.thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+
+    def _run(self, paths: list[str]) -> None:
+        try:
+            vlt.sync_files(self.vault, paths, dirs_of=paths)
+        except BaseException as e:  # noqa: BLE001 - re-raised by wait
+            self.error = e
+
+    def start(self, paths: list[str], *, wait: bool = False) -> None:
+        if self.thread is not None and self.thread.is_alive():
+            if not wait:
+                return
+            self.thread.join()
+        self.thread = threading.Thread(target=self._run, args=(paths,), daemon=True)
+        self.thread.start()
+
+    def wait(self) -> None:
+        if self.thread is not None:
+            self.thread.join()
+        if self.error is not None:
+            raise self.error
 
 
 class Inline:
-    """The same interface, writing in this process (small snapshots, and where fork is not
+    """The same interface, in this process (small snapshots, and where fork is not
     available)."""
 
-    def __init__(self, vault: Path, mtime_ns: int, crash_hook: Callable[[], None] | None):
-        self.vault, self.mtime_ns, self.crash_hook = vault, mtime_ns, crash_hook
-        self._done: list[str] | None = None
-        self.written: list[str] = []
+    def __init__(self, vault: Path, mtime_ns: int, index: Index,
+                 crash_hook: Callable[[], None] | None):
+        self.vault, self.mtime_ns = vault, mtime_ns
+        self.args = (os.fspath(vault), index, mtime_ns, clonefiles.final_mode(), crash_hook)
+        self._done: tuple[list[Result], Refusal | None] = ([], None)
+        self.written: list[str] = []  # paths of the files created (NEW)
+        self.flush = _Flush(vault)
 
-    def submit(self, items: list[tuple[str, bytes]]) -> None:
-        self._done = vlt.write_many(self.vault, items, self.crash_hook, exclusive=True,
-                                    mtime_ns=self.mtime_ns, flush_renames=False)
+    def submit(self, lines: list[bytes]) -> None:
+        """Hand over one chunk (not empty); ``result`` takes back what became of it."""
+        self._done = apply_lines(self.args[0], lines, *self.args[1:])
 
-    def result(self) -> list[str]:
-        done, self._done = self._done or [], None
-        self.written += done
+    def result(self) -> tuple[list[Result], Refusal | None]:
+        done, self._done = self._done, ([], None)
+        self._note(done[0])
         return done
 
+    def _note(self, done: list[Result]) -> None:
+        vault = self.args[0]
+        new = [vlt.entry_os_path(vault, r[1]) for r in done if r[0] == NEW]
+        self.written += new
+        if len(new) > vlt.SYNC_EACH_MAX:
+            self.flush.start(new)  # (not needed for safety: ``durable`` flushes them all)
+
     def durable(self) -> None:
-        """Flush the renames of every chunk written (call before recording them durably)."""
-        vlt.sync_files(self.vault, [], dirs_of=self.written)
+        """Start flushing every file created, and its folder; ``flushed`` waits for it (call
+        both before the commit that records them)."""
+        self.flush.start(self.written, wait=True)
+
+    def flushed(self) -> None:
+        self.flush.wait()
+
+    def lattices_of(self, entries: list[tuple[str, str]]) -> dict[int, bytes]:
+        """``state.lattices_of`` (the writers' processes share the work: Forked)."""
+        return state.lattices_of(entries)
 
     def close(self) -> None:
         pass
@@ -94,54 +207,68 @@ class Inline:
 
 class Forked(Inline):
     """One chunk in flight at a time: ``submit`` hands it over and returns at once;
-    ``result`` waits for the paths it wrote (renamed) or raises ``OSError``."""
+    ``result`` waits for what the writers made of it (``WriterDied`` if one is gone)."""
 
-    def __init__(self, vault: Path, mtime_ns: int, crash_hook: Callable[[], None] | None):
+    def __init__(self, vault: Path, mtime_ns: int, index: Index,
+                 crash_hook: Callable[[], None] | None):
         import multiprocessing
 
-        super().__init__(vault, mtime_ns, crash_hook)
+        super().__init__(vault, mtime_ns, index, crash_hook)
         ctx = multiprocessing.get_context("fork")
         self.conns: list[Any] = []
         self.procs: list[Any] = []
         for _ in range(PROCESSES):
             mine, child = ctx.Pipe()
             proc = ctx.Process(target=_serve, daemon=True, name="quire-vault-writer",
-                               args=(child, [*self.conns, mine], os.fspath(vault), mtime_ns,
-                                     os.getpid(), crash_hook))
+                               args=(child, [*self.conns, mine], self.args, os.getpid()))
             proc.start()
             child.close()
             self.conns.append(mine)
             self.procs.append(proc)
         self.busy = 0
 
-    def submit(self, items: list[tuple[str, bytes]]) -> None:
+    def submit(self, lines: list[bytes]) -> None:
         assert not self.busy, "one chunk at a time"
         # in contiguous parts: entries sorted by id, so each process mostly has its folders
-        step = -(-len(items) // len(self.conns))
-        parts = [items[i:i + step] for i in range(0, len(items), step)]
+        step = -(-len(lines) // len(self.conns))
+        parts = [lines[i:i + step] for i in range(0, len(lines), step)]
         for conn, part in zip(self.conns, parts, strict=False):
-            conn.send(part)
+            conn.send_bytes(LINES + b"\n".join(part))
         self.busy = len(parts)
 
-    def result(self) -> list[str]:
+    def lattices_of(self, entries: list[tuple[str, str]]) -> dict[int, bytes]:
+        """The sums split three ways: one share to each writer, one done here."""
+        assert not self.busy, "the writers are done with the lines"
+        share = -(-len(entries) // (len(self.conns) + 1))
+        for i, conn in enumerate(self.conns):
+            conn.send_bytes(SUMS + pickle.dumps(entries[(i + 1) * share:(i + 2) * share]))
+        parts = [state.lattices_of(entries[:share])]
+        for conn, proc in zip(self.conns, self.procs, strict=True):
+            try:
+                parts.append(conn.recv())
+            except (EOFError, OSError):
+                raise WriterDied("a vault writer process died (exit code "
+                                 f"{proc.exitcode})") from None
+        return state.sum_lattices(parts)
+
+    def result(self) -> tuple[list[Result], Refusal | None]:
         busy, self.busy = self.busy, 0
-        done: list[str] = []
-        failed = None
+        done: list[Result] = []
+        refusal: Refusal | None = None
+        died = None
         for conn, proc in zip(self.conns[:busy], self.procs, strict=False):
             try:
-                status, value = conn.recv()
+                part, why = conn.recv()
             except (EOFError, OSError):
-                failed = failed or WriterDied("a vault writer process died (exit code "
-                                              f"{proc.exitcode})")
+                died = died or WriterDied("a vault writer process died (exit code "
+                                          f"{proc.exitcode})")
                 continue
-            if status != "ok":
-                failed = failed or OSError(value)
-                continue
-            done += value
-        self.written += done
-        if failed is not None:
-            raise failed
-        return done
+            done += part
+            refusal = refusal or why
+        self._note(done)
+        if died is not None:
+            raise died
+        return done, refusal
 
     def close(self) -> None:
         for conn in self.conns:
@@ -160,12 +287,12 @@ def count_hint(first: dict[str, Any]) -> int | None:
     return n if type(n) is int and n >= 0 else None
 
 
-def start(vault: Path, mtime_ns: int, expected: int | None,
+def start(vault: Path, mtime_ns: int, expected: int | None, index: Index,
           crash_hook: Callable[[], None] | None = None) -> Inline | Forked:
     """A writer for a snapshot of ``expected`` entries (``None``: unknown, written inline)."""
     if expected is not None and expected >= MIN_ENTRIES and hasattr(os, "fork"):
         try:
-            return Forked(vault, mtime_ns, crash_hook)
+            return Forked(vault, mtime_ns, index, crash_hook)
         except (OSError, ValueError):
             pass  # no fork here (limits, platform): the same writes, inline
-    return Inline(vault, mtime_ns, crash_hook)
+    return Inline(vault, mtime_ns, index, crash_hook)

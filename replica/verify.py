@@ -69,9 +69,10 @@ def _cursor_rows(conn: Conn, sql: str, params: tuple[Any, ...] = ()) -> list[Any
         cur.close()
 
 
-def _rebuild_txn(conn: Conn) -> None:
+def _rebuild_txn(conn: Conn, lattices_of: Callable[[list[tuple[str, str]]], dict[int, bytes]]
+                 = state.lattices_of) -> None:
     live = [(i, sv) for i, sv, _lv, _h in st.live_versions_txn(conn) if sv is not None]
-    lattices = state.lattices_of(live)
+    lattices = lattices_of(live)
     _cursor_rows(conn, "DELETE FROM state_buckets")
     _cursor_rows(conn, "DELETE FROM state_log")
     _write_buckets_txn(conn, lattices)
@@ -86,6 +87,15 @@ def _write_buckets_txn(conn: Conn, lattices: dict[int, bytes]) -> None:
                         [(b, lat, state.bucket_digest(b, lat)) for b, lat in lattices.items()])
     finally:
         cur.close()
+
+
+def rebuild_state_txn(conn: Conn, lattices_of: Callable[[list[tuple[str, str]]],
+                                                         dict[int, bytes]]) -> None:
+    """The state tables built again from every synced row the store holds (after a bulk
+    load without triggers, replica/clone.py). ``lattices_of`` is ``state.lattices_of`` or
+    one that spreads the same sums over processes (replica/vaultwriter.py): it is handed
+    what the store holds, never a code path's account of what it wrote."""
+    _rebuild_txn(conn, lattices_of)
 
 
 def state_root_txn(conn: Conn) -> str:

@@ -126,6 +126,16 @@ def lattices_of(entries: Iterable[tuple[str, str]]) -> dict[int, bytes]:
     return {b: to_bytes(v) for b, v in acc.items()}
 
 
+def sum_lattices(parts: Iterable[Mapping[int, bytes]]) -> dict[int, bytes]:
+    """Bucket by bucket, the lane-wise sums of lattices (``lattices_of`` of a set's parts,
+    summed, is ``lattices_of`` of the whole set)."""
+    acc: dict[int, int] = {}
+    for part in parts:
+        for b, lat in part.items():
+            acc[b] = _add(acc.get(b, 0), to_int(lat))
+    return {b: to_bytes(v) for b, v in acc.items()}
+
+
 def digests_with(digests: list[bytes] | tuple[bytes, ...], lattices: Mapping[int, bytes]
                  ) -> list[bytes]:
     """``digests`` with the buckets of ``lattices`` replaced by their new digests."""

@@ -47,6 +47,13 @@ def test_clone_in_chunks_matches_the_hub_and_publishes_nothing(tmp_path, space, 
     # every state recorded the file it wrote: the file's entry is its base
     for s in b.store.states().values():
         assert s.file_base == s.local == s.synced and s.file_mtime_ns is not None
+    # loaded without the store's triggers (an empty store), which are back
+    import sqlite3
+
+    con = sqlite3.connect(b.store.path)
+    names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='trigger'")}
+    con.close()
+    assert names == set(store_mod._TRIGGER_NAMES)
     a.close()
     b.close()
 
@@ -66,17 +73,17 @@ def test_clone_killed_midway_is_completed_by_the_next_sync(tmp_path, space, monk
                 raise Crash(name)
 
     monkeypatch.setattr(clone_mod, "crash_point", crash)
-    insert = store_mod.insert_new_states_txn
+    insert = store_mod.insert_cloned_txn
 
-    def crash_after_files(conn, states):  # the chunk's files are renamed, not yet recorded
+    def crash_after_files(conn, states):  # the chunk's files are created, not yet recorded
         crash("files_renamed")
         insert(conn, states)
 
-    monkeypatch.setattr(store_mod, "insert_new_states_txn", crash_after_files)
+    monkeypatch.setattr(store_mod, "insert_cloned_txn", crash_after_files)
     with pytest.raises(Crash):
         b.sync()
     monkeypatch.setattr(clone_mod, "crash_point", lambda name: None)
-    monkeypatch.setattr(store_mod, "insert_new_states_txn", insert)
+    monkeypatch.setattr(store_mod, "insert_cloned_txn", insert)
     assert b.store.head() is None  # the head is only set with the last chunk
     b.close()
     b2 = b.reopen()
@@ -371,23 +378,23 @@ def test_a_writer_process_that_dies_fails_the_clone_cleanly(tmp_path, space, mon
 
     monkeypatch.setattr(clone_mod, "CHUNK", 5)
     monkeypatch.setattr(vw, "MIN_ENTRIES", 0)
-    write_many = vlt.write_many
+    apply_lines = vw.apply_lines
     chunks = []
 
     def dying(*args, **kw):
         chunks.append(1)
         if len(chunks) == 2:
             os.kill(os.getpid(), signal.SIGKILL)  # only ever runs in the writer process
-        return write_many(*args, **kw)
+        return apply_lines(*args, **kw)
 
-    monkeypatch.setattr(vlt, "write_many", dying)
+    monkeypatch.setattr(vw, "apply_lines", dying)
     a = _team(tmp_path, space)
     b = space.replica(tmp_path, "b")
     with pytest.raises(vw.WriterDied):
         b.sync()
     assert not chunks  # this process wrote nothing itself
     assert b.store.head() is None and not b.files()
-    monkeypatch.setattr(vlt, "write_many", write_many)
+    monkeypatch.setattr(vw, "apply_lines", apply_lines)
     b.sync()
     assert a.files() == b.files() and a.store.digest() == b.store.digest()
     a.close()
@@ -404,7 +411,7 @@ def test_a_false_entry_count_from_the_hub_changes_nothing_applied(tmp_path, spac
 
     monkeypatch.setattr(clone_mod, "CHUNK", 5)
     monkeypatch.setattr(vw, "MIN_ENTRIES", 20)
-    real = client_mod.HubClient.snapshot
+    real = client_mod.HubClient.snapshot_lines
 
     def lying(self, space_id):
         lines = real(self, space_id)
@@ -416,7 +423,7 @@ def test_a_false_entry_count_from_the_hub_changes_nothing_applied(tmp_path, spac
         yield from lines
 
     a = _team(tmp_path, space)
-    monkeypatch.setattr(client_mod.HubClient, "snapshot", lying)
+    monkeypatch.setattr(client_mod.HubClient, "snapshot_lines", lying)
     b = space.replica(tmp_path, "b")
     seen = []
     b.engine.progress = lambda done, total: seen.append(total)

@@ -5,12 +5,14 @@ terminal only."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import sqlite3
 
 import pytest
 
-from replica import vaultwriter
+from replica import clonefiles, vaultwriter
 from replica.clone import CHUNK
 from replica.crash import POINTS
 from shared.entry import Entry
@@ -55,6 +57,40 @@ def test_clone_killed_with_a_chunk_in_the_writer_is_completed_by_sync(big):
     assert qjson(b.home, "verify")["ok"] is True
     st = b.local_status()
     assert st["outbox"] == 0 and not st["conflicts"], st
+
+
+def test_clone_killed_then_cut_by_a_power_loss_is_completed_by_sync(big):
+    """As above, then what a power cut may leave of the unrecorded files (each of them the
+    clone's own: replica/clonefiles.py): a name missing, no data, half of it, zeros, a create
+    that never finished. ``quire sync`` writes them again and publishes nothing."""
+    team, a = big
+    b, p = _join(team, "pb", env={"QUIRE_TEST_CRASH_AT": "mid_clone"}, check=False)
+    assert p.returncode == -9, (p.stdout, p.stderr)
+    (store,) = b.home.rglob("store.sqlite")
+    con = sqlite3.connect(store)
+    (mark,) = con.execute("SELECT value FROM meta WHERE key = ?", (clonefiles.MARK,)).fetchone()
+    con.close()
+    mtime = json.loads(mark)["mtime_ns"]  # what the clone's files carry once written
+    # the first chunk's paths (whichever the writers had reached before the kill)
+    made = [b.vault / "page" / f"d{i % 7}" / f"p{i:05d}.md" for i in range(5)]
+    data = _page(a, 2)
+    for path, shown in zip(made[1:], [b"", data[:40], b"\0" * len(data), data[:10]],
+                           strict=True):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(shown)
+        os.utime(path, ns=(mtime, mtime))  # the clone's mark reached the disk, not the data
+    made[0].unlink(missing_ok=True)
+    os.chmod(made[4], 0)  # and a create that never finished
+    b.sync(timeout=600)
+    assert b.files() == a.files() and len(b.files()) == N
+    assert not team.batches_by(a, b)
+    assert qjson(b.home, "verify")["ok"] is True
+    st = b.local_status()
+    assert st["outbox"] == 0 and not st["conflicts"], st
+
+
+def _page(a: Member, i: int) -> bytes:
+    return (a.vault / "page" / f"d{i % 7}" / f"p{i:05d}.md").read_bytes()
 
 
 def _on_terminal(home, *args: str) -> tuple[int, str]:

@@ -88,6 +88,18 @@ def test_adding_then_removing_an_entry_restores_the_root():
     assert back[b] == lat.get(b, state.ZERO)
 
 
+def test_lattices_of_parts_sum_to_the_lattices_of_the_whole():
+    """What a clone's rebuild relies on when it spreads the sums over processes
+    (replica/vaultwriter.py ``Forked.lattices_of``)."""
+    es = _entries(300)
+    whole = state.lattices_of(es)
+    for cut in ([], [0], [1, 299], [100, 200], [7, 8, 9]):
+        bounds = [0, *cut, len(es)]
+        parts = [state.lattices_of(es[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
+        assert state.sum_lattices(parts) == whole
+    assert state.sum_lattices([]) == {}
+
+
 def test_lanes_wrap_modulo_2_16():
     a = state.to_int(b"\xff\xff" * state.LANES)
     one = state.to_int(b"\x01\x00" * state.LANES)

@@ -139,6 +139,7 @@ class Snapshots:
                 st.triggers_on_txn(conn)
                 verify.rebuild_state_txn(conn, writer.lattices_of)
             verify.check_root_txn(conn, signed, "snapshot")
+            st.cached_digest_txn(conn)  # what status shows next, made while files flush
             writer.flushed()  # only the commit records the files, once they are durable
         finally:
             writer.close()

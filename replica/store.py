@@ -268,14 +268,7 @@ class Store:
         moves."""
         try:
             with self.tx() as conn:
-                head = head_txn(conn)
-                head_json = head.to_json() if head else None
-                cached = get_meta_txn(conn, DIGEST_KEY)
-                if cached is not None and cached.get("head") == head_json:
-                    return str(cached["digest"])
-                digest = digest_over_txn(conn, head_json)
-                set_meta_txn(conn, DIGEST_KEY, {"head": head_json, "digest": digest})
-                return digest
+                return cached_digest_txn(conn)
         except OperationalError:  # a writer got in first (busy): answer without caching
             with self.engine.connect() as conn:
                 head = head_txn(conn)
@@ -312,6 +305,18 @@ def _upgrade_txn(conn: Conn) -> None:
         conn.exec_driver_sql(
             "UPDATE entries SET file_base = local WHERE file_hash IS NOT NULL AND NOT held"
             " AND id NOT IN (SELECT entry_id FROM vault_pending)")
+
+
+def cached_digest_txn(conn: Conn) -> str:
+    """``Store.digest`` in this transaction: the cached one, or computed and cached."""
+    head = head_txn(conn)
+    head_json = head.to_json() if head else None
+    cached = get_meta_txn(conn, DIGEST_KEY)
+    if cached is not None and cached.get("head") == head_json:
+        return str(cached["digest"])
+    digest = digest_over_txn(conn, head_json)
+    set_meta_txn(conn, DIGEST_KEY, {"head": head_json, "digest": digest})
+    return digest
 
 
 def digest_over_txn(conn: Conn, head_json: dict[str, Any] | None) -> str:

@@ -69,7 +69,7 @@ def check_entry_line(line: bytes) -> tuple[Entry, str, int]:
     if "end" in obj or "entry" not in obj:
         raise HubUnverified("snapshot has a line that is not an entry")
     try:
-        entry = make_entry(obj["entry"])
+        entry = make_entry(obj["entry"], text_len=len(line))
         # the canonical JSON is made once: hashed for the version check, and kept on the
         # entry for the store (replica/store.py), which would otherwise make it again
         data = validated_canonical_bytes(entry)

@@ -129,10 +129,15 @@ def _check_json_value(v: Any, where: str) -> None:
     raise EntryError(f"{where}: unsupported value of type {type(v).__name__}", key=where)
 
 
-def make_entry(data: Any, *, max_body: int = DEFAULT_MAX_BODY) -> Entry:
+def make_entry(data: Any, *, max_body: int = DEFAULT_MAX_BODY,
+               text_len: int | None = None) -> Entry:
     """Validate a wire/dict form and return the normalized Entry (sets sorted, deduplicated).
 
-    Raises EntryError with a message a person can act on.
+    Raises EntryError with a message a person can act on. ``text_len``: the length in bytes
+    of the JSON text ``data`` was parsed from, when the caller has it (a snapshot line):
+    the canonical form of ``meta`` is never longer than any JSON text of the same value
+    (no whitespace; no escape longer than the JSON text's own; integers only), so under
+    ``MAX_META_BYTES`` the size needs no encoding to check.
     """
     if not isinstance(data, dict):
         raise EntryError("entry must be an object")
@@ -182,7 +187,8 @@ def make_entry(data: Any, *, max_body: int = DEFAULT_MAX_BODY) -> Entry:
         raise EntryError("meta must be an object", key="meta")
     _check_json_value(meta, "meta")
     try:
-        if len(canonical_bytes(meta)) > MAX_META_BYTES:
+        if (text_len is None or text_len > MAX_META_BYTES) and len(
+                canonical_bytes(meta)) > MAX_META_BYTES:
             raise EntryError(f"meta larger than {MAX_META_BYTES} bytes", key="meta")
         # a string has a canonical form unless it holds a lone surrogate, which is exactly
         # when it does not encode as UTF-8 (cheaper than making the form to find out)

@@ -179,3 +179,35 @@ def test_validated_canonical_bytes_equal_the_full_canonical_form():
         assert validated_canonical_bytes(e) == canonical_bytes(e.to_dict())
     t = tombstone("page/t")
     assert validated_canonical_bytes(t) == canonical_bytes(t.to_dict())
+
+
+def test_meta_over_the_limit_is_refused_with_or_without_the_text_length():
+    """``make_entry(text_len=…)`` skips encoding meta only where the text it came from is
+    shorter than the limit; a snapshot line (replica/ndjson.py) passes its own length, so a
+    big meta is refused there too, and a line of the limit's size still fits."""
+    import hashlib
+    import json
+
+    import pytest
+
+    from replica.ndjson import check_entry_line
+    from shared.entry import MAX_META_BYTES, EntryError, make_entry, validated_canonical_bytes
+    from shared.errors import HubUnverified
+
+    big = {"id": "page/x", "title": "x", "meta": {"k": "v" * MAX_META_BYTES}}
+    text = json.dumps(big)
+    for text_len in (None, len(text)):
+        with pytest.raises(EntryError, match="meta larger"):
+            make_entry(json.loads(text), text_len=text_len)
+    for meta in (big["meta"], {"k": "v" * (MAX_META_BYTES - 8)}):
+        e = {"id": "page/x", "title": "x", "body": "", "tags": [], "links": [], "meta": meta}
+        canonical = json.dumps(e, sort_keys=True, separators=(",", ":"))
+        line = json.dumps({"entry": e, "version": hashlib.sha256(canonical.encode()).hexdigest(),
+                           "seq": 1}).encode()
+        if len(canonical_meta := json.dumps(meta, separators=(",", ":"))) > MAX_META_BYTES:
+            with pytest.raises(HubUnverified, match="meta larger"):
+                check_entry_line(line)
+        else:
+            assert len(canonical_meta) <= MAX_META_BYTES
+            entry, _text, _seq = check_entry_line(line)
+            assert validated_canonical_bytes(entry).decode() == canonical

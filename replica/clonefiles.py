@@ -39,12 +39,25 @@ UNFINISHED = 0  # the mode a file has until its data and mtime are written
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
 
 
+def _umask() -> int:
+    """The process umask, read without changing it where Linux shows it (setting it to read
+    it would, for a moment, apply to files other threads create)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def final_mode() -> int:
     """The mode a written file gets: what ``open(…, 0o644)`` gives under the umask (never
     the unfinished mark)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return (0o644 & ~mask) or 0o600
+    return (0o644 & ~_umask()) or 0o600
 
 
 def create(path: str, data: bytes, mtime_ns: int, mode: int) -> bool:

@@ -138,3 +138,21 @@ def test_a_refused_snapshot_removes_its_files_at_once(tmp_path, space, monkeypat
     assert b.store.get_meta(clonefiles.MARK) is None and b.store.head() is None
     a.close()
     b.close()
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_cloned_files_get_the_mode_a_plain_write_gives(tmp_path, umask):
+    """Created at mode 0 (the unfinished mark), a finished file has what ``open(…, 0o644)``
+    gives under the process umask, read without changing it."""
+    old = os.umask(umask)
+    try:
+        plain = tmp_path / "plain"
+        plain.write_bytes(b"x")
+        made = tmp_path / "made.md"
+        assert clonefiles.create(os.fspath(made), b"data", 1_000_000_000, clonefiles.final_mode())
+        assert os.stat(made).st_mode & 0o7777 == os.stat(plain).st_mode & 0o7777
+        assert os.stat(made).st_mtime_ns == 1_000_000_000 and made.read_bytes() == b"data"
+        assert not clonefiles.create(os.fspath(made), b"other", 1, 0o644)  # never over a file
+        assert made.read_bytes() == b"data" and os.umask(umask) == umask
+    finally:
+        os.umask(old)

@@ -10,9 +10,10 @@ both cores).
 
 What a writer does with one line (``apply_lines``): ``ndjson.check_entry_line`` (the same
 check as the client's), then by the store's index (read before the fork): an entry known
-with this version and its file is ``HAVE`` (nothing to do); another known one is ``MERGE``
-(the main process merges it); a new one is rendered and created exclusively: ``NEW``, or
-``FOUND`` when something is at its path already (never overwritten: merged against it).
+with this version and its file is ``HAVE`` (nothing to do); another known one, or a
+tombstone (which a snapshot should not list), is ``MERGE`` (the main process merges it); a
+new one is rendered and created exclusively: ``NEW``, or ``FOUND`` when something is at
+its path already (never overwritten: merged against it).
 It returns per line (status, id, seq, version, canonical JSON, file hash, size), and
 stops at the first line that does not verify, with the error.
 
@@ -65,7 +66,7 @@ def apply_lines(vault: str, lines: list[bytes], index: Index, mtime_ns: int, mod
             entry, text, seq = check_entry_line(line)
             eid, version = entry.id, entry.version
             known = index.get(eid)
-            if known is not None:
+            if known is not None or entry.deleted:  # (a tombstone has no file: merged)
                 if known == (version, version, False, True):
                     out.append((HAVE, eid, seq, version, None, None, 0))
                 else:

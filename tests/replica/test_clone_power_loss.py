@@ -156,3 +156,19 @@ def test_cloned_files_get_the_mode_a_plain_write_gives(tmp_path, umask):
         assert made.read_bytes() == b"data" and os.umask(umask) == umask
     finally:
         os.umask(old)
+
+
+def test_a_tombstone_line_is_merged_never_created_as_a_file(tmp_path):
+    """A snapshot lists live entries; a line holding a tombstone (a hub that lies) goes to
+    the main process's merge (which keeps its deleted flag), never to a file and a row
+    recorded as live."""
+    import hashlib
+    import json
+
+    line = {"entry": {"id": "page/gone", "deleted": True}, "seq": 3}
+    line["version"] = hashlib.sha256(json.dumps(line["entry"], sort_keys=True,
+                                                separators=(",", ":")).encode()).hexdigest()
+    done, refusal = vw.apply_lines(os.fspath(tmp_path), [json.dumps(line).encode()], {}, 1,
+                                   0o644)
+    assert refusal is None and [r[0] for r in done] == [vw.MERGE]
+    assert not list(tmp_path.rglob("*.md"))

@@ -131,14 +131,11 @@ def test_a_sync_with_nothing_to_do_reads_and_parses_nothing(tmp_path, space, mon
     assert not rep.local_changes and not rep.pulled
     assert b.store.dirty_count() == 0
     monkeypatch.undo()
-    # the digest from stored versions equals the one recomputed from the entries
-    from shared.digest import digest_of
-
+    # the digest from the kept state tables equals the one recomputed from the entries
     head = b.store.head()
-    live = sorted((i, make_entry(s.synced.to_dict()).version)
-                  for i, s in b.store.states().items() if s.synced and not s.synced.deleted)
-    assert b.store.digest() == digest_of({"head": head.to_json(),
-                                          "entries": [list(x) for x in live]})
+    live = [(i, make_entry(s.synced.to_dict()).version)
+            for i, s in b.store.states().items() if s.synced and not s.synced.deleted]
+    assert b.store.digest() == _digest_from_entries(head.to_json(), live)
     a.close()
     b.close()
 
@@ -183,6 +180,8 @@ def test_store_without_deleted_columns_is_upgraded_in_place(tmp_path):
     store.close()
     con = sqlite3.connect(path)
     con.execute("DROP INDEX entries_cover")
+    con.execute("DROP INDEX entries_dirty")  # the partial indexes came later still
+    con.execute("DROP INDEX entries_unsettled")
     for name in ("ins", "del", "upd"):  # stores of that age had no digest cache either
         con.execute(f"DROP TRIGGER entries_digest_{name}")
         con.execute(f"DROP TRIGGER entries_state_{name}")  # nor a state log
@@ -315,9 +314,21 @@ def test_plain_scalar_shortcut_agrees_with_the_yaml_resolver():
         assert vlt._plain_is_str(w) == expect, w
 
 
-def test_store_digest_fast_path_equals_digest_of_the_canonical_form(tmp_path):
-    from replica.store import EntryState, Head, Store, digest_over_txn, put_state_txn, set_head_txn
+def _digest_from_entries(head: object, live: list[tuple[str, str]]) -> str:
+    """``store_digest`` by its definition: the head and the state root (shared/state.py)
+    of the synced live (id, version) pairs."""
+    from shared import state
     from shared.digest import digest_of
+
+    digests = list(state.EMPTY_DIGESTS)
+    for b, lattice in state.lattices_of(live).items():
+        digests[b] = state.bucket_digest(b, lattice)
+    return digest_of({"head": head, "state": state.root_of(digests)})
+
+
+def test_store_digest_is_the_head_and_the_state_root_of_the_synced_entries(tmp_path):
+    from replica import verify
+    from replica.store import EntryState, Head, Store, digest_over_txn, put_state_txn, set_head_txn
 
     store = Store(tmp_path / "store.sqlite")
     try:
@@ -326,11 +337,14 @@ def test_store_digest_fast_path_equals_digest_of_the_canonical_form(tmp_path):
                 e = Entry(id=f"page/p{i}", title="é\u2028" * i)
                 put_state_txn(conn, EntryState(e.id, e, e))
             set_head_txn(conn, Head("e" * 26, 3, "d" * 64))
-        live = sorted([s.id, s.synced.version] for s in store.states().values())
+        live = [(s.id, s.synced.version) for s in store.states().values()]
         head = store.head().to_json()
-        with store.engine.connect() as conn:
-            assert digest_over_txn(conn, head) == digest_of({"head": head, "entries": live})
-            assert digest_over_txn(conn, None) == digest_of({"head": None, "entries": live})
+        with store.engine.connect() as conn:  # from the entries (state tables not built)
+            assert digest_over_txn(conn, head) == _digest_from_entries(head, live)
+            assert digest_over_txn(conn, None) == _digest_from_entries(None, live)
+        with store.tx() as conn:
+            verify.state_root_txn(conn)  # the state tables built: the same value from them
+            assert digest_over_txn(conn, head) == _digest_from_entries(head, live)
     finally:
         store.close()
 

@@ -75,7 +75,7 @@ class Bench:
         self.info: dict[str, Any] = {}
         self._server_pid = 0  # the publish-rate server whose CPU is measured
         self.cleanups: list[Callable[[], None]] = []
-        for family, names in (("bare", ["bare-starlette"]), ("git", ["git"]),
+        for family, names in (("bare", ["bare-starlette", "bare-signed"]), ("git", ["git"]),
                               ("pouchdb", ["pouchdb"]),
                               ("quire", ["quire", "quire-watched", "quire-sqlite",
                                          "quire-pg"])):
@@ -114,7 +114,7 @@ class Bench:
     def gate(self, system: str) -> None:
         """Called first in every scenario body: refuse to start what must not run."""
         family = "quire" if system.startswith("quire") else \
-            "bare" if system == "bare-starlette" else system
+            "bare" if system.startswith("bare-") else system
         if family not in self.systems:
             raise Skipped("not selected (--systems)")
         if system in self.down:
@@ -164,6 +164,9 @@ class Bench:
         c = self.cfg
         targets: list[tuple[str, Callable[[], Target]]] = [
             ("bare-starlette", self._bare_target),
+            # for reference (not an issue goal): the protocol's own crypto and batch
+            # validation with no database (bench/bare.py --signed)
+            ("bare-signed", lambda: self._bare_target(signed=True)),
             ("quire-sqlite", lambda: self._hub_target("quire-sqlite", None)),
             ("quire-pg", lambda: self._hub_target("quire-pg", self._pg_url())),
         ]
@@ -196,14 +199,14 @@ class Bench:
                     raise Unavailable(f"no batch accepted: {res.first_error}")
                 row.value = res.accepted / res.seconds
 
-    def _bare_target(self) -> Target:
+    def _bare_target(self, signed: bool = False) -> Target:
         from shared.ids import new_id
         from shared.signing import new_private_key
 
         port = free_port()
-        server = Server("bare-starlette", [sys.executable, "-m", "bench.bare", "--port",
-                                           str(port), "--workers",
-                                           str(self.cfg.get("workers", 1))],
+        server = Server("bare-signed" if signed else "bare-starlette",
+                        [sys.executable, "-m", "bench.bare", "--port", str(port), "--workers",
+                         str(self.cfg.get("workers", 1)), *(["--signed"] if signed else [])],
                         log_dir=self.root, env=self.env)
         self.cleanups.append(server.stop)
         server.wait_http(f"http://127.0.0.1:{port}/healthz")
@@ -570,7 +573,7 @@ class Bench:
 ORDER = {"publish_rate": 0, "bulk_publish": 1, "clone": 2, "incremental": 3, "noop_sync": 4,
          "status": 5, "replica_rss_clone": 6, "hub_rss_snapshot": 7, "verify": 8}
 SYSTEM_ORDER = {"quire": 0, "quire-watched": 0.5, "quire-sqlite": 0, "quire-pg": 1,
-                "bare-starlette": 2, "git": 3,
+                "bare-starlette": 2, "bare-signed": 2.5, "git": 3,
                 "pouchdb": 4}
 
 

@@ -345,9 +345,10 @@ def run_sync(home: Home, space: SpaceConfig, progress: Progress = NO_PROGRESS
 
 @contextlib.contextmanager
 def _walk_ahead(space: SpaceConfig) -> Iterator[Any]:
-    """The vault's walk started in a forked child while this process gets the sync engine
-    ready (replica/vaultscan.py); ``QUIRE_WALK_AHEAD=off`` walks inline."""
-    if os.environ.get("QUIRE_WALK_AHEAD", "") == "off":
+    """With ``QUIRE_WALK_AHEAD=on``, the vault's walk started in a forked child while this
+    process gets the sync engine ready (replica/vaultscan.py). Off by default: on the bench
+    VM the child's walk costs more than the overlap saves (docs/decisions.md)."""
+    if os.environ.get("QUIRE_WALK_AHEAD", "") != "on":
         yield None
         return
     from replica.vaultscan import Prefetch

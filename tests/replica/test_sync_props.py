@@ -9,7 +9,10 @@ or superseded by a later write whose author saw it. Lessons kept from earlier ve
 this oracle: re-writing what the file already shows is no write (629e1d3); a write equal to
 a state someone else published is not lost (d62da76, here: the later writer saw that
 content); a held state may carry the write merged with a pulled change (faacebe: compared
-field by field against what the file showed before the write).
+field by field against what the file showed before the write); a write that puts a field
+back to the author's synced value only undoes the author's own unpublished change, so
+another replica's value may win there (found by the two-replica half: r0 tags, r1 tags, r0
+untags before syncing, final tagged by r1's write, which r0 never saw).
 
 ``QUIRE_PROP_EXAMPLES`` sets the number of examples (default 200): half of them with three
 replicas (here), half with two (tests/replica/test_sync_props_two.py, a file of its own so
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -95,26 +98,46 @@ class Write:
     entry: Entry | None
     saw: tuple[Entry | None, ...]
     undo: bool = False
+    synced: Entry | None = None  # the author's synced state when it wrote
 
 
-def carries(w: Write, state: Entry | None, severities: frozenset[str] = frozenset()) -> bool:
+def carries(w: Write, state: Entry | None, severities: frozenset[str] = frozenset(),
+            others: tuple[Entry | None, ...] = ()) -> bool:
     """Does ``state`` hold every change ``w`` made to what its file showed? A delete: the
     entry is absent. Otherwise a changed title or meta key has w's value (a guardrail's
     severity may instead be a stricter one written by someone: a merge never weakens a
     guardrail); the tags and links w added are there and those it dropped are not; each body
     line w changed has w's text (edits replace lines, never add or remove them); a created
-    body is whole."""
+    body is whole.
+
+    A change back to the author's synced value (``w.synced``) only undoes the author's own
+    unpublished change: the merge is against the synced state, where the author then
+    changed nothing, so another replica's value for it may win (its tag added, its line, its
+    title). Such a change is carried when ``state`` has w's value or one that another
+    replica wrote (``others``: their writes of this id, None a delete), never the author's
+    own undone value; a write that put back the whole synced state loses to another's
+    delete as an untouched entry does."""
     if w.entry is None:
         return state is None or state.deleted
-    if state is None or state.deleted:
-        return False
-    base, mine = w.base, w.entry
-    if mine.title != (base.title if base else None) and state.title != mine.title:
+    base, mine, synced = w.base, w.entry, w.synced
+    if state is None or state.deleted:  # only if w put back the synced state, deleted by
+        return (synced is not None and mine.version == synced.version  # another replica
+                and any(o is None for o in others))
+    written = [o for o in others if o is not None]
+
+    def undone(value: object, now: object, of: Callable[[Entry], object]) -> bool:
+        """w reverted this field to its synced value and ``now`` is another's write."""
+        return synced is not None and value == of(synced) and any(of(o) == now for o in written)
+
+    if mine.title != (base.title if base else None) and state.title != mine.title \
+            and not undone(mine.title, state.title, lambda e: e.title):
         return False
     b_meta = base.meta if base else {}
     for key in set(b_meta) | set(mine.meta):
         want, now = mine.meta.get(key), state.meta.get(key)
         if want == b_meta.get(key) or now == want:
+            continue
+        if undone(want, now, lambda e, k=key: e.meta.get(k)):
             continue
         if not (key == "severity" and mine.kind == "guardrail" and now in severities
                 and want in SEVERITIES and SEVERITIES.index(now) > SEVERITIES.index(want)):
@@ -122,15 +145,28 @@ def carries(w: Write, state: Entry | None, severities: frozenset[str] = frozense
     for f in ("tags", "links"):
         b, m, now = set(getattr(base, f) if base else ()), set(getattr(mine, f)), set(
             getattr(state, f))
-        if not (m - b) <= now or (b - m) & now:
-            return False
+        for x in (m - b) - now:  # added, absent: only a re-add of a synced one someone dropped
+            if not undone(True, False, lambda e, f=f, x=x: x in getattr(e, f)):
+                return False
+        for x in (b - m) & now:  # dropped, present: only a drop of the author's own add,
+            if not undone(False, True, lambda e, f=f, x=x: x in getattr(e, f)):  # another's
+                return False
     if base is None:
         return state.body == mine.body
     b_lines, m_lines, s_lines = (base.body.splitlines(), mine.body.splitlines(),
                                  state.body.splitlines())
     if not len(b_lines) == len(m_lines) == len(s_lines):
         return False
-    return all(s == m for b, m, s in zip(b_lines, m_lines, s_lines, strict=True) if m != b)
+    for i, (b_line, m_line, s_line) in enumerate(zip(b_lines, m_lines, s_lines, strict=True)):
+        if m_line != b_line and s_line != m_line and not undone(
+                m_line, s_line, lambda e, i=i: _line(e, i)):
+            return False
+    return True
+
+
+def _line(e: Entry, i: int) -> str | None:
+    lines = e.body.splitlines()
+    return lines[i] if i < len(lines) else None
 
 
 # ---------------------------------------------------------------- one hub for all examples
@@ -197,7 +233,7 @@ def run_history(world: World, n: int, steps: list[tuple[int, str, str, int]],
                 r.path(eid).unlink()
             else:
                 r.write(new)
-            writes.append(Write(len(writes), i, eid, base, new, tuple(saw), undo))
+            writes.append(Write(len(writes), i, eid, base, new, tuple(saw), undo, synced))
         for _ in range(2):
             for i, r in enumerate(rs):
                 reports[i] = r.sync()
@@ -240,12 +276,13 @@ def check(space, rs: list[Local], writes: list[Write],
             continue
         r = rs[w.replica]
         local = states_of[w.replica].get(w.eid)
-        if carries(w, final.get(w.eid), severities):
+        others = tuple(o.entry for o in writes if o.eid == w.eid and o.replica != w.replica)
+        if carries(w, final.get(w.eid), severities, others):
             continue
         if w.eid in pending[w.replica] and carries(w, local.local if local else None,
-                                                   severities):
+                                                   severities, others):
             continue
-        if any(later.eid == w.eid and any(carries(w, s, severities) for s in later.saw)
+        if any(later.eid == w.eid and any(carries(w, s, severities, others) for s in later.saw)
                for later in writes[w.n + 1:]):
             continue
         raise AssertionError(f"write lost: {w}\nfinal: {final.get(w.eid)}\n"

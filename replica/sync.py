@@ -26,7 +26,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from replica import auditcheck, blocked, clonefiles, deleted, vaultfaults, verify
+from replica import auditcheck, blocked, clonefiles, deleted, vault_presence, vaultfaults, verify
 from replica import store as st
 from replica import vault as vlt
 from replica.client import Change, ChangesPage, HubClient, HubUnverified
@@ -86,7 +86,7 @@ class Replica(Snapshots, Publisher):
         under the same lock (the watcher's look for local edits): not scanned again (an edit
         made since starts the next sync). ``walk``: the walk started under the same lock."""
         report = scanned if scanned is not None else SyncReport()
-        self.vault.mkdir(parents=True, exist_ok=True)
+        vault_presence.check(self.vault, self.store)  # gone or unmounted: vault_missing
         if scanned is None:
             self.flush_vault()
             self.scan(report, walk)
@@ -130,7 +130,9 @@ class Replica(Snapshots, Publisher):
     def scan(self, report: SyncReport, walk: Prefetch | None = None) -> None:
         """Fold the vault's local edits into the store (replica/scan.py); with ``journal``
         set (a running watcher's), only where it saw something change; else by the walk
-        ``walk`` ran ahead (replica/vaultscan.py), or one made now."""
+        ``walk`` ran ahead (replica/vaultscan.py), or one made now. A vault that is gone is
+        refused, never read as every page deleted (replica/vault_presence.py)."""
+        vault_presence.check(self.vault, self.store)
         fold_vault(self, report, walk)
 
     @staticmethod
@@ -174,7 +176,9 @@ class Replica(Snapshots, Publisher):
 
     def flush_vault(self) -> None:
         """Carry out journaled vault writes (also after a crash), never over a person's edit;
-        first remove what a cut clone left unrecorded (replica/clonefiles.py)."""
+        first remove what a cut clone left unrecorded (replica/clonefiles.py). Never into a
+        vault that is gone (replica/vault_presence.py)."""
+        vault_presence.check(self.vault, self.store)
         clonefiles.repair(self.vault, self.store)
         pending = self.store.pending_vault_writes()
         if not pending:

@@ -51,6 +51,7 @@ def _journaled(vault: str, p: str) -> bool:
 # a batch of this many changed paths may have overflowed the kernel's event queue, which
 # watchfiles does not report (notify's overflow event has no path): rescan the whole vault
 OVERFLOW_HINT = 1000
+VAULT_WAIT_S = 1.0  # how often a watcher whose vault is gone looks for it again
 
 
 def files_thread(vault: Path, inbox: queue.Queue[tuple[Any, ...]],
@@ -60,7 +61,12 @@ def files_thread(vault: Path, inbox: queue.Queue[tuple[Any, ...]],
     cookie came back), ``("files_down",)`` when watching stops (the journal has a gap)."""
     from watchfiles import Change, watch
 
-    vault.mkdir(parents=True, exist_ok=True)
+    # a vault that is gone (moved, a disk not mounted) is waited for, never made here: the
+    # syncs refuse it meanwhile (vault_missing, replica/vault_presence.py); a join made it
+    while not vault.is_dir():
+        if stop.wait(VAULT_WAIT_S):
+            inbox.put(("files_down",))
+            return
     armed = threading.Event()
     mine = f"{COOKIE}armed-{os.getpid()}-{id(inbox)}"
 

@@ -244,8 +244,7 @@ class SpaceSyncer:
         try:
             scanned = None
             if local_only:
-                self.space.vault.mkdir(parents=True, exist_ok=True)
-                rep.flush_vault()
+                rep.flush_vault()  # makes a new vault; refuses one that is gone
                 rep.scan(scanned := SyncReport())
                 if not store.dirty_count() and not store.outbox():
                     return SyncResult(None, 0, len(store.conflicts()), skipped=True,

@@ -209,6 +209,14 @@ class LockHeld(LocalError):
     code = "lock_held"
 
 
+class VaultMissing(LocalError):
+    """The vault folder is gone, or holds none of the recorded pages and no presence file
+    (moved, not mounted): the sync refuses instead of publishing every page as deleted
+    (replica/vault_presence.py). ``details``: vault, recorded, presence_file."""
+
+    code = "vault_missing"
+
+
 class HubUnverified(LocalError):
     """The hub (or something between it and us) sent what does not verify against the
     pinned hub key: a signature, a digest, the chain, the state root. Nothing was applied;
@@ -260,7 +268,7 @@ ERROR_CLASSES: dict[str, type[QuireError]] = {
         BaseMismatch, BatchConflict, VersionBlocked, SpaceDeleted, PacketStale, ClaimHeld, SnapshotRequired, TooLarge,
         QuotaExceeded, InvalidRequest, ContentScreened, RateLimited, Unavailable,
         TransferFailed, LocalError, AuditUnverified, AuditTruncated, AuditRewritten,
-        NotJoined, SpaceNotFound, SpaceAmbiguous, LockHeld, HubUnverified, HubKeyUnchained,
+        NotJoined, SpaceNotFound, SpaceAmbiguous, LockHeld, VaultMissing, HubUnverified, HubKeyUnchained,
         StaleHead,
     )
 }

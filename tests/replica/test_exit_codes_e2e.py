@@ -87,6 +87,20 @@ def revoked_device(team: Team, tmp: Path) -> Case:
     return Case(a, "unauthorized")
 
 
+def vault_moved(team: Team, tmp: Path) -> Case:
+    a = team.member("moved")
+    a.write(Entry(id="page/kept", title="Kept", body=LINES))
+    a.sync()
+    a.vault.rename(tmp / "elsewhere")  # moved, or its disk not mounted: never "all deleted"
+
+    def kept() -> None:
+        assert not a.vault.exists()
+        with a.client() as c:  # the page is still the space's
+            assert "page/kept" in {e.id for e, _ in list(c.snapshot(team.space["id"]))[1:]}
+
+    return Case(a, "vault_missing", kept)
+
+
 TABLE = [
     (clean, ec.OK, ec.OK),
     (held_conflict, ec.ATTENTION, ec.ATTENTION),
@@ -94,6 +108,7 @@ TABLE = [
     (unparsable_file, ec.ATTENTION, ec.ATTENTION),
     (hub_down, ec.UNREACHABLE, ec.UNREACHABLE),
     (revoked_device, ec.REFUSED, ec.REFUSED),
+    (vault_moved, ec.ERROR, ec.ERROR),
 ]
 
 
@@ -108,7 +123,8 @@ def test_exit_codes_of_sync_and_strict_status(team: Team, tmp_path: Path, setup,
     again = quire(case.member.home, "sync", "--json", check=False)  # --json: same code
     assert again.returncode == sync_code
     doc = json.loads(again.stdout)
-    assert ("error" in doc) == (sync_code in (ec.UNREACHABLE, ec.REFUSED))
+    assert ("error" in doc) == (sync_code in (ec.ERROR, ec.UNREACHABLE, ec.REFUSED))
     strict = quire(case.member.home, "status", "--strict", check=False)
     assert strict.returncode == strict_code, strict.stdout
     assert quire(case.member.home, "status", check=False).returncode == ec.OK
+    case.after()

@@ -127,3 +127,40 @@ def test_folder_events_are_journaled_and_a_burst_restarts_the_journal(
     finally:
         stop.set()
         t.join(10)
+
+
+class _CountingStop(threading.Event):
+    """A stop event that counts the waits on it: the files thread's looks for its vault."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits = 0
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits += 1
+        return super().wait(timeout)
+
+
+def test_a_vault_that_is_gone_is_waited_for_never_made(tmp_path: Path, monkeypatch) -> None:
+    """A folder made at the vault's path would turn the person's ``mv`` of it back into a
+    folder inside it, and is what an empty mount point looks like: the files thread waits
+    for the vault to come back (replica/vault_presence.py has the syncs refuse meanwhile)."""
+    monkeypatch.setattr(watch_daemon, "VAULT_WAIT_S", 0.01)
+    away = tmp_path / "away"
+    (away / "page").mkdir(parents=True)
+    vault = tmp_path / "vault"
+    inbox: queue.Queue[tuple[Any, ...]] = queue.Queue()
+    stop = _CountingStop()
+    t = threading.Thread(target=files_thread, args=(vault, inbox, stop), daemon=True)
+    t.start()
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while stop.waits < 5:  # it has looked for the vault five times
+            assert time.monotonic() < deadline, "the files thread never looked"
+            time.sleep(0.01)
+        assert not vault.exists()
+        away.rename(vault)  # back: watched from then on
+        _started(vault, inbox)
+    finally:
+        stop.set()
+        t.join(10)

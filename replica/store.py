@@ -129,8 +129,7 @@ class Store:
 
     def pending_vault_writes(self) -> list[tuple[str, str | None, str | None]]:
         with self.engine.connect() as conn:
-            return _rows(conn, "SELECT entry_id, content, prev_hash FROM vault_pending"
-                               " ORDER BY entry_id")  # type: ignore[return-value]
+            return pending_vault_writes_txn(conn)
 
     def digest(self) -> str:
         """Digest of the synced state: equal on two replicas that hold the same hub state.
@@ -302,6 +301,13 @@ def file_stats_txn(conn: Conn) -> dict[str, tuple[str | None, int | None, int | 
     return {r[0]: r[1:] for r in _rows(
         conn, "SELECT id, file_hash, file_size, file_mtime_ns, held"
               " FROM entries INDEXED BY entries_cover")}
+
+
+def pending_vault_writes_txn(conn: Conn) -> list[tuple[str, str | None, str | None]]:
+    """(entry id, content or None for a delete, hash of the file it replaces) per journaled
+    vault write, by entry id."""
+    return _rows(conn, "SELECT entry_id, content, prev_hash FROM vault_pending"
+                       " ORDER BY entry_id")  # type: ignore[return-value]
 
 
 def file_index_txn(conn: Conn) -> list[tuple[str, int | None, int | None]]:

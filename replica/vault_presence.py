@@ -45,7 +45,7 @@ def check(vault: Path, store: Any) -> None:
     if os.path.isfile(marker):
         return
     with store.engine.connect() as conn:
-        recorded = [row[0] for row in st.file_index_txn(conn)]
+        recorded = on_disk_txn(conn)
     if recorded and not _any_there(vault, recorded):
         raise VaultMissing(
             f"the vault {vault} holds none of the space's {len(recorded)} recorded pages and no"
@@ -53,6 +53,17 @@ def check(vault: Path, store: Any) -> None:
             f" back; to delete every page of the space, create {marker} and sync again",
             {"vault": str(vault), "recorded": len(recorded), "presence_file": marker})
     _make(vault, marker)
+
+
+def on_disk_txn(conn: Any) -> list[str]:
+    """The entries whose file the store believes is in the vault: recorded with its stat,
+    or about to be overwritten by a journaled write. (An entry whose first file is still a
+    journaled write has a file hash but no stat yet: a vault that never held it lost
+    nothing.)"""
+    ids = {entry_id for entry_id, size, _mtime in st.file_index_txn(conn) if size is not None}
+    ids.update(entry_id for entry_id, _content, prev_hash in st.pending_vault_writes_txn(conn)
+               if prev_hash is not None)
+    return sorted(ids)
 
 
 def _any_there(vault: Path, recorded: list[str]) -> bool:

@@ -38,19 +38,10 @@ run: $(STAMP) pyc  ## set up, initialize an embedded SQLite hub on first run, se
 # order (pytest-randomly); the seed is printed before and after: replay with SEED=<seed>
 TEST_WORKERS ?= 3
 SEED := $(or $(SEED),$(shell od -An -N4 -tu4 /dev/urandom | tr -d ' '))
-# The tests' files (tmp_path, hub data, vaults, homes) go to a fresh folder in memory
-# (/dev/shm) when the machine has one: on this VM's root file system (ext4, no journal,
-# discard) creating a file after files were deleted costs ~0.5 ms against ~0.04 ms in
-# memory, and the whole suite took 14:40 there against under 8 minutes (docs/decisions.md,
-# "The suite's files in memory"). SQLite, inotify and the sockets behave the same there;
-# power loss is simulated in-process (tests/replica/test_clone_power_loss.py), never
-# relied on from the disk. TEST_TMP=/some/dir puts them elsewhere.
-TEST_TMP ?= $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm || echo /tmp)
 test: $(STAMP) pyc  ## the whole suite (unit, in-process API, end-to-end; SQLite and PostgreSQL)
 	@echo "test order: --randomly-seed=$(SEED) (replay: make test SEED=$(SEED))"
-	@tmp=$$(mktemp -d $(TEST_TMP)/quire-test.XXXXXX); \
-	TMPDIR=$$tmp $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -p randomly --randomly-seed=$(SEED); \
-	rc=$$?; rm -rf "$$tmp"; echo "test order was --randomly-seed=$(SEED) (replay: make test SEED=$(SEED))"; \
+	@$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -p randomly --randomly-seed=$(SEED); \
+	rc=$$?; echo "test order was --randomly-seed=$(SEED) (replay: make test SEED=$(SEED))"; \
 	exit $$rc
 
 test-fast: $(STAMP)

@@ -116,6 +116,8 @@ def _human_status(doc: dict[str, Any]) -> str:
         lines.append(f"  policy_denied: {d['id']} ({d['action']}, rule {d['rule']}): kept "
                      "locally, not published")
     lines += _screened_lines(doc.get("content_screened") or [], "  screened: ")
+    if doc.get("vault_missing"):
+        lines.append(f"  vault missing: {doc['vault_missing']['message']}")
     if doc["last_error"]:
         e = doc["last_error"]
         lines.append(f"  last error: {e['code']}: {e['message']} ({when(e.get('at'))})")

@@ -73,6 +73,8 @@ def for_status(doc: Mapping[str, Any]) -> int:
     if state == "suspended":
         return REFUSED
     if state == "error":
+        if doc.get("vault_missing"):
+            return ERROR
         err = doc.get("last_error") or {}
         return for_error_code(err.get("code") if isinstance(err, Mapping) else None)
     if state in ATTENTION_STATES or left_over(doc):

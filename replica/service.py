@@ -232,6 +232,10 @@ def status_doc(space: SpaceConfig, *, scan: bool = True, store: Store | None = N
         conflicts = store.conflicts()
         outbox = store.dirty_count()
         journal = None
+        from replica import vault_presence
+
+        gone = vault_presence.missing(Path(space.vault), store) if scan else None
+        scan = scan and gone is None  # a vault that is gone: the store alone, and say so
         if scan:  # a running watcher's journal, when valid, stands in for the walk
             from replica import journal as watcher_journal
 
@@ -267,6 +271,8 @@ def status_doc(space: SpaceConfig, *, scan: bool = True, store: Store | None = N
             "store_digest": store.digest(),
             "usage": store.get_meta("usage"),  # as the hub said at the last sync
         }
+        if gone is not None:  # what the next sync would refuse with (replica/vault_presence.py)
+            doc["vault_missing"] = {"message": gone.message, **gone.details}
     finally:
         store.close()
     refused = refusal(doc["last_error"])
@@ -275,7 +281,7 @@ def status_doc(space: SpaceConfig, *, scan: bool = True, store: Store | None = N
         # local edits and the outbox stay; the next sync after access returns resumes
         doc["state"] = "suspended"
         doc["suspended"] = refused
-    elif doc["last_error"]:
+    elif doc["last_error"] or gone is not None:
         doc["state"] = "error"
     elif head is None:
         doc["state"] = "never_synced"

@@ -38,20 +38,35 @@ TEXT = (
 )
 
 
+def missing(vault: Path, store: Any) -> VaultMissing | None:
+    """What ``check`` would raise, without making anything (``quire status``)."""
+    if os.path.isfile(os.path.join(os.fspath(vault), PRESENCE_FILE)):
+        return None
+    return _refusal(vault, store)
+
+
+def _refusal(vault: Path, store: Any) -> VaultMissing | None:
+    marker = os.path.join(os.fspath(vault), PRESENCE_FILE)
+    with store.engine.connect() as conn:
+        recorded = on_disk_txn(conn)
+    if recorded and not _any_there(vault, recorded):
+        return VaultMissing(
+            f"the vault {vault} holds none of the space's {len(recorded)} recorded pages and no"
+            f" {PRESENCE_FILE}: if the folder was moved or its disk is not mounted, put it"
+            f" back; to delete every page of the space, create {marker} and sync again",
+            {"vault": str(vault), "recorded": len(recorded), "presence_file": marker})
+    return None
+
+
 def check(vault: Path, store: Any) -> None:
     """Raise ``VaultMissing`` when the vault is gone (see the module docstring); else make
     sure the vault and its presence file exist. ``store``: the space's ``Store``."""
     marker = os.path.join(os.fspath(vault), PRESENCE_FILE)
     if os.path.isfile(marker):
         return
-    with store.engine.connect() as conn:
-        recorded = on_disk_txn(conn)
-    if recorded and not _any_there(vault, recorded):
-        raise VaultMissing(
-            f"the vault {vault} holds none of the space's {len(recorded)} recorded pages and no"
-            f" {PRESENCE_FILE}: if the folder was moved or its disk is not mounted, put it"
-            f" back; to delete every page of the space, create {marker} and sync again",
-            {"vault": str(vault), "recorded": len(recorded), "presence_file": marker})
+    refusal = _refusal(vault, store)
+    if refusal is not None:
+        raise refusal
     _make(vault, marker)
 
 

@@ -95,6 +95,9 @@ def vault_moved(team: Team, tmp: Path) -> Case:
 
     def kept() -> None:
         assert not a.vault.exists()
+        doc = qjson(a.home, "status")  # says so itself, and lists no page as deleted
+        assert doc["state"] == "error" and doc["vault_missing"]["recorded"] == 1, doc
+        assert doc["unpublished"]["count"] == 0 and doc["scanned"] is False, doc
         with a.client() as c:  # the page is still the space's
             assert "page/kept" in {e.id for e, _ in list(c.snapshot(team.space["id"]))[1:]}
 

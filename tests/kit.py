@@ -5,6 +5,7 @@ hub without it)."""
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import pty
@@ -107,14 +108,20 @@ def hub_cmd(*args: str) -> list[str]:
 
 
 def init_hub(data: Path, db: str | None = None) -> str:
-    cmd = hub_cmd("init", "--data", str(data), "--json")
-    if db:
-        cmd += ["--db", db]
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
-    if out.returncode != 0:
-        raise RuntimeError(f"quire hub init failed ({out.returncode}):\n{out.stdout}\n"
-                           f"{out.stderr}")
-    return json.loads(out.stdout)["enrollment_code"]
+    """``quire hub init --data DATA [--db DB] --json``, run in this process by the real
+    command's ``main`` (hub/cli.py): a subprocess paid ~1 s of imports per hub, most of a
+    hub test's setup (tests/hub/test_publish.py: 3.5 s a test on a loaded machine). The
+    command line itself is tested as a process by the docs and operations tests."""
+    from hub import cli as hub_cli
+
+    argv = ["init", "--data", str(data), "--json", *(["--db", db] if db else [])]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = hub_cli.main(argv)
+    if code != 0:
+        raise RuntimeError(f"quire hub init failed ({code}):\n{out.getvalue()}\n"
+                           f"{err.getvalue()}")
+    return json.loads(out.getvalue())["enrollment_code"]
 
 
 @dataclass

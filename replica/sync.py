@@ -86,7 +86,6 @@ class Replica(Snapshots, Publisher):
         under the same lock (the watcher's look for local edits): not scanned again (an edit
         made since starts the next sync). ``walk``: the walk started under the same lock."""
         report = scanned if scanned is not None else SyncReport()
-        vault_presence.check(self.vault, self.store)  # gone or unmounted: vault_missing
         if scanned is None:
             self.flush_vault()
             self.scan(report, walk)

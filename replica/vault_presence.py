@@ -3,7 +3,8 @@
 
 A vault holds a hidden file, ``.quire-vault`` (scans skip hidden files), put there by the
 first sync, the clone or the first sync after an upgrade. Every run that writes to the vault
-or reads edits from it checks it first (``Replica.sync``, ``flush_vault``, ``scan``):
+or reads edits from it checks it first (``Replica.flush_vault`` and ``scan``, the first two
+steps of every sync):
 
     .quire-vault there                     ─► go on (one stat)
     not there, no file recorded            ─► a new vault: make the folder and the file

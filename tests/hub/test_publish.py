@@ -182,19 +182,27 @@ def test_device_revoked_during_prepare_blocks_publication(hub_app: dict[str, Any
     """The guard re-reads the device at commit: a device revoked after preparation (through
     the admin API, another connection) cannot publish, and nothing is written."""
     owner, ed, space = setup_space(hub_app)
-    hub = hub_app["hub"]
     ed.replica(space)
+    _revoked_after_prepare(hub_app, owner, ed, space, f"/v1/devices/{ed.device_id}/revoke",
+                           401, "device_revoked")
+
+
+def _revoked_after_prepare(hub_app: dict[str, Any], owner: Any, ed: Any, space: str,
+                           revoke_path: str, status: int, reason: str) -> None:
+    """``ed`` publishes while the owner revokes (POST ``revoke_path``) between the guard's
+    preparation and its commit: refused with ``status``/``reason``, nothing written."""
+    hub = hub_app["hub"]
 
     def revoke(_batch: Any) -> None:
-        r = owner.post(f"/v1/devices/{ed.device_id}/revoke", {})
+        r = owner.post(revoke_path, {})
         assert r.status_code == 200, r.text
 
     before = _counts(hub)
     hub_app["hooks"].after_prepare = revoke
     r = ed.publish(space, [put("page/a")])
     hub_app["hooks"].after_prepare = None
-    assert r.status_code == 401, r.text
-    assert r.json()["error"]["details"]["reason"] == "device_revoked"
+    assert r.status_code == status, r.text
+    assert r.json()["error"]["details"]["reason"] == reason
     after = _counts(hub)
     assert (after["batches"], after["entries"]) == (before["batches"], before["entries"])
 
@@ -223,21 +231,10 @@ def test_replica_revoked_during_prepare_blocks_publication(hub_app: dict[str, An
     """The guard re-reads the replica at commit (with its other re-reads, in one
     statement): a replica revoked after preparation cannot publish, nothing is written."""
     owner, ed, space = setup_space(hub_app)
-    hub = hub_app["hub"]
     replica = ed.replica(space)
-
-    def revoke(_batch: Any) -> None:
-        r = owner.post(f"/v1/spaces/{space}/replicas/{replica}/revoke", {})
-        assert r.status_code == 200, r.text
-
-    before = _counts(hub)
-    hub_app["hooks"].after_prepare = revoke
-    r = ed.publish(space, [put("page/a")])
-    hub_app["hooks"].after_prepare = None
-    assert r.status_code == 403, r.text
-    assert r.json()["error"]["details"]["reason"] == "replica_revoked"
-    after = _counts(hub)
-    assert (after["batches"], after["entries"]) == (before["batches"], before["entries"])
+    _revoked_after_prepare(hub_app, owner, ed, space,
+                           f"/v1/spaces/{space}/replicas/{replica}/revoke", 403,
+                           "replica_revoked")
 
 
 def test_the_same_batch_accepted_during_prepare_is_answered_as_its_replay(

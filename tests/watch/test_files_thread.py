@@ -130,14 +130,18 @@ def test_folder_events_are_journaled_and_a_burst_restarts_the_journal(
 
 
 class _CountingStop(threading.Event):
-    """A stop event that counts the waits on it: the files thread's looks for its vault."""
+    """A stop event that counts the waits on it (the files thread's looks for its vault)
+    and sets ``looked`` at the fifth."""
 
     def __init__(self) -> None:
         super().__init__()
         self.waits = 0
+        self.looked = threading.Event()
 
     def wait(self, timeout: float | None = None) -> bool:
         self.waits += 1
+        if self.waits >= 5:
+            self.looked.set()
         return super().wait(timeout)
 
 
@@ -154,11 +158,8 @@ def test_a_vault_that_is_gone_is_waited_for_never_made(tmp_path: Path, monkeypat
     t = threading.Thread(target=files_thread, args=(vault, inbox, stop), daemon=True)
     t.start()
     try:
-        deadline = time.monotonic() + DEADLINE_S
-        while stop.waits < 5:  # it has looked for the vault five times
-            assert time.monotonic() < deadline, "the files thread never looked"
-            time.sleep(0.01)
-        assert not vault.exists()
+        assert stop.looked.wait(DEADLINE_S), "the files thread never looked for its vault"
+        assert not vault.exists()  # looked five times, made nothing
         away.rename(vault)  # back: watched from then on
         _started(vault, inbox)
     finally:

@@ -26,14 +26,14 @@ PY = sys.executable
 
 
 def quire_cmd() -> list[str]:
-    """The ``quire`` console script of this interpreter's environment (replica.entry:main),
+    """The ``quire`` console script of this interpreter's environment (replica.cli.entry:main),
     as people and agents run it: a command a running watcher can serve asks it first."""
-    if importlib.util.find_spec("replica.entry") is None:
-        raise Unavailable("the quire CLI (replica/entry.py) is not there yet")
+    if importlib.util.find_spec("replica.cli.entry") is None:
+        raise Unavailable("the quire CLI (replica/cli/entry.py) is not there yet")
     script = Path(PY).parent / "quire"
     if script.exists():
         return [str(script)]
-    return [PY, "-c", "import sys; from replica.entry import main; sys.exit(main())"]
+    return [PY, "-c", "import sys; from replica.cli.entry import main; sys.exit(main())"]
 
 
 def hub_cmd() -> list[str]:

@@ -47,7 +47,7 @@ GOAL_P95_MS = 300
 def page_bytes(entry_id: str, title: str, body: str) -> bytes:
     """The page as every vault shows it (the writer's save is already in that form, so a
     reader's file is compared byte for byte)."""
-    from replica import vault as vlt
+    from replica.vault import files as vlt
     from shared.entry import make_entry
 
     return vlt.render(make_entry({"id": entry_id, "title": title, "body": body}))
@@ -94,7 +94,7 @@ class Run:
                  ) -> list[float]:
         """Latency (ms) of each (entry id, save time, bytes), from its save to the moment
         the last reader's vault held exactly those bytes."""
-        from replica import vault as vlt
+        from replica.vault import files as vlt
 
         todo = {i: [vlt.entry_path(v, eid) for v in self.readers]
                 for i, (eid, _, _) in enumerate(waits)}
@@ -156,7 +156,7 @@ class Run:
 
 
 def vlt_path(vault: Path, entry_id: str) -> Path:
-    from replica import vault as vlt
+    from replica.vault import files as vlt
 
     return vlt.entry_path(vault, entry_id)
 

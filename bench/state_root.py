@@ -6,7 +6,7 @@ and the time to recompute a root over 100,000 entries (``quire verify``'s domina
 
 On: the hub keeps the root in each publishing transaction (setting ``state_root``) and the
 replica checks it when it clones. Off: the hub setting off and the replica's check skipped
-(``replica.verify.check_root_txn`` replaced by a no-op): the cost the feature adds. Runs the
+(``replica.trust.verify.check_root_txn`` replaced by a no-op): the cost the feature adds. Runs the
 real hub application in-process on SQLite (tests/replica/inproc.py), one process.
 """
 
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from replica import verify
+from replica.trust import verify
 from shared import state
 from shared.entry import Entry
 from shared.ids import new_id

@@ -7,7 +7,7 @@ the guard); one member joins with the real CLI (snapshot into its vault). Then, 
 10 hand edits waiting (they are found by the vault scan), ``quire status --json --fast``
 (no scan), and a no-op ``quire sync`` for comparison; then the same with ``quire watch``
 running for the space: ``quire status`` then reads the watcher's journal of changed paths
-(replica/journal.py, a cookie round trip) instead of the size-and-mtime scan a sync makes.
+(replica/ipc/journal.py, a cookie round trip) instead of the size-and-mtime scan a sync makes.
 
     python -m bench.status_cost [--sizes 1000,100000] [--runs 5]
 """

@@ -53,7 +53,7 @@ def quire(home: Path | None, *args: str, timeout: float = 120) -> dict[str, Any]
     env = dict(os.environ)
     if home is not None:
         env["QUIRE_HOME"] = str(home)
-    p = subprocess.run([PY, "-m", "replica.cli", *args, "--json"], capture_output=True,
+    p = subprocess.run([PY, "-m", "replica.cli.main", *args, "--json"], capture_output=True,
                        text=True, env=env, cwd=ROOT, timeout=timeout)
     if p.returncode != 0:
         raise RuntimeError(f"quire {' '.join(args)}: {p.stdout}{p.stderr}")
@@ -119,8 +119,8 @@ class Bench:
         self.watchers: list[subprocess.Popen[bytes]] = []
 
     def invite(self, role: str = "viewer") -> str:
-        from replica.home import Home
-        from replica.service import open_client as _client
+        from replica.app.service import open_client as _client
+        from replica.machine.home import Home
 
         with _client(Home(self.owner).hubs()[0]) as c:
             return str(c.create_invite(self.space["id"], role)["code"])
@@ -137,7 +137,7 @@ class Bench:
                 code = self.invite("editor" if i < editors else "viewer")
                 env = dict(os.environ, QUIRE_HOME=str(home))
                 procs.append((i, subprocess.Popen(
-                    [PY, "-m", "replica.cli", "join", self.url, "--invite", code, "--vault",
+                    [PY, "-m", "replica.cli.main", "join", self.url, "--invite", code, "--vault",
                      str(vault), "--device", f"m{i}", "--json"], cwd=ROOT, env=env,
                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)))
             for i, p in procs:
@@ -158,7 +158,7 @@ class Bench:
         for home, _ in self.members[:n]:
             env = dict(os.environ, QUIRE_HOME=str(home), **(extra_env or {}))
             log = open(home.parent / "watch.log", "ab")  # noqa: SIM115
-            self.watchers.append(subprocess.Popen([PY, "-m", "replica.cli", "watch"], cwd=ROOT,
+            self.watchers.append(subprocess.Popen([PY, "-m", "replica.cli.main", "watch"], cwd=ROOT,
                                                   env=env, stdout=log, stderr=log))
         deadline = time.monotonic() + 60 + n
         for home, _ in self.members[:n]:
@@ -196,8 +196,8 @@ class Bench:
 
 
 def publish_and_time(b: Bench, n_watchers: int, count: int, first: int = 0) -> list[float]:
-    from replica.home import Home
-    from replica.service import open_client as _client
+    from replica.app.service import open_client as _client
+    from replica.machine.home import Home
     from shared.entry import make_entry
     from shared.ids import new_id
     from shared.signing import load_private

@@ -1,6 +1,6 @@
 """What ``quire`` costs with a ``quire watch`` running (issue 16 item 2), for the full bench
 (bench/run.py) and bench/served_cost.py: each command through the ``quire`` console script
-(replica/entry.py), which a running watcher serves over its socket.
+(replica/cli/entry.py), which a running watcher serves over its socket.
 
     with watching(member) as w:               # quire watch, idle, stream up, journal valid
         served_noop(member, w, runs=5)        # no-op `sync --json` and `status --json`
@@ -34,12 +34,12 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 
 def entry_cmd() -> list[str]:
-    """The ``quire`` console script of this environment (replica.entry:main), as people run
+    """The ``quire`` console script of this environment (replica.cli.entry:main), as people run
     it; ``bench.quire_side.quire_cmd`` runs the CLI module directly (never served)."""
     script = Path(sys.executable).parent / "quire"
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-c", "import sys; from replica.entry import main; sys.exit(main())"]
+    return [sys.executable, "-c", "import sys; from replica.cli.entry import main; sys.exit(main())"]
 
 
 def cpu_of(pid: int) -> float:

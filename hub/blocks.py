@@ -8,7 +8,7 @@
          an op whose entry version (the SHA-256 of its content) is blocked for that entry
          └─ VersionBlocked (``version_blocked``, every such op in the details); nothing is
             written. A replica that tries to publish it holds the edit as a conflict
-            (replica/push.py).
+            (replica/engine/push.py).
 
 A block names one entry id and one exact version: the same content under another id, or
 any other version of the entry (the revert's own, a later fix), publishes as before. Blocks

@@ -1,7 +1,7 @@
 """Open conflicts reported by replicas (issue 15): a replica's summary of the conflicts it
 holds, so the console can show them without anyone cloning the space.
 
-    replica: after a sync whose open conflicts changed (replica/conflict_report.py)
+    replica: after a sync whose open conflicts changed (replica/conflicts/report.py)
       PUT /v1/spaces/{space}/replicas/{replica}/conflicts  {"conflicts": [item, ...]}
         └─ put_report(): member of the space (viewer up), the replica registered to the
            caller's device there and not revoked (check_replica_txn), the body validated;

@@ -11,7 +11,7 @@ A crash between 2 and 3 leaves ``hub_key.pem.next`` whose id is the recorded one
 ``rotate`` (or ``serve``) finishes the rename first. A crash before 2 leaves a ``.next``
 nobody recorded: it is deleted and a fresh rotation starts. Running hub processes pick up
 the new file on their next signature (``Hub.key`` watches the file, hub/app.py); replicas
-follow the chain (shared/hubkeys.py, replica/keypin.py).
+follow the chain (shared/hubkeys.py, replica/trust/keypin.py).
 """
 
 from __future__ import annotations

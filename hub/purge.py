@@ -14,7 +14,7 @@
 
 Why a new epoch: every replica then takes a snapshot, which no longer lists the entries,
 and the signed statement tells it which entries to drop from its own store, vault, conflicts
-and outbox (replica/purge.py); an unpublished local edit of one is held, never republished.
+and outbox (replica/engine/purge.py); an unpublished local edit of one is held, never republished.
 Why bodies are rewritten rather than batches deleted: the other entries' history (reads at a
 seq, revert plans) stays; an old epoch's batches are never served for verification, so a
 body that no longer matches its digest misleads nobody (docs/security.md, Purge).

@@ -14,7 +14,7 @@ Untouched: users, devices, revocations, tokens, delegations, members and roles, 
 invites, the audit log (it only grows: the events after the backup stay, so the chain and
 the audit tips replicas hold still verify), and the batches of earlier epochs. Replicas see
 the new epoch on their next sync, take its snapshot and republish what they hold from after
-``restored_from`` (replica/restored.py). Spaces not in the backup (created since) and spaces
+``restored_from`` (replica/engine/restored.py). Spaces not in the backup (created since) and spaces
 whose head is still the backup's are left as they are. The caller holds the folder's
 serving lock exclusively (hub/servelock.py): no hub process serves meanwhile.
 """

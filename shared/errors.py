@@ -212,7 +212,7 @@ class LockHeld(LocalError):
 class VaultMissing(LocalError):
     """The vault folder is gone, or holds none of the recorded pages and no presence file
     (moved, not mounted): the sync refuses instead of publishing every page as deleted
-    (replica/vault_presence.py). ``details``: vault, recorded, presence_file."""
+    (replica/vault/presence.py). ``details``: vault, recorded, presence_file."""
 
     code = "vault_missing"
 

@@ -8,7 +8,7 @@
 chain (``GET /v1/hub/keys``). A replica whose pinned key no longer verifies what the hub
 signs walks the chain from its pinned key (``follow_chain``): every link must be signed by
 the key before it, in unbroken seq order, for this hub. It then pins the newest key and
-keeps the chain (replica/keypin.py). A key no verified link leads to raises
+keeps the chain (replica/trust/keypin.py). A key no verified link leads to raises
 ``HubKeyUnchained``: a hub key replaced by hand, or a statement signed by the wrong key,
 is refused; nothing is written.
 

@@ -2,8 +2,8 @@
 instruction-injection markers in guardrails and skills, in the entries a batch writes.
 
     screen_ops(ops)                       the guard (hub/guard.py, before anything is written)
-      └─ screen_entry(entry)              and the replica's push path (replica/push.py,
-           ├─ to_markdown(entry) lines      replica/screened.py: kept locally, reported)
+      └─ screen_entry(entry)              and the replica's push path (replica/engine/push.py,
+           ├─ to_markdown(entry) lines      replica/engine/screened.py: kept locally, reported)
            ├─ secret_patterns()            detect-secrets' format detectors, in-process
            ├─ high_entropy_assignment      ``name = value`` with a random-looking value
            └─ injection markers            guardrail/* and skill/* only (INJECTION_RULES)

@@ -98,7 +98,7 @@ HEAD_FIELDS = {"space", "epoch", "seq", "digest", "state", "at"}
 # Optional (heads signed before they existed still verify): the tips (n, digest) of the
 # space's audit chain and of the hub chain as the hub read them with the head. A replica
 # keeps the newest it saw, so a hub whose audit log was cut short or rewritten after that
-# is caught (replica/auditcheck.py, DESIGN §12).
+# is caught (replica/trust/audit_tips.py, DESIGN §12).
 AUDIT_FIELDS = {"audit_seq", "audit_digest", "hub_audit_seq", "hub_audit_digest"}
 
 

@@ -184,7 +184,7 @@ def start_hub(data: Path, port: int | None = None, db: str | None = None,
 class KitSigner(httpx2.Auth):
     """Signs a DPoP proof for every request that carries ``Authorization: DPoP <token>`` of a
     known member and no proof of its own, so tests can pass ``member.auth`` as plain headers
-    (the replica does the same in ``replica/auth.py``). Installed as the client's auth."""
+    (the replica does the same in ``replica/hubclient/auth.py``). Installed as the client's auth."""
 
     def __init__(self, base_url: str):
         self.base_url = base_url.rstrip("/")

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from replica.mcp_calls import MAX_RESULT_CHARS
+from replica.mcp.calls import MAX_RESULT_CHARS
 from tests.conflicts.test_e2e import GUARD, SCENE, _mcp, scene_of, sync  # noqa: F401
 
 pytestmark = pytest.mark.e2e

@@ -99,7 +99,7 @@ def test_documented_agent_setups_work_as_written(hub: kit.HubProcess,  # noqa: F
 
 
 def test_instructions_state_the_bootstrap_protocol() -> None:
-    from replica.mcp_text import INSTRUCTIONS
+    from replica.mcp.text import INSTRUCTIONS
 
     assert "bootstrap_world_model" in INSTRUCTIONS
     assert "quire://world-model/intro" in INSTRUCTIONS

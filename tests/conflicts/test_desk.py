@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from replica import store as st
-from replica import vault as vlt
-from replica.conflicts import Desk, packet_digest, plan_batch
-from replica.home import SpaceConfig
-from replica.merge import merge_entry
-from replica.packets import keep_both_id
-from replica.store import Conflict, EntryState, Store
-from replica.sync import conflict_marker
+from replica.conflicts.desk import Desk, packet_digest, plan_batch
+from replica.conflicts.packets import keep_both_id
+from replica.engine.merge import merge_entry
+from replica.engine.sync import conflict_marker
+from replica.machine.home import SpaceConfig
+from replica.store import store as st
+from replica.store.store import Conflict, EntryState, Store
+from replica.vault import files as vlt
 from shared.entry import make_entry
 from shared.errors import ClaimHeld, InvalidRequest, NotFound, PacketStale
 from shared.ids import new_id
@@ -146,8 +146,8 @@ def test_keep_both_refuses_to_overwrite_an_existing_entry(space):
 _RACER = """
 import json, sys, time
 from pathlib import Path
-from replica.conflicts import Desk
-from replica.home import SpaceConfig
+from replica.conflicts.desk import Desk
+from replica.machine.home import SpaceConfig
 from shared.errors import QuireError
 args = json.loads(sys.argv[1])
 space = SpaceConfig(args["id"], "t", args["hub"], args["replica"], Path(args["vault"]), "editor",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from replica.mcp_server import TOOLS, Session, build_server
+from replica.mcp.server import TOOLS, Session, build_server
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 

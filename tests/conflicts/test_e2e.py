@@ -19,11 +19,11 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from replica import vault as vlt
-from replica.home import Home
-from replica.mcp_server import TOOLS
-from replica.packets import packet_page
-from replica.service import open_desk, run_sync
+from replica.app.service import open_desk, run_sync
+from replica.conflicts.packets import packet_page
+from replica.machine.home import Home
+from replica.mcp.server import TOOLS
+from replica.vault import files as vlt
 from shared.errors import ClaimHeld, PacketStale, PolicyDenied
 from tests.conflicts.conftest import entry, qjson, quire
 from tests.replica.conftest import QUIRE, ROOT, Member, Team

@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from replica.merge import merge_entry
-from replica.packets import (
+from replica.conflicts.packets import (
     NOTICE,
     build_packet,
     guardrail_weakening,
@@ -18,7 +17,8 @@ from replica.packets import (
     rule_denies,
     split_pages,
 )
-from replica.store import Conflict
+from replica.engine.merge import merge_entry
+from replica.store.store import Conflict
 from shared.entry import Entry, make_entry, tombstone
 from shared.errors import InvalidRequest
 

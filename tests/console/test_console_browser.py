@@ -79,7 +79,7 @@ def browser(hub: dict[str, Any]) -> Iterator[Any]:
 
 def quire(home: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "QUIRE_HOME": str(home), "NO_COLOR": "1"}
-    out = subprocess.run([sys.executable, "-m", "replica.cli", *args], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "replica.cli.main", *args], capture_output=True,
                          text=True, env=env, cwd=kit.REPO, timeout=120)
     if check and out.returncode != 0:
         raise AssertionError(f"quire {' '.join(args)} -> {out.returncode}\n{out.stdout}\n"

@@ -14,7 +14,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from replica.home import Home
+from replica.machine.home import Home
 from shared.entry import make_entry
 from tests.replica.conftest import Hub, Member, Team, hub, owner, qjson  # noqa: F401
 

@@ -28,7 +28,7 @@ def _commands(parser: argparse.ArgumentParser, prefix: str) -> list[str]:
 
 def _all_commands() -> list[str]:
     from hub.cli import build_parser as hub_parser
-    from replica.cli import build_parser
+    from replica.cli.main import build_parser
 
     cmds = [c for c in _commands(build_parser(), "quire") if c != "quire hub"]
     return cmds + _commands(hub_parser(), "quire hub")
@@ -41,7 +41,7 @@ def test_every_cli_command_is_documented() -> None:
 
 
 def test_every_command_has_help() -> None:
-    from replica.cli import main
+    from replica.cli.main import main
 
     for cmd in _all_commands():
         argv = cmd.split()[1:] + ["--help"]

@@ -62,7 +62,7 @@ def paste(cmds: list[str], root: Path) -> list[dict]:
 def test_hub_init_next_steps_work_when_pasted(tmp_path: Path) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    out = subprocess.run([sys.executable, "-m", "replica.cli", "hub", "init", "--data",
+    out = subprocess.run([sys.executable, "-m", "replica.cli.main", "hub", "init", "--data",
                           str(tmp_path / "hub"), "--public-url", url],
                          capture_output=True, text=True, check=True, cwd=tmp_path).stdout
     cmds = next_steps(out)

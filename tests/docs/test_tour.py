@@ -93,7 +93,7 @@ def test_the_tour_is_found_and_uses_two_homes_on_one_machine() -> None:
 
 
 def test_join_help_gives_the_two_replicas_on_one_machine_recipe(capsys) -> None:
-    from replica.cli import main
+    from replica.cli.main import main
 
     with pytest.raises(SystemExit):
         main(["join", "--help"])

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from replica.home import Home
-from replica.store import Store
+from replica.machine.home import Home
+from replica.store.store import Store
 from shared.entry import Entry
 from shared.wire import parse_batch
 from tests.replica import conftest as replica_fixtures

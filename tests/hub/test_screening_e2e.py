@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from replica.auth import auth_for
-from replica.client import HubClient
-from replica.home import Home
-from replica.identity import CredentialFile
+from replica.hubclient.auth import auth_for
+from replica.hubclient.client import HubClient
+from replica.machine.credentials import CredentialFile
+from replica.machine.home import Home
 from shared.entry import Entry, make_entry, parse_markdown
 from shared.errors import ContentScreened
 from shared.ids import new_id
@@ -215,7 +215,7 @@ def test_pre_screen_keeps_the_edit_and_an_allow_lets_that_version_publish_once(
 def plain(home: Path, *args: str) -> str:
     """The real CLI's human output (no ``--json``)."""
     env = dict(os.environ, QUIRE_HOME=str(home))
-    p = subprocess.run([sys.executable, "-m", "replica.cli", *args], capture_output=True,
+    p = subprocess.run([sys.executable, "-m", "replica.cli.main", *args], capture_output=True,
                        text=True, env=env, cwd=kit.REPO, timeout=60)
     return p.stdout + p.stderr
 

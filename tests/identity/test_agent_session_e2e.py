@@ -18,10 +18,10 @@ from typing import Any
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from replica.auth import auth_for
-from replica.client import HubClient
-from replica.home import Home
-from replica.identity import CredentialFile
+from replica.hubclient.auth import auth_for
+from replica.hubclient.client import HubClient
+from replica.machine.credentials import CredentialFile
+from replica.machine.home import Home
 from tests import kit
 from tests.identity.test_local_rules_e2e import hub_batches
 from tests.identity.test_revocation_e2e import QUIRE, hub, q  # noqa: F401 (fixture)

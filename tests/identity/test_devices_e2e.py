@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from replica.client import HubClient
-from replica.home import Home
+from replica.hubclient.client import HubClient
+from replica.machine.home import Home
 from shared.errors import Forbidden
 from tests import kit
 from tests.identity.test_rejoin_e2e import login

@@ -8,10 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from replica.auth import auth_for
-from replica.client import HubClient
-from replica.home import Home
-from replica.identity import CredentialFile
+from replica.hubclient.auth import auth_for
+from replica.hubclient.client import HubClient
+from replica.machine.credentials import CredentialFile
+from replica.machine.home import Home
 from shared.digest import genesis_digest
 from tests import kit
 from tests.identity.test_revocation_e2e import hub, q, write_page  # noqa: F401 (fixture)

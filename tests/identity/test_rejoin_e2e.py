@@ -12,7 +12,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from replica.home import Home
+from replica.machine.home import Home
 from tests import kit
 from tests.identity.test_local_rules_e2e import hub_batches
 from tests.identity.test_revocation_e2e import QUIRE, hub, q, write_page  # noqa: F401

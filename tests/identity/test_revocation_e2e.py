@@ -18,7 +18,7 @@ import pytest
 
 from tests import kit
 
-QUIRE = [sys.executable, "-m", "replica.cli"]
+QUIRE = [sys.executable, "-m", "replica.cli.main"]
 
 
 def q(home: Path, *args: str, check: bool = True) -> dict[str, Any]:

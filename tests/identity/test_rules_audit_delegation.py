@@ -9,10 +9,10 @@ from sqlalchemy import update
 
 from hub import audit
 from hub.store.schema import audit as audit_table
-from replica.auth import DPoPAuth
-from replica.client import HubClient
-from replica.identity import CredentialFile, Tokens
-from replica.identity_cli import verify_audit_events
+from replica.cli.identity import verify_audit_events
+from replica.hubclient.auth import DPoPAuth
+from replica.hubclient.client import HubClient
+from replica.machine.credentials import CredentialFile, Tokens
 from shared.dpop import make_proof
 from shared.signing import save_private
 from tests.identity.conftest import Team

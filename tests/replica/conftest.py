@@ -27,17 +27,17 @@ from typing import Any
 
 import pytest
 
-from replica import vault as vlt
-from replica.auth import DPoPAuth, auth_for
-from replica.client import HubClient
-from replica.home import Home, HubConfig
-from replica.identity import CredentialFile
-from replica.service import status_doc
+from replica.app.service import status_doc
+from replica.hubclient.auth import DPoPAuth, auth_for
+from replica.hubclient.client import HubClient
+from replica.machine.credentials import CredentialFile
+from replica.machine.home import Home, HubConfig
+from replica.vault import files as vlt
 from shared.digest import genesis_digest
 from shared.entry import Entry
 from tests.replica.inproc import InprocHub, Space
 
-QUIRE = [sys.executable, "-c", "import sys; from replica.cli import main; sys.exit(main())"]
+QUIRE = [sys.executable, "-c", "import sys; from replica.cli.main import main; sys.exit(main())"]
 ROOT = Path(__file__).resolve().parents[2]
 
 

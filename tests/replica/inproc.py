@@ -28,12 +28,12 @@ from typing import Any
 
 import httpx2
 
-from replica import vault as vlt
-from replica.auth import DPoPAuth
-from replica.client import HubClient
-from replica.identity import Tokens
-from replica.store import Store
-from replica.sync import Replica, SyncReport
+from replica.engine.sync import Replica, SyncReport
+from replica.hubclient.auth import DPoPAuth
+from replica.hubclient.client import HubClient
+from replica.machine.credentials import Tokens
+from replica.store.store import Store
+from replica.vault import files as vlt
 from shared.digest import genesis_digest
 from shared.entry import Entry
 from shared.signing import new_private_key, public_b64

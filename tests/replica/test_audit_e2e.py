@@ -20,9 +20,9 @@ import httpx2
 import pytest
 
 from hub.audit import event_digest
-from replica.client import HubClient
-from replica.home import Home
-from replica.identity_cli import verify_audit_events
+from replica.cli.identity import verify_audit_events
+from replica.hubclient.client import HubClient
+from replica.machine.home import Home
 from shared.entry import make_entry
 from tests import kit
 from tests.replica.conftest import device_auth, qjson, quire
@@ -104,7 +104,7 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
 
 
 def _page(vault: Path, eid: str, body: str) -> None:
-    from replica import vault as vlt
+    from replica.vault import files as vlt
 
     p = vlt.entry_path(vault, eid)
     p.parent.mkdir(parents=True, exist_ok=True)

@@ -27,7 +27,7 @@ from hub.backup import inspect
 from hub.signed_state import verify_space_txn
 from hub.store import queries as q
 from hub.store.db import Store
-from replica.home import Home
+from replica.machine.home import Home
 from shared.digest import genesis_digest
 from shared.entry import make_entry
 from shared.ids import new_id

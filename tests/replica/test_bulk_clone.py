@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-import replica.clone as clone_mod
-import replica.records as records_mod
-import replica.store as store_mod
-import replica.sync as sync_mod
-from replica import vault as vlt
+import replica.engine.clone as clone_mod
+import replica.engine.sync as sync_mod
+import replica.store.records as records_mod
+import replica.store.store as store_mod
+from replica.vault import files as vlt
 from shared.entry import Entry, make_entry, parse_markdown, to_markdown
 from tests.replica.inproc import Local, Space
 
@@ -166,7 +166,7 @@ def test_fast_render_is_byte_identical_to_to_markdown(title):
 def test_store_without_deleted_columns_is_upgraded_in_place(tmp_path):
     import sqlite3
 
-    from replica.store import EntryState, Store, put_state_txn
+    from replica.store.store import EntryState, Store, put_state_txn
     from shared.entry import tombstone
 
     path = tmp_path / "store.sqlite"
@@ -218,7 +218,7 @@ def test_store_rows_with_full_copies_read_the_same(tmp_path):
     """Stores written before ``SAME`` keep the JSON in all three columns."""
     import sqlite3
 
-    from replica.store import EntryState, Store, entry_json, put_state_txn
+    from replica.store.store import EntryState, Store, entry_json, put_state_txn
 
     path = tmp_path / "store.sqlite"
     store = Store(path)
@@ -246,7 +246,7 @@ def test_store_rows_with_full_copies_read_the_same(tmp_path):
 
 
 def test_cached_store_digest_follows_every_change_of_a_synced_version(tmp_path):
-    from replica.store import DIGEST_KEY, EntryState, Store, put_state_txn
+    from replica.store.store import DIGEST_KEY, EntryState, Store, put_state_txn
     from shared.entry import tombstone
 
     store = Store(tmp_path / "store.sqlite")
@@ -269,7 +269,7 @@ def test_cached_store_digest_follows_every_change_of_a_synced_version(tmp_path):
                 put_state_txn(conn, s)
             assert store.get_meta(DIGEST_KEY) is None
             d = store.digest()
-            from replica.store import digest_over_txn
+            from replica.store.store import digest_over_txn
 
             with store.engine.connect() as conn:
                 assert d == digest_over_txn(conn, None)
@@ -327,8 +327,15 @@ def _digest_from_entries(head: object, live: list[tuple[str, str]]) -> str:
 
 
 def test_store_digest_is_the_head_and_the_state_root_of_the_synced_entries(tmp_path):
-    from replica import verify
-    from replica.store import EntryState, Head, Store, digest_over_txn, put_state_txn, set_head_txn
+    from replica.store.store import (
+        EntryState,
+        Head,
+        Store,
+        digest_over_txn,
+        put_state_txn,
+        set_head_txn,
+    )
+    from replica.trust import verify
 
     store = Store(tmp_path / "store.sqlite")
     try:
@@ -352,7 +359,7 @@ def test_store_digest_is_the_head_and_the_state_root_of_the_synced_entries(tmp_p
 @pytest.mark.parametrize("min_entries", [0, 10 ** 9])  # the writer process, and inline
 def test_clone_with_the_vault_writer_process_matches_inline(tmp_path, space, monkeypatch,
                                                              min_entries):
-    import replica.vaultwriter as vw
+    import replica.engine.clone_writers as vw
 
     monkeypatch.setattr(clone_mod, "CHUNK", 5)
     monkeypatch.setattr(vw, "MIN_ENTRIES", min_entries)
@@ -388,7 +395,7 @@ def test_a_writer_process_that_dies_fails_the_clone_cleanly(tmp_path, space, mon
     import os
     import signal
 
-    import replica.vaultwriter as vw
+    import replica.engine.clone_writers as vw
 
     monkeypatch.setattr(clone_mod, "CHUNK", 5)
     monkeypatch.setattr(vw, "MIN_ENTRIES", 0)
@@ -420,8 +427,8 @@ def test_a_false_entry_count_from_the_hub_changes_nothing_applied(tmp_path, spac
                                                                   monkeypatch, count):
     """The snapshot's ``count`` is unsigned: a hub lying about it (absent, negative, not a
     number, far too big or too small) only changes the bar and the writer choice."""
-    import replica.client as client_mod
-    import replica.vaultwriter as vw
+    import replica.engine.clone_writers as vw
+    import replica.hubclient.client as client_mod
 
     monkeypatch.setattr(clone_mod, "CHUNK", 5)
     monkeypatch.setattr(vw, "MIN_ENTRIES", 20)

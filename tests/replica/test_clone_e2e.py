@@ -1,4 +1,4 @@
-"""A clone big enough for the vault writer process (replica/vaultwriter.py), through the
+"""A clone big enough for the vault writer process (replica/engine/clone_writers.py), through the
 real CLI against a real hub: killed while a chunk is in the writer's hands, then completed
 by ``quire sync``; and the progress bar of a clone and of a pull of many pages, drawn on a
 terminal only."""
@@ -12,9 +12,10 @@ import sqlite3
 
 import pytest
 
-from replica import clonefiles, vaultwriter
-from replica.clone import CHUNK
-from replica.crash import POINTS
+from replica.engine import clone_writers as vaultwriter
+from replica.engine.clone import CHUNK
+from replica.engine.crash import POINTS
+from replica.vault import created as clonefiles
 from shared.entry import Entry
 from tests import kit
 from tests.replica.conftest import QUIRE, ROOT, Member, Team, qjson, quire, start_hub
@@ -61,7 +62,7 @@ def test_clone_killed_with_a_chunk_in_the_writer_is_completed_by_sync(big):
 
 def test_clone_killed_then_cut_by_a_power_loss_is_completed_by_sync(big):
     """As above, then what a power cut may leave of the unrecorded files (each of them the
-    clone's own: replica/clonefiles.py): a name missing, no data, half of it, zeros, a create
+    clone's own: replica/vault/created.py): a name missing, no data, half of it, zeros, a create
     that never finished. ``quire sync`` writes them again and publishes nothing."""
     team, a = big
     b, p = _join(team, "pb", env={"QUIRE_TEST_CRASH_AT": "mid_clone"}, check=False)

@@ -1,4 +1,4 @@
-"""A clone cut by a kill or a power loss (replica/clonefiles.py): the files it created are
+"""A clone cut by a kill or a power loss (replica/vault/created.py): the files it created are
 unrecorded (one transaction), and after a power cut any of them may be missing, empty, cut
 short or zero-filled, or never finished (mode 0). The next sync must take every such file
 for its own unfinished write (remove it, write it again from the hub) and never for a
@@ -11,9 +11,9 @@ import os
 
 import pytest
 
-import replica.clone as clone_mod
-import replica.vaultwriter as vw
-from replica import clonefiles
+import replica.engine.clone as clone_mod
+import replica.engine.clone_writers as vw
+from replica.vault import created as clonefiles
 from shared.entry import Entry
 from tests.replica.inproc import Local, Space
 

@@ -1,4 +1,4 @@
-"""Shell completion (replica/completion.py): the bash, zsh and fish scripts are generated from
+"""Shell completion (replica/cli/completion.py): the bash, zsh and fish scripts are generated from
 the parsers and name every command, ``quire hub …`` included; bash completes for real."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import subprocess
 
 import pytest
 
-from replica import completion
-from replica.cli import build_parser
-from replica.completion import SHELLS, install_path
+from replica.cli import completion
+from replica.cli.completion import SHELLS, install_path
+from replica.cli.main import build_parser
 
 
 def script(shell: str) -> str:

@@ -1,4 +1,4 @@
-"""A replica's conflict report (replica/conflict_report.py) against the real hub app,
+"""A replica's conflict report (replica/conflicts/report.py) against the real hub app,
 in-process: sent when the open conflicts change, not when they do not; a report the hub
 cannot take (the transport fails on it) leaves the sync's outcome alone and is sent at the
 next sync; the hub then lists it (hub/conflict_reports.py)."""
@@ -13,8 +13,8 @@ import httpx2
 
 from hub import conflict_reports
 from hub.access import Principal
-from replica.conflict_report import STATE_FILE, report_after_sync
-from replica.home import SpaceConfig
+from replica.conflicts.report import STATE_FILE, report_after_sync
+from replica.machine.home import SpaceConfig
 from shared.entry import make_entry
 from tests.replica.inproc import Local, Space
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from replica.home import Home
+from replica.machine.home import Home
 from shared.entry import Entry
 from tests import kit
 from tests.replica.conftest import QUIRE, ROOT, Team, qjson, quire, start_hub

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from replica.crash import POINTS
+from replica.engine.crash import POINTS
 from shared.entry import Entry
 from tests.replica.conftest import Team, qjson, quire
 
@@ -109,7 +109,7 @@ def test_conflicts_are_held_on_the_last_syncer_and_other_entries_still_publish(t
 
 # every point is also killed in-process (test_sync_props.py); these run the real thing.
 # vault_written: the pulled page's file is in the vault, its record is not (the commit a
-# power cut may lose, replica/sync.py _flush_chunk): never taken for an edit of b's
+# power cut may lose, replica/engine/sync.py _flush_chunk): never taken for an edit of b's
 @pytest.mark.parametrize("point", ["after_pull", "before_push", "after_push_before_receipt",
                                    "mid_vault_write", "vault_written"])
 def test_sync_killed_at_any_point_loses_nothing_and_publishes_once(team: Team, point: str):

@@ -1,5 +1,5 @@
 """Exit codes of ``quire sync`` and ``quire status --strict``, as documented (docs/cli.md,
-"Exit codes"; replica/exitcodes.py), for each situation a script or an agent loop must tell
+"Exit codes"; replica/cli/exitcodes.py), for each situation a script or an agent loop must tell
 apart. Real hub processes, the real CLI; what is held or refused is listed in the output."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from replica import exitcodes as ec
-from replica.home import Home
+from replica.cli import exitcodes as ec
+from replica.machine.home import Home
 from shared.entry import Entry
 from tests.replica.conftest import Member, Team, qjson, quire, start_hub
 

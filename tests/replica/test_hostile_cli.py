@@ -15,7 +15,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from replica import vault as vlt
+from replica.vault import files as vlt
 from shared.entry import Entry
 from tests.replica.conftest import qjson, quire
 from tests.replica.hostile_proxy import proxied_hub

@@ -1,5 +1,5 @@
 """A scan scoped by a watcher's journal finds exactly what a walk of the whole vault finds
-(replica/journal_scan.py): for each way a vault can change, given the paths its file events
+(replica/vault/journal_scan.py): for each way a vault can change, given the paths its file events
 name (a folder moved out, in or renamed is ONE event, for the folder alone), the journal
 scan's changed files, missing entries and problems equal ``vaultscan.scan_changes``' and the
 status the next sync would report is the same. A table of attacks: each row is a change a
@@ -15,13 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from replica import pending, vaultscan
-from replica import store as st
-from replica import vault as vlt
-from replica.journal_scan import Journal, changes_txn, scoped_txn
-from replica.store import Store
-from replica.sync import Replica
-from replica.syncreport import SyncReport
+from replica.engine import pending
+from replica.engine.report import SyncReport
+from replica.engine.sync import Replica
+from replica.store import store as st
+from replica.store.store import Store
+from replica.vault import files as vlt
+from replica.vault import walk as vaultscan
+from replica.vault.journal_scan import Journal, changes_txn, scoped_txn
 
 OLD = time.time_ns() - 3600 * 10**9  # settled: older than the racy window
 

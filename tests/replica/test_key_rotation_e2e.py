@@ -24,9 +24,11 @@ from typing import Any
 import httpx2
 import pytest
 
-from replica import doctor, selfcheck, verify
-from replica.home import Home
-from replica.store import Store
+from replica.app import selfcheck
+from replica.cli import doctor
+from replica.machine.home import Home
+from replica.store.store import Store
+from replica.trust import verify
 from shared.canonical import canonical_str
 from shared.hubkeys import rotation_body, sign_rotation
 from shared.signed import parse_head
@@ -37,13 +39,13 @@ from tests.watch.e2e import DEADLINE, HUB_ENV, WatchProc, page, wait_for
 
 # The real CLI with the chain check removed: whatever key the hub offers is pinned
 NO_CHAIN_CHECK = [sys.executable, "-c",
-                  "import sys, replica.keypin as kp\n"
+                  "import sys, replica.trust.keypin as kp\n"
                   "def follow(self, doc):\n"
                   "    self.history = (self.current, *self.history)\n"
                   "    self.current = doc['public_key']\n"
                   "    return True\n"
                   "kp.KeyPin.follow = follow\n"
-                  "from replica.cli import main; sys.exit(main())"]
+                  "from replica.cli.main import main; sys.exit(main())"]
 
 
 class Rotating:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from replica.merge import merge_entry, merge_sets, merge_text
+from replica.engine.merge import merge_entry, merge_sets, merge_text
 from shared.entry import Entry, tombstone
 
 

@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from replica.client import HubClient
-from replica.home import Home
+from replica.hubclient.client import HubClient
+from replica.machine.home import Home
 from shared.entry import make_entry
 from shared.errors import NotFound
 from tests import kit

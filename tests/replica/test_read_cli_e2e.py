@@ -71,7 +71,7 @@ def test_mcp_search_and_read_at_the_hub_see_what_the_replica_has_not_pulled(team
                             "body": "Here be a kraken.\n"}))
     alice.sync()
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "replica.cli", "mcp", "--agent", "reader"],
+        command=sys.executable, args=["-m", "replica.cli.main", "mcp", "--agent", "reader"],
         env={"QUIRE_HOME": str(bob.home), "PATH": os.environ.get("PATH", "")},
         cwd=str(__import__("tests.kit", fromlist=["REPO"]).REPO))
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from replica.client import HubClient
-from replica.home import Home
+from replica.hubclient.client import HubClient
+from replica.machine.home import Home
 from shared.entry import make_entry
 from shared.errors import Forbidden, InvalidRequest
 from tests.replica.conftest import device_auth, qjson, quire

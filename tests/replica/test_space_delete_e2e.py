@@ -23,10 +23,10 @@ from typing import Any
 import httpx2
 import pytest
 
-from replica import vault as vlt
-from replica.client import HubClient
-from replica.home import Home
-from replica.service import status_doc
+from replica.app.service import status_doc
+from replica.hubclient.client import HubClient
+from replica.machine.home import Home
+from replica.vault import files as vlt
 from shared.entry import Entry
 from tests.replica.conftest import device_auth, qjson, quire
 from tests.replica.hostile_proxy import proxied_hub

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from replica import store as st
-from replica.client import Change
-from replica.store import SAME, EntryState, Head, Store
-from replica.sync import Replica, SyncReport
+from replica.engine.sync import Replica, SyncReport
+from replica.hubclient.client import Change
+from replica.store import store as st
+from replica.store.store import SAME, EntryState, Head, Store
 from shared.entry import make_entry, tombstone
 from shared.wire import Op, build_batch
 

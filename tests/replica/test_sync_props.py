@@ -32,11 +32,11 @@ import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
-import replica.clone as clone_mod
-import replica.push as push_mod
-import replica.sync as sync_mod
-from replica import vault as vlt
-from replica.crash import POINTS
+import replica.engine.clone as clone_mod
+import replica.engine.push as push_mod
+import replica.engine.sync as sync_mod
+from replica.engine.crash import POINTS
+from replica.vault import files as vlt
 from shared.entry import SEVERITIES, Entry
 from tests.replica.inproc import Device, InprocHub, Local, scratch_dir
 

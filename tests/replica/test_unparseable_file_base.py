@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from replica.store import Store
+from replica.store.store import Store
 from shared.entry import Entry
 from tests.replica.inproc import Local
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from replica import vault as vlt
-from replica import vaultscan
+from replica.vault import files as vlt
+from replica.vault import walk as vaultscan
 from shared.entry import Entry, EntryError
 
 

@@ -117,7 +117,7 @@ def test_a_file_appearing_during_a_clone_meets_the_hub_version_as_a_held_conflic
     b.sync()
     a = space.replica(tmp_path, "a")
     mine = Entry(id=NOTE.id, title="Mine", body="mine\n")
-    import replica.clone as clone_mod
+    import replica.engine.clone as clone_mod
 
     def appear(name: str) -> None:  # the person saves a file while the clone writes
         if name == "before_vault_write" and not a.path(NOTE.id).exists():

@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from replica.vault_presence import PRESENCE_FILE
+from replica.vault.presence import PRESENCE_FILE
 from shared.entry import Entry
 from shared.errors import VaultMissing
 

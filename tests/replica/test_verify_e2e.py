@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from replica.home import Home
+from replica.machine.home import Home
 from shared.entry import Entry
 from tests.replica.conftest import Team, quire
 

@@ -1,5 +1,5 @@
 """Entries whose ids are not portable, accepted before the hub and the replica refused such
-new ids, are reported by `quire verify` (replica/selfcheck.py) and not broken: they still
+new ids, are reported by `quire verify` (replica/app/selfcheck.py) and not broken: they still
 update and sync."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from replica import selfcheck
+from replica.app import selfcheck
 from shared.entry import make_entry
 
 
@@ -22,11 +22,11 @@ def test_an_old_non_portable_id_is_reported_and_still_syncs(space, tmp_path: Pat
     a = space.replica(tmp_path, "a")
     # history from before the rule: both checks off while page/con is created
     import hub.guard
-    import replica.push
+    import replica.engine.push
 
     with monkeypatch.context() as m:
         m.setattr(hub.guard, "check_portable", lambda ops, current: None)
-        m.setattr(replica.push, "portability_problem", lambda eid: None)
+        m.setattr(replica.engine.push, "portability_problem", lambda eid: None)
         a.write(_page("page/con", "old\n"))
         a.write(_page("page/ok", "fine\n"))
         a.sync()

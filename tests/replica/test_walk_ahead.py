@@ -1,4 +1,4 @@
-"""The vault walk run ahead in a forked child (replica/vaultscan.py ``Prefetch``): it gives
+"""The vault walk run ahead in a forked child (replica/vault/walk.py ``Prefetch``): it gives
 what an inline walk gives, and a walk taken a moment before the sync looks is never read as
 a person's delete."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from replica import vaultscan
+from replica.vault import walk as vaultscan
 from tests.replica.test_vault import _odd_vault, write
 
 

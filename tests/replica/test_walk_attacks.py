@@ -1,4 +1,4 @@
-"""Attacks on the vault walk by folder descriptor and the walk run ahead (replica/vaultscan.py):
+"""Attacks on the vault walk by folder descriptor and the walk run ahead (replica/vault/walk.py):
 the walk must see every entry file whatever the tree's shape and whatever happens during it,
 and must never leave descriptors behind."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from replica import vaultscan
+from replica.vault import walk as vaultscan
 from shared.entry import Entry
 from tests.replica.conftest import Team
 from tests.replica.test_vault import write
@@ -114,7 +114,7 @@ def test_a_wide_vault_syncs_every_entry_under_the_usual_fd_limit(team: Team) -> 
 _AS_NOBODY = r"""
 import json, sys
 from pathlib import Path
-from replica import vaultscan
+from replica.vault import walk as vaultscan
 vault = Path(sys.argv[1])
 recorded = [(e, None, None) for e in json.loads(sys.argv[2])]
 out = {}
@@ -171,7 +171,7 @@ def test_a_folder_its_owner_cannot_list_or_search_is_no_delete(mode: int) -> Non
 _LOCKED_WALKER = r"""
 import fcntl, os, sys, time
 from pathlib import Path
-from replica import vaultscan
+from replica.vault import walk as vaultscan
 
 def stuck(vault):  # the child: says it walks, then never ends
     os.write(1, b"walking\n")
@@ -179,7 +179,7 @@ def stuck(vault):  # the child: says it walks, then never ends
 
 vaultscan.walk = stuck
 fd = os.open(sys.argv[2], os.O_RDWR | os.O_CREAT, 0o600)
-fcntl.flock(fd, fcntl.LOCK_EX)  # as replica/home.py space_lock; the child inherits it
+fcntl.flock(fd, fcntl.LOCK_EX)  # as replica/machine/home.py space_lock; the child inherits it
 w = vaultscan.Prefetch.start(Path(sys.argv[1]))
 os.write(1, f"{w._pid}\n".encode())
 time.sleep(3600)
@@ -307,9 +307,9 @@ def test_a_file_the_sync_itself_removes_after_the_walk_is_no_problem(team: Team,
 
 
 def _deletes(vault: Path, recorded, walked) -> set[str]:
-    """What a sync would publish as deletes (replica/sync.py ``scan``: missing, not a
+    """What a sync would publish as deletes (replica/engine/sync.py ``scan``: missing, not a
     problem's entry, not under a folder that is a link or cannot be read)."""
-    from replica import vaultfaults
+    from replica.vault import faults as vaultfaults
 
     ch = vaultscan.scan_changes(vault, recorded, walked)
     return {e for e in ch.missing - ch.problem_ids() if not vaultfaults.blocked(ch, e)}

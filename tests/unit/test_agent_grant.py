@@ -1,4 +1,4 @@
-"""The delegation an MCP session holds (replica/agent_grant.py), with an injected clock and
+"""The delegation an MCP session holds (replica/app/agent_grant.py), with an injected clock and
 hub calls: minted on first use, renewed at a quarter of its lifetime left (the old one
 revoked), a revocation stops the session for good (never re-minted), an expiry is a lapse
 (minted again), offline is not a refusal, the lifetime is bounded."""
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from replica.agent_grant import AgentGrant
+from replica.app.agent_grant import AgentGrant
 from shared.errors import InvalidRequest, TransferFailed, Unauthorized
 
 

@@ -1,4 +1,4 @@
-"""Audit tips in signed heads (shared/signed.py, replica/auditcheck.py) and the bounded
+"""Audit tips in signed heads (shared/signed.py, replica/trust/audit_tips.py) and the bounded
 refusal counter (hub/refusals.py): the pure parts. End to end: tests/replica/test_audit_e2e.py."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from hub.refusals import Refusals
-from replica import auditcheck
+from replica.trust import audit_tips as auditcheck
 from shared.errors import AuditRewritten, AuditTruncated, HubUnverified
 from shared.signed import head_body, parse_head, sign_head
 from shared.signing import new_private_key, public_b64

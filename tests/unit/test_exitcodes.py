@@ -1,4 +1,4 @@
-"""The exit-code scheme (replica/exitcodes.py) as a table, and its documentation."""
+"""The exit-code scheme (replica/cli/exitcodes.py) as a table, and its documentation."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from replica import exitcodes as ec
+from replica.cli import exitcodes as ec
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 

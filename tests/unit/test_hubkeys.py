@@ -1,4 +1,4 @@
-"""Hub key rotation chains (shared/hubkeys.py, replica/keypin.py): pure tables, no hub."""
+"""Hub key rotation chains (shared/hubkeys.py, replica/trust/keypin.py): pure tables, no hub."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from replica.keypin import KeyPin
+from replica.trust.keypin import KeyPin
 from shared.errors import HubKeyUnchained
 from shared.hubkeys import chain_keys, follow_chain, rotation_body, sign_rotation
 from shared.signing import new_private_key, public_b64

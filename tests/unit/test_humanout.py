@@ -1,4 +1,4 @@
-"""Human output (replica/humanout.py): aligned tables everywhere, colour only on a terminal
+"""Human output (replica/cli/humanout.py): aligned tables everywhere, colour only on a terminal
 and never with NO_COLOR."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from replica import humanout
+from replica.cli import humanout
 
 ROWS = [["team-memory", "editor", "in 7 days, 2026-12-08 04:00 UTC"], ["x", None, "never"]]
 COLS = ["space", "role", "expires"]

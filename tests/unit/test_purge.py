@@ -1,5 +1,5 @@
 """Purge, the pure parts and the replica's store step (hub/purge.py, hub/store/purge_sql.py,
-replica/purge.py, shared/signed.py): what is cut from a stored batch, which ids a signed
+replica/engine/purge.py, shared/signed.py): what is cut from a stored batch, which ids a signed
 epoch path purges, and what a replica keeps of a purged entry (a local edit, held) and drops
 (everything else). End to end: tests/replica/test_purge_e2e.py."""
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from hub.store.purge_sql import scrub_body
-from replica import store as st
-from replica.purge import PURGED, compact_store, drop_purged_txn, purged_by
-from replica.store import EntryState, Store
-from replica.syncreport import SyncReport
+from replica.engine.purge import PURGED, compact_store, drop_purged_txn, purged_by
+from replica.engine.report import SyncReport
+from replica.store import store as st
+from replica.store.store import EntryState, Store
 from shared.entry import make_entry
 from shared.errors import HubUnverified
 from shared.ids import new_id

@@ -183,14 +183,14 @@ def test_validated_canonical_bytes_equal_the_full_canonical_form():
 
 def test_meta_over_the_limit_is_refused_with_or_without_the_text_length():
     """``make_entry(text_len=…)`` skips encoding meta only where the text it came from is
-    shorter than the limit; a snapshot line (replica/ndjson.py) passes its own length, so a
+    shorter than the limit; a snapshot line (replica/hubclient/ndjson.py) passes its own length, so a
     big meta is refused there too, and a line of the limit's size still fits."""
     import hashlib
     import json
 
     import pytest
 
-    from replica.ndjson import check_entry_line
+    from replica.hubclient.ndjson import check_entry_line
     from shared.entry import MAX_META_BYTES, EntryError, make_entry, validated_canonical_bytes
     from shared.errors import HubUnverified
 

@@ -61,7 +61,7 @@ def test_clients_load_the_ca_bundle_once_and_an_http_hubs_client_fails_closed():
     accepted unverified."""
     import ssl
 
-    from replica.client import tls_context
+    from replica.hubclient.client import tls_context
 
     plain = tls_context("http://127.0.0.1:8470")
     assert plain.verify_mode == ssl.CERT_REQUIRED and plain.check_hostname

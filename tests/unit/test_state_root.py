@@ -90,7 +90,7 @@ def test_adding_then_removing_an_entry_restores_the_root():
 
 def test_lattices_of_parts_sum_to_the_lattices_of_the_whole():
     """What a clone's rebuild relies on when it spreads the sums over processes
-    (replica/vaultwriter.py ``Forked.lattices_of``)."""
+    (replica/engine/clone_writers.py ``Forked.lattices_of``)."""
     es = _entries(300)
     whole = state.lattices_of(es)
     for cut in ([], [0], [1, 299], [100, 200], [7, 8, 9]):

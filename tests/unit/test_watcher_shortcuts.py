@@ -1,7 +1,7 @@
 """The shortcuts a long-running watcher takes on every publication it applies (bench/
 profiles.md, "Save to every vault", second round), each against what it must not give up:
 
-- device attestations are signature-checked once per process (``replica/verify.py``
+- device attestations are signature-checked once per process (``replica/trust/verify.py``
   ``_attestation``): a changed attestation, or the same one under other keys, is checked
   anew and refused when it does not verify;
 - the store keeps idle SQLite connections (``Database.keep_open``): a kept connection holds
@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from replica import verify
-from replica.home import SpaceConfig, write_json
-from replica.service import read_saved_status
-from replica.sqlite_db import Database
+from replica.app.service import read_saved_status
+from replica.machine.home import SpaceConfig, write_json
+from replica.store.db import Database
+from replica.trust import verify
 from shared import signed
 from shared.errors import HubUnverified
 from shared.ids import new_id

@@ -1,4 +1,4 @@
-"""The world-model bundle as tables (replica/worldmodel.py is pure): skill precedence
+"""The world-model bundle as tables (replica/app/worldmodel.py is pure): skill precedence
 space → persona → runtime with ``override`` on the association, guardrails additive
 (stricter severity on duplicate keys, never lowered by a persona or at run time), the size
 bound that never drops a guardrail, explicit space selection, a stable version."""
@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from replica.bootstrap import pick_space
-from replica.home import SpaceConfig
-from replica.worldmodel import bundle
+from replica.app.bootstrap import pick_space
+from replica.app.worldmodel import bundle
+from replica.machine.home import SpaceConfig
 from shared.canonical import canonical_bytes
 from shared.entry import Entry, make_entry
 from shared.errors import SpaceAmbiguous, SpaceNotFound

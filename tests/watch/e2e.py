@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from replica.home import Home
+from replica.machine.home import Home
 from tests.replica.conftest import QUIRE, ROOT, Member
 
 # fast pacing so the tests stay short; bounds are asserted against these

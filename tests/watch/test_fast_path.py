@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from replica.client import HubUnverified
-from replica.home import Home
-from replica.store import Store
-from replica.watch_syncer import SpaceSyncer
+from replica.hubclient.client import HubUnverified
+from replica.machine.home import Home
+from replica.store.store import Store
+from replica.watch.syncer import SpaceSyncer
 from shared.digest import genesis_digest
 from tests.replica.conftest import Member, Team
 from tests.watch.e2e import DEADLINE, WatchProc, wait_for

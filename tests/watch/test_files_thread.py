@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from replica import watch_daemon
-from replica.watch_daemon import files_thread
+from replica.watch import daemon as watch_daemon
+from replica.watch.daemon import files_thread
 
 FOLDERS = 40
 DEADLINE_S = 60.0
@@ -148,7 +148,7 @@ class _CountingStop(threading.Event):
 def test_a_vault_that_is_gone_is_waited_for_never_made(tmp_path: Path, monkeypatch) -> None:
     """A folder made at the vault's path would turn the person's ``mv`` of it back into a
     folder inside it, and is what an empty mount point looks like: the files thread waits
-    for the vault to come back (replica/vault_presence.py has the syncs refuse meanwhile)."""
+    for the vault to come back (replica/vault/presence.py has the syncs refuse meanwhile)."""
     monkeypatch.setattr(watch_daemon, "VAULT_WAIT_S", 0.01)
     away = tmp_path / "away"
     (away / "page").mkdir(parents=True)

@@ -34,9 +34,9 @@ from typing import Any
 
 import pytest
 
-from replica import vault as vlt
-from replica.home import Home
-from replica.service import status_doc
+from replica.app.service import status_doc
+from replica.machine.home import Home
+from replica.vault import files as vlt
 from shared.entry import Entry
 from tests.replica.conftest import qjson
 from tests.replica.hostile_proxy import HostileProxy, proxied_hub

@@ -1,5 +1,5 @@
 """A served ``quire sync``/``quire status`` scans by the running watcher's journal instead
-of walking the vault (issue 16 item 2; replica/journal_scan.py), and must still see what a
+of walking the vault (issue 16 item 2; replica/vault/journal_scan.py), and must still see what a
 walk sees, end to end: a real hub process, machines joined with the real CLI, a real
 ``quire watch`` process, commands through the console script served over its socket
 (``QUIRE_WATCHER_SOCKET=require``). The attacks: a folder moved out of the vault (one

@@ -19,14 +19,15 @@ from typing import Any
 
 import pytest
 
-from replica import pending, vaultscan
-from replica import store as st
-from replica.journal import COOKIE
-from replica.journal_scan import Journal, scoped_txn
-from replica.store import Store
-from replica.sync import Replica
-from replica.syncreport import SyncReport
-from replica.watch_daemon import files_thread
+from replica.engine import pending
+from replica.engine.report import SyncReport
+from replica.engine.sync import Replica
+from replica.ipc.journal import COOKIE
+from replica.store import store as st
+from replica.store.store import Store
+from replica.vault import walk as vaultscan
+from replica.vault.journal_scan import Journal, scoped_txn
+from replica.watch.daemon import files_thread
 
 DEADLINE_S = 60.0
 OLD = time.time_ns() - 3600 * 10**9

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from replica.watch import Backoff, Debouncer, SyncResult, Watcher, WatchSettings
+from replica.watch.core import Backoff, Debouncer, SyncResult, Watcher, WatchSettings
 from shared.errors import (
     Forbidden,
     LockHeld,
@@ -326,7 +326,7 @@ def test_a_user_deletion_after_our_own_deletion_is_not_mistaken_for_ours(tmp_pat
     # is stale: the user's later deletion must be published, not ignored as our own write
     from types import SimpleNamespace
 
-    from replica.watch_syncer import SpaceSyncer
+    from replica.watch.syncer import SpaceSyncer
 
     s = SpaceSyncer(None, SimpleNamespace(vault=tmp_path))
     path = tmp_path / "page" / "a.md"
@@ -477,13 +477,13 @@ def test_changes_from_an_event_that_do_not_verify_are_named_until_one_verifies()
 
 
 def test_a_verified_deletion_stops_the_watcher_and_an_unsigned_one_backs_off() -> None:
-    """replica/deleted.py: only ``VerifiedDeletion`` (the hub-signed statement checked) ends
+    """replica/engine/deleted.py: only ``VerifiedDeletion`` (the hub-signed statement checked) ends
     the watcher; a plain ``space_deleted`` off the wire is a failure like any other; a
     refusal still in the inbox after the deletion does not turn it into 'suspended'."""
     import queue
     import threading
 
-    from replica.deleted import VerifiedDeletion
+    from replica.engine.deleted import VerifiedDeletion
     from shared.errors import SpaceDeleted
 
     w, sync, c, statuses = make()

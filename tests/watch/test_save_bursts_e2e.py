@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from replica import vault as vlt
-from replica.watch import WatchSettings
+from replica.vault import files as vlt
+from replica.watch.core import WatchSettings
 from shared.entry import make_entry
 from tests.replica.conftest import Member, Team
 from tests.watch.e2e import DEADLINE, WatchProc, wait_for

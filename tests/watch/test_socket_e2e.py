@@ -1,7 +1,7 @@
 """``quire status``/``sync`` served by a running watcher over its socket (issue 16;
-replica/entry.py, replica/watch_serve.py), end to end: a real hub process, machines joined
+replica/cli/entry.py, replica/watch/server.py), end to end: a real hub process, machines joined
 with the real CLI, a real ``quire watch`` process, and ``quire`` commands through the
-console script's entry (``replica.entry``), with ``QUIRE_WATCHER_SOCKET=require`` (fail
+console script's entry (``replica.cli.entry``), with ``QUIRE_WATCHER_SOCKET=require`` (fail
 unless served) or ``=off`` (always local) to know which path ran."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from replica import socket_wire as wire
-from replica.entry import ask
-from replica.home import Home
+from replica.cli.entry import ask
+from replica.ipc import wire
+from replica.machine.home import Home
 from shared.entry import make_entry
 from tests.replica.conftest import ROOT, Member, Team, qjson
 from tests.watch.e2e import WatchProc, wait_for
@@ -27,7 +27,7 @@ from tests.watch.test_watch_e2e import HubHandle
 
 pytestmark = pytest.mark.e2e
 
-ENTRY = [sys.executable, "-c", "import sys; from replica.entry import main; sys.exit(main())"]
+ENTRY = [sys.executable, "-c", "import sys; from replica.cli.entry import main; sys.exit(main())"]
 
 
 def q(m: Member, *args: str, mode: str, env: dict[str, str] | None = None

@@ -1,4 +1,4 @@
-"""The watcher socket's own defences (replica/watch_serve.py), in-process: the peer's uid
+"""The watcher socket's own defences (replica/watch/server.py), in-process: the peer's uid
 (SO_PEERCRED), the request's size and shape, the allowlist. The command runner is a
 recorder: a refused request must never reach it."""
 
@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from replica import socket_wire as wire
-from replica.entry import ask
-from replica.watch_serve import NotServed, SocketServer, check_peer
+from replica.cli.entry import ask
+from replica.ipc import wire
+from replica.watch.server import NotServed, SocketServer, check_peer
 
 SPACE = SimpleNamespace(space_id="sp_" + "a" * 26, name="t")
 

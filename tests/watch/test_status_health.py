@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from replica import exitcodes
-from replica.home import Home
-from replica.service import open_client
-from replica.status import overall
+from replica.app.service import open_client
+from replica.cli import exitcodes
+from replica.ipc.status_file import overall
+from replica.machine.home import Home
 from tests.replica.conftest import quire
 from tests.watch.e2e import DEADLINE, WatchProc, wait_for
 from tests.watch.test_watch_e2e import HubHandle, _team

@@ -1,6 +1,6 @@
 """A running watcher whose vault is moved away (or whose disk is unmounted) publishes no
 delete and writes nothing: its syncs fail with ``vault_missing``, paced, and once the folder
-is back it carries on (replica/vault_presence.py, docs/replica.md "The vault's presence
+is back it carries on (replica/vault/presence.py, docs/replica.md "The vault's presence
 file"). Without the presence file (tried: this test then times out with no error), the
 watcher made the folder again to write the pulled edit into it, and the next walk of that
 folder (a restart, the half-hourly safety walk, a sync without the watcher) finds every

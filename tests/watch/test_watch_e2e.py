@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from replica.home import Home
-from replica.service import open_client as _client
-from replica.watch import Backoff
+from replica.app.service import open_client as _client
+from replica.machine.home import Home
+from replica.watch.core import Backoff
 from shared.entry import make_entry
 from shared.signing import load_private, public_b64
 from tests import kit

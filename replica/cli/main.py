@@ -1,0 +1,601 @@
+"""The ``quire`` command. ``quire hub …`` is dispatched to the hub package (imported lazily:
+the replica never imports the hub); everything else runs here.
+
+Every command takes ``--json``: it then prints exactly one JSON document on stdout (errors
+as ``{"error": {"code", "message", "details"}}``) and exits non-zero on failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib
+import json
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from replica.app import service
+from replica.app.service import error_doc, hub_for, open_client
+from replica.cli import exitcodes
+from replica.machine.home import Home
+from shared.errors import InvalidRequest, LocalError, QuireError
+
+# The work is in replica/app/service.py; this module parses arguments and prints results.
+# Everything heavier (the HTTP client, SQLAlchemy, the sync engine, key handling) is
+# imported by the commands that use it: every `quire` run pays for what it imports.
+
+
+class UsageError(QuireError):
+    code = "usage"
+    status = 0
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}")
+
+
+# ---------------------------------------------------------------- output
+
+
+class Out:
+    def __init__(self, as_json: bool):
+        self.json = as_json
+
+    def say(self, text: str) -> None:
+        if not self.json:
+            print(text, flush=True)
+
+    def doc(self, doc: dict[str, Any], human: str | None = None) -> None:
+        if self.json:
+            print(json.dumps(doc, ensure_ascii=False, sort_keys=True), flush=True)
+        elif human is not None:
+            print(human, flush=True)
+
+    def progress(self, label: str) -> tuple[Callable[..., None] | None,
+                                            Callable[[], None]]:
+        """A progress bar on a terminal (never with --json); (update, stop)."""
+        if self.json or not sys.stderr.isatty():
+            return None, lambda: None
+        from replica.cli import progressbar
+
+        return progressbar.start(label)
+
+
+# ---------------------------------------------------------------- output of status
+
+
+def usage_line(u: dict[str, Any]) -> str:
+    """``3 of 1000 entries, 2.1 KiB of 4.0 GiB, history 5.0 KiB of 16.0 GiB``."""
+    def of(n: int, limit: int, size: bool) -> str:
+        show = _size if size else str
+        return f"{show(n)} of {show(limit)}" if limit else f"{show(n)} (no quota)"
+    q = u.get("quota") or {}
+    return (f"{of(u['entries'], q.get('entries', 0), False)} entries, "
+            f"{of(u['bytes'], q.get('bytes', 0), True)}, "
+            f"history {of(u['history_bytes'], q.get('history_bytes', 0), True)}")
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+def _human_status(doc: dict[str, Any]) -> str:
+    from replica.cli.humanout import state
+    from shared.humanize import when
+
+    h = doc["head"]
+    lines = [f"space {doc['space']['name']} ({doc['space']['id']})  state: "
+             f"{state(doc['state'])}",
+             f"  vault:  {doc['vault']}",
+             "  head:   " + (f"epoch {h['epoch']} seq {h['seq']} {h['digest'][:12]}" if h
+                              else "none (never synced)"),
+             f"  outbox: {doc['outbox']} unpublished local change(s) in the store",
+             f"  last sync: {when(doc.get('last_sync'))}"
+             + ("" if doc.get("last_success") == doc.get("last_sync") else
+                f" (last success: {when(doc.get('last_success'))})")]
+    u = doc.get("unpublished")
+    if u is not None:
+        how = "vault scanned" if u["scanned"] else "vault not scanned (--fast)"
+        lines.append(f"  local:  {u['count']} change(s) not yet published ({how})")
+        lines += [f"          {e}" for e in u["entries"]]
+        if u["more"]:
+            lines.append(f"          … and {u['count'] - len(u['entries'])} more")
+    if doc.get("usage"):
+        lines.append("  usage:  " + usage_line(doc["usage"]) + " (at the last sync)")
+    for c in doc["conflicts"]:
+        lines.append(f"  held:   {c['entry']} (conflict in {', '.join(c['fields'])})")
+    for p in doc["problems"]:
+        where = f"{p['path']}:{p['line']}" if p.get("line") else p["path"]
+        lines.append(f"  problem: {where}: {p['reason']}")
+    for d in doc.get("policy_denied") or []:
+        lines.append(f"  policy_denied: {d['id']} ({d['action']}, rule {d['rule']}): kept "
+                     "locally, not published")
+    lines += _screened_lines(doc.get("content_screened") or [], "  screened: ")
+    if doc.get("vault_missing"):
+        lines.append(f"  vault missing: {doc['vault_missing']['message']}")
+    if doc["last_error"]:
+        e = doc["last_error"]
+        lines.append(f"  last error: {e['code']}: {e['message']} ({when(e.get('at'))})")
+    if doc.get("suspended"):
+        lines.append(f"  suspended: {doc['suspended']['reason']}: the hub refuses this replica; "
+                     "local edits and the outbox are kept and publish once access returns")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- commands
+
+
+def _account_name() -> str | None:
+    """The default display name of a new member: this computer account's name."""
+    import getpass
+
+    try:
+        return getpass.getuser()[:100] or None
+    except Exception:  # noqa: BLE001 - no account name: the hub uses the device name
+        return None
+
+
+def cmd_join(args: argparse.Namespace, out: Out) -> int:
+    if (args.invite is None) == (args.space is None):
+        raise InvalidRequest("give either --invite CODE or --space NAME (a space you are "
+                             "a member of, on a device signed in with 'quire login')")
+    if args.space is not None:
+        doc = service.join_space(Home(), args.url, args.space, vault=args.vault,
+                                 say=out.say, progress=out.progress)
+    else:
+        doc = service.join(Home(), args.url, args.invite, vault=args.vault,
+                           device=args.device, name=args.name or _account_name(),
+                           say=out.say, progress=out.progress)
+    url, name = doc["hub"]["url"], doc.pop("device_name")
+    if doc.get("already_joined"):
+        out.doc(doc, f"{doc['space']['name']} is already joined here, in "
+                     f"{doc['space']['vault']}")
+    elif doc["space"] is None:
+        out.doc(doc, f"joined hub {url} as device {name!r} (no space: owner enrollment)\n"
+                     "next: quire admin space create team-memory   # or any name")
+    elif doc.get("rejoined"):
+        out.doc(doc, f"access to {doc['space']['name']} restored; next: quire sync "
+                     f"{doc['space']['name']}")
+    else:
+        status = doc["status"]
+        out.doc(doc, f"vault written to {doc['space']['vault']} "
+                     f"({len(doc['sync']['merged'])} merged, "
+                     f"head seq {status['head']['seq'] if status['head'] else 0})")
+    return 0
+
+
+JOIN_EPILOG = """\
+Two replicas on one machine (a team of two tried on a laptop, two agents that must not share
+a device): give each its own home before it joins, one terminal each:
+
+  export QUIRE_HOME=$PWD/alice
+  quire join http://127.0.0.1:8470 --invite CODE --vault ./alice-memory
+
+  export QUIRE_HOME=$PWD/bob
+  quire join http://127.0.0.1:8470 --invite ANOTHER_CODE --vault ./bob-memory
+
+A home holds the device key, the credentials and the stores; two joins in one home are one
+device. On separate machines leave QUIRE_HOME unset (default: the user data folder).
+
+A second machine of yours needs no invite: sign it in, then join by space name:
+
+  quire login http://127.0.0.1:8470       # approve with 'quire devices approve CODE'
+  quire join http://127.0.0.1:8470 --space team-memory --vault ./team-memory
+"""
+
+
+def cmd_spaces(args: argparse.Namespace, out: Out) -> int:
+    home = Home()
+    spaces = home.spaces()
+    hubs = {h.hub_id: h.url for h in home.hubs()}
+    rows = [dict(s.to_json(), hub_url=hubs.get(s.hub_id)) for s in spaces]
+    if out.json:
+        out.doc({"spaces": rows})
+        return 0
+    from replica.cli.humanout import table
+
+    out.doc({}, table(["space", "id", "role", "vault", "hub"],
+                      [[s.name, s.space_id, s.role or "?", s.vault, hubs.get(s.hub_id)]
+                       for s in spaces], empty="no space joined"))
+    return 0
+
+
+def cmd_sync(args: argparse.Namespace, out: Out) -> int:
+    home = Home()
+    space = home.space(args.space)
+    report, status = args.run_sync(home, space, out.progress(f"syncing {space.name}"))
+    r = report.to_json()
+    human = [f"synced {space.name}: pulled {r['pulled']} batch(es), pushed {r['pushed']} "
+             f"change(s) in {r['batches']} batch(es)" + (" (snapshot)" if r["snapshot"] else "")]
+    for e in r["merged"]:
+        human.append(f"  merged: {e}")
+    # every held entry, not only those this sync held: the state says conflicts until each
+    # one is resolved (docs/cli.md)
+    for e in sorted(set(r["held"]) | {c["entry"] for c in status["conflicts"]}):
+        human.append(f"  held in conflict: {e} (your version stays in the vault)")
+    for p in r["problems"]:
+        where = f"{p['path']}:{p['line']}" if p.get("line") else p["path"]
+        human.append(f"  not published: {where}: {p['reason']}")
+    for d in r["policy_denied"]:
+        human.append(f"  refused locally (policy_denied): {d['message']}")
+    human += _screened_lines(r.get("content_screened") or [],
+                             "  kept back (content_screened): ")
+    human += [f"  held (version_blocked): {b['message']}"
+              for b in r.get("version_blocked") or []]
+    for pg in r.get("purged") or []:  # replica/engine/purge.py
+        human.append(f"  purged by an admin: {pg['id']} ({pg['reason']})"
+                     + ("; your unpublished edit is kept, held" if pg["held"] else ""))
+    doc = dict(status, sync=r)
+    code = exitcodes.for_status(doc)
+    if code == exitcodes.ATTENTION:
+        human.append("left for you (exit 3): " + _left_over(doc))
+    out.doc(doc, "\n".join(human))
+    return code
+
+
+def _screened_lines(screened: list[dict[str, Any]], prefix: str) -> list[str]:
+    """One line per finding (never the matched text: it may be a secret)."""
+    out = []
+    for d in screened:
+        out.append(f"{prefix}{d['id']} (version {d['version'][:12]}): kept locally, "
+                   "not published")
+        out += [f"      line {f['line']}: {f['rule']} (fingerprint {f['fingerprint']})"
+                for f in d["findings"]]
+    return out
+
+
+def _left_over(doc: dict[str, Any]) -> str:
+    parts = []
+    if doc["conflicts"]:
+        parts.append(f"{len(doc['conflicts'])} held in conflict (quire conflicts list)")
+    if doc["problems"]:
+        parts.append(f"{len(doc['problems'])} file(s) that cannot be published (fix them)")
+    if doc.get("policy_denied"):
+        parts.append(f"{len(doc['policy_denied'])} change(s) the space rules refuse")
+    screened = doc.get("content_screened") or (doc.get("sync") or {}).get("content_screened")
+    if screened:
+        parts.append(f"{len(screened)} change(s) kept back by content screening")
+    if not parts and doc.get("outbox"):
+        parts.append(f"{doc['outbox']} change(s) not published yet (quire sync)")
+    return "; ".join(parts) or doc["state"]
+
+
+def cmd_status(args: argparse.Namespace, out: Out) -> int:
+    from replica.ipc.status_file import human_watcher, overall, watcher_status
+
+    space = Home().space(args.space)
+    watcher = watcher_status(space)  # the watcher's own status file (watch.json)
+    # the worst of the replica's state and its running watcher's (a suspended watcher
+    # makes the space suspended)
+    doc = dict(overall(service.status_doc(space, scan=not args.fast, store=args.store),
+                       watcher),
+               watcher=watcher)
+    out.doc(doc, "\n".join([_human_status(doc), *human_watcher(doc["watcher"])]))
+    return exitcodes.for_status(doc) if args.strict else exitcodes.OK
+
+
+def cmd_verify(args: argparse.Namespace, out: Out) -> int:
+    """The store against the last signed head, the vault against the store, and with
+    ``--hub`` the hub against itself (replica/app/selfcheck.py). Exit 6 on any difference."""
+    from replica.app import selfcheck
+    from replica.cli.exitcodes import OK, UNVERIFIED
+
+    home = Home()
+    doc = selfcheck.run(home, home.space(args.space), with_hub=args.hub)
+    out.doc(doc, selfcheck.human(doc))
+    return OK if doc["ok"] else UNVERIFIED
+
+
+def cmd_watch(args: argparse.Namespace, out: Out) -> int:
+    """Keep spaces current (replica/watch/daemon.py); --install writes the systemd unit."""
+    home = Home()
+    spaces = [home.space(s) for s in args.spaces] if args.spaces else home.spaces()
+    if not spaces and not args.uninstall:
+        home.space(None)  # raises not_joined with the usual advice
+    names = [s.name for s in spaces]
+    if args.install or args.uninstall:
+        from replica.watch.unit import install_unit, uninstall_unit
+
+        res = install_unit(home.root, names) if args.install else uninstall_unit(names)
+        out.doc(res, f"{'wrote' if args.install else 'removed'} {res['unit']}\n" +
+                "\n".join("  " + c for c in res["commands"]))
+        return 0
+    from replica.watch.daemon import run_watch
+
+    return run_watch(home, spaces, say=out.say, serve=main)  # replica/watch/server.py
+
+
+def cmd_admin(args: argparse.Namespace, out: Out) -> int:
+    from replica.cli import identity as identity_cli
+
+    home = Home()
+    hub = hub_for(home, getattr(args, "hub", None))
+    with open_client(hub) as c:
+        if args.noun == "space" and args.verb == "create":
+            res = c.create_space(args.name)
+            out.doc(res, f"created space {res['space']['name']} ({res['space']['id']})\n"
+                         f"next: quire admin invite create {res['space']['name']} "
+                         "--role editor")
+        elif args.noun == "space" and args.verb == "list":
+            from replica.cli.humanout import table
+
+            rows = c.spaces()
+            out.doc({"spaces": rows}, None if out.json else table(
+                ["space", "id", "role", "epoch", "seq"],
+                [[s["name"], s["id"], s.get("role", "?"), s.get("epoch"), s.get("seq")]
+                 for s in rows], empty="no spaces"))
+        elif args.noun == "space" and args.verb in ("delete", "restore"):
+            from replica.cli import space_delete as space_delete_cli
+
+            space_delete_cli.run(args, out, c)
+        elif args.noun == "space" and args.verb == "show":
+            res = c.usage(args.space)
+            out.doc(res, f"space {args.space} ({res['space']})\n  usage: {usage_line(res)}")
+        elif args.noun == "space" and args.verb == "quota":
+            limits = {f"max_{k}": v for k, v in (("entries", args.entries),
+                                                 ("bytes", args.bytes),
+                                                 ("history_bytes", args.history_bytes))
+                      if v is not None}
+            res = c.set_quota(args.space, {k: (None if v < 0 else v)
+                                           for k, v in limits.items()})
+            out.doc(res, f"space {args.space} quota set\n  usage: {usage_line(res)}")
+        elif args.noun == "invite" and args.verb == "create":
+            if args.owner:
+                res = c.create_owner_invite(args.ttl)
+            else:
+                if not args.space or not args.role:
+                    raise UsageError("give SPACE and --role, or --owner")
+                res = c.create_invite(args.space, args.role, args.ttl)
+            from shared.humanize import when
+
+            out.doc(res, f"invite code: {res['code']}\n(single use, expires "
+                         f"{when(res.get('expires_at'))}; join with: quire join {hub.url} "
+                         f"--invite {res['code']})")
+        elif args.noun == "revert":
+            from replica.cli import revert as revert_cli
+
+            revert_cli.run(args, out, c, hub)
+        elif args.noun == "purge":
+            from replica.cli import purge as purge_cli
+
+            purge_cli.run(args, out, c)
+        elif args.noun == "screening":
+            from replica.cli import screening as screening_cli
+
+            screening_cli.run(args, out, c)
+        elif args.noun == "epoch" and args.verb == "bump":
+            res = c.bump_epoch(args.space, args.reason, args.dry_run)
+            out.doc(res, identity_cli.epoch_text(args.space, res))
+        elif not identity_cli.admin(args, out, c, hub):
+            raise UsageError(f"unknown admin command {args.noun} {args.verb}")
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace, out: Out) -> int:
+    """Check this machine's setup (replica/cli/doctor.py); each finding says how to fix it."""
+    from replica.cli import doctor
+
+    report = doctor.diagnose(Home())
+    out.doc(report.to_json(), doctor.human(report))
+    return report.exit_code()
+
+
+def cmd_completion(args: argparse.Namespace, out: Out) -> int:
+    """Print or install the shell completion script (replica/cli/completion.py)."""
+    from replica.cli import completion
+
+    if args.install:
+        res = completion.install(args.shell, build_parser())
+        out.doc(res, f"wrote {res['path']}\n" + "\n".join("  " + n for n in res["next"]))
+    elif out.json:
+        out.doc({"shell": args.shell, "script": completion.script(args.shell, build_parser())})
+    else:
+        sys.stdout.write(completion.script(args.shell, build_parser()))
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace, out: Out) -> int:
+    from replica.cli.demo import run_demo
+
+    return run_demo(out, keep=args.keep)
+
+
+# ---------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from replica.cli import identity as identity_cli
+
+    common = _Parser(add_help=False)
+    common.add_argument("--json", action="store_true",
+                        help="print one JSON document (errors included); non-zero exit on failure")
+    p = _Parser(prog="quire", description="Quire: shared memory for teams of AI agents.",
+                parents=[common])
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    sub.add_parser("hub", help="run or set up a hub (quire hub --help)", add_help=False)
+
+    j = sub.add_parser("join", parents=[common],
+                       help="join a hub (and a space) with an invite, or a space you are a "
+                            "member of on a signed-in device",
+                       description="Join a hub (and a space) with an invite code, or (--space, "
+                                   "after 'quire login') a space you are a member of.",
+                       epilog=JOIN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    j.add_argument("url", help="the hub's URL, e.g. http://127.0.0.1:8470")
+    j.add_argument("--invite", metavar="CODE", help="the invite code")
+    j.add_argument("--space", metavar="NAME",
+                   help="instead of an invite: a space you are a member of, on a device "
+                        "signed in with 'quire login' (a second machine of yours)")
+    j.add_argument("--vault", metavar="DIR", help="where to keep the Markdown files "
+                                                  "(default: ./<space name>)")
+    j.add_argument("--device", metavar="NAME", help="this device's name (default: host name)")
+    j.add_argument("--name", metavar="NAME",
+                   help="your display name as a new member, shown to admins (default: this "
+                        "computer account's name; 'quire admin users name me NAME' changes "
+                        "it)")
+    j.set_defaults(func=cmd_join)
+
+    s = sub.add_parser("spaces", parents=[common], help="list the spaces this machine joined")
+    s.set_defaults(func=cmd_spaces)
+
+    sy = sub.add_parser("sync", parents=[common], help="scan the vault, pull, merge, push")
+    sy.add_argument("space", nargs="?", metavar="SPACE", help="space id or name")
+    sy.set_defaults(func=cmd_sync, run_sync=service.run_sync)  # a watcher serving: its own
+
+    st = sub.add_parser("status", parents=[common],
+                        help="head, outbox, held conflicts, problems, last error")
+    st.add_argument("space", nargs="?", metavar="SPACE", help="space id or name")
+    st.add_argument("--strict", action="store_true",
+                    help="exit non-zero unless the state is ok (3: pending, conflicts, "
+                         "problems; the error's own code after a failed sync)")
+    st.add_argument("--fast", action="store_true",
+                    help="do not scan the vault: unpublished from the store alone "
+                         "(\"scanned\": false)")
+    st.set_defaults(func=cmd_status, store=None)
+
+    ve = sub.add_parser("verify", parents=[common],
+                        help="check the store against the last signed head and the vault "
+                             "against the store (--hub: the hub checks its chain)")
+    ve.add_argument("space", nargs="?", metavar="SPACE", help="space id or name")
+    ve.add_argument("--hub", action="store_true",
+                    help="also ask the hub to verify its chain from genesis and its audit chain")
+    ve.set_defaults(func=cmd_verify)
+
+    w = sub.add_parser("watch", parents=[common],
+                       help="keep spaces current: hub events, vault edits, backoff")
+    w.add_argument("spaces", nargs="*", metavar="SPACE", help="space ids or names "
+                   "(default: every joined space)")
+    w.add_argument("--install", action="store_true",
+                   help="write the systemd user unit for this machine")
+    w.add_argument("--uninstall", action="store_true", help="remove that unit")
+    w.set_defaults(func=cmd_watch)
+
+    d = sub.add_parser("demo", parents=[common],
+                       help="two replicas on an embedded hub: a clean merge and a held conflict")
+    d.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    d.set_defaults(func=cmd_demo)
+
+    dr = sub.add_parser("doctor", parents=[common],
+                        help="check this machine's setup; every finding says how to fix it")
+    dr.set_defaults(func=cmd_doctor)
+
+    co = sub.add_parser("completion", parents=[common],
+                        help="shell completion: print the script, or --install it")
+    co.add_argument("shell", choices=["bash", "zsh", "fish"])
+    co.add_argument("--install", action="store_true",
+                    help="write it where the shell loads completions from")
+    co.set_defaults(func=cmd_completion)
+
+    a = sub.add_parser("admin", parents=[common], help="manage the hub (admins and owners)")
+    a.add_argument("--hub", metavar="URL", help="which joined hub (default: the only one)")
+    nouns = a.add_subparsers(dest="noun", metavar="NOUN", parser_class=_Parser)
+    nouns.required = True
+    sp = nouns.add_parser("space", parents=[common], help="spaces").add_subparsers(
+        dest="verb", metavar="VERB", parser_class=_Parser)
+    sp.required = True
+    c = sp.add_parser("create", parents=[common], help="create a space (owners)")
+    c.add_argument("name")
+    sp.add_parser("list", parents=[common], help="spaces this device can see")
+    sp.add_parser("show", parents=[common], help="a space's usage and quotas").add_argument(
+        "space", metavar="SPACE")
+    from replica.cli.space_delete import add_parsers as space_delete_parsers
+
+    space_delete_parsers(sp, common)
+    sq = sp.add_parser("quota", parents=[common], help="set a space's quotas (space admins)",
+                       description="Set a space's quotas: N (0 = no limit) or -1 for the "
+                                   "hub's default; options not given stay as they are.")
+    sq.add_argument("space", metavar="SPACE")
+    for flag in ("entries", "bytes", "history-bytes"):
+        sq.add_argument(f"--{flag}", type=int, metavar="N",
+                        help=f"most {flag.replace('-', ' ')} (0: none, -1: the hub's)")
+    inv = nouns.add_parser("invite", parents=[common], help="invites").add_subparsers(
+        dest="verb", metavar="VERB", parser_class=_Parser)
+    inv.required = True
+    ic = inv.add_parser("create", parents=[common], help="a single-use invite code")
+    ic.add_argument("space", nargs="?", metavar="SPACE")
+    ic.add_argument("--role", choices=["viewer", "editor", "admin"])
+    ic.add_argument("--owner", action="store_true", help="an owner enrollment code (no space)")
+    ic.add_argument("--ttl", type=int, metavar="SECONDS", help="lifetime of the code")
+    identity_cli.add_invite_verbs(inv, common)
+    ep = nouns.add_parser("epoch", parents=[common], help="epochs").add_subparsers(
+        dest="verb", metavar="VERB", parser_class=_Parser)
+    ep.required = True
+    eb = ep.add_parser("bump", parents=[common],
+                       help="start a new epoch (replicas re-snapshot and replay local changes)")
+    eb.add_argument("space", metavar="SPACE")
+    eb.add_argument("--reason", required=True, metavar="TEXT")
+    eb.add_argument("--dry-run", action="store_true",
+                    help="report the impact (replicas that re-snapshot, entries carried, "
+                         "history left behind); change nothing")
+    identity_cli.add_admin_parsers(nouns, common, _Parser)
+    from replica.cli.revert import add_admin_parser as add_revert_parser
+
+    add_revert_parser(nouns, common)
+    from replica.cli.purge import add_admin_parser as add_purge_parser
+
+    add_purge_parser(nouns, common)
+    from replica.cli.screening import add_admin_parser as add_screening_parser
+
+    add_screening_parser(nouns, common, _Parser)
+    a.set_defaults(func=cmd_admin)
+    identity_cli.add_parsers(sub, common, _Parser)
+    for name, fn in (("delegate", identity_cli.cmd_delegate),
+                     ("devices", identity_cli.cmd_devices)):
+        sub.choices[name].set_defaults(func=lambda args, out, fn=fn: fn(
+            args, out, open_client(hub_for(Home(), getattr(args, "hub", None)))))
+    sub.choices["login"].set_defaults(func=lambda args, out: identity_cli.cmd_login(
+        args, out, Home()))
+
+    from replica.cli.conflicts import add_parsers  # conflicts …, mcp
+    from replica.cli.reads import add_parsers as add_read_parsers  # read, search
+
+    add_parsers(sub, common)
+    add_read_parsers(sub, common)
+    from replica.cli.repin import add_parser as add_repin_parser
+
+    add_repin_parser(sub, common)
+    return p
+
+
+@functools.cache  # once a process: a watcher serving commands parses again and again
+def _parser() -> argparse.ArgumentParser:
+    return build_parser()  # (completion changes the parser it gets: a fresh one)
+
+
+def main(argv: list[str] | None = None, served: Callable[[Any], None] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "hub":
+        hub_cli = importlib.import_module("hub.cli")  # lazily: the replica never imports hub
+        return int(hub_cli.main(argv[1:]) or 0)
+    out = Out("--json" in argv)
+    try:
+        args = _parser().parse_args(argv)
+        if served is not None:  # a watcher answers (replica/watch/server.py): may refuse
+            served(args)
+        return int(args.func(args, out))
+    except QuireError as e:
+        if out.json:
+            out.doc(error_doc(e))
+        else:
+            print(f"error: {e.message} [{e.code}]", file=sys.stderr)
+            if e.details:
+                print(f"  details: {json.dumps(e.details, ensure_ascii=False)}", file=sys.stderr)
+        return exitcodes.for_error_code(e.code)
+    except OSError as e:
+        err = LocalError(f"{type(e).__name__}: {e}")
+        if out.json:
+            out.doc(error_doc(err))
+        else:
+            print(f"error: {err.message}", file=sys.stderr)
+        return exitcodes.ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

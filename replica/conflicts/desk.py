@@ -1,0 +1,472 @@
+"""Conflict packets, claims and resolutions (DESIGN §7): the work item an agent picks up when
+two members changed the same entry in ways the merge cannot settle.
+
+Packets and resolutions themselves are pure functions in ``replica/conflicts/packets.py``. Here:
+
+- ``Desk``: one joined space's conflicts on disk. Claims live in their own SQLite file
+  (``claims.sqlite`` next to the store) so a claim never races a sync's transactions; every
+  claim change runs in ``BEGIN IMMEDIATE``, so several agents, the watcher and the CLI may
+  claim at once and exactly one wins;
+- a resolution is computed on a copy (values) and switched in with one store transaction,
+  under the space lock, after re-checking the packet digest and the claim: a SIGKILL before
+  the commit leaves the packet as it was, after it the vault write is journaled (the vault
+  file is replaced atomically, never half written).
+
+A packet id names one state of a conflict: it changes whenever base, ours or theirs change,
+so a resolution made against an old read is refused with ``packet_stale`` and the fresh id.
+The next sync publishes a resolution in its own batch whose provenance names the resolving
+agent (``plan_batch`` in ``replica/engine/resolutions.py``, called by the sync engine).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from replica.conflicts.packets import (
+    DEFAULT_TTL_S,
+    HOW,
+    MAX_INLINE_BYTES,
+    MAX_TTL_S,
+    MIN_TTL_S,
+    build_packet,
+    conflict_kind,
+    entry_from_vault_text,
+    guardrail_weakening,
+    merged_from_json,
+    packet_digest,
+    packet_id_of,
+    packet_page,
+    resolve_entries,
+    rule_denies,
+    with_current_ours,
+)
+from replica.engine.crash import crash_point
+from replica.engine.resolutions import forget_resolutions_txn, plan_batch
+from replica.machine.home import SpaceConfig, space_lock
+from replica.store import store as st
+from replica.store.db import Conn, Database
+from replica.store.store import Conflict, Store
+from shared.entry import Entry, tombstone
+from shared.errors import (
+    ClaimHeld,
+    InvalidRequest,
+    NotFound,
+    PacketStale,
+    PolicyDenied,
+    QuireError,
+)
+from shared.ids import is_agent_name, is_entry_id
+
+__all__ = ["Desk", "Principal", "entry_from_vault_text", "merged_from_json", "plan_batch",
+           "forget_resolutions_txn", "packet_digest", "packet_id_of", "with_current_ours"]
+
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# ---------------------------------------------------------------- the desk (I/O)
+
+
+def open_conflicts_txn(conn: Conn) -> list[Conflict]:
+    ids = conn.column("SELECT entry_id FROM conflicts ORDER BY entry_id")
+    out = []
+    for eid in ids:
+        c = st.get_conflict_txn(conn, eid)
+        if c is not None:
+            out.append(with_current_ours(c, st.get_state_txn(conn, eid).local))
+    return out
+
+
+CLAIMS_DDL = (
+    """CREATE TABLE IF NOT EXISTS claims (
+	entry_id VARCHAR(300) NOT NULL,
+	token VARCHAR(64) NOT NULL,
+	agent VARCHAR(200) NOT NULL,
+	packet_id VARCHAR(40) NOT NULL,
+	acquired_at BIGINT NOT NULL,
+	expires_at BIGINT NOT NULL,
+	PRIMARY KEY (entry_id)
+)""",
+    # the MCP session that took a claim: its re-claim gets the same one
+    """CREATE TABLE IF NOT EXISTS claim_sessions (
+	entry_id VARCHAR(300) NOT NULL,
+	session VARCHAR(200) NOT NULL,
+	token VARCHAR(64) NOT NULL,
+	PRIMARY KEY (entry_id)
+)""",
+    # packet ids handed out, so an old id can be answered with the fresh one
+    """CREATE TABLE IF NOT EXISTS packets (
+	packet_id VARCHAR(40) NOT NULL,
+	entry_id VARCHAR(300) NOT NULL,
+	seen_at BIGINT NOT NULL,
+	PRIMARY KEY (packet_id)
+)""",
+)
+
+
+def immediate_db(path: Path) -> Database:
+    """A database whose transactions start with BEGIN IMMEDIATE: the write lock is taken
+    before the first read, so read-check-write sequences are safe across processes."""
+    return Database(path, ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL",
+                           "PRAGMA busy_timeout=15000"), immediate=True)
+
+
+@dataclass
+class Principal:
+    """Who resolves locally: this device's user, its role and rules from the last head."""
+
+    user_id: str | None = None
+    device_id: str | None = None
+
+
+class Desk:
+    """The conflicts of one joined space. Cheap to create; ``close()`` when done."""
+
+    def __init__(self, space: SpaceConfig, *, clock: Callable[[], int] = now_ms,
+                 principal: Principal | None = None):
+        self.space = space
+        self.clock = clock
+        self.principal = principal or Principal()
+        self.store = Store(space.store_path)
+        self._store_engine = immediate_db(space.store_path)
+        self._claims_engine = immediate_db(space.dir / "claims.sqlite")
+        with self._claims_engine.begin() as conn:
+            for ddl in CLAIMS_DDL:
+                conn.execute(ddl)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Desk:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _claims_tx(self) -> Iterator[Conn]:
+        with self._claims_engine.begin() as conn:
+            yield conn
+
+    # ------------------------------------------------------------ reading
+
+    def _claim_doc(self, conn: Conn, entry_id: str) -> dict[str, Any] | None:
+        r = conn.execute("SELECT * FROM claims WHERE entry_id = ?", (entry_id,)).fetchone()
+        if r is None or r.expires_at <= self.clock():
+            return None
+        return {"agent": r.agent, "expires_at": r.expires_at}
+
+    def _remember_txn(self, conn: Conn, packet_id: str, entry_id: str) -> None:
+        conn.execute("INSERT OR IGNORE INTO packets (packet_id, entry_id, seen_at)"
+                     " VALUES (?, ?, ?)", (packet_id, entry_id, self.clock()))
+
+    def _authors(self, c: Conflict) -> tuple[dict[str, Any] | None, int | None,
+                                             dict[str, Any]]:
+        me = {"user": self.principal.user_id, "device": self.principal.device_id,
+              "agent": None, "replica": "this replica"}
+        base_author, base_seq = None, None
+        for row in reversed(self.store.history()):
+            if c.entry_id not in json.loads(row["entries"]):
+                continue
+            if c.theirs_seq is not None and row["seq"] >= c.theirs_seq:
+                continue
+            base_seq = row["seq"]
+            if row["kind"] == "push":
+                base_author = me
+            elif row["author"]:
+                base_author = json.loads(row["author"])
+            break
+        return base_author, base_seq, me
+
+    def _packet(self, c: Conflict, claim: dict[str, Any] | None,
+                inline: int = MAX_INLINE_BYTES) -> dict[str, Any]:
+        base_author, base_seq, me = self._authors(c)
+        return build_packet(c, base_author=base_author, base_seq=base_seq, ours_author=me,
+                            claim=claim, inline=inline)
+
+    def open_conflicts(self) -> list[Conflict]:
+        with self.store.engine.connect() as conn:
+            return open_conflicts_txn(conn)
+
+    def list_packets(self) -> list[dict[str, Any]]:
+        """A short line per open packet (read the full packet with ``show``)."""
+        out = []
+        conflicts = self.open_conflicts()
+        with self._claims_tx() as conn:
+            for c in conflicts:
+                digest = packet_digest(c)
+                pid = packet_id_of(digest)
+                self._remember_txn(conn, pid, c.entry_id)
+                out.append({"packet_id": pid, "digest": digest, "entry": c.entry_id,
+                            "kind": conflict_kind(c), "fields": list(c.fields),
+                            "theirs_author": c.theirs_author, "theirs_seq": c.theirs_seq,
+                            "claim": self._claim_doc(conn, c.entry_id),
+                            "created_at": c.created_at})
+        return out
+
+    def _locate(self, ref: str) -> Conflict:
+        """The open conflict a packet id or entry id names; stale ids raise ``packet_stale``."""
+        if not isinstance(ref, str) or not ref:
+            raise InvalidRequest("give a packet id (pk-…) or an entry id")
+        if is_entry_id(ref):  # one entry: load only its conflict (candidates may be large)
+            with self.store.engine.connect() as conn:
+                one = st.get_conflict_txn(conn, ref)
+                if one is not None:
+                    return with_current_ours(one, st.get_state_txn(conn, ref).local)
+        conflicts = self.open_conflicts()
+        for c in conflicts:
+            if ref == c.entry_id:
+                return c
+        for c in conflicts:
+            if ref == packet_id_of(packet_digest(c)):
+                return c
+        entry_id = None
+        if ref.startswith("pk-"):
+            with self._claims_tx() as conn:
+                r = conn.execute("SELECT entry_id FROM packets WHERE packet_id = ?",
+                                 (ref,)).fetchone()
+            entry_id = r[0] if r else None
+        if entry_id is not None:
+            for c in conflicts:
+                if c.entry_id == entry_id:
+                    fresh = packet_digest(c)
+                    raise PacketStale(
+                        f"packet {ref} is stale: {entry_id} changed since it was read "
+                        f"(a new remote version or a local edit); read {packet_id_of(fresh)}",
+                        {"packet_id": packet_id_of(fresh), "digest": fresh,
+                         "entry": entry_id, "stale": ref})
+            raise NotFound(f"packet {ref} is closed: {entry_id} is no longer in conflict",
+                           {"entry": entry_id, "resolved": True})
+        raise NotFound(f"no open conflict packet {ref!r}",
+                       {"open": [packet_id_of(packet_digest(c)) for c in conflicts][:20]})
+
+    def show(self, ref: str, page: int | None = None, inline: int = MAX_INLINE_BYTES
+             ) -> dict[str, Any]:
+        """The packet, parts longer than ``inline`` bytes paged (``page``: one page)."""
+        c = self._locate(ref)
+        if page is not None:
+            if not isinstance(page, int) or page < 1:
+                raise InvalidRequest("page numbers start at 1")
+            return packet_page(c, page, inline)
+        with self._claims_tx() as conn:
+            claim = self._claim_doc(conn, c.entry_id)
+            pkt = self._packet(c, claim, inline)
+            self._remember_txn(conn, pkt["packet_id"], c.entry_id)
+        return pkt
+
+    # ------------------------------------------------------------ claims
+
+    @staticmethod
+    def _ttl(ttl: int | None) -> int:
+        ttl = DEFAULT_TTL_S if ttl is None else ttl
+        if isinstance(ttl, bool) or not isinstance(ttl, int) or not (
+                MIN_TTL_S <= ttl <= MAX_TTL_S):
+            raise InvalidRequest(f"ttl must be whole seconds from {MIN_TTL_S} to {MAX_TTL_S}")
+        return ttl
+
+    def claim(self, ref: str, agent: str, ttl: int | None = None,
+              session: str | None = None) -> dict[str, Any]:
+        """Take the lease on a packet; refused with ``claim_held`` while another lease lives.
+        The same agent claiming again in the same ``session`` gets its live claim back
+        (token included, lease extended): a lost token is never held against its owner."""
+        if not is_agent_name(agent):
+            raise InvalidRequest(f"invalid agent name {agent!r}")
+        ttl_s = self._ttl(ttl)
+        c = self._locate(ref)
+        pid = packet_id_of(packet_digest(c))
+        with self._claims_tx() as conn:
+            now = self.clock()
+            r = conn.execute("SELECT * FROM claims WHERE entry_id = ?",
+                             (c.entry_id,)).fetchone()
+            mine = r is not None and session is not None and r.agent == agent and conn.scalar(
+                "SELECT session FROM claim_sessions WHERE entry_id = ? AND token = ?",
+                (c.entry_id, r.token)) == session
+            if r is not None and r.expires_at > now and mine:
+                expires = max(r.expires_at, now + ttl_s * 1000)
+                conn.execute("UPDATE claims SET expires_at = ? WHERE entry_id = ?",
+                             (expires, c.entry_id))
+                return {"packet_id": pid, "entry": c.entry_id, "agent": agent,
+                        "token": r.token, "expires_at": expires, "ttl": ttl_s,
+                        "reclaimed": True}
+            if r is not None and r.expires_at > now:
+                raise ClaimHeld(f"packet {pid} is claimed by {r.agent} until {r.expires_at}",
+                                {"holder": r.agent, "expires_at": r.expires_at,
+                                 "packet_id": pid})
+            token = secrets.token_urlsafe(24)
+            conn.execute("INSERT OR REPLACE INTO claims (entry_id, token, agent, packet_id,"
+                         " acquired_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
+                         (c.entry_id, token, agent, pid, now, now + ttl_s * 1000))
+            conn.execute("DELETE FROM claim_sessions WHERE entry_id = ?", (c.entry_id,))
+            if session is not None:
+                conn.execute("INSERT INTO claim_sessions (entry_id, session, token)"
+                             " VALUES (?, ?, ?)", (c.entry_id, session, token))
+            self._remember_txn(conn, pid, c.entry_id)
+        return {"packet_id": pid, "entry": c.entry_id, "agent": agent, "token": token,
+                "expires_at": now + ttl_s * 1000, "ttl": ttl_s}
+
+    def _own_claim_txn(self, conn: Conn, c: Conflict, token: str) -> Any:
+        r = conn.execute("SELECT * FROM claims WHERE entry_id = ?", (c.entry_id,)).fetchone()
+        if r is None or not secrets.compare_digest(r.token, token or ""):
+            if r is not None and r.expires_at > self.clock():
+                raise ClaimHeld(f"packet is claimed by {r.agent} with another token",
+                                {"holder": r.agent, "expires_at": r.expires_at})
+            raise InvalidRequest("no claim with this token (expired and taken, or released)")
+        return r
+
+    def renew(self, ref: str, token: str, ttl: int | None = None) -> dict[str, Any]:
+        ttl_s = self._ttl(ttl)
+        c = self._locate(ref)
+        with self._claims_tx() as conn:
+            r = self._own_claim_txn(conn, c, token)
+            expires = self.clock() + ttl_s * 1000
+            conn.execute("UPDATE claims SET expires_at = ? WHERE entry_id = ?",
+                         (expires, c.entry_id))
+        return {"packet_id": packet_id_of(packet_digest(c)), "entry": c.entry_id,
+                "agent": r.agent, "token": token, "expires_at": expires, "ttl": ttl_s}
+
+    def release(self, ref: str, token: str) -> dict[str, Any]:
+        c = self._locate(ref)
+        with self._claims_tx() as conn:
+            self._own_claim_txn(conn, c, token)
+            conn.execute("DELETE FROM claims WHERE entry_id = ?", (c.entry_id,))
+        return {"packet_id": packet_id_of(packet_digest(c)), "entry": c.entry_id,
+                "released": True}
+
+    # ------------------------------------------------------------ resolving
+
+    def resolve(self, ref: str, *, digest: str, how: str, token: str | None = None,
+                merged: Entry | None = None, agent: str | None = None) -> dict[str, Any]:
+        """Apply a resolution. Refused with ``packet_stale`` when the packet's inputs changed
+        since ``digest`` was read, ``claim_held`` when another agent holds the lease, and
+        ``policy_denied`` when it would weaken a guardrail the space rules protect."""
+        if how not in HOW:
+            raise InvalidRequest(f"unknown resolution {how!r}; one of {', '.join(HOW)}")
+        if agent is not None and not is_agent_name(agent):
+            raise InvalidRequest(f"invalid agent name {agent!r}")
+        if not isinstance(digest, str) or not digest:
+            raise InvalidRequest("name the packet digest you resolved (from show)")
+        with space_lock(self.space, wait=True):
+            rep = self._engine_replica()
+            rep.flush_vault()
+            from replica.engine.sync import SyncReport  # lazily: the engine loads the HTTP client
+
+            rep.scan(SyncReport())  # a local edit since the packet was read makes it stale
+            c = self._locate(ref)
+            # every problem is named at once (a stale digest and a bad token both)
+            problems = []
+            fresh = packet_digest(c)
+            if fresh != digest:
+                problems.append({"code": "packet_stale", "message": (
+                    f"the digest is not {c.entry_id}'s current packet (a new remote version or "
+                    f"a local edit); read {packet_id_of(fresh)} and resolve again"),
+                    "packet_id": packet_id_of(fresh), "digest": fresh, "entry": c.entry_id})
+            with self._claims_tx() as cconn:
+                r = cconn.execute("SELECT * FROM claims WHERE entry_id = ?",
+                                  (c.entry_id,)).fetchone()
+                live_claim = r is not None and r.expires_at > self.clock()
+                if r is not None and (live_claim or token):
+                    if token is None:
+                        problems.insert(0, {"code": "claim_held", "message": (
+                            f"packet is claimed by {r.agent} until {r.expires_at}; resolve "
+                            "with its claim token"), "holder": r.agent,
+                            "expires_at": r.expires_at})
+                    elif not secrets.compare_digest(r.token, token):
+                        problems.insert(0, {"code": "claim_held", "message": (
+                            f"packet is claimed by {r.agent} with another token"),
+                            "holder": r.agent, "expires_at": r.expires_at} if live_claim else {
+                            "code": "invalid_request", "message": "no claim with this token "
+                            "(expired and taken, or released)"})
+                    else:
+                        agent = agent or r.agent
+                elif token:
+                    problems.insert(0, {"code": "invalid_request", "message": (
+                        "no claim with this token (expired and taken, or released)")})
+                if problems:
+                    raise _problems_error(problems)
+                result = self._apply(rep, c, digest=digest, how=how, merged=merged,
+                                     agent=agent)
+                cconn.execute("DELETE FROM claims WHERE entry_id = ?", (c.entry_id,))
+            crash_point("resolve_before_vault_write")
+            rep.flush_vault()
+        return result
+
+    def _engine_replica(self) -> Any:
+        from replica.engine.sync import Replica  # lazily: the engine loads the HTTP client
+
+        return Replica(space_id=self.space.space_id, replica_id=self.space.replica_id,
+                       vault=self.space.vault, store=self.store, client=None,  # type: ignore[arg-type]
+                       key=None, clock=self.clock)  # type: ignore[arg-type]
+
+    def _access(self) -> tuple[str | None, list[dict[str, Any]]]:
+        access = self.store.get_meta("access") or {}
+        return access.get("role", self.space.role), list(access.get("rules") or [])
+
+    def _apply(self, rep: Any, c0: Conflict, *, digest: str, how: str, merged: Entry | None,
+               agent: str | None) -> dict[str, Any]:
+        with self._store_engine.begin() as conn:
+            c = st.get_conflict_txn(conn, c0.entry_id)
+            if c is None:
+                raise NotFound(f"{c0.entry_id} is no longer in conflict", {"entry": c0.entry_id})
+            c = with_current_ours(c, st.get_state_txn(conn, c.entry_id).local)
+            fresh = packet_digest(c)
+            if fresh != digest:
+                raise PacketStale(
+                    f"the packet for {c.entry_id} changed since it was read (a new remote "
+                    f"version or a local edit); read {packet_id_of(fresh)} and resolve again",
+                    {"packet_id": packet_id_of(fresh), "digest": fresh, "entry": c.entry_id})
+            results = resolve_entries(c, how, merged)
+            weakening = guardrail_weakening(c, results[c.entry_id])
+            if weakening:
+                role, rules = self._access()
+                rule = rule_denies(rules, role=role, user_id=self.principal.user_id,
+                                   agent=agent, entry_id=c.entry_id, action=weakening)
+                if rule:
+                    raise PolicyDenied(
+                        "this resolution would weaken a guardrail (lower its severity or "
+                        "delete it) and the space rules do not let you change guardrails",
+                        {"denied": [{"id": c.entry_id, "action": weakening, "rule": rule}]})
+            for eid in results:
+                if eid != c.entry_id and st.get_state_txn(conn, eid).local is not None:
+                    raise InvalidRequest(f"keep_both target {eid} already exists")
+            crash_point("resolve_before_commit")
+            res = st.get_meta_txn(conn, "resolutions", {}) or {}
+            pid = packet_id_of(fresh)
+            for eid, entry in results.items():
+                s = st.get_state_txn(conn, eid)
+                if eid == c.entry_id:
+                    s.held = False
+                    st.drop_conflict_txn(conn, eid)
+                s.local = entry
+                rep._schedule_write_txn(conn, s)
+                st.put_state_txn(conn, s)
+                if s.dirty:
+                    res[eid] = {"agent": agent, "packet_id": pid, "how": how,
+                                "at": self.clock(),
+                                "version": (entry or tombstone(eid)).version}
+            st.set_meta_txn(conn, "resolutions", res)
+        return {"packet_id": pid, "entry": c.entry_id, "resolved": how, "agent": agent,
+                "entries": {eid: (None if e is None else e.version) for eid, e in
+                            results.items()},
+                "publish": "on the next sync" if any(e in res for e in results) else
+                "nothing to publish (the result equals the hub's version)"}
+
+
+def _problems_error(problems: list[dict[str, Any]]) -> QuireError:
+    """One error naming every problem: the first decides the code; ``details.problems``
+    lists them all (each with its code and message)."""
+    cls = {"claim_held": ClaimHeld, "packet_stale": PacketStale}.get(problems[0]["code"],
+                                                                    InvalidRequest)
+    details: dict[str, Any] = {}
+    for p in reversed(problems):
+        details.update({k: v for k, v in p.items() if k not in ("code", "message")})
+    details["problems"] = problems
+    return cls("; ".join(p["message"] for p in problems), details)

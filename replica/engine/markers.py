@@ -1,0 +1,25 @@
+"""The ``quire`` front-matter marker a held entry's vault file carries (local only, never
+published): why it is held and what to do, so a person reading the file knows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from replica.engine import blocked
+from replica.engine.purge import PURGED, PURGED_HELP
+from replica.store.store import Conflict
+
+
+def conflict_marker(c: Conflict) -> dict[str, Any]:
+    """The ``quire`` front-matter marker of a held entry (local only, never published);
+    a version the hub blocked (replica/engine/push.py) or purged (replica/engine/purge.py) says so in its
+    help."""
+    return {"conflict": {
+        "fields": c.fields,
+        "theirs_version": c.theirs.version if c.theirs is not None else None,
+        "theirs_deleted": c.theirs is None or c.theirs.deleted,
+        "ours_deleted": c.ours is None or c.ours.deleted,
+        "help": blocked.HELP if "version_blocked" in c.fields else
+        PURGED_HELP if PURGED in c.fields else
+        "held: fix this file and remove this 'quire' block to publish it",
+    }}

@@ -1,0 +1,278 @@
+"""Publishing, the push half of the sync engine (``Publisher``, mixed into
+``replica.engine.sync.Replica``): build the next batch from the dirty entries (resolutions first,
+changes the space rules deny and content screening finds a secret in kept back:
+replica/engine/screened.py), save it in the outbox before sending, send it,
+apply the receipt; on ``head_changed`` pull and retry (bounded), on an epoch change take a
+snapshot; a batch the hub chained on a later head is checked in the history the next pull
+brings. See the invariants in replica/engine/sync.py's docstring.
+
+On ``version_blocked`` (an admin reverted that version and blocked it) the edits the
+refusal names are held as conflicts, not republished, not lost (replica/engine/blocked.py); the
+rest of the batch is built again and sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from replica.engine import blocked
+from replica.engine.crash import crash_point
+from replica.engine.report import SyncReport
+from replica.engine.resolutions import forget_resolutions_txn, plan_batch
+from replica.engine.screened import allows_from, hold_back
+from replica.hubclient.client import HubClient, HubUnverified
+from replica.store import store as st
+from replica.store.db import Conn
+from replica.store.store import EntryState, Head, Store
+from shared import policy
+from shared.digest import chain_next
+from shared.entry import tombstone
+from shared.errors import (
+    BaseMismatch,
+    EpochChanged,
+    HeadChanged,
+    QuireError,
+    SnapshotRequired,
+    VersionBlocked,
+)
+from shared.ids import new_id, portability_problem
+from shared.wire import Batch, Op, build_batch, parse_batch
+
+MAX_ROUNDS = 8  # push attempts per sync when the head keeps moving
+MAX_OPS_PER_BATCH = 500
+
+
+class Publisher:
+    """The push half of ``Replica``: what it reads of the replica, and the pull it calls."""
+
+    space_id: str
+    replica_id: str
+    store: Store
+    client: HubClient
+    key: Ed25519PrivateKey
+    clock: Callable[[], int]
+    provenance: dict[str, str] | None
+
+    def pull(self, report: SyncReport) -> None:
+        raise NotImplementedError  # the engine's pull (replica/engine/sync.py)
+
+    def snapshot(self, report: SyncReport) -> None:
+        raise NotImplementedError  # the engine's snapshot (replica/engine/sync.py)
+
+    def _schedule_write_txn(self, conn: Conn, s: EntryState) -> None:
+        raise NotImplementedError  # the engine's vault journal (replica/engine/sync.py)
+
+    def _build_ops(self, report: SyncReport | None = None) -> list[Op]:
+        ops = []
+        denied: list[dict[str, Any]] = []
+        access = self.store.get_meta("access") or {}
+        for s in self.store.dirty_states().values():
+            if s.held or not s.dirty:
+                continue
+            base = s.synced.version if s.synced is not None else None
+            if s.local is None or s.local.deleted:
+                if s.synced is None or s.synced.deleted:
+                    continue
+                op = Op(tombstone(s.id), base)
+            else:
+                op = Op(s.local, base)
+            refusal = self._local_denial(access, s, op)
+            if refusal is not None:
+                denied.append(refusal)  # kept dirty in the store and the vault, not pushed
+                continue
+            ops.append(op)
+            if len(ops) >= MAX_OPS_PER_BATCH:
+                break
+        # content screening, as the guard will (replica/engine/screened.py): kept back, reported
+        ops, screened = hold_back(ops, allows_from(self.client, self.space_id))
+        if report is not None:
+            report.policy_denied = denied
+            report.content_screened = screened
+        return ops
+
+    @staticmethod
+    def _local_denial(access: dict[str, Any], s: EntryState, op: Op
+                      ) -> dict[str, Any] | None:
+        """Would the hub deny this op? Judged with the role and rules of this sync's head
+        (already narrowed to this caller) against the synced content, as the guard does;
+        the hub still checks. None when allowed or when the head did not say."""
+        current = None if s.synced is None else (s.synced.version, s.synced.deleted)
+        problem = None if op.entry.deleted or (current and not current[1]) \
+            else portability_problem(s.id)
+        if problem:  # the hub refuses it too (hub/admission.py)
+            return {"id": s.id, "action": "create", "rule": "portable_id",
+                    "message": f"{s.id} cannot be a file on every replica ({problem}); "
+                               "rename it; kept locally, not published"}
+        role = access.get("role")
+        if role is None:
+            return None
+        change = policy.change_of(s.id, op.entry, current, s.synced)
+        if change is None:
+            return None
+        if not policy.at_least(role, "editor"):
+            return {"id": s.id, "action": change.action, "rule": f"role:{role}",
+                    "reason": f"a {role} cannot publish",
+                    "message": f"a {role} cannot publish; kept locally"}
+        rules = [policy.Rule.from_dict(r) for r in access.get("rules") or []]
+        hit = policy.denial(rules, change)
+        if hit is None:
+            return None
+        return dict(hit, message=f"{hit['reason']}; kept locally, not published")
+
+    def _next_batch(self, report: SyncReport | None = None) -> Batch | None:
+        head = self.store.head()
+        assert head is not None
+        for row in self.store.outbox():
+            batch = parse_batch(row["body"])
+            if (batch.epoch, batch.parent_seq, batch.parent_digest) == (
+                    head.epoch, head.seq, head.digest):
+                return batch  # resend unchanged: a replay gets the same receipt
+            # its parent is gone and our pull did not contain it: never accepted, never will be
+            with self.store.tx() as conn:
+                st.drop_outbox_txn(conn, batch.batch_id)
+        ops = self._build_ops(report)
+        if not ops:
+            return None
+        ops, provenance = plan_batch(self.store, ops, self.provenance)
+        batch = build_batch(self.key, batch_id=new_id(), replica_id=self.replica_id,
+                            space=self.space_id, epoch=head.epoch, parent_seq=head.seq,
+                            parent_digest=head.digest, ops=ops, provenance=provenance)
+        with self.store.tx() as conn:
+            st.add_outbox_txn(conn, batch.batch_id, batch.to_wire(), self.clock())
+        return batch
+
+    def replay_outbox(self, report: SyncReport) -> None:
+        """Resend a batch a crash left in the outbox, before anything else moves.
+
+        Accepted before the crash: the hub replays the same receipt. Not accepted and the
+        head moved: the hub refuses it and the pull that follows settles it.
+        """
+        head = self.store.head()
+        rows = self.store.outbox()
+        if head is None or not rows:
+            return
+        batch = parse_batch(rows[0]["body"])
+        if (batch.epoch, batch.parent_seq, batch.parent_digest) != (head.epoch, head.seq,
+                                                                    head.digest):
+            return
+        try:
+            receipt = self.client.push(self.space_id, batch)
+        except (HeadChanged, BaseMismatch, EpochChanged, SnapshotRequired):
+            return
+        with self.store.tx() as conn:
+            moved = self._apply_receipt_txn(conn, batch, receipt)
+        report.pushed += len(batch.ops)
+        report.batches += 1
+        if not moved:  # accepted on a later head: pull the gap, which ends with this batch
+            self.pull(report)
+            self._check_landed([(batch, receipt)])
+
+    def push(self, report: SyncReport) -> None:
+        rounds = 0
+        landed: list[tuple[Batch, dict[str, Any]]] = []  # accepted beyond the local head
+        while True:
+            batch = self._next_batch(report)
+            if batch is None:
+                if not landed:
+                    return
+                # the hub chained our batches on a head we had not pulled: pull the gap
+                # (every remote batch before ours, then ours, applied as a no-op) and check
+                # that the history the hub serves holds them where the receipts said
+                self.pull(report)
+                self._check_landed(landed)
+                landed = []
+                continue  # merges made by that pull may have something to publish
+            crash_point("before_push")
+            try:
+                receipt = self.client.push(self.space_id, batch)
+            except (HeadChanged, BaseMismatch):
+                rounds += 1
+                if rounds >= MAX_ROUNDS:
+                    raise
+                self.pull(report)
+                continue
+            except (EpochChanged, SnapshotRequired):
+                rounds += 1
+                if rounds >= MAX_ROUNDS:
+                    raise
+                self.snapshot(report)
+                continue
+            except VersionBlocked as e:
+                rounds += 1
+                with self.store.tx() as conn:  # replica/engine/blocked.py
+                    st.drop_outbox_txn(conn, batch.batch_id)
+                    held = blocked.refused(conn, batch.ops, e, self.clock(),
+                                           self._schedule_write_txn, report)
+                if not held or rounds >= MAX_ROUNDS:
+                    raise
+                continue  # the other edits go in the next batch
+            except QuireError as e:
+                if not e.retryable:
+                    # refused for good (forbidden, policy, too large): keep every local
+                    # change, drop the batch so it is never retried blindly
+                    with self.store.tx() as conn:
+                        st.drop_outbox_txn(conn, batch.batch_id)
+                raise
+            crash_point("after_push_before_receipt")
+            with self.store.tx() as conn:
+                if not self._apply_receipt_txn(conn, batch, receipt):
+                    landed.append((batch, receipt))
+            crash_point("after_receipt")
+            report.pushed += len(batch.ops)
+            report.batches += 1
+
+    def _apply_receipt_txn(self, conn: Conn, batch: Batch, receipt: dict[str, Any]
+                           ) -> bool:
+        """Record an accepted batch; True when the local head moved onto it.
+
+        The head moves only when the receipt's link from the local head verifies (the batch
+        landed right after it). A batch the hub rebased onto a later head (receipt seq
+        beyond local seq + 1) leaves the head where it is: its ops are marked synced and
+        the pull that follows brings every batch before it, then this one as a no-op (an
+        edit made meanwhile stays dirty). Never skip a remote batch, never lose an edit."""
+        head = st.head_txn(conn)
+        seq = receipt["seq"]
+        if head is not None and head.epoch == batch.epoch and seq <= head.seq:
+            # already pulled (the pull applied it and everything after it): nothing to mark
+            st.save_receipt_txn(conn, batch.batch_id, receipt)
+            st.drop_outbox_txn(conn, batch.batch_id)
+            return True
+        for op in batch.ops:
+            s = st.get_state_txn(conn, op.entry_id)
+            s.synced = op.entry
+            st.put_state_txn(conn, s)
+        moved = (head is not None and head.epoch == batch.epoch and seq == head.seq + 1
+                 and chain_next(head.digest, batch.digest) == receipt["head"])
+        if moved:
+            st.set_head_txn(conn, Head(batch.epoch, seq, receipt["head"]))
+            st.add_history_txn(conn, epoch=batch.epoch, seq=seq, head=receipt["head"],
+                               kind="push", entries=[op.entry_id for op in batch.ops],
+                               batch_id=batch.batch_id, replica_id=batch.replica_id,
+                               batch_digest=batch.digest,
+                               accepted_at=receipt.get("accepted_at"))
+        st.save_receipt_txn(conn, batch.batch_id, receipt)
+        st.drop_outbox_txn(conn, batch.batch_id)
+        forget_resolutions_txn(conn, [op.entry_id for op in batch.ops])
+        return moved
+
+    def _check_landed(self, landed: list[tuple[Batch, dict[str, Any]]]) -> None:
+        """After pulling a gap: the change at each receipt's seq is that batch, with the
+        receipt's head (the pull verified the chain through it)."""
+        head = self.store.head()
+        for batch, receipt in landed:
+            if head is None or head.epoch != batch.epoch:
+                return  # a new epoch: the snapshot replaced this history
+            if head.seq < receipt["seq"]:
+                raise HubUnverified("the hub's history ends before a batch it gave a receipt "
+                                    "for", {"seq": receipt["seq"], "hub_seq": head.seq})
+            with self.store.tx() as conn:
+                rows = conn.execute(
+                    "SELECT batch_digest, head FROM history WHERE epoch = ? AND seq = ?"
+                    " AND kind != 'snapshot'", (batch.epoch, receipt["seq"])).fetchall()
+            if rows and any((r.batch_digest, r.head) != (batch.digest, receipt["head"])
+                            for r in rows):
+                raise HubUnverified("the pulled change at a receipt's seq is not that batch",
+                                    {"seq": receipt["seq"], "batch_id": batch.batch_id})

@@ -1,0 +1,50 @@
+"""What one sync did (``SyncReport``): counts, the entries merged, held or changed locally,
+the files it could not publish, the changes the space rules deny and those content
+screening keeps back. Filled by the engine
+(replica/engine/sync.py, replica/engine/push.py), shown by every front end."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from replica.vault import files as vlt
+
+
+@dataclass
+class SyncReport:
+    pulled: int = 0
+    pushed: int = 0
+    batches: int = 0
+    snapshot: bool = False
+    merged: list[str] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)
+    local_changes: list[str] = field(default_factory=list)
+    # local changes the space rules (as the head states them) deny: kept, not pushed
+    policy_denied: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[vlt.Problem] = field(default_factory=list)
+    # local changes content screening found a secret in (replica/engine/screened.py): kept, not
+    # pushed; each with its findings (entry, version, line, rule, fingerprint)
+    content_screened: list[dict[str, Any]] = field(default_factory=list)
+    # local edits that write a version an admin reverted and blocked (replica/engine/push.py):
+    # held as conflicts, kept in the vault
+    version_blocked: list[dict[str, Any]] = field(default_factory=list)
+    # entries held from after a restored backup, published again (replica/engine/restored.py)
+    republished: list[str] = field(default_factory=list)
+    # entries an admin purged from the space's history (replica/engine/purge.py): each with the
+    # purge's reason and whether a local edit of it was kept (held)
+    purged: list[dict[str, Any]] = field(default_factory=list)
+    # how the vault was looked at: "scan" (walked), "journal" (only where a running
+    # watcher saw changes, replica/vault/journal_scan.py)
+    scanned_by: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pulled": self.pulled, "pushed": self.pushed, "batches": self.batches,
+                "snapshot": self.snapshot, "merged": sorted(set(self.merged)),
+                "held": sorted(set(self.held)), "local_changes": sorted(self.local_changes),
+                "problems": [p.to_json() for p in self.problems],
+                "policy_denied": list(self.policy_denied),
+                "content_screened": list(self.content_screened),
+                "version_blocked": list(self.version_blocked),
+                "republished": sorted(set(self.republished)),
+                "purged": list(self.purged), "scanned_by": self.scanned_by}

@@ -43,10 +43,13 @@ def test_the_sync_status_and_mcp_paths_load_no_heavy_package(tmp_path):
     interpreter (the parser built as ``quire`` builds it): none of the heavy packages."""
     code = (
         "import json, sys\n"
-        "from replica import cli\n"
+        "from replica.cli import main as cli\n"
         "cli.build_parser()\n"
-        "from replica import service, sync, status, pending, push, verify, conflicts, "
-        "watch, watch_syncer, journal, doctor, selfcheck, conflict_report, screened\n"
+        "import replica.app.service, replica.engine.sync, replica.ipc.status_file\n"
+        "import replica.engine.pending, replica.engine.push, replica.trust.verify\n"
+        "import replica.conflicts.desk, replica.watch.core, replica.watch.syncer\n"
+        "import replica.ipc.journal, replica.cli.doctor, replica.app.selfcheck\n"
+        "import replica.conflicts.report, replica.engine.screened\n"
         f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & {set(HEAVY)!r})))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,

@@ -86,7 +86,7 @@ def run_demo(out: Any, keep: bool = False) -> int:
         with HubClient(url) as c:
             for _ in range(200):
                 try:
-                    c._request("GET", "/healthz")
+                    c.health()
                     break
                 except QuireError:
                     time.sleep(0.1)

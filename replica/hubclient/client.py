@@ -218,6 +218,10 @@ class HubClient:
 
     # ------------------------------------------------------------ hub and identity
 
+    def health(self) -> dict[str, Any]:
+        """``GET /healthz``: is the hub up (raises ``QuireError`` while it is not)."""
+        return self._request("GET", "/healthz")
+
     def hub_info(self) -> dict[str, Any]:
         return self._request("GET", "/v1/hub")
 

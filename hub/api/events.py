@@ -53,6 +53,7 @@ from starlette.responses import Response, StreamingResponse
 
 from hub import feed, signed_state, spaces
 from hub.access import Principal, recheck_principal_txn, space_access_txn
+from hub.api.http import hub_of, principal
 from hub.events import Event
 from shared.errors import (
     Forbidden,
@@ -264,10 +265,8 @@ def _parse_last_id(value: str | None) -> tuple[str, int] | None:
 
 
 async def events(request: Request) -> Response:
-    from hub.api.routes import _hub, principal  # routes imports this module
-
     p = await principal(request)
-    hub = _hub(request)
+    hub = hub_of(request)
     space_ref = request.path_params["space"]
     s = hub.settings
     release = hub.stream_slots.acquire(p.device_id)

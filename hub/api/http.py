@@ -1,22 +1,40 @@
 """Request parsing and response helpers: the only place that turns HTTP into values and
-``QuireError`` into responses."""
+``QuireError`` into responses, and the one place a handler learns who is calling.
+
+    hub_of(request)            the running hub (settings, store, key, caches, limiters)
+    claims(request)            access token + DPoP proof: the stateless half (no database)
+    principal(request)         claims, then the device and user as they are now (a read)
+    proof_thumbprint(request)  a DPoP proof alone (the token endpoint): its key's thumbprint
+    rate_limit / claims_then_take / off_loop   the above off the event loop when the replay
+                               cache or the bucket lives in PostgreSQL
+    read_json, ndjson, JSON    bodies in, responses out; error_response for ``QuireError``
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from hub import logs
+from hub.access import Principal, authenticate_txn, verify_request
+from hub.clientaddr import client_address, parse_trusted
+from hub.dpop import verify_proof
+from hub.tokens import AccessClaims
 from shared.canonical import loads_strict
-from shared.errors import Internal, InvalidRequest, NotFound, QuireError, TooLarge
+from shared.errors import Internal, InvalidRequest, NotFound, QuireError, RateLimited, TooLarge
+from shared.ids import is_id
 from shared.jsonlimits import JsonLimitError, JsonLimits
+from shared.wire import REPLICA_HEADER
 
 log = logging.getLogger("quire.hub.api")
+T = TypeVar("T")
 
 
 class JSON(JSONResponse):
@@ -147,3 +165,97 @@ async def ndjson(it: Iterator[bytes]) -> Response:
             yield chunk
 
     return StreamingResponse(body(), media_type="application/x-ndjson")
+
+
+# ---------------------------------------------------------------- who is calling
+
+
+def hub_of(request: Request) -> Any:
+    """The running hub (hub/app.py ``Hub``) this request reached."""
+    return request.app.state.hub
+
+
+def claims(request: Request) -> AccessClaims:
+    """Access token + DPoP proof (hub/access.py): the stateless half of authentication.
+    The caller's ids go into the request's access line (hub/logs.py)."""
+    hub = hub_of(request)
+    found = _verify(request, hub)
+    info = logs.current()
+    if info is not None:
+        info.user, info.device, info.agent = found.user_id, found.device_id, found.agent
+    return found
+
+
+def _verify(request: Request, hub: Any) -> AccessClaims:
+    return verify_request(hub.key, hub.jti_cache, aud=hub.settings.url,
+                          method=request.method, path=request.url.path,
+                          authorization=request.headers.get("authorization"),
+                          proof=request.headers.get("dpop"), now_ms=hub.now(),
+                          window_s=hub.settings.dpop_window, tokens=hub.token_cache)
+
+
+async def off_loop(request: Request, fn: Callable[[Request], T]) -> T:
+    """``fn(request)``; in the thread pool when the DPoP replay cache is in PostgreSQL."""
+    if getattr(hub_of(request).jti_cache, "blocking", False):
+        return await run_in_threadpool(fn, request)
+    return fn(request)
+
+
+async def principal(request: Request) -> Principal:
+    """Access token + DPoP proof (hub/access.py), then the device as it is now."""
+    hub = hub_of(request)
+    found = await off_loop(request, claims)
+    now = hub.now()
+
+    replica = request.headers.get(REPLICA_HEADER)
+    if replica is not None and not is_id(replica):
+        raise InvalidRequest(f"{REPLICA_HEADER} must be a replica id")
+
+    def lookup() -> Principal:
+        with hub.store.read() as conn:
+            p = authenticate_txn(conn, found, now)
+        # a replica names itself on its pulls: space access then also checks that replica
+        # (this device's, in this space, not revoked: hub/access.py space_access_txn)
+        return dataclasses.replace(p, replica_id=replica) if replica else p
+
+    return await run_in_threadpool(lookup)
+
+
+def proof_thumbprint(request: Request) -> str:
+    """A DPoP proof without an access token (token endpoint): the key's thumbprint."""
+    hub = hub_of(request)
+    return verify_proof(request.headers.get("dpop"), method=request.method,
+                        url=hub.settings.url.rstrip("/") + request.url.path, access_token=None,
+                        now_ms=hub.now(), window_s=hub.settings.dpop_window,
+                        cache=hub.jti_cache)
+
+
+async def rate_limit(limiter: Any, key: str, what: str) -> None:
+    """Take a token or raise rate_limited; shared limiters (PostgreSQL) run off the loop."""
+    if getattr(limiter, "blocking", False):
+        ok, wait = await run_in_threadpool(limiter.allow, key)
+    else:
+        ok, wait = limiter.allow(key)
+    if not ok:
+        raise RateLimited(f"too many {what}; wait and retry", {"retry_after": wait})
+
+
+async def claims_then_take(request: Request, limiter: Any
+                           ) -> tuple[AccessClaims, tuple[bool, int]]:
+    """``claims``, then a token of ``limiter`` for the caller's device: on PostgreSQL (the
+    replay cache and the bucket in the database) both in ONE thread-pool hop, not two."""
+    def both(req: Request) -> tuple[AccessClaims, tuple[bool, int]]:
+        found = claims(req)
+        return found, limiter.allow(found.device_id)
+
+    if getattr(hub_of(request).jti_cache, "blocking", False) or getattr(limiter, "blocking",
+                                                                        False):
+        return await run_in_threadpool(both, request)
+    return both(request)
+
+
+def client_addr(request: Request) -> str:
+    """The TCP peer, or the client a trusted proxy names (hub/clientaddr.py)."""
+    return client_address(request.client.host if request.client else None,
+                          request.headers.items(),
+                          parse_trusted(hub_of(request).settings.trusted_proxies))

@@ -21,8 +21,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from hub import reads
-from hub.api.http import JSON
-from hub.api.routes import principal
+from hub.api.http import JSON, principal
 from shared.errors import InvalidRequest
 
 L = reads.LIMITS

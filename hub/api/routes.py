@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from pathlib import Path
@@ -18,19 +17,26 @@ from hub import conflict_reports as reports
 from hub import purge as purging
 from hub import screening as screen
 from hub import space_delete as sdel
-from hub.access import Principal, authenticate_txn, space_access_txn, verify_request
+from hub.access import Principal, space_access_txn
 from hub.api import events as live
-from hub.api.http import JSON, ndjson, read_json
-from hub.clientaddr import client_address, parse_trusted
-from hub.dpop import verify_proof
+from hub.api.http import (
+    JSON,
+    claims_then_take,
+    client_addr,
+    hub_of,
+    ndjson,
+    off_loop,
+    principal,
+    proof_thumbprint,
+    rate_limit,
+    read_json,
+)
 from hub.quotas import HubQuotas
 from hub.store import queries as q
-from hub.tokens import AccessClaims
 from shared.errors import InvalidRequest, NotFound, QuireError, RateLimited, Unavailable
 from shared.ids import is_id
 from shared.schemas import REQUESTS
 from shared.signed import MAX_NONCE
-from shared.wire import REPLICA_HEADER
 
 SMALL_BODY = 16 * 1024
 log = logging.getLogger("quire.hub")
@@ -41,102 +47,12 @@ def fields(name: str) -> set[str]:
     return set(REQUESTS[name]["properties"])
 
 
-def _hub(request: Request) -> Any:
-    return request.app.state.hub
-
-
-def _claims(request: Request) -> AccessClaims:
-    """Access token + DPoP proof (hub/access.py): the stateless half of authentication.
-    The caller's ids go into the request's access line (hub/logs.py)."""
-    hub = _hub(request)
-    claims = _verify(request, hub)
-    info = logs.current()
-    if info is not None:
-        info.user, info.device, info.agent = claims.user_id, claims.device_id, claims.agent
-    return claims
-
-
-def _verify(request: Request, hub: Any) -> AccessClaims:
-    return verify_request(hub.key, hub.jti_cache, aud=hub.settings.url,
-                          method=request.method, path=request.url.path,
-                          authorization=request.headers.get("authorization"),
-                          proof=request.headers.get("dpop"), now_ms=hub.now(),
-                          window_s=hub.settings.dpop_window, tokens=hub.token_cache)
-
-
-async def _off_loop(request: Request, fn: Any) -> Any:
-    """``fn(request)``; in the thread pool when the DPoP replay cache is in PostgreSQL."""
-    if getattr(_hub(request).jti_cache, "blocking", False):
-        return await run_in_threadpool(fn, request)
-    return fn(request)
-
-
-async def principal(request: Request) -> Principal:
-    """Access token + DPoP proof (hub/access.py), then the device as it is now."""
-    hub = _hub(request)
-    claims = await _off_loop(request, _claims)
-    now = hub.now()
-
-    replica = request.headers.get(REPLICA_HEADER)
-    if replica is not None and not is_id(replica):
-        raise InvalidRequest(f"{REPLICA_HEADER} must be a replica id")
-
-    def lookup() -> Principal:
-        with hub.store.read() as conn:
-            p = authenticate_txn(conn, claims, now)
-        # a replica names itself on its pulls: space access then also checks that replica
-        # (this device's, in this space, not revoked: hub/access.py space_access_txn)
-        return dataclasses.replace(p, replica_id=replica) if replica else p
-
-    return await run_in_threadpool(lookup)
-
-
-def _proof_only(request: Request) -> str:
-    """A DPoP proof without an access token (token endpoint): the key's thumbprint."""
-    hub = _hub(request)
-    return verify_proof(request.headers.get("dpop"), method=request.method,
-                        url=hub.settings.url.rstrip("/") + request.url.path, access_token=None,
-                        now_ms=hub.now(), window_s=hub.settings.dpop_window,
-                        cache=hub.jti_cache)
-
-
-async def _limit(limiter: Any, key: str, what: str) -> None:
-    """Take a token or raise rate_limited; shared limiters (PostgreSQL) run off the loop."""
-    if getattr(limiter, "blocking", False):
-        ok, wait = await run_in_threadpool(limiter.allow, key)
-    else:
-        ok, wait = limiter.allow(key)
-    if not ok:
-        raise RateLimited(f"too many {what}; wait and retry", {"retry_after": wait})
-
-
-async def _claims_then_take(request: Request, limiter: Any
-                            ) -> tuple[AccessClaims, tuple[bool, int]]:
-    """``_claims``, then a token of ``limiter`` for the caller's device: on PostgreSQL (the
-    replay cache and the bucket in the database) both in ONE thread-pool hop, not two."""
-    def both(req: Request) -> tuple[AccessClaims, tuple[bool, int]]:
-        claims = _claims(req)
-        return claims, limiter.allow(claims.device_id)
-
-    if getattr(_hub(request).jti_cache, "blocking", False) or getattr(limiter, "blocking",
-                                                                       False):
-        return await run_in_threadpool(both, request)
-    return both(request)
-
-
-def _client_addr(request: Request) -> str:
-    """The TCP peer, or the client a trusted proxy names (hub/clientaddr.py)."""
-    return client_address(request.client.host if request.client else None,
-                          request.headers.items(),
-                          parse_trusted(_hub(request).settings.trusted_proxies))
-
-
 async def healthz(request: Request) -> Response:
     return JSON({"ok": True})
 
 
 async def readyz(request: Request) -> Response:
-    hub = _hub(request)
+    hub = hub_of(request)
 
     def check() -> None:
         with hub.store.read() as conn:
@@ -164,7 +80,7 @@ async def readyz(request: Request) -> Response:
 
 
 async def hub_info(request: Request) -> Response:
-    hub = _hub(request)
+    hub = hub_of(request)
 
     def info() -> dict[str, Any]:
         with hub.store.read() as conn:
@@ -174,11 +90,11 @@ async def hub_info(request: Request) -> Response:
 
 
 async def keys(request: Request) -> Response:
-    return JSON({"keys": [_hub(request).key.jwk()]})
+    return JSON({"keys": [hub_of(request).key.jwk()]})
 
 
 async def hub_keys(request: Request) -> Response:
-    hub = _hub(request)
+    hub = hub_of(request)
 
     def doc() -> dict[str, Any]:
         with hub.store.read() as conn:
@@ -188,8 +104,8 @@ async def hub_keys(request: Request) -> Response:
 
 
 async def redeem(request: Request) -> Response:
-    hub = _hub(request)
-    await _limit(hub.redeem_limiter, _client_addr(request), "invite redemptions")
+    hub = hub_of(request)
+    await rate_limit(hub.redeem_limiter, client_addr(request), "invite redemptions")
     body = await read_json(request, SMALL_BODY,
                            allowed=fields("redeem"))
     caller = await principal(request) if request.headers.get("authorization") else None
@@ -203,18 +119,18 @@ async def redeem(request: Request) -> Response:
 
 async def token(request: Request) -> Response:
     """``POST /v1/token``: refresh_token or device_code grant, with a DPoP proof."""
-    hub = _hub(request)
-    await _limit(hub.token_limiter, _client_addr(request), "token requests")
+    hub = hub_of(request)
+    await rate_limit(hub.token_limiter, client_addr(request), "token requests")
     body = await read_json(request, SMALL_BODY,
                            allowed=fields("token"))
     grant = body.get("grant_type")
     if grant == "refresh_token":
-        jkt = await _off_loop(request, _proof_only)
-        await _limit(hub.refresh_limiter, jkt, "refreshes for this device")
+        jkt = await off_loop(request, proof_thumbprint)
+        await rate_limit(hub.refresh_limiter, jkt, "refreshes for this device")
         out = await run_in_threadpool(grants.refresh, hub.store, hub.key, hub.settings, body,
                                       jkt, hub.now())
     elif grant == grants.DEVICE_GRANT:
-        jkt = await _off_loop(request, _proof_only)
+        jkt = await off_loop(request, proof_thumbprint)
         out = await run_in_threadpool(grants.redeem_device_code, hub.store, hub.key,
                                       hub.settings, body, jkt, hub.now())
     else:
@@ -223,8 +139,8 @@ async def token(request: Request) -> Response:
 
 
 async def device_start(request: Request) -> Response:
-    hub = _hub(request)
-    await _limit(hub.login_limiter, _client_addr(request), "device logins")
+    hub = hub_of(request)
+    await rate_limit(hub.login_limiter, client_addr(request), "device logins")
     body = await read_json(request, SMALL_BODY, allowed=fields("device_start"))
     out = await run_in_threadpool(grants.start_device, hub.store, hub.settings, body, hub.now())
     return JSON(out, status_code=201, headers={"Cache-Control": "no-store"})
@@ -232,9 +148,9 @@ async def device_start(request: Request) -> Response:
 
 async def device_approve(request: Request) -> Response:
     p = await principal(request)
-    hub = _hub(request)
+    hub = hub_of(request)
     # per user: user codes are short, so guesses are what this bounds
-    await _limit(hub.approve_limiter, p.user_id, "approval attempts")
+    await rate_limit(hub.approve_limiter, p.user_id, "approval attempts")
     body = await read_json(request, SMALL_BODY, allowed=fields("device_approve"))
     return JSON(await run_in_threadpool(grants.approve_device, hub.store, p, body, hub.now()))
 
@@ -249,7 +165,7 @@ def _admin(fn: Any, *, body: set[str] | None = None, params: tuple[str, ...] = (
 
     async def handler(request: Request) -> Response:
         p = await principal(request)
-        hub = _hub(request)
+        hub = hub_of(request)
         args: list[Any] = [request.path_params[k] for k in params]
         for k in query:
             args.append(request.query_params.get(k))
@@ -271,7 +187,7 @@ def _bool(v: str | None) -> bool:
 
 async def audit_export(request: Request) -> Response:
     p = await principal(request)
-    hub = _hub(request)
+    hub = hub_of(request)
     qp = request.query_params
     unknown = set(qp) - {"since", "space"}
     if unknown:
@@ -382,12 +298,12 @@ ADMIN_ROUTES = [
 
 async def list_spaces(request: Request) -> Response:
     p = await principal(request)
-    return JSON(await run_in_threadpool(spaces.list_spaces, _hub(request).store, p))
+    return JSON(await run_in_threadpool(spaces.list_spaces, hub_of(request).store, p))
 
 
 async def create_space(request: Request) -> Response:
     p = await principal(request)
-    hub = _hub(request)
+    hub = hub_of(request)
     body = await read_json(request, SMALL_BODY, allowed=fields("space_create"))
     out = await run_in_threadpool(spaces.create_space, hub.store, p, body.get("name"), hub.now())
     return JSON(out, status_code=201)
@@ -395,8 +311,8 @@ async def create_space(request: Request) -> Response:
 
 async def create_invite(request: Request) -> Response:
     p = await principal(request)
-    hub = _hub(request)
-    await _limit(hub.invite_limiter, p.user_id, "invites created")
+    hub = hub_of(request)
+    await rate_limit(hub.invite_limiter, p.user_id, "invites created")
     body = await read_json(request, SMALL_BODY, allowed=fields("invite_create"))
     space_ref = request.path_params.get("space")
     s = hub.settings
@@ -407,7 +323,7 @@ async def create_invite(request: Request) -> Response:
 
 async def register_replica(request: Request) -> Response:
     p = await principal(request)
-    hub = _hub(request)
+    hub = hub_of(request)
     body = await read_json(request, SMALL_BODY, allowed=fields("replica_register"))
     out = await run_in_threadpool(spaces.register_replica, hub.store, p,
                                   request.path_params["space"], body, hub.now())
@@ -416,7 +332,7 @@ async def register_replica(request: Request) -> Response:
 
 async def head(request: Request) -> Response:
     p = await principal(request)
-    hub = _hub(request)
+    hub = hub_of(request)
     qp = request.query_params
     nonce = None
     if set(qp) == {"nonce"}:  # a freshness proof: the head signed over the caller's nonce
@@ -435,21 +351,21 @@ async def head(request: Request) -> Response:
 
 async def verify_space(request: Request) -> Response:
     p = await principal(request)
-    hub = _hub(request)
+    hub = hub_of(request)
     return JSON(await run_in_threadpool(spaces.verify, hub.store, p,
                                         request.path_params["space"]))
 
 
 async def devices(request: Request) -> Response:
     p = await principal(request)
-    hub = _hub(request)
+    hub = hub_of(request)
     return JSON(await run_in_threadpool(spaces.devices, hub.store, hub.key, p,
                                         request.path_params["space"], hub.now()))
 
 
 async def changes(request: Request) -> Response:
     p = await principal(request)
-    hub = _hub(request)
+    hub = hub_of(request)
     qp = request.query_params
     unknown = set(qp) - {"epoch", "after", "limit"}
     if unknown:
@@ -464,7 +380,7 @@ async def changes(request: Request) -> Response:
 
 async def snapshot(request: Request) -> Response:
     p = await principal(request)
-    hub = _hub(request)
+    hub = hub_of(request)
     return await ndjson(feed.snapshot(hub.store, p, request.path_params["space"],
                                       feed.Signer(hub.key, hub.now(), hub.settings.state_root)))
 
@@ -483,7 +399,7 @@ def _rebase_param(request: Request) -> bool:
 
 
 async def publish(request: Request) -> Response:
-    hub = _hub(request)
+    hub = hub_of(request)
     start = time.perf_counter()
     try:
         outcome = await _publish(request, hub)
@@ -506,7 +422,7 @@ def _published(hub: Any, start: float, outcome: str, code: str) -> None:
 
 async def _publish(request: Request, hub: Any) -> Any:
     # the device behind the token is read in the guard's preparing transaction
-    claims, (ok, wait) = await _claims_then_take(request, hub.publish_limiter)
+    claims, (ok, wait) = await claims_then_take(request, hub.publish_limiter)
     if not ok:
         raise RateLimited("too many publications from this device; wait and retry",
                           {"retry_after": wait})
@@ -525,7 +441,7 @@ async def _publish(request: Request, hub: Any) -> Any:
 
 async def receipt(request: Request) -> Response:
     p = await principal(request)
-    hub = _hub(request)
+    hub = hub_of(request)
     rep, bid = request.path_params["replica"], request.path_params["batch"]
     if not (is_id(rep) and is_id(bid)):
         raise InvalidRequest("replica and batch must be canonical ids")
@@ -544,7 +460,7 @@ async def receipt(request: Request) -> Response:
 
 async def conflict_report(request: Request) -> Response:
     p = await principal(request)
-    hub = _hub(request)
+    hub = hub_of(request)
     body = await read_json(request, reports.MAX_BODY, allowed=fields("conflict_report"))
     return JSON(await run_in_threadpool(
         reports.put_report, hub.store, p, request.path_params["space"],
@@ -553,7 +469,7 @@ async def conflict_report(request: Request) -> Response:
 
 async def bump_epoch(request: Request) -> Response:
     p = await principal(request)
-    hub = _hub(request)
+    hub = hub_of(request)
     body = await read_json(request, SMALL_BODY, allowed=fields("epoch_bump"))
     out = await run_in_threadpool(spaces.bump_epoch, hub.store, p,
                                   request.path_params["space"], body, hub.now(), hub.key)
@@ -564,7 +480,7 @@ async def bump_epoch(request: Request) -> Response:
 
 async def purge_entries(request: Request) -> Response:
     p = await principal(request)
-    hub = _hub(request)
+    hub = hub_of(request)
     body = await read_json(request, SMALL_BODY, allowed=fields("purge"))
     out = await run_in_threadpool(purging.purge, hub.store, p, request.path_params["space"],
                                   body, hub.now(), hub.key)

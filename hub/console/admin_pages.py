@@ -9,7 +9,7 @@ Every change is two POSTs. The first (the form's button) runs the API function w
 role change: what the member gains and loses; an epoch bump: the head left behind and the
 replicas and agents that must take a snapshot) with a Confirm button. Only the second POST,
 carrying ``confirm=yes``, changes anything. Both pass the Origin and CSRF checks first
-(``pages._checked_form``).
+(``http.checked_form``).
 
     GET  spaces/{s}/rules                      effective rules + "what may X change" preview
     GET  spaces/{s}/access                     replicas and agent delegations, with revoke
@@ -38,17 +38,9 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Mount, Route
 
 from hub import admin, reads, spaces
+from hub.api.http import hub_of
 from hub.console import preview
-from hub.console.pages import (
-    HEADERS,
-    _call,
-    _checked_form,
-    _hub,
-    _redirect,
-    _role,
-    page,
-    signed_in,
-)
+from hub.console.http import HEADERS, call, checked_form, page, redirect, signed_in, space_and_role
 from shared.errors import InvalidRequest
 
 AUDIT_SHOWN = 200  # events listed on the audit page (newest first); the export has them all
@@ -64,7 +56,7 @@ def _members_url(ref: str) -> str:
 
 async def _space(request: Request, p: Any) -> tuple[str, dict[str, Any], str]:
     ref = request.path_params["space"]
-    sp, role = await _call(_role, _hub(request).store, p, ref)
+    sp, role = await call(space_and_role, hub_of(request).store, p, ref)
     return ref, sp, role
 
 
@@ -83,17 +75,17 @@ def _confirm(request: Request, p: Any, sp: dict[str, Any], role: str, *, title: 
 
 @signed_in
 async def role_change(request: Request, p: Any) -> Response:
-    hub = _hub(request)
-    form = await _checked_form(request)
+    hub = hub_of(request)
+    form = await checked_form(request)
     ref, sp, role = await _space(request, p)
     user = request.path_params["user"]
     body = {"role": form.get("role", ""), "dry_run": not _confirmed(form)}
-    out = await _call(admin.set_role, hub.store, p, ref, user, body, hub.now())
+    out = await call(admin.set_role, hub.store, p, ref, user, body, hub.now())
     if not out["dry_run"]:
         hub.access_changed(sp["id"])
-        return _redirect(_members_url(ref))
-    rules = await _call(admin.list_rules, hub.store, p, ref)
-    members = await _call(admin.list_members, hub.store, p, ref)
+        return redirect(_members_url(ref))
+    rules = await call(admin.list_rules, hub.store, p, ref)
+    members = await call(admin.list_members, hub.store, p, ref)
     name = next((m["name"] for m in members["members"] if m["user_id"] == user), user)
     impact = preview.role_impact(rules["effective"], user, out["previous"], out["role"])
     return _confirm(
@@ -110,15 +102,15 @@ async def role_change(request: Request, p: Any) -> Response:
 
 @signed_in
 async def invite_revoke(request: Request, p: Any) -> Response:
-    hub = _hub(request)
-    form = await _checked_form(request)
+    hub = hub_of(request)
+    form = await checked_form(request)
     ref, sp, role = await _space(request, p)
     inv = request.path_params["invite"]
-    out = await _call(admin.revoke_invite, hub.store, p, inv,
-                      {"dry_run": not _confirmed(form)}, hub.now())
+    out = await call(admin.revoke_invite, hub.store, p, inv,
+                     {"dry_run": not _confirmed(form)}, hub.now())
     if not out["dry_run"]:
-        return _redirect(_members_url(ref))
-    found = await _call(admin.list_invites, hub.store, p, ref)
+        return redirect(_members_url(ref))
+    found = await call(admin.list_invites, hub.store, p, ref)
     it: dict[str, Any] = next((i for i in found["invites"] if i["id"] == inv), {})
     return _confirm(request, p, sp, role, title="Revoke an invite", button="Confirm revoke",
                     intro="Whoever holds this invite's code can no longer join with it.",
@@ -131,10 +123,10 @@ async def invite_revoke(request: Request, p: Any) -> Response:
 
 @signed_in
 async def rules_page(request: Request, p: Any) -> Response:
-    hub = _hub(request)
+    hub = hub_of(request)
     ref, sp, role = await _space(request, p)
-    rules = await _call(admin.list_rules, hub.store, p, ref)
-    members = (await _call(admin.list_members, hub.store, p, ref))["members"]
+    rules = await call(admin.list_rules, hub.store, p, ref)
+    members = (await call(admin.list_members, hub.store, p, ref))["members"]
     qp = request.query_params
     result = None
     if qp.get("entry"):
@@ -155,15 +147,15 @@ async def rules_page(request: Request, p: Any) -> Response:
 
 @signed_in
 async def rule_remove(request: Request, p: Any) -> Response:
-    hub = _hub(request)
-    form = await _checked_form(request)
+    hub = hub_of(request)
+    form = await checked_form(request)
     ref, sp, role = await _space(request, p)
-    out = await _call(admin.remove_rule, hub.store, p, ref, request.path_params["rule"],
-                      {"dry_run": not _confirmed(form)}, hub.now())
+    out = await call(admin.remove_rule, hub.store, p, ref, request.path_params["rule"],
+                     {"dry_run": not _confirmed(form)}, hub.now())
     back = f"/console/admin/spaces/{ref}/rules"
     if not out["dry_run"]:
         hub.access_changed(sp["id"])
-        return _redirect(back)
+        return redirect(back)
     r = out["rule"]
     return _confirm(request, p, sp, role, title="Remove a rule", button="Confirm remove",
                     intro="Publications prepared under the current rules are re-checked "
@@ -177,11 +169,11 @@ async def rule_remove(request: Request, p: Any) -> Response:
 
 @signed_in
 async def access_page(request: Request, p: Any) -> Response:
-    hub = _hub(request)
+    hub = hub_of(request)
     ref, sp, role = await _space(request, p)
-    dels = await _call(admin.list_space_delegations, hub.store, p, ref)
-    reps = await _call(admin.list_replicas, hub.store, p, ref)
-    members = await _call(admin.list_members, hub.store, p, ref)
+    dels = await call(admin.list_space_delegations, hub.store, p, ref)
+    reps = await call(admin.list_replicas, hub.store, p, ref)
+    members = await call(admin.list_members, hub.store, p, ref)
     names = {m["user_id"]: m["name"] for m in members["members"]}
     return page(request, "access.html", me=p, space=sp, role=role, names=names,
                 replicas=reps["replicas"], delegations=dels["delegations"], now=hub.now())
@@ -189,15 +181,15 @@ async def access_page(request: Request, p: Any) -> Response:
 
 @signed_in
 async def replica_revoke(request: Request, p: Any) -> Response:
-    hub = _hub(request)
-    form = await _checked_form(request)
+    hub = hub_of(request)
+    form = await checked_form(request)
     ref, sp, role = await _space(request, p)
-    out = await _call(admin.revoke_replica, hub.store, p, ref, request.path_params["replica"],
-                      {"dry_run": not _confirmed(form)}, hub.now())
+    out = await call(admin.revoke_replica, hub.store, p, ref, request.path_params["replica"],
+                     {"dry_run": not _confirmed(form)}, hub.now())
     back = f"/console/admin/spaces/{ref}/access"
     if not out["dry_run"]:
         hub.access_changed(sp["id"])
-        return _redirect(back)
+        return redirect(back)
     return _confirm(request, p, sp, role, title="Revoke a replica", button="Confirm revoke",
                     intro="The replica can no longer pull or publish here; its owner must "
                           "join again.", fields={}, back=back,
@@ -206,16 +198,16 @@ async def replica_revoke(request: Request, p: Any) -> Response:
 
 @signed_in
 async def delegation_revoke(request: Request, p: Any) -> Response:
-    hub = _hub(request)
-    form = await _checked_form(request)
+    hub = hub_of(request)
+    form = await checked_form(request)
     ref, sp, role = await _space(request, p)
-    out = await _call(admin.revoke_delegation, hub.store, p,
-                      request.path_params["delegation"], {"dry_run": not _confirmed(form)},
-                      hub.now())
+    out = await call(admin.revoke_delegation, hub.store, p,
+                     request.path_params["delegation"], {"dry_run": not _confirmed(form)},
+                     hub.now())
     back = f"/console/admin/spaces/{ref}/access"
     if not out["dry_run"]:
         hub.access_changed(sp["id"])
-        return _redirect(back)
+        return redirect(back)
     return _confirm(request, p, sp, role, title="Revoke an agent's delegation",
                     button="Confirm revoke", intro="The agent's token stops working on its "
                     "next request; its in-flight publications are refused.", fields={},
@@ -228,26 +220,26 @@ async def delegation_revoke(request: Request, p: Any) -> Response:
 
 @signed_in
 async def epoch_page(request: Request, p: Any) -> Response:
-    hub = _hub(request)
+    hub = hub_of(request)
     ref, sp, role = await _space(request, p)
-    await _call(admin.list_members, hub.store, p, ref)  # the admin check, as the bump's
+    await call(admin.list_members, hub.store, p, ref)  # the admin check, as the bump's
     return page(request, "epoch.html", me=p, space=sp, role=role)
 
 
 @signed_in
 async def epoch_bump(request: Request, p: Any) -> Response:
-    hub = _hub(request)
-    form = await _checked_form(request)
+    hub = hub_of(request)
+    form = await checked_form(request)
     ref, sp, role = await _space(request, p)
     body = {"reason": form.get("reason", "")}
     dry = not _confirmed(form)
-    out = await _call(spaces.bump_epoch, hub.store, p, ref, body, hub.now(), hub.key,
-                      dry_run=dry)
+    out = await call(spaces.bump_epoch, hub.store, p, ref, body, hub.now(), hub.key,
+                     dry_run=dry)
     if not dry:
         hub.epoch_changed(out)
-        return _redirect(f"/console/spaces/{ref}")
-    reps = await _call(admin.list_replicas, hub.store, p, ref)
-    dels = await _call(admin.list_space_delegations, hub.store, p, ref)
+        return redirect(f"/console/spaces/{ref}")
+    reps = await call(admin.list_replicas, hub.store, p, ref)
+    dels = await call(admin.list_space_delegations, hub.store, p, ref)
     live = [f"{r['name']} on {r['device_name']}" for r in reps["replicas"]
             if r["revoked_at"] is None]
     agents = [f"{d['agent']} ({d['scope']})" for d in dels["delegations"]
@@ -315,22 +307,22 @@ async def _audit_scope(request: Request, p: Any
     """The space whose chain is read (None: every chain, hub owners), the page's context,
     and member names by user id. The listing that names them is the access check: a
     space's members (its admins), or every device (hub owners)."""
-    hub = _hub(request)
+    hub = hub_of(request)
     if "space" not in request.path_params:
-        devices = await _call(admin.list_devices, hub.store, p, True)
-        spaces_ = await _call(spaces.list_spaces, hub.store, p)
+        devices = await call(admin.list_devices, hub.store, p, True)
+        spaces_ = await call(spaces.list_spaces, hub.store, p)
         return None, {"base": "/console/admin/audit", "space": None, "role": None,
                       "chains": {s["id"]: s["name"] for s in spaces_["spaces"]}}, {
             d["user_id"]: d["user_name"] for d in devices["devices"]}
     ref, sp, role = await _space(request, p)
-    members = await _call(admin.list_members, hub.store, p, ref)
+    members = await call(admin.list_members, hub.store, p, ref)
     return ref, {"base": f"/console/admin/spaces/{ref}/audit", "space": sp, "role": role,
                  "chains": {}}, {m["user_id"]: m["name"] for m in members["members"]}
 
 
 @signed_in
 async def audit_page(request: Request, p: Any) -> Response:
-    hub = _hub(request)
+    hub = hub_of(request)
     f = _filters(request)
     ref, ctx, names = await _audit_scope(request, p)
 
@@ -341,7 +333,7 @@ async def audit_page(request: Request, p: Any) -> Response:
         return found[:AUDIT_SHOWN], len(found)
 
     events, total = await run_in_threadpool(read)
-    verified = await _call(admin.verify_audit, hub.store, p, ref)
+    verified = await call(admin.verify_audit, hub.store, p, ref)
     return page(request, "audit.html", me=p, events=events, total=total, shown=AUDIT_SHOWN,
                 names=names, verified=verified, f=f, query=request.url.query,
                 qp=dict(request.query_params), **ctx)
@@ -349,7 +341,7 @@ async def audit_page(request: Request, p: Any) -> Response:
 
 @signed_in
 async def audit_export(request: Request, p: Any) -> Response:
-    hub = _hub(request)
+    hub = hub_of(request)
     f = _filters(request)
     ref, _, names = await _audit_scope(request, p)  # the access check first
 

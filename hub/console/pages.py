@@ -12,126 +12,57 @@ and Secure when the hub's public URL is https.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-from jinja2 import Environment, FileSystemLoader, select_autoescape
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from hub import admin, logs, reads, spaces
+from hub.api.http import hub_of
 from hub.clientaddr import client_address, parse_trusted
 from hub.console import oidc, sessions
-from shared.errors import Forbidden, NotFound, QuireError, RateLimited, Unauthorized
+from hub.console.http import (
+    HEADERS,
+    HERE,
+    call,
+    checked_form,
+    page,
+    redirect,
+    same_origin,
+    session_secret,
+    signed_in,
+    space_and_role,
+)
+from shared.errors import Forbidden, NotFound, QuireError, RateLimited
 from shared.humanize import when
 
-HERE = Path(__file__).parent
 OIDC_PATH = "/console/signin/oidc"
 log = logging.getLogger("quire.hub")
 CODE_COOKIE = "quire_console_code"
-_env = Environment(loader=FileSystemLoader(HERE / "templates"),
-                   autoescape=select_autoescape(["html"]), trim_blocks=True,
-                   lstrip_blocks=True)
-_env.filters["when"] = when
-
-CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
-       "frame-ancestors 'none'; base-uri 'none'")
-HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
-           "Referrer-Policy": "same-origin", "Cache-Control": "no-store",
-           "X-Frame-Options": "DENY"}
-
-
-def _hub(request: Request) -> Any:
-    return request.app.state.hub
-
-
-def _secret(request: Request) -> str | None:
-    return request.cookies.get(sessions.COOKIE)
-
-
-def page(request: Request, template: str, status: int = 200, **ctx: Any) -> HTMLResponse:
-    secret = _secret(request)
-    ctx.setdefault("me", None)
-    html = _env.get_template(template).render(
-        csrf=sessions.csrf_token(secret) if secret else "", request=request, **ctx)
-    return HTMLResponse(html, status_code=status, headers=HEADERS)
-
-
-def _redirect(url: str) -> RedirectResponse:
-    return RedirectResponse(url, status_code=303, headers=HEADERS)
-
-
-def _same_origin(request: Request) -> bool:
-    want = urlsplit(_hub(request).settings.url)
-    sent = request.headers.get("origin") or request.headers.get("referer")
-    if not sent:
-        return False
-    got = urlsplit(sent)
-    return (got.scheme, got.netloc) == (want.scheme, want.netloc)
-
-
-async def _checked_form(request: Request) -> dict[str, str]:
-    """A POST's form, after the origin and CSRF checks (Forbidden otherwise)."""
-    if not _same_origin(request):
-        raise Forbidden("this form was sent from another site", {"reason": "bad_origin"})
-    form = await request.form(max_files=0, max_fields=20, max_part_size=64 * 1024)
-    secret = _secret(request)
-    if not secret or not sessions.csrf_ok(secret, form.get("csrf")):  # type: ignore[arg-type]
-        raise Forbidden("this form is missing its CSRF token or it is stale; reload the page",
-                        {"reason": "bad_csrf"})
-    return {k: str(v) for k, v in form.items()}
-
-
-Handler = Callable[[Request, Any], Awaitable[Response]]
-
-
-def signed_in(fn: Handler) -> Callable[[Request], Awaitable[Response]]:
-    """Pages for a signed-in member: ``fn(request, principal)``; others go to sign-in."""
-    async def handler(request: Request) -> Response:
-        hub = _hub(request)
-        session = sessions.find(hub.store, _secret(request), hub.now())
-        if session is None or not session.signed_in:
-            return _redirect("/console/signin")
-        try:
-            p = await run_in_threadpool(sessions.principal, hub.store, session, hub.now())
-        except Unauthorized:
-            return _redirect("/console/signin")
-        try:
-            return await fn(request, p)
-        except QuireError as e:
-            return page(request, "error.html", status=e.status or 400, me=p, error=e)
-    return handler
-
-
-def _call(fn: Callable[..., Any], *args: Any, **kw: Any) -> Awaitable[Any]:
-    return run_in_threadpool(fn, *args, **kw)
 
 
 # ---------------------------------------------------------------- sign-in
 
 
 async def home(request: Request) -> Response:
-    return _redirect("/console/spaces")
+    return redirect("/console/spaces")
 
 
 async def signin_page(request: Request) -> Response:
-    s = _hub(request).settings
+    s = hub_of(request).settings
     return page(request, "signin.html",
                 oidc_name=oidc.provider_name(s) if oidc.configured(s) else "")
 
 
 async def signin_start(request: Request) -> Response:
-    hub = _hub(request)
-    if not _same_origin(request):
+    hub = hub_of(request)
+    if not same_origin(request):
         return page(request, "error.html", status=403,
                     error=Forbidden("this form was sent from another site"))
-    secret, user_code = await _call(sessions.start, hub.store, hub.settings, hub.now())
-    resp = _redirect("/console/signin/wait")
+    secret, user_code = await call(sessions.start, hub.store, hub.settings, hub.now())
+    resp = redirect("/console/signin/wait")
     secure = hub.settings.url.startswith("https:")
     resp.set_cookie(sessions.COOKIE, secret, max_age=hub.settings.console_session_ttl,
                     path="/console", httponly=True, samesite="strict", secure=secure)
@@ -142,18 +73,18 @@ async def signin_start(request: Request) -> Response:
 
 
 async def signin_wait(request: Request) -> Response:
-    hub = _hub(request)
-    secret = _secret(request)
+    hub = hub_of(request)
+    secret = session_secret(request)
     session = sessions.find(hub.store, secret, hub.now())
     if session is None or secret is None:
-        return _redirect("/console/signin")
+        return redirect("/console/signin")
     try:
-        done = await _call(sessions.resume, hub.store, hub.key, hub.settings, secret, session,
-                           hub.now())
+        done = await call(sessions.resume, hub.store, hub.key, hub.settings, secret, session,
+                          hub.now())
     except QuireError as e:
         return page(request, "error.html", status=401, error=e)
     if done:
-        resp = _redirect("/console/spaces")
+        resp = redirect("/console/spaces")
         resp.delete_cookie(CODE_COOKIE, path="/console/signin")
         return resp
     return page(request, "wait.html", user_code=request.cookies.get(CODE_COOKIE, ""),
@@ -170,13 +101,13 @@ def _oidc_refused(request: Request, e: oidc.Refused) -> Response:
 async def oidc_start(request: Request) -> Response:
     """Off to the OpenID Connect provider (hub/console/oidc.py); a link, not a form: the
     CSP's form-action 'self' would stop a form's redirect to the provider."""
-    hub = _hub(request)
+    hub = hub_of(request)
     if not oidc.configured(hub.settings):
         return page(request, "error.html", status=404, error=NotFound(
             "sign-in through an OpenID Connect provider is not configured on this hub"))
     addr = client_address(request.client.host if request.client else None,
                           request.headers.items(), parse_trusted(hub.settings.trusted_proxies))
-    ok, _ = await _call(hub.login_limiter.allow, addr)
+    ok, _ = await call(hub.login_limiter.allow, addr)
     if not ok:
         return page(request, "error.html", status=429, error=RateLimited(
             "too many sign-ins from this address; wait a minute and retry"))
@@ -191,7 +122,7 @@ async def oidc_start(request: Request) -> Response:
 
 
 async def oidc_callback(request: Request) -> Response:
-    hub = _hub(request)
+    hub = hub_of(request)
     if not oidc.configured(hub.settings):
         return page(request, "error.html", status=404, error=NotFound(
             "sign-in through an OpenID Connect provider is not configured on this hub"))
@@ -211,12 +142,12 @@ async def oidc_callback(request: Request) -> Response:
 
 
 async def signout(request: Request) -> Response:
-    hub = _hub(request)
-    await _checked_form(request)
-    session = sessions.find(hub.store, _secret(request), hub.now())
+    hub = hub_of(request)
+    await checked_form(request)
+    session = sessions.find(hub.store, session_secret(request), hub.now())
     if session is not None:
-        await _call(sessions.end, hub.store, session, hub.now())
-    resp = _redirect("/console/signin")
+        await call(sessions.end, hub.store, session, hub.now())
+    resp = redirect("/console/signin")
     resp.delete_cookie(sessions.COOKIE, path="/console")
     return resp
 
@@ -224,65 +155,56 @@ async def signout(request: Request) -> Response:
 # ---------------------------------------------------------------- spaces and the browser
 
 
-def _role(store: Any, p: Any, space_ref: str) -> tuple[dict[str, Any], str]:
-    """The space as the caller sees it in their list, and their role there."""
-    for sp in spaces.list_spaces(store, p)["spaces"]:
-        if space_ref in (sp["id"], sp["name"]):
-            return sp, sp.get("role") or "admin"
-    from shared.errors import NotFound
-    raise NotFound(f"no space {space_ref!r} that you are a member of")
-
-
 @signed_in
 async def spaces_page(request: Request, p: Any) -> Response:
-    hub = _hub(request)
-    out = await _call(spaces.list_spaces, hub.store, p)
+    hub = hub_of(request)
+    out = await call(spaces.list_spaces, hub.store, p)
     return page(request, "spaces.html", me=p, spaces=out["spaces"])
 
 
 @signed_in
 async def space_page(request: Request, p: Any) -> Response:
-    hub = _hub(request)
+    hub = hub_of(request)
     ref = request.path_params["space"]
-    sp, role = await _call(_role, hub.store, p, ref)
+    sp, role = await call(space_and_role, hub.store, p, ref)
     prefix = request.query_params.get("prefix", "")
     after = request.query_params.get("after", "")
-    out = await _call(reads.list_entries, hub.store, p, ref, prefix=prefix, after=after,
-                      limit=100)
+    out = await call(reads.list_entries, hub.store, p, ref, prefix=prefix, after=after,
+                     limit=100)
     return page(request, "space.html", me=p, space=sp, role=role, prefix=prefix, **out)
 
 
 @signed_in
 async def search_page(request: Request, p: Any) -> Response:
-    hub = _hub(request)
+    hub = hub_of(request)
     ref = request.path_params["space"]
-    sp, role = await _call(_role, hub.store, p, ref)
+    sp, role = await call(space_and_role, hub.store, p, ref)
     q = request.query_params.get("q", "")
-    out = await _call(reads.search, hub.store, p, ref, q, 50)
+    out = await call(reads.search, hub.store, p, ref, q, 50)
     return page(request, "search.html", me=p, space=sp, role=role, q=q, **out)
 
 
 @signed_in
 async def entry_page(request: Request, p: Any) -> Response:
-    hub = _hub(request)
+    hub = hub_of(request)
     ref, qp = request.path_params["space"], request.query_params
-    sp, role = await _call(_role, hub.store, p, ref)
+    sp, role = await call(space_and_role, hub.store, p, ref)
     entry_id = reads.parse_entry_id(qp.get("id"))
-    out = await _call(reads.get_entry, hub.store, p, ref, entry_id,
-                      seq=reads.parse_seq(qp.get("seq")))
-    hist = await _call(reads.history, hub.store, p, ref, entry_id, 50)
+    out = await call(reads.get_entry, hub.store, p, ref, entry_id,
+                     seq=reads.parse_seq(qp.get("seq")))
+    hist = await call(reads.history, hub.store, p, ref, entry_id, 50)
     return page(request, "entry.html", me=p, space=sp, role=role, id=entry_id,
                 versions=hist["versions"], **out)
 
 
 @signed_in
 async def diff_page(request: Request, p: Any) -> Response:
-    hub = _hub(request)
+    hub = hub_of(request)
     ref, qp = request.path_params["space"], request.query_params
-    sp, role = await _call(_role, hub.store, p, ref)
+    sp, role = await call(space_and_role, hub.store, p, ref)
     from_seq = reads.parse_seq(qp.get("from"), "from") or 0
-    out = await _call(reads.diff, hub.store, p, ref, reads.parse_entry_id(qp.get("id")),
-                      from_seq=from_seq, to_seq=reads.parse_seq(qp.get("to"), "to"), epoch=None)
+    out = await call(reads.diff, hub.store, p, ref, reads.parse_entry_id(qp.get("id")),
+                     from_seq=from_seq, to_seq=reads.parse_seq(qp.get("to"), "to"), epoch=None)
     return page(request, "diff.html", me=p, space=sp, role=role, d=out)
 
 
@@ -291,25 +213,25 @@ async def diff_page(request: Request, p: Any) -> Response:
 
 @signed_in
 async def members_page(request: Request, p: Any) -> Response:
-    hub = _hub(request)
+    hub = hub_of(request)
     ref = request.path_params["space"]
-    sp, role = await _call(_role, hub.store, p, ref)
-    members = await _call(admin.list_members, hub.store, p, ref)
-    invites = await _call(admin.list_invites, hub.store, p, ref)
-    rules = await _call(admin.list_rules, hub.store, p, ref)
+    sp, role = await call(space_and_role, hub.store, p, ref)
+    members = await call(admin.list_members, hub.store, p, ref)
+    invites = await call(admin.list_invites, hub.store, p, ref)
+    rules = await call(admin.list_rules, hub.store, p, ref)
     return page(request, "members.html", me=p, space=sp, role=role,
                 members=members["members"], invites=invites["invites"], rules=rules["rules"])
 
 
 @signed_in
 async def invite_create(request: Request, p: Any) -> Response:
-    hub = _hub(request)
-    form = await _checked_form(request)
+    hub = hub_of(request)
+    form = await checked_form(request)
     ref = request.path_params["space"]
-    sp, role = await _call(_role, hub.store, p, ref)
+    sp, role = await call(space_and_role, hub.store, p, ref)
     s, dry = hub.settings, form.get("confirm") != "yes"
-    out = await _call(spaces.invite, hub.store, p, ref, {"role": form.get("role", "")},
-                      hub.now(), s.invite_ttl, s.invite_ttl_max, dry_run=dry)
+    out = await call(spaces.invite, hub.store, p, ref, {"role": form.get("role", "")},
+                     hub.now(), s.invite_ttl, s.invite_ttl_max, dry_run=dry)
     if dry:  # a preview first: only the confirming POST makes the invite (and its code)
         return page(request, "confirm.html", me=p, space=sp, role=role,
                     title=f"Invite a new {out['role']}", button="Confirm create invite",
@@ -323,16 +245,16 @@ async def invite_create(request: Request, p: Any) -> Response:
 
 @signed_in
 async def rule_add(request: Request, p: Any) -> Response:
-    hub = _hub(request)
-    form = await _checked_form(request)
+    hub = hub_of(request)
+    form = await checked_form(request)
     ref = request.path_params["space"]
     body = {"effect": form.get("effect", "deny"), "who": form.get("who", ""),
             "actions": [a.strip() for a in form.get("actions", "").split(",") if a.strip()],
             "entries": form.get("entries", "")}
     dry = form.get("confirm") != "yes"
-    out = await _call(admin.add_rule, hub.store, p, ref, body, hub.now(), dry_run=dry)
+    out = await call(admin.add_rule, hub.store, p, ref, body, hub.now(), dry_run=dry)
     if dry:  # a preview first: only the confirming POST adds the rule
-        sp, role = await _call(_role, hub.store, p, ref)
+        sp, role = await call(space_and_role, hub.store, p, ref)
         r = out["rule"]
         return page(request, "confirm.html", me=p, space=sp, role=role, title="Add a rule",
                     button="Confirm add rule", action=request.url.path,
@@ -343,22 +265,22 @@ async def rule_add(request: Request, p: Any) -> Response:
                     back=f"/console/spaces/{ref}/members", lists=[],
                     facts=[("Rule", f"{r['effect']} {r['who']} {', '.join(r['actions'])} "
                                     f"on {r['entries']}")])
-    return _redirect(f"/console/spaces/{ref}/members")
+    return redirect(f"/console/spaces/{ref}/members")
 
 
 @signed_in
 async def devices_page(request: Request, p: Any) -> Response:
-    hub = _hub(request)
-    out = await _call(admin.list_devices, hub.store, p, p.is_owner)
+    hub = hub_of(request)
+    out = await call(admin.list_devices, hub.store, p, p.is_owner)
     return page(request, "devices.html", me=p, devices=out["devices"])
 
 
 @signed_in
 async def device_revoke(request: Request, p: Any) -> Response:
-    hub = _hub(request)
-    form = await _checked_form(request)
-    out = await _call(admin.revoke_device, hub.store, p, request.path_params["device"],
-                      {"dry_run": form.get("confirm") != "yes"}, hub.now())
+    hub = hub_of(request)
+    form = await checked_form(request)
+    out = await call(admin.revoke_device, hub.store, p, request.path_params["device"],
+                     {"dry_run": form.get("confirm") != "yes"}, hub.now())
     if out["dry_run"]:  # a preview first: only the confirming POST revokes
         return page(request, "confirm.html", me=p, title=f"Revoke {out['name']}",
                     intro="its tokens stop working on the next request and the guard "
@@ -366,7 +288,7 @@ async def device_revoke(request: Request, p: Any) -> Response:
                     action=request.url.path, fields={}, button="Confirm revoke",
                     back="/console/devices", facts=[("Device", out["name"])], lists=[])
     hub.access_changed()
-    return _redirect("/console/devices")
+    return redirect("/console/devices")
 
 
 CONSOLE = Mount("/console", routes=[

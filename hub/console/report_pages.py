@@ -1,4 +1,4 @@
-"""The console's conflicts and screening pages (issue 15): what replicas report and what
+"""The console's conflicts and screening pages (docs/console.md): what replicas report and what
 admins allowed, for every member; the allow form for a space's admins.
 
     GET  /console/spaces/{s}/conflicts   open conflicts reported by replicas (members):
@@ -24,20 +24,21 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from hub import conflict_reports, screening
-from hub.console.pages import _call, _checked_form, _hub, _redirect, _role, page, signed_in
+from hub.api.http import hub_of
+from hub.console.http import call, checked_form, page, redirect, signed_in, space_and_role
 
 
 async def _space(request: Request, p: Any) -> tuple[str, dict[str, Any], str]:
     ref = request.path_params["space"]
-    sp, role = await _call(_role, _hub(request).store, p, ref)
+    sp, role = await call(space_and_role, hub_of(request).store, p, ref)
     return ref, sp, role
 
 
 @signed_in
 async def conflicts_page(request: Request, p: Any) -> Response:
-    hub = _hub(request)
+    hub = hub_of(request)
     ref, sp, role = await _space(request, p)
-    out = await _call(conflict_reports.list_reports, hub.store, p, ref)
+    out = await call(conflict_reports.list_reports, hub.store, p, ref)
     return page(request, "conflicts.html", me=p, space=sp, role=role,
                 conflicts=out["conflicts"],
                 entries=len({c["entry"] for c in out["conflicts"]}))
@@ -45,25 +46,25 @@ async def conflicts_page(request: Request, p: Any) -> Response:
 
 @signed_in
 async def screening_page(request: Request, p: Any) -> Response:
-    hub = _hub(request)
+    hub = hub_of(request)
     ref, sp, role = await _space(request, p)
-    out = await _call(screening.list_allows, hub.store, p, ref, None)
+    out = await call(screening.list_allows, hub.store, p, ref, None)
     return page(request, "screening.html", me=p, space=sp, role=role, allows=out["allows"],
                 limit=screening.MAX_LISTED)
 
 
 @signed_in
 async def screening_allow(request: Request, p: Any) -> Response:
-    hub = _hub(request)
-    form = await _checked_form(request)
+    hub = hub_of(request)
+    form = await checked_form(request)
     ref, sp, role = await _space(request, p)
     body = {k: form.get(k, "").strip() for k in ("entry", "version", "rule")}
     body["rule"] = body["rule"] or "*"
     dry = form.get("confirm") != "yes"
-    out = await _call(screening.allow, hub.store, p, ref, body, hub.now(), dry_run=dry)
+    out = await call(screening.allow, hub.store, p, ref, body, hub.now(), dry_run=dry)
     back = f"/console/spaces/{ref}/screening"
     if not dry or out["allow"].get("id"):
-        return _redirect(back)  # made, or already allowed: the list shows it
+        return redirect(back)  # made, or already allowed: the list shows it
     a = out["allow"]
     return page(request, "confirm.html", me=p, space=sp, role=role,
                 title="Allow a screening finding", button="Confirm allow",

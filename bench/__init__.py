@@ -1,4 +1,4 @@
-"""Benchmarks of Quire side by side with a git daemon and pouchdb-server (DESIGN §9).
+"""Benchmarks of Quire side by side with a git daemon and pouchdb-server (bench/README.md).
 
 Run with ``python -m bench.run [--quick]``; see ``docs/operations.md`` and ``bench/README.md``.
 """

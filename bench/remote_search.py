@@ -1,4 +1,4 @@
-"""Remote search at 20,000 entries (issue 15): how long `GET …/search` takes at the hub.
+"""Remote search at 20,000 entries: how long `GET …/search` takes at the hub.
 
 A real ``quire hub serve`` process on SQLite and on the machine's PostgreSQL is loaded with
 the bench corpus (batches of 500, through the guard), then each query is asked ``--runs``

@@ -90,11 +90,11 @@ def goals(results: Results, cfg: dict[str, Any]) -> list[Goal]:
         out.append(Goal(text, v, f"< {limit:g} {unit}", None if v is None else v < limit,
                         "" if v is not None else _why(results, scenario, size, system)))
 
-    # issue 16: ≥ 0.35 on SQLite, ≥ 0.25 on PostgreSQL (same number of server processes)
+    # goal: ≥ 0.35 on SQLite, ≥ 0.25 on PostgreSQL (same number of server processes)
     for system, goal in (("quire-sqlite", 0.35), ("quire-pg", 0.25)):
         ratio_goal(f"publish rate {system} ÷ bare endpoint", "publish_rate", 1, system,
                    "bare-starlette", limit=goal, at_least=True)
-    for size in cfg["clone_sizes"]:  # issue 16: ≤ 1.0 up to 20,000 entries, ≤ 1.5 above
+    for size in cfg["clone_sizes"]:  # goal: ≤ 1.0 up to 20,000 entries, ≤ 1.5 above
         ratio_goal(f"clone {size:,}: Quire ÷ git clone", "clone", size, "quire", "git",
                    limit=1.0 if size <= 20000 else 1.5, at_least=False)
         ratio_goal(f"clone {size:,}: Quire ÷ PouchDB", "clone", size, "quire", "pouchdb",
@@ -102,7 +102,7 @@ def goals(results: Results, cfg: dict[str, Any]) -> list[Goal]:
     big = cfg["large"]
     ratio_goal(f"incremental (10 changed in {big:,}): Quire ÷ git pull", "incremental", big,
                "quire", "git", limit=1.0, at_least=False)
-    # issue 16: the same with `quire watch` running; its no-op sync and status under 100 ms
+    # goal: the same with `quire watch` running; its no-op sync and status under 100 ms
     ratio_goal(f"incremental (10 changed in {big:,}) with a watcher: Quire ÷ git pull",
                "incremental", big, "quire-watched", "git", limit=1.0, at_least=False)
     abs_goal(f"no-op sync of {big:,} with a watcher (whole command)", "noop_sync", big,

@@ -1,7 +1,7 @@
 """Run the benchmarks: Quire, a git daemon and pouchdb-server on the same corpus, in one run.
 
     python -m bench.run --quick     # under 2 minutes, small sizes
-    python -m bench.run             # the full run of issue 7 (20k / 100k entries)
+    python -m bench.run             # the full run (20k / 100k entries)
 
 Prints a table with ratios to the peers and the goals, and writes
 ``bench/results/<timestamp>-<mode>.json``. Every system and scenario that cannot run is
@@ -371,7 +371,7 @@ class Bench:
                 mrow.value = row.details["replica_peak_rss_mb"]
 
     def _quire_verify(self, size: int, replicas: dict[int, Member]) -> None:
-        """``quire verify`` of the large replica (issue 12): the store against the last
+        """``quire verify`` of the large replica: the store against the last
         signed head (its state root recomputed), every vault file against the store. The
         command's whole wall time, start-up included."""
         with self.attempt("verify", size, "quire", "s") as row:
@@ -405,7 +405,7 @@ class Bench:
     def _quire_watched(self, big: int, spaces: dict[int, tuple[str, Publisher]],
                        replicas: dict[int, Member],
                        data: dict[int, list[dict[str, Any]]]) -> None:
-        """The large replica with ``quire watch`` running (issue 16; bench/watcher_side.py):
+        """The large replica with ``quire watch`` running (bench/watcher_side.py):
         a no-op ``quire sync`` and ``quire status --json`` served by the watcher, and 10
         entries changed by another member, then ``quire sync``: the whole ``quire`` process's
         wall time each, start-up included, as a person or an agent runs them. Each must be

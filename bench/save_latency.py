@@ -22,8 +22,8 @@ vault (standalone; not a timed test). Run through ``python -m bench.watch_latenc
    reader's watcher (mean) and of the hub, per save; how the writer published (its syncs
    and scans, from its status file); the load average before and after.
 
-Writes ``bench/results/save_latency.json`` (``--out``) and prints a table. Goal (issue 16
-item 6): p95 under 300 ms with 20 watchers.
+Writes ``bench/results/save_latency.json`` (``--out``) and prints a table. Goal: p95
+under 300 ms with 20 watchers.
 """
 
 from __future__ import annotations

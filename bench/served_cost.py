@@ -1,5 +1,5 @@
 """What ``quire status --json`` and a no-op ``quire sync --json`` cost when a running
-``quire watch`` serves them over its socket (issue 16 item 2; replica/cli/entry.py,
+``quire watch`` serves them over its socket (replica/cli/entry.py,
 replica/watch/server.py), side by side with the same commands run by the process itself.
 
 A real ``quire hub serve`` process is loaded with the bench corpus (batches of 500, through

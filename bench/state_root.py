@@ -1,4 +1,4 @@
-"""What the signed state root costs (issue 12): publish rate and clone time with the root
+"""What the signed state root costs: publish rate and clone time with the root
 on and off, side by side in one run (rounds alternate, so machine load hits both alike),
 and the time to recompute a root over 100,000 entries (``quire verify``'s dominant cost).
 

@@ -1,4 +1,4 @@
-"""What ``quire status --json`` costs (issue 20), at 1,000 and 100,000 entries, without a
+"""What ``quire status --json`` costs, at 1,000 and 100,000 entries, without a
 watcher and with one running, wall time of the whole process (start-up included).
 
 A real ``quire hub serve`` process is loaded with the bench corpus (batches of 500, through

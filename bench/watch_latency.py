@@ -16,7 +16,7 @@
    measures the hub process's CPU time (``/proc/PID/stat`` utime+stime) over
    ``--idle-seconds`` while nothing is published.
 
-Writes ``bench/results/watch_latency.json`` and prints a table. Goals (issue 6): p95 under
+Writes ``bench/results/watch_latency.json`` and prints a table. Goals: p95 under
 250 ms with 20 watchers; idle hub CPU under 2 % of one core with 100 watchers.
 
 ``--from-save``: the user's path instead, from a file saved in one machine's vault (its own

@@ -1,4 +1,4 @@
-"""What ``quire`` costs with a ``quire watch`` running (issue 16 item 2), for the full bench
+"""What ``quire`` costs with a ``quire watch`` running, for the full bench
 (bench/run.py) and bench/served_cost.py: each command through the ``quire`` console script
 (replica/cli/entry.py), which a running watcher serves over its socket.
 

@@ -1,5 +1,6 @@
-"""Open conflicts reported by replicas (issue 15): a replica's summary of the conflicts it
-holds, so the console can show them without anyone cloning the space.
+"""Open conflicts reported by replicas (docs/console.md, "Open conflicts"): a replica's
+summary of the conflicts it holds, so the console can show them without anyone cloning the
+space.
 
     replica: after a sync whose open conflicts changed (replica/conflicts/report.py)
       PUT /v1/spaces/{space}/replicas/{replica}/conflicts  {"conflicts": [item, ...]}

@@ -1,4 +1,4 @@
-"""The publication guard (DESIGN §5).
+"""The publication guard (docs/architecture.md, "A publication").
 
     publish()
       1. parse and validate the batch, recompute its digest          (pure, shared.wire)

@@ -1,4 +1,4 @@
-"""Purge: remove some entries' content from all of a space's history (issue 14, DESIGN §12).
+"""Purge: remove some entries' content from all of a space's history (docs/security.md, Purge).
 
     POST /v1/spaces/{space}/purge {entries, reason[, dry_run]}      admins, never delegated
       │ one write transaction, under the space lock:

@@ -1,4 +1,4 @@
-"""Remote reads (DESIGN §12): members read a space without a replica.
+"""Remote reads (docs/protocol.md, "Remote reads"): members read a space without a replica.
 
     list_entries, get_entry (at the head)   the entries table, read with the head in one
                                             transaction

@@ -1,4 +1,5 @@
-"""The hub's side of verified replication (DESIGN §12, shared/state.py, shared/signed.py).
+"""The hub's side of verified replication (docs/architecture.md, "Trust"; shared/state.py,
+shared/signed.py).
 
     guard.commit_txn ──advance_txn──▶ touched bucket lattices, bucket digests, root
                                       (same transaction as the head; root kept per batch)
@@ -127,7 +128,8 @@ Tips = tuple[tuple[int, str], tuple[int, str]]
 
 def audit_tips_txn(conn: Any, space: q.SpaceRow) -> Tips:
     """``(space chain tip, hub chain tip)`` as this transaction reads them: signed into the
-    head so a replica holds the hub to the audit log it had then (DESIGN §12)."""
+    head so a replica holds the hub to the audit log it had then (docs/security.md, "The audit
+    log")."""
     hub = q.hub_state_txn(conn)
     return (int(space.audit_seq), space.audit_digest), (int(hub.audit_seq), hub.audit_digest)
 

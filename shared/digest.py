@@ -1,4 +1,5 @@
-"""SHA-256 digests and the head hash chain (DESIGN §3)."""
+"""SHA-256 digests and the head hash chain (docs/architecture.md, "Batches, heads,
+receipts")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The entry model (DESIGN §2) and its two encodings: canonical JSON (for the version) and
-vault form (Markdown with YAML front matter, for people and agents).
+"""The entry model (docs/architecture.md, "Entries and versions") and its two encodings:
+canonical JSON (for the version) and vault form (Markdown with YAML front matter, for people
+and agents).
 
 An entry's ``version`` is the SHA-256 of its canonical JSON. A deletion is a tombstone with
 its own version, so history keeps it. Reading a vault file and writing it back unchanged

@@ -1,4 +1,5 @@
-"""Hub key rotation: a chain of statements, each signed by the key it replaces (DESIGN §12).
+"""Hub key rotation: a chain of statements, each signed by the key it replaces
+(docs/security.md, "Hub key rotation").
 
     key 0 (pinned at join) ──signs──▶ {hub, seq 1, previous, previous_key, key 1, key_id, at}
     key 1                  ──signs──▶ {hub, seq 2, previous, previous_key, key 2, key_id, at}

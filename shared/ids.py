@@ -2,7 +2,7 @@
 
 - canonical ids (spaces, batches, replicas, devices, users, invites): 26 characters of
   lowercase Crockford base32, time-ordered (48-bit milliseconds, 80 random bits), like ULID;
-- entry ids: ``<kind>/<slug>`` (DESIGN §2);
+- entry ids: ``<kind>/<slug>`` (docs/architecture.md, "Entries and versions");
 - space names: a short lowercase slug chosen by people.
 """
 

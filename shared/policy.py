@@ -15,7 +15,7 @@ put where a tombstone stands is an update too (deleting and re-creating an entry
 update of it: otherwise ``deny update`` is bypassed by a delete in one batch and a create
 in the next), a put where nothing ever stood is a create.
 
-Typed memory rules (DESIGN §12): guardrails are additive. Creating one or raising its
+Typed memory rules (docs/security.md, "Rules"): guardrails are additive. Creating one or raising its
 severity (info < warn < block) is an ordinary create/update; lowering the severity,
 changing anything else (the text), deleting one or re-creating a deleted one *weakens* it.
 The default rule ``default:guardrails-additive`` denies weakening to editors (delegated

@@ -1,4 +1,4 @@
-"""Content screening (DESIGN §12, docs/security.md "Screening"): find secrets, and
+"""Content screening (docs/security.md, "Screening"): find secrets, and
 instruction-injection markers in guardrails and skills, in the entries a batch writes.
 
     screen_ops(ops)                       the guard (hub/guard.py, before anything is written)

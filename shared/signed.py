@@ -1,4 +1,5 @@
-"""What the hub key signs for replicas, and how a replica checks it (DESIGN §12).
+"""What the hub key signs for replicas, and how a replica checks it (docs/architecture.md,
+"Trust"; docs/protocol.md, "Signed state").
 
     signed head        {space, epoch, seq, digest, state, at[, nonce]    HEAD_DOMAIN
                         [, audit_seq, audit_digest, hub_audit_seq, hub_audit_digest]}
@@ -98,7 +99,7 @@ HEAD_FIELDS = {"space", "epoch", "seq", "digest", "state", "at"}
 # Optional (heads signed before they existed still verify): the tips (n, digest) of the
 # space's audit chain and of the hub chain as the hub read them with the head. A replica
 # keeps the newest it saw, so a hub whose audit log was cut short or rewritten after that
-# is caught (replica/trust/audit_tips.py, DESIGN §12).
+# is caught (replica/trust/audit_tips.py; docs/security.md, "The audit log").
 AUDIT_FIELDS = {"audit_seq", "audit_digest", "hub_audit_seq", "hub_audit_digest"}
 
 

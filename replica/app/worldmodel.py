@@ -1,6 +1,6 @@
-"""The world model an agent starts from (AMCS, DESIGN §12): one bounded, versioned bundle
-built from the local replica. Pure functions over entries; ``bootstrap_world_model`` (MCP)
-and ``quire bootstrap --json`` call ``bundle``.
+"""The world model an agent starts from (AMCS; docs/agents.md, "World model"): one bounded,
+versioned bundle built from the local replica. Pure functions over entries;
+``bootstrap_world_model`` (MCP) and ``quire bootstrap --json`` call ``bundle``.
 
     entries of the space ──► guardrails  (every guardrail/*; persona and runtime may add or
                       │                    raise, never lower; stricter severity wins on a key)

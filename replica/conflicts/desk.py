@@ -1,4 +1,4 @@
-"""Conflict packets, claims and resolutions (DESIGN §7): the work item an agent picks up when
+"""Conflict packets, claims and resolutions (docs/agents.md): the work item an agent picks up when
 two members changed the same entry in ways the merge cannot settle.
 
 Packets and resolutions themselves are pure functions in ``replica/conflicts/packets.py``. Here:

@@ -1,5 +1,6 @@
-"""Conflict packets and resolutions as pure functions over values (DESIGN §7): no disk, no
-hub, tested by tables. ``replica/conflicts/desk.py`` stores claims and applies resolutions.
+"""Conflict packets and resolutions as pure functions over values (docs/agents.md, "Packets,
+claims and resolutions in detail"): no disk, no hub, tested by tables.
+``replica/conflicts/desk.py`` stores claims and applies resolutions.
 
 - ``build_packet``: base/ours/theirs with authors and hub seq, the merged body with conflict
   markers, the conflicting fields, a notice that candidate text is data, and every text over

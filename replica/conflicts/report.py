@@ -1,5 +1,5 @@
-"""Report this replica's open conflicts to the hub after a sync (issue 15: the console's
-conflicts page), only when they changed since the last report that got through.
+"""Report this replica's open conflicts to the hub after a sync (the console's
+conflicts page, docs/console.md), only when they changed since the last report that got through.
 
     service.run_sync / watch_syncer ─> rep.sync() ok ─> report_after_sync(space, rep)
         summary(store, claims)         open conflicts: packet id, entry, kind, since,

@@ -1,6 +1,6 @@
 """The entry lines of a snapshot, checked, rendered and written to the vault by two other
-processes while this one receives the next chunk and stores the last (issue 16: a clone on
-both cores).
+processes while this one receives the next chunk and stores the last (docs/decisions.md,
+"Clone on both cores").
 
     main process                                  writer processes (forked; half each)
     chunk k+1: receive lines ───────────────┐      chunk k: each line checked (version

@@ -1,4 +1,5 @@
-"""Three-way merge of one entry against its last synced version (DESIGN §7). Pure: no I/O.
+"""Three-way merge of one entry against its last synced version (docs/replica.md, "Merge").
+Pure: no I/O.
 
 ``merge_entry(base, ours, theirs)`` takes three states of one entry, where ``None`` (or a
 tombstone) means "absent", and returns either a merged entry or the list of fields that

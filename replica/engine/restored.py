@@ -4,7 +4,7 @@ A restore starts a new epoch whose content is the backup's; its signed statement
 backup's head of the space (``restored_from``: epoch E_b, seq S_b). Whatever this replica
 holds as *synced* that was published after that point is missing on the hub, or older there.
 Taking the snapshot the usual way would make the hub's older state the replica's and
-overwrite the member's files (the bug of issue 14). Instead:
+overwrite the member's files. Instead:
 
     history rows (kind batch or push: changes this replica pulled or published)
       in E_b after S_b, or in an epoch after E_b and before the restore

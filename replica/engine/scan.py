@@ -1,6 +1,6 @@
-"""Vault → store: the local edits of a sync (DESIGN §7), read from the vault files whose
-size or mtime moved since the store recorded them (``vaultscan.scan_changes``, or with a
-running watcher's journal only the paths it saw change, replica/vault/journal_scan.py).
+"""Vault → store: the local edits of a sync (docs/replica.md, "Vault"), read from the vault
+files whose size or mtime moved since the store recorded them (``vaultscan.scan_changes``, or
+with a running watcher's journal only the paths it saw change, replica/vault/journal_scan.py).
 
     changed file ──► hash equal: stat recorded, nothing else
                  ──► parses: the entry's local state (a three-way merge when the store moved
@@ -36,8 +36,8 @@ def fold_vault(rep: Any, report: SyncReport, walk: Prefetch | None = None) -> No
     walked = walk.take() if walk is not None and rep.journal is None else None
     with rep.store.tx() as conn:
         # (id, size, mtime) of each recorded file: an unchanged file costs its stat,
-        # nothing is read or parsed (DESIGN §7). Read before the walk (SQLite takes the
-        # write lock at the first write, not here); a changed row is re-read below. With a
+        # nothing is read or parsed (docs/replica.md, "Vault"). Read before the walk (SQLite
+        # takes the write lock at the first write, not here); a changed row is re-read below. With a
         # watcher's journal, only where it saw changes (replica/vault/journal_scan.py)
         scan, report.scanned_by = journal_scan.changes_txn(conn, rep.vault, rep.journal,
                                                            walked)

@@ -1,4 +1,4 @@
-"""The sync engine of one joined space (DESIGN §7).
+"""The sync engine of one joined space (docs/replica.md, "Sync"; docs/architecture.md, "A sync").
 
 A sync run: finish vault writes a crash left half done; scan the vault for local edits;
 pull the hub's changes (or a snapshot when the epoch changed or history is gone) and merge

@@ -1,7 +1,7 @@
-"""The watcher socket's wire (issue 16): what a ``quire`` command and a running ``quire
-watch`` agree on when the watcher answers the command in its own process (the client is
-replica/cli/entry.py, the server replica/watch/server.py). Standard library only: the client
-imports it before anything else, on every ``quire`` run.
+"""The watcher socket's wire (docs/watch.md, "Commands served by the watcher"): what a
+``quire`` command and a running ``quire watch`` agree on when the watcher answers the command
+in its own process (the client is replica/cli/entry.py, the server replica/watch/server.py).
+Standard library only: the client imports it before anything else, on every ``quire`` run.
 
     $QUIRE_HOME/run/                 0700, owned by this user
     └── <space_id>.sock              0600; one per watched space, bound by its watcher

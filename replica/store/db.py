@@ -1,4 +1,5 @@
-"""The replica's SQLite files, opened with the standard library's ``sqlite3`` (issue 16).
+"""The replica's SQLite files, opened with the standard library's ``sqlite3``
+(docs/decisions.md, "Start-up cost").
 
 The replica used SQLAlchemy Core for its stores; importing it cost every ``quire`` process
 about a quarter of a second (and asyncio with it) before any work, for statements that are

@@ -1,6 +1,6 @@
 """The local store of one joined space: SQLite through ``sqlite3`` (replica/store/db.py).
 
-What it keeps (DESIGN §7):
+What it keeps (docs/replica.md, "Store"):
 
 - ``entries``: per entry the *synced* state (the hub's version as last applied; a tombstone
   when the hub deleted it) and the *local* state (what this machine has; ``NULL`` when it

@@ -1,4 +1,5 @@
-"""Holding the hub to its audit log: the signed audit tips a replica keeps (DESIGN §12).
+"""Holding the hub to its audit log: the signed audit tips a replica keeps (docs/security.md,
+"The audit log").
 
 Every signed head carries the tips ``(n, digest)`` of the space's audit chain and of the
 hub chain as the hub read them (shared/signed.py). The hub's database alone can be cut

@@ -1,4 +1,5 @@
-"""What a replica checks before anything the hub sent stays in its store (DESIGN §12).
+"""What a replica checks before anything the hub sent stays in its store (docs/architecture.md,
+"Trust").
 
     pull page / delivered changes            snapshot
       chain from our head (client.changes)     signed head: same epoch and not behind,

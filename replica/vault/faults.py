@@ -1,4 +1,5 @@
-"""Vault faults a sync must survive without touching other entries (issue 12): a folder
+"""Vault faults a sync must survive without touching other entries (docs/decisions.md,
+"Vault faults are local"): a folder
 that is a symlink (never written through, its entries left alone and reported), and files a
 refused transaction created (removed again, so the vault is as it was)."""
 

@@ -1,4 +1,5 @@
-"""The vault: a folder of Markdown files, ``<vault>/<kind>/<slug>.md`` (DESIGN §2).
+"""The vault: a folder of Markdown files, ``<vault>/<kind>/<slug>.md``
+(docs/architecture.md, "Entries and versions").
 
 Reading: ``scan`` walks the folder and returns every entry file with its stat, plus the
 problems it found (path, line, reason) for files that cannot be entries: a file outside a

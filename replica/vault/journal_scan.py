@@ -1,4 +1,5 @@
-"""A vault scan scoped by a running watcher's journal (issue 16 item 2): what
+"""A vault scan scoped by a running watcher's journal (docs/decisions.md, "Scans by the
+watcher's journal"): what
 ``vaultscan.scan_changes`` would find, looking only where the watcher saw something change.
 
     journal (replica/ipc/journal.py): every path changed since scan S, and where S found problems

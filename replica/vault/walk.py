@@ -1,5 +1,6 @@
 """What changed in the vault since the store recorded its files: the size-and-mtime walk a
-sync and a status begin with (DESIGN §7), and the same walk run ahead in a forked child.
+sync and a status begin with (docs/replica.md, "Vault"), and the same walk run ahead in a
+forked child.
 
     quire sync (this process)                    walker (forked child)
     take the space lock

@@ -1,6 +1,7 @@
-"""The watcher's socket (issue 16): ``quire status`` and ``quire sync`` answered inside a
-running ``quire watch``, so they pay neither a second interpreter start-up nor a second
-store open (the client is replica/cli/entry.py, the wire replica/ipc/wire.py).
+"""The watcher's socket (docs/watch.md, "Commands served by the watcher"): ``quire status``
+and ``quire sync`` answered inside a running ``quire watch``, so they pay neither a second
+interpreter start-up nor a second store open (the client is replica/cli/entry.py, the wire
+replica/ipc/wire.py).
 
 One socket per watched space, ``$QUIRE_HOME/run/<space_id>.sock``, bound by the process
 that holds the space's watch lock (so any file already there is stale and is replaced).

@@ -1,35 +1,48 @@
 """The one error tree of Quire. Wire codes live here; the hub converts ``QuireError`` to
 responses in one handler and the replica maps responses back to the same classes.
 
-    QuireError                      (code, http status, retryable?)
-    ├── Unauthorized                unauthorized       401
-    ├── Forbidden                   forbidden          403
-    │   └── PolicyDenied            policy_denied      403  details.denied lists every op
-    ├── NotFound                    not_found          404
-    ├── Conflict (409)
-    │   ├── HeadChanged             head_changed       retryable: pull, merge, push again
-    │   ├── EpochChanged            epoch_changed      retryable after a fresh snapshot
-    │   ├── BaseMismatch            base_mismatch      retryable after pull and merge
-    │   ├── BatchConflict           batch_conflict     permanent: same id, other content
-    │   ├── VersionBlocked          version_blocked    permanent: details.blocked (id, version)
-    │   └── PacketStale             packet_stale       (replica-local) re-read the packet
-    ├── SnapshotRequired            snapshot_required  410
-    ├── SpaceDeleted                space_deleted      410  details.deleted_at, purge_after
-    ├── TooLarge                    too_large          413
-    ├── QuotaExceeded               quota_exceeded     413  details: scope, quota, limit, usage, after
-    ├── InvalidRequest              invalid_request    422
-    ├── ContentScreened             content_screened   422  details.findings: entry, line, rule
-    ├── RateLimited                 rate_limited       429  retryable after details.retry_after
-    ├── Unavailable                 unavailable        503  retryable
-    ├── TransferFailed              transfer_failed    (client side) network, timeout, bad stream
-    └── LocalError                  local_error        (client side) a problem on this machine
-        ├── HubUnverified           hub_unverified     the hub sent what its key did not sign
-        │   └── HubKeyUnchained     hub_key_unchained  signed by a key no rotation statement
-        │                                              chains to the pinned one
-        └── StaleHead               stale_head         no head signed recently (freshness)
+    QuireError                      code               HTTP  retry
+    ├── Internal                    internal           500   yes   a bug; the hub logs it
+    ├── Unauthorized                unauthorized       401   no    details.reason says which check
+    ├── Forbidden                   forbidden          403   no
+    │   └── PolicyDenied            policy_denied      403   no    details.denied lists every op
+    ├── NotFound                    not_found          404   no
+    ├── HeadChanged                 head_changed       409   yes   pull, merge, push again
+    ├── EpochChanged                epoch_changed      409   yes   after a fresh snapshot
+    ├── BaseMismatch                base_mismatch      409   yes   after pull and merge
+    ├── BatchConflict               batch_conflict     409   no    same id, other content
+    ├── VersionBlocked              version_blocked    409   no    details.blocked (id, version)
+    ├── PacketStale                 packet_stale       409   no    (replica) re-read the packet
+    ├── ClaimHeld                   claim_held         409   no    (replica) another agent's claim
+    ├── SnapshotRequired            snapshot_required  410   yes   fetch the snapshot
+    ├── SpaceDeleted                space_deleted      410   no    details.deleted_at, purge_after
+    ├── TooLarge                    too_large          413   no    details names the limit
+    ├── QuotaExceeded               quota_exceeded     413   no    details: scope, quota, usage
+    ├── InvalidRequest              invalid_request    422   no
+    ├── ContentScreened             content_screened   422   no    details.findings: entry, line
+    ├── RateLimited                 rate_limited       429   yes   after details.retry_after
+    ├── Unavailable                 unavailable        503   yes
+    ├── TransferFailed              transfer_failed    -     yes   (client) network, timeout, cut
+    └── LocalError                  local_error        -     no    (client) on this machine
+        ├── NotJoined               not_joined         -     no    no such joined space or hub
+        │   ├── SpaceNotFound       space_not_found    -     no    no joined space by that name
+        │   └── SpaceAmbiguous      space_ambiguous    -     no    several match: name it by id
+        ├── LockHeld                lock_held          -     no    another sync or watcher runs
+        ├── VaultMissing            vault_missing      -     no    the vault folder is gone
+        ├── HubUnverified           hub_unverified     -     no    what the hub key did not sign
+        │   └── HubKeyUnchained     hub_key_unchained  -     no    a key no rotation chains to
+        ├── AuditUnverified         audit_unverified   -     no    the audit export does not link
+        │   ├── AuditTruncated      audit_truncated    -     no    it ends before a kept tip
+        │   └── AuditRewritten      audit_rewritten    -     no    another digest at a kept tip
+        └── StaleHead               stale_head         -     no    no fresh signed head (nonce)
 
-``retryable`` tells a client whether trying again later (after the named action) can succeed;
-a permanent refusal must be surfaced to a person or agent, never retried in a loop.
+HTTP ``-``: raised on the client side only, never sent by the hub (``status`` 0). ``retry``
+is ``retryable``: whether trying again later (after the named action) can succeed; a permanent
+refusal must be surfaced to a person or agent, never retried in a loop. The drawing is
+compared with the classes below by a test (``test_error_tree.py``): a class is drawn under its
+base, with its code, status and retry. Two subclasses live with their one user and are not
+wire errors: ``hub.grants.AuthorizationPending`` (the device grant's polling answer, 400) and
+``replica.cli.main.UsageError`` (a command line that does not parse, exit 2).
 """
 
 from __future__ import annotations

@@ -25,7 +25,9 @@ from typing import Any
 from hub import policy
 from hub.dpop import JtiCache, verify_proof
 from hub.keys import HubKey
-from hub.store import queries as q
+from hub.store.identity import get_delegation_txn
+from hub.store.principals import device_by_id_txn, get_replica_txn, role_txn
+from hub.store.spaces_sql import deleted_statement_txn, find_space_txn, get_space_txn
 from hub.tokens import AccessClaims, TokenCache, verify_access_token
 from shared.errors import Forbidden, NotFound, SpaceDeleted, Unauthorized
 from shared.signing import jwk_thumbprint
@@ -109,7 +111,7 @@ def authenticate_device_txn(conn: Any, claims: AccessClaims, now_ms: int, dev: A
     """``authenticate_txn`` that also returns the device row it read (its public key).
     ``dev``: the device row (or None) as this transaction already read it."""
     if dev is _READ:
-        dev = q.device_by_id_txn(conn, claims.device_id)
+        dev = device_by_id_txn(conn, claims.device_id)
     if dev is None or dev.user_id != claims.user_id:
         raise Unauthorized("credential not recognized", {"reason": "unknown_device"})
     _check_device(dev)
@@ -125,7 +127,7 @@ def authenticate_device_txn(conn: Any, claims: AccessClaims, now_ms: int, dev: A
 
 
 def _check_delegation_txn(conn: Any, p: Principal, now_ms: int | None) -> None:
-    d = q.get_delegation_txn(conn, p.delegation_id or "")
+    d = get_delegation_txn(conn, p.delegation_id or "")
     if d is None or d.device_id != p.device_id or d.space_id != p.space_id:
         raise Unauthorized("delegation not recognized", {"reason": "unknown_delegation"})
     if d.revoked_at is not None:
@@ -155,14 +157,14 @@ def recheck_principal_txn(conn: Any, p: Principal, now_ms: int | None = None, *,
 def recheck_device_txn(conn: Any, p: Principal, now_ms: int | None = None, *,
                        lock: bool = False) -> tuple[Principal, Any]:
     """``recheck_principal_txn`` that also returns the device row (its public key)."""
-    return recheck_device_row_txn(conn, p, q.device_by_id_txn(conn, p.device_id, lock=lock),
+    return recheck_device_row_txn(conn, p, device_by_id_txn(conn, p.device_id, lock=lock),
                                   now_ms)
 
 
 def recheck_device_row_txn(conn: Any, p: Principal, dev: Any, now_ms: int | None = None
                            ) -> tuple[Principal, Any]:
     """``recheck_device_txn`` on a device row the caller read in this transaction (the
-    guard reads it with the rest of its commit-time checks: ``q.commit_context_read``)."""
+    guard reads it with the rest of its commit-time checks: ``commit_context_read``)."""
     if dev is None:
         raise Unauthorized("device no longer exists", {"reason": "device_removed"})
     _check_device(dev)
@@ -175,7 +177,7 @@ def recheck_device_row_txn(conn: Any, p: Principal, dev: Any, now_ms: int | None
 
 
 def effective_role_txn(conn: Any, p: Principal, space_id: str) -> str | None:
-    return effective_role(p, space_id, lambda: q.role_txn(conn, space_id, p.user_id))
+    return effective_role(p, space_id, lambda: role_txn(conn, space_id, p.user_id))
 
 
 def effective_role(p: Principal, space_id: str, member_role: Callable[[], str | None]
@@ -206,11 +208,11 @@ def space_access_txn(conn: Any, p: Principal, space_ref: str, minimum: str,
 
     ``found`` and ``member_role()``: the space row ``space_ref`` names (or None) and the
     user's membership role in it, as this transaction already read them (the guard's
-    ``q.prepare_context_read``).
+    ``prepare_context_read``).
     """
-    space = q.find_space_txn(conn, space_ref) if found is _READ else found
+    space = find_space_txn(conn, space_ref) if found is _READ else found
     if space is not None and lock:
-        space = q.get_space_txn(conn, space.id, lock=True)
+        space = get_space_txn(conn, space.id, lock=True)
     role = None if space is None else (
         effective_role_txn(conn, p, space.id) if member_role is None
         else effective_role(p, space.id, member_role))
@@ -228,7 +230,7 @@ def space_access_txn(conn: Any, p: Principal, space_ref: str, minimum: str,
 
 def raise_deleted_txn(conn: Any, space: Any) -> None:
     """Refuse a deleted space: ``space_deleted`` with the signed deletion statement."""
-    raw = q.deleted_statement_txn(conn, space.id)
+    raw = deleted_statement_txn(conn, space.id)
     st = json.loads(raw) if raw else None
     raise SpaceDeleted(
         f"space {space.name!r} was deleted; an admin may restore it until it is purged",
@@ -239,7 +241,7 @@ def raise_deleted_txn(conn: Any, space: Any) -> None:
 
 def check_replica_txn(conn: Any, p: Principal, replica_id: str, space_id: str) -> None:
     """``replica_id`` is registered to ``p``'s device in this space and not revoked."""
-    check_replica_row(p, q.get_replica_txn(conn, replica_id), space_id)
+    check_replica_row(p, get_replica_txn(conn, replica_id), space_id)
 
 
 def check_replica_row(p: Principal, rep: Any, space_id: str) -> None:

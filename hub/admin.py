@@ -20,8 +20,34 @@ from hub.access import Principal, space_access_txn
 from hub.keys import HubKey
 from hub.logs import event
 from hub.settings import Settings
-from hub.store import queries as q
+from hub.store.audit_sql import iter_audit_txn
 from hub.store.db import Store
+from hub.store.identity import (
+    get_delegation_txn,
+    insert_delegation_txn,
+    list_delegations_txn,
+    revoke_delegation_txn,
+    revoke_device_refresh_txn,
+)
+from hub.store.invites import get_invite_txn, list_invites_txn, revoke_invite_txn
+from hub.store.principals import (
+    admin_over_txn,
+    deactivate_user_txn,
+    device_by_id_txn,
+    get_replica_txn,
+    get_user_txn,
+    list_devices_txn,
+    list_members_txn,
+    list_replicas_txn,
+    remove_member_txn,
+    revoke_device_txn,
+    revoke_replica_txn,
+    role_txn,
+    set_member_txn,
+    set_user_name_txn,
+)
+from hub.store.rules import delete_rule_txn, insert_rule_txn, list_rules_txn
+from hub.store.spaces_sql import bump_rules_version_txn
 from hub.tokens import issue_access_token
 from shared.canonical import canonical_str
 from shared.errors import Forbidden, InvalidRequest, NotFound
@@ -82,7 +108,7 @@ def list_rules(store: Store, p: Principal, space_ref: str) -> dict[str, Any]:
     direct(p)
     with store.read() as conn:
         space, _ = space_access_txn(conn, p, space_ref, "admin")
-        rules = q.list_rules_txn(conn, space.id)
+        rules = list_rules_txn(conn, space.id)
     # ``effective``: what the guard evaluates, the built-in typed defaults included
     return {"space": space.id, "rules_version": space.rules_version, "rules": rules,
             "effective": [r.to_dict() for r in policy.effective_rules(rules)]}
@@ -115,12 +141,12 @@ def add_rule(store: Store, p: Principal, space_ref: str, body: dict[str, Any], n
         if dry_run:
             return {"rule": rule, "rules_version": space.rules_version, "dry_run": True}
         rule_id = new_id(now)
-        q.insert_rule_txn(conn, id=rule_id, space_id=space.id, effect=rule["effect"],
-                          who=rule["who"], actions=",".join(rule["actions"]),
-                          entries=rule["entries"], created_at=now)
+        insert_rule_txn(conn, id=rule_id, space_id=space.id, effect=rule["effect"],
+                        who=rule["who"], actions=",".join(rule["actions"]),
+                        entries=rule["entries"], created_at=now)
         # the guard compares rules_version at commit: a batch prepared under the old rules
         # is refused with head_changed and retried under these
-        q.bump_rules_version_txn(conn, space.id)
+        bump_rules_version_txn(conn, space.id)
         audit.record_space_txn(conn, space, at=now, action="rule.add", actor=p.actor(),
                                details=dict(rule, id=rule_id))
         return {"rule": dict(rule, id=rule_id), "rules_version": space.rules_version + 1}
@@ -134,13 +160,13 @@ def remove_rule(store: Store, p: Principal, space_ref: str, rule_id: str,
 
     def txn(conn: Any, dry_run: bool) -> dict[str, Any]:
         space, _ = space_access_txn(conn, p, space_ref, "admin", lock=True)
-        found = [r for r in q.list_rules_txn(conn, space.id) if r["id"] == rule_id]
+        found = [r for r in list_rules_txn(conn, space.id) if r["id"] == rule_id]
         if not found:
             raise NotFound(f"no rule {rule_id} in this space")
         out = {"rule": found[0], "rules_version": space.rules_version + 1}
         _finish(out, dry_run)
-        q.delete_rule_txn(conn, space.id, rule_id)
-        q.bump_rules_version_txn(conn, space.id)
+        delete_rule_txn(conn, space.id, rule_id)
+        bump_rules_version_txn(conn, space.id)
         audit.record_space_txn(conn, space, at=now, action="rule.remove", actor=p.actor(),
                                details=found[0])
         return out
@@ -155,7 +181,7 @@ def list_members(store: Store, p: Principal, space_ref: str) -> dict[str, Any]:
     direct(p)
     with store.read() as conn:
         space, _ = space_access_txn(conn, p, space_ref, "admin")
-        return {"space": space.id, "members": q.list_members_txn(conn, space.id)}
+        return {"space": space.id, "members": list_members_txn(conn, space.id)}
 
 
 def _change_member(store: Store, p: Principal, space_ref: str, user_id: str,
@@ -166,7 +192,7 @@ def _change_member(store: Store, p: Principal, space_ref: str, user_id: str,
 
     def txn(conn: Any, dry_run: bool) -> dict[str, Any]:
         space, _ = space_access_txn(conn, p, space_ref, "admin", lock=True)
-        before = q.role_txn(conn, space.id, user_id)
+        before = role_txn(conn, space.id, user_id)
         if before is None:
             raise NotFound(f"user {user_id} is not a member of this space")
         doc = {"user_id": user_id, **out, "previous": before}
@@ -185,15 +211,15 @@ def set_role(store: Store, p: Principal, space_ref: str, user_id: str, body: dic
     if role not in policy.ROLES:
         raise InvalidRequest("role must be viewer, editor or admin")
     return _change_member(store, p, space_ref, user_id, body, now, action="member.role",
-                          change=lambda conn, sid: q.set_member_txn(conn, sid, user_id, role,
-                                                                    now),
+                          change=lambda conn, sid: set_member_txn(conn, sid, user_id, role,
+                                                                  now),
                           out={"role": role})
 
 
 def remove_member(store: Store, p: Principal, space_ref: str, user_id: str,
                   body: dict[str, Any], now: int) -> dict[str, Any]:
     return _change_member(store, p, space_ref, user_id, body, now, action="member.remove",
-                          change=lambda conn, sid: q.remove_member_txn(conn, sid, user_id),
+                          change=lambda conn, sid: remove_member_txn(conn, sid, user_id),
                           out={"removed": True})
 
 
@@ -201,7 +227,7 @@ def list_invites(store: Store, p: Principal, space_ref: str) -> dict[str, Any]:
     direct(p)
     with store.read() as conn:
         space, _ = space_access_txn(conn, p, space_ref, "admin")
-        return {"space": space.id, "invites": q.list_invites_txn(conn, space.id)}
+        return {"space": space.id, "invites": list_invites_txn(conn, space.id)}
 
 
 def revoke_invite(store: Store, p: Principal, invite_id: str, body: dict[str, Any], now: int
@@ -209,7 +235,7 @@ def revoke_invite(store: Store, p: Principal, invite_id: str, body: dict[str, An
     direct(p)
 
     def txn(conn: Any, dry_run: bool) -> dict[str, Any]:
-        inv = q.get_invite_txn(conn, invite_id) if is_id(invite_id) else None
+        inv = get_invite_txn(conn, invite_id) if is_id(invite_id) else None
         if inv is None:
             raise NotFound(f"no invite {invite_id}")
         if inv.space_id is None:
@@ -223,7 +249,7 @@ def revoke_invite(store: Store, p: Principal, invite_id: str, body: dict[str, An
                             {"reason": "invite_used" if inv.used_at else "invite_revoked"})
         out = {"invite": invite_id, "revoked": True}
         _finish(out, dry_run)
-        q.revoke_invite_txn(conn, invite_id, now)
+        revoke_invite_txn(conn, invite_id, now)
         if space is None:
             audit.record_hub_txn(conn, at=now, action="invite.revoke", actor=p.actor(),
                                  details=out)
@@ -243,7 +269,7 @@ def list_devices(store: Store, p: Principal, all_users: bool) -> dict[str, Any]:
     if all_users and not p.is_owner:
         raise Forbidden("only hub owners list every device")
     with store.read() as conn:
-        rows = q.list_devices_txn(conn, None if all_users else p.user_id)
+        rows = list_devices_txn(conn, None if all_users else p.user_id)
     for r in rows:
         r["current"] = r["id"] == p.device_id
     return {"devices": rows}
@@ -256,15 +282,15 @@ def revoke_device(store: Store, p: Principal, device_id: str, body: dict[str, An
     direct(p)
 
     def txn(conn: Any, dry_run: bool) -> dict[str, Any]:
-        dev = q.device_by_id_txn(conn, device_id) if is_id(device_id) else None
+        dev = device_by_id_txn(conn, device_id) if is_id(device_id) else None
         if dev is None or (dev.user_id != p.user_id and not p.is_owner):
             raise NotFound(f"no device {device_id} you may manage")
         if dev.revoked_at is not None:
             raise Forbidden("this device is already revoked", {"reason": "device_revoked"})
         out = {"device": device_id, "name": dev.name, "user_id": dev.user_id, "revoked": True}
         _finish(out, dry_run)
-        q.revoke_device_txn(conn, device_id, now)
-        q.revoke_device_refresh_txn(conn, device_id, now)
+        revoke_device_txn(conn, device_id, now)
+        revoke_device_refresh_txn(conn, device_id, now)
         audit.record_hub_txn(conn, at=now, action="device.revoke", actor=p.actor(),
                              details=out)
         return out
@@ -283,14 +309,14 @@ def deactivate_user(store: Store, p: Principal, user_id: str, body: dict[str, An
         raise Forbidden("you cannot deactivate yourself", {"reason": "self"})
 
     def txn(conn: Any, dry_run: bool) -> dict[str, Any]:
-        user = q.get_user_txn(conn, user_id) if is_id(user_id) else None
+        user = get_user_txn(conn, user_id) if is_id(user_id) else None
         if user is None:
             raise NotFound(f"no user {user_id}")
         if not user.active:
             raise Forbidden("this user is already deactivated", {"reason": "user_inactive"})
         out = {"user_id": user_id, "name": user.name, "deactivated": True}
         _finish(out, dry_run)
-        q.deactivate_user_txn(conn, user_id, now)
+        deactivate_user_txn(conn, user_id, now)
         audit.record_hub_txn(conn, at=now, action="user.deactivate", actor=p.actor(),
                              details=out)
         return out
@@ -316,13 +342,13 @@ def rename_user(store: Store, p: Principal, user_id: str, body: dict[str, Any], 
     name = check_display_name(body.get("name"))
 
     def txn(conn: Any, dry_run: bool) -> dict[str, Any]:
-        user = q.get_user_txn(conn, target) if is_id(target) else None
+        user = get_user_txn(conn, target) if is_id(target) else None
         if user is None or not (target == p.user_id or p.is_owner
-                                or q.admin_over_txn(conn, p.user_id, target)):
+                                or admin_over_txn(conn, p.user_id, target)):
             raise NotFound(f"no user {user_id} you may rename")
         out = {"user_id": target, "name": name, "previous": user.name}
         _finish(out, dry_run)
-        q.set_user_name_txn(conn, target, name)
+        set_user_name_txn(conn, target, name)
         audit.record_hub_txn(conn, at=now, action="user.rename", actor=p.actor(),
                              details=out)
         return out
@@ -334,7 +360,7 @@ def list_replicas(store: Store, p: Principal, space_ref: str) -> dict[str, Any]:
     direct(p)
     with store.read() as conn:
         space, role = space_access_txn(conn, p, space_ref, "viewer")
-        rows = q.list_replicas_txn(conn, space.id)
+        rows = list_replicas_txn(conn, space.id)
     if role != "admin":
         rows = [r for r in rows if r["user_id"] == p.user_id]
     return {"space": space.id, "replicas": rows}
@@ -346,8 +372,8 @@ def revoke_replica(store: Store, p: Principal, space_ref: str, replica_id: str,
 
     def txn(conn: Any, dry_run: bool) -> dict[str, Any]:
         space, role = space_access_txn(conn, p, space_ref, "viewer", lock=True)
-        rep = q.get_replica_txn(conn, replica_id) if is_id(replica_id) else None
-        owner = q.device_by_id_txn(conn, rep.device_id) if rep is not None else None
+        rep = get_replica_txn(conn, replica_id) if is_id(replica_id) else None
+        owner = device_by_id_txn(conn, rep.device_id) if rep is not None else None
         if rep is None or rep.space_id != space.id or (
                 role != "admin" and (owner is None or owner.user_id != p.user_id)):
             raise NotFound(f"no replica {replica_id} you may manage in this space")
@@ -356,7 +382,7 @@ def revoke_replica(store: Store, p: Principal, space_ref: str, replica_id: str,
         out = {"replica": replica_id, "name": rep.name, "device_id": rep.device_id,
                "revoked": True}
         _finish(out, dry_run)
-        q.revoke_replica_txn(conn, replica_id, now)
+        revoke_replica_txn(conn, replica_id, now)
         audit.record_space_txn(conn, space, at=now, action="replica.revoke", actor=p.actor(),
                                details=out)
         return out
@@ -393,14 +419,14 @@ def create_delegation(store: Store, key: HubKey, settings: Settings, p: Principa
     def txn(conn: Any) -> dict[str, Any]:
         space, _ = space_access_txn(conn, p, space_ref, "editor" if scope == "write"
                                     else "viewer", lock=True)
-        dev = q.device_by_id_txn(conn, p.device_id)
+        dev = device_by_id_txn(conn, p.device_id)
         if dev is None:
             raise NotFound("the calling device no longer exists")
         d = {"id": new_id(now), "agent": agent, "space_id": space.id, "scope": scope}
         expires = now + ttl * 1000
-        q.insert_delegation_txn(conn, id=d["id"], user_id=p.user_id, device_id=p.device_id,
-                                space_id=space.id, agent=agent, scope=scope, created_at=now,
-                                expires_at=expires)
+        insert_delegation_txn(conn, id=d["id"], user_id=p.user_id, device_id=p.device_id,
+                              space_id=space.id, agent=agent, scope=scope, created_at=now,
+                              expires_at=expires)
         audit.record_space_txn(conn, space, at=now, action="delegation.create",
                                actor=p.actor(), details={"delegation": d["id"], "agent": agent,
                                                          "scope": scope, "expires_at": expires})
@@ -417,7 +443,7 @@ def create_delegation(store: Store, key: HubKey, settings: Settings, p: Principa
 def list_delegations(store: Store, p: Principal) -> dict[str, Any]:
     direct(p)
     with store.read() as conn:
-        return {"delegations": q.list_delegations_txn(conn, user_id=p.user_id)}
+        return {"delegations": list_delegations_txn(conn, user_id=p.user_id)}
 
 
 def list_space_delegations(store: Store, p: Principal, space_ref: str) -> dict[str, Any]:
@@ -425,8 +451,8 @@ def list_space_delegations(store: Store, p: Principal, space_ref: str) -> dict[s
     direct(p)
     with store.read() as conn:
         space, _ = space_access_txn(conn, p, space_ref, "admin")
-        return {"space": space.id, "delegations": q.list_delegations_txn(conn,
-                                                                         space_id=space.id)}
+        return {"space": space.id, "delegations": list_delegations_txn(conn,
+                                                                       space_id=space.id)}
 
 
 def revoke_delegation(store: Store, p: Principal, delegation_id: str, body: dict[str, Any],
@@ -434,7 +460,7 @@ def revoke_delegation(store: Store, p: Principal, delegation_id: str, body: dict
     direct(p)
 
     def txn(conn: Any, dry_run: bool) -> dict[str, Any]:
-        d = q.get_delegation_txn(conn, delegation_id) if is_id(delegation_id) else None
+        d = get_delegation_txn(conn, delegation_id) if is_id(delegation_id) else None
         space = role = None
         if d is not None:
             try:
@@ -448,7 +474,7 @@ def revoke_delegation(store: Store, p: Principal, delegation_id: str, body: dict
                             {"reason": "delegation_revoked"})
         out = {"delegation": delegation_id, "agent": d.agent, "revoked": True}
         _finish(out, dry_run)
-        q.revoke_delegation_txn(conn, delegation_id, now)
+        revoke_delegation_txn(conn, delegation_id, now)
         audit.record_space_txn(conn, space, at=now, action="delegation.revoke",
                                actor=p.actor(), details=out)
         return out
@@ -472,7 +498,7 @@ def audit_lines(store: Store, p: Principal, space_ref: str | None, since: int
         elif not p.is_owner:
             raise Forbidden("only hub owners export the whole audit; name a space you admin")
         n = 0
-        for row in q.iter_audit_txn(conn, since, chain):
+        for row in iter_audit_txn(conn, since, chain):
             n += 1
             yield (canonical_str(audit.row_to_event(row)) + "\n").encode()
         yield (canonical_str({"end": {"count": n}}) + "\n").encode()

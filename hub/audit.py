@@ -11,7 +11,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from hub.logs import current_request_id
-from hub.store import queries as q
+from hub.store.audit_sql import advance_audit_tip_txn, insert_audit_txn
+from hub.store.hub_state import hub_state_txn
 from shared.canonical import canonical_str
 from shared.digest import digest_of
 
@@ -43,18 +44,18 @@ def record_txn(conn: Any, *, chain: str, tip: tuple[int, str], at: int, action: 
     n, prev = tip[0] + 1, tip[1]
     digest = event_digest(chain=chain, n=n, at=at, action=action, actor=actor, details=details,
                           prev=prev)
-    q.insert_audit_txn(conn, chain=chain, n=n, at=at, action=action,
-                       actor=canonical_str(actor), details=canonical_str(details), prev=prev,
-                       digest=digest)
+    insert_audit_txn(conn, chain=chain, n=n, at=at, action=action,
+                     actor=canonical_str(actor), details=canonical_str(details), prev=prev,
+                     digest=digest)
     if advance:
-        q.advance_audit_tip_txn(conn, chain, n, digest)
+        advance_audit_tip_txn(conn, chain, n, digest)
     return n, digest
 
 
 def record_hub_txn(conn: Any, *, at: int, action: str, actor: dict[str, Any],
                    details: dict[str, Any], request_id: Any = _CURRENT) -> None:
     """Append a hub-level event (locks the hub state row)."""
-    state = q.hub_state_txn(conn, lock=True)
+    state = hub_state_txn(conn, lock=True)
     record_txn(conn, chain="hub", tip=(state.audit_seq, state.audit_digest), at=at,
                action=action, actor=actor, details=details, request_id=request_id)
 

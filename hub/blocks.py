@@ -31,8 +31,8 @@ from hub import audit
 from hub.access import Principal, space_access_txn
 from hub.admin import direct
 from hub.store.db import Store
-from hub.store.queries import Sql
 from hub.store.schema import blocked_versions as t
+from hub.store.sql import Sql
 from shared.errors import InvalidRequest, VersionBlocked
 from shared.ids import is_entry_id
 
@@ -48,7 +48,7 @@ def _row(r: Any) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=64)
 def _blocked_sql(n: int) -> Sql:
-    """The publication path's look-up as plain SQL (hub/store/queries.py), one per count."""
+    """The publication path's look-up as plain SQL (hub/store/sql.py), one per count."""
     marks = ", ".join(f":e{i}" for i in range(n))
     return Sql("SELECT entry_id, version, seq FROM blocked_versions "
                f"WHERE space_id = :s AND entry_id IN ({marks})")
@@ -56,7 +56,7 @@ def _blocked_sql(n: int) -> Sql:
 
 def check_read(space_id: str, ops: Sequence[Any]) -> tuple[Sql, dict[str, Any]] | None:
     """The look-up ``check_txn`` makes (None: nothing to look up), for a caller that reads
-    it together with others (``q.read_together``) and then calls ``check_rows``."""
+    it together with others (``read_together``, hub/store/sql.py) and then calls ``check_rows``."""
     ids = sorted({op.entry_id for op in ops if not op.entry.deleted})
     if not ids:
         return None

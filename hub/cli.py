@@ -53,8 +53,8 @@ def cmd_init(args: argparse.Namespace) -> int:
     from hub import spaces
     from hub.keys import HubKey
     from hub.store import migrate
-    from hub.store import queries as q
     from hub.store.db import Store
+    from hub.store.hub_state import hub_state_txn
 
     s = _settings(args)
     public_url = None
@@ -81,7 +81,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     store = Store(s.database_url, pool_size=1)
     try:
         with store.read() as conn:
-            existing = q.hub_state_txn(conn)
+            existing = hub_state_txn(conn)
         if existing is None:
             store.run_write(lambda conn: spaces.init_hub_txn(conn, s.clock()))
     finally:

@@ -18,8 +18,9 @@ from typing import Any
 from hub import signed_state
 from hub.access import Principal, space_access_txn
 from hub.keys import HubKey
-from hub.store import queries as q
+from hub.store.batches import count_live_entries_txn, iter_changes_txn, iter_live_entries_txn
 from hub.store.db import Store
+from hub.store.spaces_sql import SpaceRow
 from shared.canonical import dumps
 from shared.errors import InvalidRequest, SnapshotRequired
 from shared.ids import is_id
@@ -35,14 +36,14 @@ class Signer:
     now: int
     enabled: bool = True
 
-    def root(self, conn: Any, space: q.SpaceRow, seq: int) -> str:
+    def root(self, conn: Any, space: SpaceRow, seq: int) -> str:
         root = signed_state.root_at_txn(conn, space, seq, self.enabled)
         if root is None:  # a batch accepted before the state root existed (0003)
             raise SnapshotRequired("history this old has no signed state; take a snapshot",
                                    {"epoch": space.epoch, "reason": "state"})
         return root
 
-    def head(self, conn: Any, space: q.SpaceRow, seq: int, digest: str, root: str
+    def head(self, conn: Any, space: SpaceRow, seq: int, digest: str, root: str
              ) -> dict[str, Any]:
         return signed_state.signed_head(self.key, space=space.id, epoch=space.epoch, seq=seq,
                                         digest=digest, root=root, at=self.now,
@@ -82,7 +83,7 @@ def changes(store: Store, p: Principal, space_ref: str, epoch: str | None, after
         end_seq = min(after + limit, space.head_seq)
         root = signer.root(conn, space, end_seq) if signer is not None else None
         buf: list[str] = []
-        for row in q.iter_changes_txn(conn, space.id, space.epoch, after, limit):
+        for row in iter_changes_txn(conn, space.id, space.epoch, after, limit):
             last, last_digest = row.seq, row.head_digest
             buf.append('{"batch":' + row.body + ',"seq":' + str(row.seq) + ',"head":"'
                        + row.head_digest + '","accepted_at":' + str(row.accepted_at)
@@ -110,7 +111,7 @@ def snapshot(store: Store, p: Principal, space_ref: str, signer: Signer | None =
                                 "seq": space.head_seq, "digest": space.head_digest}
         # the number of entries that follow: a replica shows progress against it
         first: dict[str, Any] = {"head": head,
-                                 "count": q.count_live_entries_txn(conn, space.id)}
+                                 "count": count_live_entries_txn(conn, space.id)}
         if signer is not None:
             first["head"] = signer.head(conn, space, space.head_seq, space.head_digest,
                                         signer.root(conn, space, space.head_seq))
@@ -119,7 +120,7 @@ def snapshot(store: Store, p: Principal, space_ref: str, signer: Signer | None =
         yield (dumps(first) + "\n").encode()
         buf: list[str] = []
         count = 0
-        for row in q.iter_live_entries_txn(conn, space.id):
+        for row in iter_live_entries_txn(conn, space.id):
             count += 1
             buf.append('{"entry":' + row.content + ',"version":"' + row.version
                        + '","seq":' + str(row.seq) + "}\n")

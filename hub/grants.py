@@ -21,8 +21,18 @@ from hub import audit
 from hub.access import REFRESH_PREFIX, Principal, new_secret, secret_hash
 from hub.keys import HubKey
 from hub.settings import Settings
-from hub.store import queries as q
 from hub.store.db import Store
+from hub.store.identity import (
+    approve_device_code_txn,
+    device_code_by_txn,
+    insert_device_code_txn,
+    insert_refresh_txn,
+    refresh_by_hash_txn,
+    revoke_refresh_family_txn,
+    use_device_code_txn,
+    use_refresh_txn,
+)
+from hub.store.principals import device_by_id_txn, insert_device_txn
 from hub.tokens import issue_access_token
 from shared.errors import Forbidden, InvalidRequest, QuireError, Unauthorized
 from shared.ids import new_id
@@ -46,9 +56,9 @@ def issue_tokens_txn(conn: Any, key: HubKey, settings: Settings, *, user_id: str
                      device_id: str, device_key: str, now: int,
                      family_id: str | None = None) -> dict[str, Any]:
     refresh = new_secret(REFRESH_PREFIX)
-    q.insert_refresh_txn(conn, id=new_id(now), family_id=family_id or new_id(now),
-                         device_id=device_id, token_hash=secret_hash(refresh), created_at=now,
-                         expires_at=now + settings.refresh_ttl * 1000)
+    insert_refresh_txn(conn, id=new_id(now), family_id=family_id or new_id(now),
+                       device_id=device_id, token_hash=secret_hash(refresh), created_at=now,
+                       expires_at=now + settings.refresh_ttl * 1000)
     access, exp = issue_access_token(key, aud=settings.url, user_id=user_id,
                                      device_id=device_id, jkt=jwk_thumbprint(device_key),
                                      now_ms=now, ttl_s=settings.access_ttl)
@@ -63,10 +73,10 @@ def refresh(store: Store, key: HubKey, settings: Settings, body: dict[str, Any],
         raise InvalidRequest("refresh_token must be a refresh credential ('qr_…')")
 
     def txn(conn: Any) -> dict[str, Any] | QuireError:
-        row = q.refresh_by_hash_txn(conn, secret_hash(token))
+        row = refresh_by_hash_txn(conn, secret_hash(token))
         if row is None:
             return Unauthorized("refresh credential not recognized", {"reason": "invalid_grant"})
-        dev = q.device_by_id_txn(conn, row.device_id)
+        dev = device_by_id_txn(conn, row.device_id)
         if dev is None or dev.revoked_at is not None or not dev.user_active:
             return Unauthorized("this device was revoked; log in again",
                                 {"reason": "device_revoked"})
@@ -76,10 +86,10 @@ def refresh(store: Store, key: HubKey, settings: Settings, body: dict[str, Any],
         if row.revoked_at is not None:
             return Unauthorized("this refresh credential was revoked; log in again",
                                 {"reason": "refresh_revoked"})
-        if row.used_at is not None or not q.use_refresh_txn(conn, row.id, now):
+        if row.used_at is not None or not use_refresh_txn(conn, row.id, now):
             # a rotated credential came back: someone else holds a copy. Revoke the family
             # and commit that (the error is returned, not raised, so the revocation lands).
-            n = q.revoke_refresh_family_txn(conn, row.family_id, now)
+            n = revoke_refresh_family_txn(conn, row.family_id, now)
             audit.record_hub_txn(conn, at=now, action="token.reuse_detected",
                                  actor={"user": dev.user_id, "device": dev.id, "agent": None},
                                  details={"family": row.family_id, "revoked": n})
@@ -121,10 +131,10 @@ def start_device(store: Store, settings: Settings, body: dict[str, Any], now: in
     user_code = "".join(secrets.choice(USER_CODE_ALPHABET) for _ in range(USER_CODE_LEN))
 
     def txn(conn: Any) -> None:
-        q.insert_device_code_txn(conn, id=new_id(now), device_code_hash=secret_hash(device_code),
-                                 user_code_hash=secret_hash(user_code), device_name=name,
-                                 device_key=device_key, created_at=now,
-                                 expires_at=now + settings.device_code_ttl * 1000)
+        insert_device_code_txn(conn, id=new_id(now), device_code_hash=secret_hash(device_code),
+                               user_code_hash=secret_hash(user_code), device_name=name,
+                               device_key=device_key, created_at=now,
+                               expires_at=now + settings.device_code_ttl * 1000)
 
     store.run_write(txn)
     shown = user_code[:4] + "-" + user_code[4:]
@@ -142,11 +152,11 @@ def approve_device(store: Store, p: Principal, body: dict[str, Any], now: int
     user_code = normalize_user_code(body.get("user_code"))
 
     def txn(conn: Any) -> dict[str, Any]:
-        row = q.device_code_by_txn(conn, user_code_hash=secret_hash(user_code))
+        row = device_code_by_txn(conn, user_code_hash=secret_hash(user_code))
         if row is None or row.expires_at <= now:
             raise Forbidden("no pending device login with this code (expired or mistyped)",
                             {"reason": "unknown_user_code"})
-        if row.approved_at is not None or not q.approve_device_code_txn(conn, row.id,
+        if row.approved_at is not None or not approve_device_code_txn(conn, row.id,
                                                                        p.user_id, now):
             raise Forbidden("this code was already approved", {"reason": "code_used"})
         audit.record_hub_txn(conn, at=now, action="device.approve", actor=p.actor(),
@@ -165,7 +175,7 @@ def redeem_device_code(store: Store, key: HubKey, settings: Settings, body: dict
         raise InvalidRequest("device_code must be a device code ('qc_…')")
 
     def txn(conn: Any) -> dict[str, Any] | QuireError:
-        row = q.device_code_by_txn(conn, device_code_hash=secret_hash(code))
+        row = device_code_by_txn(conn, device_code_hash=secret_hash(code))
         if row is None:
             return Unauthorized("device code not recognized", {"reason": "invalid_grant"})
         if jwk_thumbprint(row.device_key) != proof_jkt:
@@ -180,10 +190,10 @@ def redeem_device_code(store: Store, key: HubKey, settings: Settings, body: dict
             return AuthorizationPending("waiting for approval from a signed-in device",
                                         {"interval": settings.device_code_interval})
         device_id = new_id(now)
-        if not q.use_device_code_txn(conn, row.id, device_id, now):
+        if not use_device_code_txn(conn, row.id, device_id, now):
             return Unauthorized("this device code was already used", {"reason": "code_used"})
-        q.insert_device_txn(conn, id=device_id, user_id=row.approved_by, name=row.device_name,
-                            public_key=row.device_key, token_hash=None, created_at=now)
+        insert_device_txn(conn, id=device_id, user_id=row.approved_by, name=row.device_name,
+                          public_key=row.device_key, token_hash=None, created_at=now)
         actor = {"user": row.approved_by, "device": device_id, "agent": None}
         audit.record_hub_txn(conn, at=now, action="device.login", actor=actor,
                              details={"code": row.id, "device_name": row.device_name})

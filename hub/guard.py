@@ -45,8 +45,30 @@ from hub.keys import HubKey
 from hub.logs import current_request_id, event, reason_of
 from hub.quotas import HubQuotas, count_txn
 from hub.quotas import check_txn as check_quota_txn
-from hub.store import queries as q
+from hub.store.batches import (
+    PriorBatch,
+    batch_by_ids_txn,
+    contents_reads,
+    current_versions_txn,
+    head_digest_at_txn,
+    insert_batch_txn,
+    upsert_entries_txn,
+    versions_of,
+    versions_reads,
+)
 from hub.store.db import Store
+from hub.store.guard_reads import (
+    CommitContext,
+    PrepareContext,
+    commit_context_of,
+    commit_context_read,
+    prepare_context_of,
+    prepare_context_read,
+)
+from hub.store.principals import role_txn
+from hub.store.rules import list_rules_txn, rules_of, rules_read
+from hub.store.spaces_sql import SpaceRow, advance_head_and_audit_txn, get_space_txn
+from hub.store.sql import notify_txn, pipelined, read_together
 from hub.tokens import AccessClaims
 from shared.canonical import canonical_str
 from shared.digest import chain_next, genesis_digest
@@ -139,11 +161,11 @@ def _check_replica_txn(conn: Any, batch: Batch, principal: Principal, space_id: 
 
 
 def _replay_txn(conn: Any, batch: Batch, space_id: str) -> Outcome | None:
-    return _replay_of(q.batch_by_ids_txn(conn, batch.replica_id, batch.batch_id), batch,
+    return _replay_of(batch_by_ids_txn(conn, batch.replica_id, batch.batch_id), batch,
                       space_id)
 
 
-def _replay_of(prior: q.PriorBatch | None, batch: Batch, space_id: str) -> Outcome | None:
+def _replay_of(prior: PriorBatch | None, batch: Batch, space_id: str) -> Outcome | None:
     if prior is None:
         return None
     if prior.digest != batch.digest or prior.space_id != space_id:
@@ -158,7 +180,7 @@ class Preread:
     touched entries' versions, the rules and the blocked versions of the space the batch
     names (used only once that space is the one the path names)."""
 
-    ctx: q.PrepareContext
+    ctx: PrepareContext
     current: dict[str, tuple[str, bool]]
     rules: list[dict[str, Any]]
     blocked: list[Any] | None  # None: no op writes a version that could be blocked
@@ -166,16 +188,16 @@ class Preread:
 
 def preread_txn(conn: Any, batch: Batch, principal: Principal | AccessClaims,
                 space_ref: str) -> Preread:
-    """The preparing reads in one round trip on PostgreSQL (``q.read_together``)."""
+    """The preparing reads in one round trip on PostgreSQL (``read_together``)."""
     blocked = blocks.check_read(batch.space, batch.ops)
-    versions = q.versions_reads(batch.space, [op.entry_id for op in batch.ops])
-    rows = q.read_together(conn, [
-        q.prepare_context_read(device_id=principal.device_id, user_id=principal.user_id,
-                               space_ref=space_ref, replica_id=batch.replica_id,
-                               batch_id=batch.batch_id),
-        q.rules_read(batch.space), *versions, *([blocked] if blocked else [])])
-    return Preread(q.prepare_context_of(rows[0][0], principal.user_id),
-                   q.versions_of(rows[2:2 + len(versions)]), q.rules_of(rows[1]),
+    versions = versions_reads(batch.space, [op.entry_id for op in batch.ops])
+    rows = read_together(conn, [
+        prepare_context_read(device_id=principal.device_id, user_id=principal.user_id,
+                             space_ref=space_ref, replica_id=batch.replica_id,
+                             batch_id=batch.batch_id),
+        rules_read(batch.space), *versions, *([blocked] if blocked else [])])
+    return Preread(prepare_context_of(rows[0][0], principal.user_id),
+                   versions_of(rows[2:2 + len(versions)]), rules_of(rows[1]),
                    rows[-1] if blocked else None)
 
 
@@ -197,7 +219,7 @@ def prepare_txn(conn: Any, batch: Batch, principal: Principal, space_ref: str,
         space, role = space_access_txn(
             conn, principal, space_ref, "viewer", found=ctx.space,
             member_role=lambda: ctx.role if ctx.user_id == principal.user_id
-            else q.role_txn(conn, ctx.space.id if ctx.space else "", principal.user_id))
+            else role_txn(conn, ctx.space.id if ctx.space else "", principal.user_id))
         replay = _replay_of(ctx.prior, batch, space.id)
     if batch.space != space.id:
         raise InvalidRequest("batch.space does not match the space in the path",
@@ -218,12 +240,12 @@ def prepare_txn(conn: Any, batch: Batch, principal: Principal, space_ref: str,
         raise EpochChanged("the space moved to another epoch; take a snapshot and replay "
                            "local changes", {"epoch": space.epoch})
     # ``pre`` read them for batch.space: the space checked above
-    current = pre.current if pre is not None else q.current_versions_txn(
+    current = pre.current if pre is not None else current_versions_txn(
         conn, space.id, [op.entry_id for op in batch.ops])
     check_bases(batch, current)
     check_portable(batch.ops, current)
     check_rules(policy.changes_txn(conn, space.id, batch.ops, current),
-                pre.rules if pre is not None else q.list_rules_txn(conn, space.id),
+                pre.rules if pre is not None else list_rules_txn(conn, space.id),
                 principal, role)
     # revert --block (hub/blocks.py)
     if pre is None:
@@ -237,13 +259,13 @@ def prepare_txn(conn: Any, batch: Batch, principal: Principal, space_ref: str,
                                ), None
 
 
-def known_head_txn(conn: Any, space: q.SpaceRow, seq: int, digest: str) -> bool:
+def known_head_txn(conn: Any, space: SpaceRow, seq: int, digest: str) -> bool:
     """Was ``(seq, digest)`` a head of the space's current epoch (genesis included)?"""
     return _known_head(space, seq, digest,
-                       lambda: q.head_digest_at_txn(conn, space.id, space.epoch, seq))
+                       lambda: head_digest_at_txn(conn, space.id, space.epoch, seq))
 
 
-def _known_head(space: q.SpaceRow, seq: int, digest: str,
+def _known_head(space: SpaceRow, seq: int, digest: str,
                 head_at: Callable[[], str | None]) -> bool:
     """``known_head_txn``; ``head_at()``: the head digest after batch ``seq`` of the epoch."""
     if seq < 0 or seq > space.head_seq:
@@ -255,29 +277,29 @@ def _known_head(space: q.SpaceRow, seq: int, digest: str,
     return head_at() == digest
 
 
-def _commit_reads_txn(conn: Any, space: q.SpaceRow, batch: Batch, principal: Principal,
+def _commit_reads_txn(conn: Any, space: SpaceRow, batch: Batch, principal: Principal,
                       quota: bool, state_root: bool
-                      ) -> tuple[q.CommitContext, dict[str, tuple[str, bool]],
+                      ) -> tuple[CommitContext, dict[str, tuple[str, bool]],
                                  dict[str, str] | None, dict[int, bytes] | None]:
     """What the committing transaction reads once it holds the space lock, in one round
-    trip on PostgreSQL (``q.read_together``): the re-reads (``q.commit_context_read``), the
+    trip on PostgreSQL (``read_together``): the re-reads (``commit_context_read``), the
     current versions of the touched entries, their live contents (the quota measures
     them) and the kept lattices of their buckets (the state root moves with them). Only
     writes under the same lock change any of it, so reading it together is reading it in
     turn."""
     ids = [op.entry_id for op in batch.ops]
-    versions = q.versions_reads(space.id, ids)
-    contents = q.contents_reads(space.id, ids) if quota else []
-    reads = [q.commit_context_read(
+    versions = versions_reads(space.id, ids)
+    contents = contents_reads(space.id, ids) if quota else []
+    reads = [commit_context_read(
         conn.dialect.name, space_id=space.id, epoch=space.epoch, parent_seq=batch.parent_seq,
         device_id=principal.device_id, user_id=principal.user_id,
         replica_id=batch.replica_id, batch_id=batch.batch_id, quota=quota),
         *versions, *contents]
     if state_root:
         reads.append(signed_state.lattice_read(space.id, batch.ops))
-    rows = q.read_together(conn, reads)
-    ctx = q.commit_context_of(rows[0][0], space.id, quota)
-    current = q.versions_of(rows[1:1 + len(versions)])
+    rows = read_together(conn, reads)
+    ctx = commit_context_of(rows[0][0], space.id, quota)
+    current = versions_of(rows[1:1 + len(versions)])
     live = {eid: c for part in rows[1 + len(versions):1 + len(versions) + len(contents)]
             for eid, c in part} if quota else None
     lattices = signed_state.lattices_of(rows[-1]) if state_root else None
@@ -291,7 +313,7 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
     """With ``rebase``, a batch made on an earlier head of this epoch is chained on the
     current head, provided every base is still current (checked below, under the lock):
     per-entry bases guard concurrent edits; the head only orders them (docs/decisions.md)."""
-    space = q.get_space_txn(conn, prep.space_id, lock=True)
+    space = get_space_txn(conn, prep.space_id, lock=True)
     if space is None:
         raise NotFound("the space no longer exists")
     if space.deleted_at is not None:  # deleted since preparation (hub/space_delete.py)
@@ -320,7 +342,7 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
     principal = recheck_device_row_txn(conn, principal, ctx.device)[0]
     # the space row is already locked and read: check the role on it, not a fresh lookup
     role = effective_role(principal, space.id, lambda: ctx.role if principal.user_id ==
-                          user_before else q.role_txn(conn, space.id, principal.user_id))
+                          user_before else role_txn(conn, space.id, principal.user_id))
     if role is None:
         raise NotFound("you are no longer a member of this space", {"reason": "not_member"})
     if not policy.at_least(role, "editor"):
@@ -339,10 +361,10 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
     # before anything is written (hub/quotas.py); the counts are written with the rest
     counts = None if quota is None else check_quota_txn(
         conn, quota, space.id, batch.ops, current, body, new_contents, ctx.quota, contents)
-    # PostgreSQL: what follows is written in one pipeline (hub/store/queries.py
+    # PostgreSQL: what follows is written in one pipeline (hub/store/sql.py
     # ``pipelined``): the writes go out together, one round trip. Plain SQL only in here
     # (``Sql``), no SQLAlchemy statement: those read their results at once.
-    with q.pipelined(conn):
+    with pipelined(conn):
         if counts is not None:
             count_txn(conn, counts)
         seq = space.head_seq + 1
@@ -354,13 +376,13 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
         receipt = canonical_str(sign_receipt(key.private, receipt_body(
             space=space.id, batch_id=batch.batch_id, replica_id=batch.replica_id, seq=seq,
             head=head, epoch=space.epoch, accepted_at=now, digest=batch.digest)))
-        q.insert_batch_txn(conn, space_id=space.id, epoch=space.epoch, seq=seq,
-                           batch_id=batch.batch_id, replica_id=batch.replica_id,
-                           digest=batch.digest, head_digest=head, user_id=principal.user_id,
-                           device_id=principal.device_id, agent=principal.agent,
-                           accepted_at=now, body=body, receipt=receipt,
-                           state_root=root)
-        q.upsert_entries_txn(conn, space.id, space.epoch, seq, rows, set(current))
+        insert_batch_txn(conn, space_id=space.id, epoch=space.epoch, seq=seq,
+                         batch_id=batch.batch_id, replica_id=batch.replica_id,
+                         digest=batch.digest, head_digest=head, user_id=principal.user_id,
+                         device_id=principal.device_id, agent=principal.agent,
+                         accepted_at=now, body=body, receipt=receipt,
+                         state_root=root)
+        upsert_entries_txn(conn, space.id, space.epoch, seq, rows, set(current))
         tip = audit.record_txn(conn, chain=space.id, tip=(space.audit_seq,
                                                           space.audit_digest),
                                at=now, action="publish", actor=principal.actor(),
@@ -370,9 +392,9 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
                                         "ops": len(batch.ops),
                                         "provenance": batch.provenance},
                                advance=False, request_id=request_id)
-        q.advance_head_and_audit_txn(conn, space.id, seq, head, tip)
+        advance_head_and_audit_txn(conn, space.id, seq, head, tip)
         # delivered to other hub processes exactly when this transaction commits (§5.6)
-        q.notify_txn(conn, CHANNEL, Broker.payload("head", {
+        notify_txn(conn, CHANNEL, Broker.payload("head", {
             "space": space.id, "epoch": space.epoch, "seq": seq, "digest": head, "at": now,
             "state": root}))
     if hooks is not None and hooks.in_commit is not None:

@@ -23,7 +23,12 @@ from typing import Any
 
 from hub import audit
 from hub.keys import HubKey
-from hub.store import queries as q
+from hub.store.hub_state import (
+    hub_key_statements_txn,
+    hub_state_txn,
+    insert_hub_key_statement_txn,
+    set_hub_record_txn,
+)
 from shared.canonical import canonical_str
 from shared.errors import InvalidRequest
 from shared.hubkeys import rotation_body, sign_rotation
@@ -35,12 +40,12 @@ def next_path(key_path: Path) -> Path:
 
 
 def chain_txn(conn: Any) -> list[dict[str, Any]]:
-    return [json.loads(s) for s in q.hub_key_statements_txn(conn)]
+    return [json.loads(s) for s in hub_key_statements_txn(conn)]
 
 
 def keys_doc_txn(conn: Any, key: HubKey) -> dict[str, Any]:
     """``GET /v1/hub/keys``: the key the hub signs with now and the chain leading to it."""
-    state = q.hub_state_txn(conn)
+    state = hub_state_txn(conn)
     return {"hub_id": state.hub_id if state else None, "public_key": key.public,
             "key_id": key.kid, "chain": chain_txn(conn)}
 
@@ -53,7 +58,7 @@ def finish_interrupted(store: Any, key_path: Path) -> bool:
         return False
     pending = HubKey.load(nxt)
     with store.read() as conn:
-        state = q.hub_state_txn(conn)
+        state = hub_state_txn(conn)
     if state is not None and state.key_id == pending.kid:
         os.replace(nxt, key_path)
         return True
@@ -70,19 +75,19 @@ def rotate(store: Any, key_path: Path, now: int) -> dict[str, Any]:
     new = HubKey.load(nxt)
 
     def txn(conn: Any) -> dict[str, Any]:
-        state = q.hub_state_txn(conn, lock=True)
+        state = hub_state_txn(conn, lock=True)
         if state is None:
             raise InvalidRequest("the hub database is not initialized")
         if state.key_id not in (None, old.kid):
             raise InvalidRequest(f"{key_path} (key {old.kid}) is not the key the hub "
                                  f"database records ({state.key_id}); refusing to rotate "
                                  "from it", {"reason": "record_mismatch"})
-        seq = len(q.hub_key_statements_txn(conn)) + 1
+        seq = len(hub_key_statements_txn(conn)) + 1
         st = sign_rotation(old.private, rotation_body(
             hub=state.hub_id, seq=seq, previous_key=old.public, key=new.public, at=now))
-        q.insert_hub_key_statement_txn(conn, seq=seq, key_id=new.kid,
-                                       statement=canonical_str(st), at=now)
-        q.set_hub_record_txn(conn, key_id=new.kid)
+        insert_hub_key_statement_txn(conn, seq=seq, key_id=new.kid,
+                                     statement=canonical_str(st), at=now)
+        set_hub_record_txn(conn, key_id=new.kid)
         audit.record_hub_txn(conn, at=now, action="hub.key_rotate", actor={"system": "cli"},
                              details={"seq": seq, "previous": old.kid, "key_id": new.kid})
         return st
@@ -112,10 +117,10 @@ def reset(store: Any, key_path: Path, now: int) -> dict[str, Any]:
     new = HubKey.load(next_path(key_path))
 
     def txn(conn: Any) -> str | None:
-        state = q.hub_state_txn(conn, lock=True)
+        state = hub_state_txn(conn, lock=True)
         if state is None:
             raise InvalidRequest("the hub database is not initialized")
-        q.set_hub_record_txn(conn, key_id=new.kid)
+        set_hub_record_txn(conn, key_id=new.kid)
         audit.record_hub_txn(conn, at=now, action="hub.key_reset", actor={"system": "cli"},
                              details={"previous": state.key_id, "key_id": new.kid})
         return state.key_id  # type: ignore[no-any-return]

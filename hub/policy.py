@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hub.store import queries as q
+from hub.store.batches import current_contents_txn
 from shared.entry import make_entry
 from shared.ids import split_entry_id
 from shared.policy import (
@@ -42,7 +42,7 @@ def changes_txn(conn: Any, space_id: str, ops: Any,
     typed = [op.entry_id for op in ops if split_entry_id(op.entry_id)[0] == "guardrail"
              and op.entry_id in current and not current[op.entry_id][1]]
     before = {eid: make_entry(json.loads(c))
-              for eid, c in q.current_contents_txn(conn, space_id, typed).items()}
+              for eid, c in current_contents_txn(conn, space_id, typed).items()}
     out = []
     for op in ops:
         c = change_of(op.entry_id, op.entry, current.get(op.entry_id), before.get(op.entry_id))

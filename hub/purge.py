@@ -29,9 +29,10 @@ from hub.access import Principal, space_access_txn
 from hub.keys import HubKey
 from hub.quotas import recount_txn
 from hub.store import purge_sql as ps
-from hub.store import queries as q
 from hub.store import read_index as ri
 from hub.store.db import Store
+from hub.store.principals import list_replicas_txn
+from hub.store.spaces_sql import set_head_txn
 from shared.digest import genesis_digest
 from shared.errors import Forbidden, InvalidRequest, NotFound
 from shared.ids import is_entry_id, new_id
@@ -86,7 +87,7 @@ def purge(store: Store, p: Principal, space_ref: str, body: dict[str, Any], now:
             raise NotFound("no such entries in this space's history", {"entries": unknown})
         replicas = [{"id": r["id"], "name": r["name"], "device_name": r["device_name"],
                      "user_id": r["user_id"]}
-                    for r in q.list_replicas_txn(conn, space.id) if r["revoked_at"] is None]
+                    for r in list_replicas_txn(conn, space.id) if r["revoked_at"] is None]
         out: dict[str, Any] = {
             "space": space.id, "epoch": None, "previous": space.epoch,
             "previous_seq": space.head_seq, "reason": reason, "dry_run": dry,
@@ -106,7 +107,7 @@ def purge(store: Store, p: Principal, space_ref: str, body: dict[str, Any], now:
             ps.set_body_txn(conn, space.id, epoch, seq, ps.scrub_body(b, set(ids)))
         ps.optimize_search_txn(conn)
         epoch = new_id(now)
-        q.set_head_txn(conn, space.id, 0, genesis_digest(space.id, epoch), epoch=epoch)
+        set_head_txn(conn, space.id, 0, genesis_digest(space.id, epoch), epoch=epoch)
         if key is not None:
             signed_state.epoch_statement_txn(conn, key, space, epoch, reason, now, purged=ids)
         recount_txn(conn, space.id, history=True)

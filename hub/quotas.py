@@ -26,9 +26,10 @@ from sqlalchemy import select, text, update
 
 from hub import audit
 from hub.access import Principal, space_access_txn
-from hub.store import queries as q
+from hub.store.batches import current_contents_txn
 from hub.store.db import Store
 from hub.store.schema import space_quota
+from hub.store.sql import Sql
 from shared.errors import InvalidRequest, QuotaExceeded
 
 FIELDS = ("max_entries", "max_bytes", "max_history_bytes")
@@ -101,18 +102,18 @@ def usage_txn(conn: Any, space_id: str, *, lock: bool = False, insert: bool = Tr
 
 _QUOTA_COLS = ("space_id", "entries", "bytes", "history_bytes", "max_entries", "max_bytes",
                "max_history_bytes")
-# the publication path's two statements as plain SQL (hub/store/queries.py, "plain SQL")
-_GET_LOCKED = {"sqlite": q.Sql(f"SELECT {', '.join(_QUOTA_COLS)} FROM space_quota "
-                               "WHERE space_id = :s"),  # BEGIN IMMEDIATE serializes writers
-               "postgresql": q.Sql(f"SELECT {', '.join(_QUOTA_COLS)} FROM space_quota "
-                                   "WHERE space_id = :s FOR UPDATE")}
-_COUNT = q.Sql("UPDATE space_quota SET entries = :e, bytes = :b, history_bytes = :h "
-               "WHERE space_id = :s")
+# the publication path's two statements as plain SQL (hub/store/sql.py)
+_GET_LOCKED = {"sqlite": Sql(f"SELECT {', '.join(_QUOTA_COLS)} FROM space_quota "
+                             "WHERE space_id = :s"),  # BEGIN IMMEDIATE serializes writers
+               "postgresql": Sql(f"SELECT {', '.join(_QUOTA_COLS)} FROM space_quota "
+                                 "WHERE space_id = :s FOR UPDATE")}
+_COUNT = Sql("UPDATE space_quota SET entries = :e, bytes = :b, history_bytes = :h "
+             "WHERE space_id = :s")
 
 
 def _usage_locked_txn(conn: Any, space_id: str, row: Any = None) -> dict[str, Any]:
     """The space's quota row, locked; ``row``: as this transaction already read it locked
-    (the guard's ``q.commit_context_read``)."""
+    (the guard's ``commit_context_read``)."""
     if row is not None:
         return dict(row)
     row = _GET_LOCKED[conn.dialect.name].one(conn, {"s": space_id})
@@ -147,11 +148,11 @@ def check_txn(conn: Any, hub: HubQuotas, space_id: str, ops: Sequence[Any],
     """``check_and_count_txn`` without the write: raises ``quota_exceeded``, else returns
     the space's counts after the batch, for ``count_txn`` in the same transaction.
     ``contents``: the live contents of the touched entries, as this transaction read them
-    with ``current`` (``q.contents_reads``)."""
+    with ``current`` (``contents_reads``)."""
     row = _usage_locked_txn(conn, space_id, row)
     live_before = {eid for eid, (_, deleted) in current.items() if not deleted}
     old = contents if contents is not None else (
-        q.current_contents_txn(conn, space_id, sorted(live_before)) if live_before else {})
+        current_contents_txn(conn, space_id, sorted(live_before)) if live_before else {})
     d_entries = d_bytes = 0
     for op, content in zip(ops, new_contents, strict=True):
         was_live = op.entry_id in live_before

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from hub.access import Principal, space_access_txn
-from hub.store import queries as q
 from hub.store import read_index as ri
 from hub.store.db import Store
+from hub.store.spaces_sql import get_space_txn
 from shared.entry import make_entry, tombstone
 from shared.errors import InvalidRequest, NotFound
 from shared.ids import is_entry_id, is_id
@@ -126,7 +126,7 @@ def index_restored_txn(conn: Any, space_id: str, epoch: str,
 def _index_step_txn(conn: Any, space_id: str) -> bool:
     """One bounded step towards the head; True when the index is at the head."""
     state = ri.lock_state_txn(conn, space_id)
-    space = q.get_space_txn(conn, space_id)
+    space = get_space_txn(conn, space_id)
     assert space is not None
     target = ri.IndexState(space.epoch, space.head_seq)
     if state == target:
@@ -160,7 +160,7 @@ def catch_up(store: Store, space_id: str) -> None:
     """Bring the space's read index up to its head (bounded transactions, any number)."""
     with store.read() as conn:
         state = ri.state_txn(conn, space_id)
-        space = q.get_space_txn(conn, space_id)
+        space = get_space_txn(conn, space_id)
         if space is not None and state == (space.epoch, space.head_seq):
             return
     while not store.run_write(lambda conn: _index_step_txn(conn, space_id)):

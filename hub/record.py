@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from hub.logs import event
-from hub.store import queries as q
+from hub.store.hub_state import hub_state_txn, schema_revision_txn, set_hub_record_txn
 from shared.errors import InvalidRequest
 
 log = logging.getLogger("quire.hub.record")
@@ -75,21 +75,21 @@ def mismatches(rec: Record, *, public_url: str, key_id: str, schema: str | None
 
 
 def read_txn(conn: Any) -> Record | None:
-    state = q.hub_state_txn(conn)
+    state = hub_state_txn(conn)
     if state is None:
         return None
-    return Record(state.public_url, state.key_id, q.schema_revision_txn(conn))
+    return Record(state.public_url, state.key_id, schema_revision_txn(conn))
 
 
 def store_txn(conn: Any, *, public_url: str | None = None, key_id: str | None = None,
               only_unset: bool = False) -> dict[str, str]:
     """Record the given values (``only_unset``: those not recorded yet, under the hub
     state lock, so two processes starting at once cannot both adopt theirs)."""
-    state = q.hub_state_txn(conn, lock=True)
+    state = hub_state_txn(conn, lock=True)
     values = {k: v for k, v in (("public_url", public_url), ("key_id", key_id))
               if v and not (only_unset and getattr(state, k) is not None)}
     if values:
-        q.set_hub_record_txn(conn, **values)
+        set_hub_record_txn(conn, **values)
     return values
 
 

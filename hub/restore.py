@@ -37,9 +37,10 @@ from hub.keys import HubKey
 from hub.quotas import recount_txn
 from hub.settings import Settings
 from hub.store import migrate
-from hub.store import queries as q
 from hub.store.db import Store
+from hub.store.hub_state import hub_state_txn
 from hub.store.schema import entries, hub_state, spaces
+from hub.store.spaces_sql import get_space_txn, set_head_txn
 from shared.digest import genesis_digest
 from shared.ids import new_id
 
@@ -101,7 +102,7 @@ def restore(settings: Settings, source: str, now: int, *, dry_run: bool = False
         try:
             with store.read() as conn:
                 ours = _heads(conn)
-                hub_id = q.hub_state_txn(conn).hub_id
+                hub_id = hub_state_txn(conn).hub_id
             if bhub is None or bhub[0] != hub_id:
                 raise BackupError("wrong_hub", "the backup is of another hub (hub id "
                                   f"{bhub[0] if bhub else None}, this hub is {hub_id})")
@@ -149,7 +150,7 @@ def restore(settings: Settings, source: str, now: int, *, dry_run: bool = False
 def _restore_space_txn(conn: Any, key: HubKey, cur: dict[str, Any], b: dict[str, Any],
                        rows: list[dict[str, Any]], now: int, taken_at: int | None
                        ) -> dict[str, Any]:
-    space = q.get_space_txn(conn, cur["id"], lock=True)
+    space = get_space_txn(conn, cur["id"], lock=True)
     assert space is not None
     epoch = new_id(now)
     conn.execute(delete(entries).where(entries.c.space_id == space.id))
@@ -163,7 +164,7 @@ def _restore_space_txn(conn: Any, key: HubKey, cur: dict[str, Any], b: dict[str,
     point = {"epoch": b["epoch"], "seq": b["seq"], "digest": b["digest"]}
     signed_state.epoch_statement_txn(conn, key, space, epoch, REASON, now,
                                      restored_from=point)
-    q.set_head_txn(conn, space.id, 0, genesis_digest(space.id, epoch), epoch=epoch)
+    set_head_txn(conn, space.id, 0, genesis_digest(space.id, epoch), epoch=epoch)
     live = sum(1 for r in rows if not r["deleted"])
     details = {"previous": space.epoch, "previous_seq": space.head_seq, "epoch": epoch,
                "reason": REASON, "restored_from": point, "entries": live,

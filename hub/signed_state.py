@@ -20,8 +20,10 @@ import json
 from typing import Any
 
 from hub.keys import HubKey
-from hub.store import queries as q
 from hub.store import state_sql as ss
+from hub.store.batches import iter_changes_txn
+from hub.store.hub_state import hub_state_txn
+from hub.store.spaces_sql import SpaceRow
 from shared import state
 from shared.canonical import canonical_str
 from shared.signed import (
@@ -82,7 +84,7 @@ def advance_txn(conn: Any, space_id: str, changes: list[state.Change],
 
 
 def lattice_read(space_id: str, ops: Any) -> Any:
-    """The read of the kept lattices of every bucket ``ops`` touch (``q.read_together``;
+    """The read of the kept lattices of every bucket ``ops`` touch (``read_together``;
     its rows go to ``lattices_of``): a superset of the buckets ``advance_txn`` changes."""
     return ss.lattices_read(space_id, sorted({state.bucket_of(op.entry_id) for op in ops}))
 
@@ -111,7 +113,7 @@ def current_root_txn(conn: Any, space_id: str, enabled: bool = True) -> str:
     return state.root_of_entries(ss.iter_live_versions_txn(conn, space_id))
 
 
-def root_at_txn(conn: Any, space: q.SpaceRow, seq: int, enabled: bool = True) -> str | None:
+def root_at_txn(conn: Any, space: SpaceRow, seq: int, enabled: bool = True) -> str | None:
     """The root right after head ``seq`` of the space's current epoch; None when unknown
     (a batch accepted before migration 0003, or the genesis of a past head)."""
     if not enabled:
@@ -126,11 +128,11 @@ def root_at_txn(conn: Any, space: q.SpaceRow, seq: int, enabled: bool = True) ->
 Tips = tuple[tuple[int, str], tuple[int, str]]
 
 
-def audit_tips_txn(conn: Any, space: q.SpaceRow) -> Tips:
+def audit_tips_txn(conn: Any, space: SpaceRow) -> Tips:
     """``(space chain tip, hub chain tip)`` as this transaction reads them: signed into the
     head so a replica holds the hub to the audit log it had then (docs/security.md, "The audit
     log")."""
-    hub = q.hub_state_txn(conn)
+    hub = hub_state_txn(conn)
     return (int(space.audit_seq), space.audit_digest), (int(hub.audit_seq), hub.audit_digest)
 
 
@@ -143,7 +145,7 @@ def signed_head(key: HubKey, *, space: str, epoch: str, seq: int, digest: str, r
                                             hub_audit=hub_audit))
 
 
-def epoch_statement_txn(conn: Any, key: HubKey, space: q.SpaceRow, epoch: str, reason: str,
+def epoch_statement_txn(conn: Any, key: HubKey, space: SpaceRow, epoch: str, reason: str,
                         at: int, restored_from: dict[str, Any] | None = None,
                         purged: list[str] | None = None) -> dict[str, Any]:
     """Sign and keep the statement that ``space`` moved from its epoch to ``epoch``
@@ -169,7 +171,7 @@ def attestations_txn(conn: Any, key: HubKey, space_id: str, now: int) -> list[di
         for d, u, pk, created, revoked in ss.space_devices_txn(conn, space_id)]
 
 
-def verify_space_txn(conn: Any, space: q.SpaceRow) -> dict[str, Any]:
+def verify_space_txn(conn: Any, space: SpaceRow) -> dict[str, Any]:
     """The hub checks itself: every batch of the current epoch parsed again (digest
     recomputed from the stored body), chained from the epoch's genesis to the head; every
     stored per-batch root present; the state root recomputed from the entries table equal to
@@ -180,7 +182,7 @@ def verify_space_txn(conn: Any, space: q.SpaceRow) -> dict[str, Any]:
     out: dict[str, Any] = {"epoch": space.epoch, "seq": space.head_seq}
     links = []
     problem = None
-    for row in q.iter_changes_txn(conn, space.id, space.epoch, 0, 2**62):
+    for row in iter_changes_txn(conn, space.id, space.epoch, 0, 2**62):
         try:
             batch = parse_batch(json.loads(row.body))
         except Exception as e:  # noqa: BLE001 - any stored batch that fails is reported

@@ -25,8 +25,30 @@ from hub.grants import issue_tokens_txn
 from hub.keys import HubKey
 from hub.quotas import HubQuotas, usage_doc_txn
 from hub.settings import Settings
-from hub.store import queries as q
+from hub.store.batches import count_live_entries_txn
 from hub.store.db import Store
+from hub.store.hub_state import hub_state_txn, insert_hub_state_txn
+from hub.store.invites import insert_invite_txn, invite_by_hash_txn, use_invite_txn
+from hub.store.principals import (
+    device_by_id_txn,
+    insert_device_txn,
+    insert_replica_txn,
+    insert_user_txn,
+    list_members_txn,
+    list_replicas_txn,
+    role_txn,
+    set_member_txn,
+    set_owner_txn,
+)
+from hub.store.rules import list_rules_txn
+from hub.store.spaces_sql import (
+    SpaceRow,
+    find_space_txn,
+    get_space_txn,
+    insert_space_txn,
+    list_spaces_txn,
+    set_head_txn,
+)
 from shared.digest import genesis_digest
 from shared.errors import Forbidden, InvalidRequest, Unauthorized
 from shared.ids import is_id, is_space_name, new_id
@@ -42,8 +64,8 @@ def _require(cond: bool, message: str) -> None:
 
 def init_hub_txn(conn: Any, now: int) -> str:
     hub_id = new_id(now)
-    q.insert_hub_state_txn(conn, hub_id=hub_id, created_at=now, audit_seq=0,
-                           audit_digest=GENESIS_AUDIT)
+    insert_hub_state_txn(conn, hub_id=hub_id, created_at=now, audit_seq=0,
+                         audit_digest=GENESIS_AUDIT)
     audit.record_hub_txn(conn, at=now, action="hub.init", actor={"system": "init"},
                          details={"hub_id": hub_id})
     return hub_id
@@ -54,13 +76,13 @@ def create_invite_txn(conn: Any, *, space_id: str | None, role: str, ttl: int, n
     code = new_secret(INVITE_PREFIX)
     invite_id = new_id(now)
     expires = now + ttl * 1000
-    q.insert_invite_txn(conn, id=invite_id, code_hash=secret_hash(code), space_id=space_id,
-                        role=role, created_by=created_by, created_at=now, expires_at=expires)
+    insert_invite_txn(conn, id=invite_id, code_hash=secret_hash(code), space_id=space_id,
+                      role=role, created_by=created_by, created_at=now, expires_at=expires)
     details = {"invite": invite_id, "role": role, "expires_at": expires}
     if space_id is None:
         audit.record_hub_txn(conn, at=now, action="invite.create", actor=actor, details=details)
     else:
-        space = q.get_space_txn(conn, space_id, lock=True)
+        space = get_space_txn(conn, space_id, lock=True)
         audit.record_space_txn(conn, space, at=now, action="invite.create", actor=actor,
                                details=details)
     return {"id": invite_id, "code": code, "expires_at": expires, "role": role,
@@ -74,14 +96,14 @@ def create_space(store: Store, p: Principal, name: Any, now: int) -> dict[str, A
         raise Forbidden("only hub owners create spaces")
 
     def txn(conn: Any) -> dict[str, Any]:
-        if q.find_space_txn(conn, name) is not None:
+        if find_space_txn(conn, name) is not None:
             raise InvalidRequest(f"a space named {name!r} exists", {"reason": "name_taken"})
         space_id, epoch = new_id(now), new_id(now)
-        q.insert_space_txn(conn, id=space_id, name=name, epoch=epoch, head_seq=0,
-                           head_digest=genesis_digest(space_id, epoch), rules_version=0,
-                           audit_seq=0, audit_digest=GENESIS_AUDIT, created_at=now)
-        q.set_member_txn(conn, space_id, p.user_id, "admin", now)
-        space = q.get_space_txn(conn, space_id, lock=True)
+        insert_space_txn(conn, id=space_id, name=name, epoch=epoch, head_seq=0,
+                         head_digest=genesis_digest(space_id, epoch), rules_version=0,
+                         audit_seq=0, audit_digest=GENESIS_AUDIT, created_at=now)
+        set_member_txn(conn, space_id, p.user_id, "admin", now)
+        space = get_space_txn(conn, space_id, lock=True)
         audit.record_space_txn(conn, space, at=now, action="space.create", actor=p.actor(),
                                details={"name": name, "epoch": epoch})
         return {"id": space_id, "name": name, "epoch": epoch}
@@ -91,7 +113,7 @@ def create_space(store: Store, p: Principal, name: Any, now: int) -> dict[str, A
 
 def list_spaces(store: Store, p: Principal) -> dict[str, Any]:
     with store.read() as conn:
-        mine = q.list_spaces_txn(conn, p.user_id)
+        mine = list_spaces_txn(conn, p.user_id)
         if p.delegation_id is not None:
             # a delegation reaches one space, with its own (narrowed) role: list just that
             out = []
@@ -102,7 +124,7 @@ def list_spaces(store: Store, p: Principal) -> dict[str, Any]:
             return {"spaces": out}
         if p.is_owner:
             seen = {s["id"] for s in mine}
-            for s in q.list_spaces_txn(conn, None):
+            for s in list_spaces_txn(conn, None):
                 if s["id"] not in seen:
                     mine.append(dict(s, role="admin"))
     return {"spaces": sorted(mine, key=lambda s: s["name"])}
@@ -166,7 +188,7 @@ def redeem(store: Store, key: HubKey, settings: Settings, body: dict[str, Any],
         raise InvalidRequest("device_key must be a base64url Ed25519 public key") from e
 
     def txn(conn: Any) -> dict[str, Any]:
-        inv = q.invite_by_hash_txn(conn, secret_hash(code))
+        inv = invite_by_hash_txn(conn, secret_hash(code))
         if inv is None:
             raise Unauthorized("invite code not recognized", {"reason": "unknown_invite"})
         if inv.revoked_at is not None:
@@ -179,7 +201,7 @@ def redeem(store: Store, key: HubKey, settings: Settings, body: dict[str, Any],
             raise Forbidden("this invite expired; ask an admin for a new one",
                             {"reason": "invite_expired", "expired_at": inv.expires_at})
         if inv.space_id is not None:
-            target = q.get_space_txn(conn, inv.space_id)
+            target = get_space_txn(conn, inv.space_id)
             if target is not None and target.deleted_at is not None:
                 raise_deleted_txn(conn, target)  # the invite stays unused
         if inv.space_id is not None and inv.space_id in held:
@@ -194,31 +216,31 @@ def redeem(store: Store, key: HubKey, settings: Settings, body: dict[str, Any],
                 raise Forbidden("delegated credentials cannot redeem invites",
                                 {"reason": "delegated"})
             p = recheck_principal_txn(conn, caller)
-            dev = q.device_by_id_txn(conn, p.device_id)
+            dev = device_by_id_txn(conn, p.device_id)
             if dev.public_key != device_key:
                 raise InvalidRequest("device_key differs from the calling device's key")
             user_id, device_id = p.user_id, p.device_id
         else:
             user_id, device_id = new_id(now), new_id(now)
-            q.insert_user_txn(conn, id=user_id, name=user_name, is_owner=inv.role == "owner",
-                              active=True, created_at=now)
-            q.insert_device_txn(conn, id=device_id, user_id=user_id, name=device_name,
-                                public_key=device_key, token_hash=None, created_at=now)
+            insert_user_txn(conn, id=user_id, name=user_name, is_owner=inv.role == "owner",
+                            active=True, created_at=now)
+            insert_device_txn(conn, id=device_id, user_id=user_id, name=device_name,
+                              public_key=device_key, token_hash=None, created_at=now)
             tokens = issue_tokens_txn(conn, key, settings, user_id=user_id,
                                       device_id=device_id, device_key=device_key, now=now)
-        if not q.use_invite_txn(conn, inv.id, user_id, now):
+        if not use_invite_txn(conn, inv.id, user_id, now):
             raise Forbidden("this invite was already used", {"reason": "invite_used"})
         actor = {"user": user_id, "device": device_id, "agent": None}
         space_out = None
         if inv.role == "owner":
-            q.set_owner_txn(conn, user_id)
+            set_owner_txn(conn, user_id)
             audit.record_hub_txn(conn, at=now, action="invite.redeem", actor=actor,
                                  details={"invite": inv.id, "role": "owner"})
         else:
-            current = q.role_txn(conn, inv.space_id, user_id)
+            current = role_txn(conn, inv.space_id, user_id)
             role = inv.role if policy.role_rank(inv.role) > policy.role_rank(current) else current
-            q.set_member_txn(conn, inv.space_id, user_id, role, now)
-            space = q.get_space_txn(conn, inv.space_id, lock=True)
+            set_member_txn(conn, inv.space_id, user_id, role, now)
+            space = get_space_txn(conn, inv.space_id, lock=True)
             audit.record_space_txn(conn, space, at=now, action="invite.redeem", actor=actor,
                                    details={"invite": inv.id, "role": role})
             space_out = {"id": space.id, "name": space.name, "role": role,
@@ -230,7 +252,7 @@ def redeem(store: Store, key: HubKey, settings: Settings, body: dict[str, Any],
 
 
 def hub_info(conn: Any, key: HubKey, url: str | None = None) -> dict[str, Any]:
-    state = q.hub_state_txn(conn)
+    state = hub_state_txn(conn)
     out = {"hub_id": state.hub_id if state else None, "protocol": 1,
            "public_key": key.public, "key_id": key.kid}
     if url is not None:
@@ -246,8 +268,8 @@ def register_replica(store: Store, p: Principal, space_ref: str, body: dict[str,
     def txn(conn: Any) -> dict[str, Any]:
         space, _ = space_access_txn(conn, p, space_ref, "viewer", lock=True)
         replica_id = new_id(now)
-        q.insert_replica_txn(conn, id=replica_id, space_id=space.id, device_id=p.device_id,
-                             name=name, created_at=now)
+        insert_replica_txn(conn, id=replica_id, space_id=space.id, device_id=p.device_id,
+                           name=name, created_at=now)
         audit.record_space_txn(conn, space, at=now, action="replica.register",
                                actor=p.actor(), details={"replica": replica_id, "name": name})
         return {"replica_id": replica_id, "space": space.id}
@@ -262,7 +284,7 @@ def head(store: Store, key: HubKey, p: Principal, space_ref: str, now: int,
     a freshness proof), plus the caller's role and applying rules (not signed)."""
     with store.read() as conn:
         space, role = space_access_txn(conn, p, space_ref, "viewer")
-        rules = q.list_rules_txn(conn, space.id)
+        rules = list_rules_txn(conn, space.id)
         root = signed_state.current_root_txn(conn, space.id, state_root)
         usage = None if quota is None else usage_doc_txn(conn, quota, space.id)
         tips = signed_state.audit_tips_txn(conn, space)
@@ -327,7 +349,7 @@ def bump_epoch(store: Store, p: Principal, space_ref: str, body: dict[str, Any],
         if dry:
             return out
         epoch = new_id(now)
-        q.set_head_txn(conn, space.id, 0, genesis_digest(space.id, epoch), epoch=epoch)
+        set_head_txn(conn, space.id, 0, genesis_digest(space.id, epoch), epoch=epoch)
         if key is not None:  # the statement replicas verify before taking the new epoch
             signed_state.epoch_statement_txn(conn, key, space, epoch, reason, now)
         audit.record_space_txn(conn, space, at=now, action="epoch.bump", actor=p.actor(),
@@ -338,17 +360,17 @@ def bump_epoch(store: Store, p: Principal, space_ref: str, body: dict[str, Any],
     return store.run_write(txn)
 
 
-def epoch_impact_txn(conn: Any, space: q.SpaceRow) -> dict[str, Any]:
+def epoch_impact_txn(conn: Any, space: SpaceRow) -> dict[str, Any]:
     """What a bump does: the current epoch's history stops at its head (its batches are
     no longer served as changes); every live entry is carried into the new epoch; every
     replica not revoked must take a snapshot of the new epoch (and replays its unpublished
     changes on it); nobody loses access (members, roles, devices and rules are untouched)."""
     replicas = [{"id": r["id"], "name": r["name"], "device_name": r["device_name"],
                  "user_id": r["user_id"]}
-                for r in q.list_replicas_txn(conn, space.id) if r["revoked_at"] is None]
+                for r in list_replicas_txn(conn, space.id) if r["revoked_at"] is None]
     return {"history_left": {"epoch": space.epoch, "batches": int(space.head_seq),
                              "head_digest": space.head_digest},
-            "entries_carried": q.count_live_entries_txn(conn, space.id),
+            "entries_carried": count_live_entries_txn(conn, space.id),
             "replicas_resnapshot": replicas,
-            "members": len(q.list_members_txn(conn, space.id)),
+            "members": len(list_members_txn(conn, space.id)),
             "loses_access": []}

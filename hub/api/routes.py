@@ -32,7 +32,7 @@ from hub.api.http import (
     read_json,
 )
 from hub.quotas import HubQuotas
-from hub.store import queries as q
+from hub.store.batches import batch_by_ids_txn
 from shared.errors import InvalidRequest, NotFound, QuireError, RateLimited, Unavailable
 from shared.ids import is_id
 from shared.schemas import REQUESTS
@@ -449,7 +449,7 @@ async def receipt(request: Request) -> Response:
     def find() -> str:
         with hub.store.read() as conn:
             space, _ = space_access_txn(conn, p, request.path_params["space"], "viewer")
-            row = q.batch_by_ids_txn(conn, rep, bid)
+            row = batch_by_ids_txn(conn, rep, bid)
             if row is None or row.space_id != space.id:
                 raise NotFound("no receipt for this batch: it was not accepted; push it again")
             return row.receipt

@@ -13,7 +13,7 @@
 
 A session lives ``console_session_ttl`` seconds from sign-in, whatever happens. The CSRF token
 is an HMAC of the session secret: a form posted without it, or from another origin, changes
-nothing (hub/console/pages.py checks both).
+nothing (hub/console/http.py checks both).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from hub import audit, grants
 from hub.access import Principal, recheck_principal_txn, secret_hash
 from hub.grants import AuthorizationPending
 from hub.store import console_sessions as cs
-from hub.store import queries as q
 from hub.store.db import Store
+from hub.store.principals import insert_device_txn
 from shared.errors import Unauthorized
 from shared.ids import new_id
 from shared.signing import jwk_thumbprint, public_b64
@@ -120,8 +120,8 @@ def start_signed_in(store: Store, user_id: str, now: int, ttl_s: int, via: dict[
 
     def txn(conn: Any) -> None:
         device_id, sid = new_id(now), new_id(now)
-        q.insert_device_txn(conn, id=device_id, user_id=user_id, name=name, public_key=key,
-                            token_hash=None, created_at=now)
+        insert_device_txn(conn, id=device_id, user_id=user_id, name=name, public_key=key,
+                          token_hash=None, created_at=now)
         cs.insert_bound_txn(conn, id=sid, token_hash=secret_hash(secret), user_id=user_id,
                             device_id=device_id, now=now, expires_at=now + ttl_s * 1000)
         audit.record_hub_txn(conn, at=now, action="device.login",

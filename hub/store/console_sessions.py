@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from hub.store.queries import Sql
+from hub.store.sql import Sql
 
 _BY_HASH = Sql("SELECT id, user_id, device_id, device_code, expires_at, revoked_at "
                "FROM console_sessions WHERE token_hash = :h")

@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from hub.store.queries import Sql
+from hub.store.sql import Sql
 
 _INSERT = Sql("INSERT INTO console_oidc_logins (id, data, created_at, expires_at) "
               "VALUES (:id, :data, :now, :exp)")

@@ -27,7 +27,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
 
-from hub.store.queries import Sql
+from hub.store.sql import Sql
 from shared.canonical import canonical_str
 from shared.wire import op_entry_id
 

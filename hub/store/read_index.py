@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy.engine import Connection
 
-from hub.store.queries import Sql
+from hub.store.sql import Sql
 
 
 class IndexState(NamedTuple):

@@ -17,7 +17,10 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    func,
+    select,
 )
+from sqlalchemy.engine import Connection
 
 metadata = MetaData()
 
@@ -342,3 +345,12 @@ blocked_versions = Table(
     Column("created_by", ID, nullable=False),
     Column("created_at", BigInteger, nullable=False),
 )
+
+
+def count_rows_txn(conn: Connection) -> dict[str, int]:
+    """Row counts of every table (tests compare them before and after bad input)."""
+    out = {}
+    for t in (users, devices, spaces, members, invites, replicas, batches, entries, audit,
+              rules):
+        out[t.name] = conn.execute(select(func.count()).select_from(t)).scalar_one()
+    return out

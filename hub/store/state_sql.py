@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from hub.store.queries import Sql
+from hub.store.sql import Sql
 
 _ROOT = Sql("SELECT digests, root FROM state_roots WHERE space_id = :s")
 _UPSERT_ROOT = Sql("INSERT INTO state_roots (space_id, digests, root) VALUES (:s, :d, :r) "

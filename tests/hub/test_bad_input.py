@@ -207,11 +207,12 @@ def ctx(module_hub: dict[str, Any]) -> dict[str, Any]:
 
 
 def _state(ctx: dict[str, Any]) -> tuple[Any, ...]:
-    from hub.store import queries as q
+    from hub.store.schema import count_rows_txn
+    from hub.store.spaces_sql import get_space_txn
 
     with ctx["hub"].store.read() as conn:
-        counts = q.count_rows_txn(conn)
-        space = q.get_space_txn(conn, ctx["space"])
+        counts = count_rows_txn(conn)
+        space = get_space_txn(conn, ctx["space"])
     return (counts, space.head_seq, space.head_digest)
 
 

@@ -14,7 +14,8 @@ import pytest
 
 from hub.access import Principal
 from hub.api.events import FanOut, _change_lines
-from hub.store import queries as q
+from hub.store.principals import remove_member_txn, revoke_device_txn
+from hub.store.spaces_sql import find_space_txn
 from shared.errors import Unauthorized
 from shared.signed import parse_head
 from tests import kit
@@ -37,7 +38,7 @@ def team(hub_app: dict[str, Any]) -> dict[str, Any]:
 def test_streams_woken_together_share_one_read_and_keep_their_own_answers(
         team: dict[str, Any]) -> None:
     hub, space = team["hub"], team["space"]
-    hub.store.run_write(lambda c: q.revoke_device_txn(c, team["b"].device_id, hub.now()))
+    hub.store.run_write(lambda c: revoke_device_txn(c, team["b"].device_id, hub.now()))
     fan = FanOut(hub)
 
     async def main() -> list[Any]:
@@ -90,8 +91,8 @@ def test_a_refused_prefetch_does_not_leave_another_stream_without_its_changes(
     hub, space, owner = team["hub"], team["space"], team["owner"]
     assert owner.publish(space, [kit.put("page/a")]).status_code == 201
     epoch = owner.head(space)["epoch"]
-    hub.store.run_write(lambda c: q.remove_member_txn(
-        c, q.find_space_txn(c, space).id, team["b"].user_id))
+    hub.store.run_write(lambda c: remove_member_txn(
+        c, find_space_txn(c, space).id, team["b"].user_id))
 
     async def main() -> tuple[Any, Any]:
         return await asyncio.gather(

@@ -148,11 +148,11 @@ def test_role_lowered_during_prepare_blocks_publication(hub_app: dict[str, Any])
     """The guard re-reads the role at commit: a role lowered after preparation wins."""
     owner, ed, space = setup_space(hub_app)
     hub = hub_app["hub"]
-    from hub.store import queries as q
+    from hub.store.principals import set_member_txn
 
     def lower_role(_batch: Any) -> None:
         # another connection, committed before the guard's transaction starts
-        hub.store.run_write(lambda c: q.set_member_txn(c, space, ed.user_id, "viewer", 0))
+        hub.store.run_write(lambda c: set_member_txn(c, space, ed.user_id, "viewer", 0))
 
     before = _counts(hub)
     hub_app["hooks"].after_prepare = lower_role
@@ -166,11 +166,11 @@ def test_role_lowered_during_prepare_blocks_publication(hub_app: dict[str, Any])
 def test_member_removed_during_prepare_blocks_publication(hub_app: dict[str, Any]) -> None:
     _, ed, space = setup_space(hub_app)
     hub = hub_app["hub"]
-    from hub.store import queries as q
+    from hub.store.principals import remove_member_txn
 
     ed.replica(space)
     hub_app["hooks"].after_prepare = lambda _b: hub.store.run_write(
-        lambda c: q.remove_member_txn(c, space, ed.user_id))
+        lambda c: remove_member_txn(c, space, ed.user_id))
     r = ed.publish(space, [put("page/a")])
     hub_app["hooks"].after_prepare = None
     # not a member any more: the space is not found for them (its existence is not leaked)
@@ -260,10 +260,10 @@ def test_the_same_batch_accepted_during_prepare_is_answered_as_its_replay(
 
 
 def _counts(hub: Any) -> dict[str, int]:
-    from hub.store import queries as q
+    from hub.store.schema import count_rows_txn
 
     with hub.store.read() as conn:
-        return q.count_rows_txn(conn)
+        return count_rows_txn(conn)
 
 
 # ---------------------------------------------------------------- rebase on publish

@@ -39,10 +39,10 @@ class Team:
         return r.json()
 
     def counts(self) -> dict[str, int]:
-        from hub.store import queries as q
+        from hub.store.schema import count_rows_txn
 
         with self.hub.store.read() as conn:
-            return q.count_rows_txn(conn)
+            return count_rows_txn(conn)
 
 
 def make_team(data: Path, db: str | None) -> Iterator[Team]:

@@ -36,7 +36,7 @@ from typing import Any
 import pytest
 from sqlalchemy import event, select
 
-from hub.store import queries as q
+from hub.store.batches import batch_by_ids_txn
 from hub.store.schema import audit
 from shared.dpop import make_proof
 from tests import kit
@@ -239,7 +239,7 @@ def test_no_batch_is_accepted_after_a_change_that_forbids_it_committed(
     if point == "prepared":
         assert race.committed_first, "nothing was locked, yet the change waited"
     with a.t.hub.store.read() as conn:
-        stored = q.batch_by_ids_txn(conn, body["replica_id"], body["batch_id"])
+        stored = batch_by_ids_txn(conn, body["replica_id"], body["batch_id"])
     events = _audit(a)
     change = [e for e in events if e.action == k.action][-1]
     published = [e for e in events if e.action == "publish"

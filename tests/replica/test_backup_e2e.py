@@ -25,8 +25,8 @@ import pytest
 
 from hub.backup import inspect
 from hub.signed_state import verify_space_txn
-from hub.store import queries as q
 from hub.store.db import Store
+from hub.store.spaces_sql import get_space_txn
 from replica.machine.home import Home
 from shared.digest import genesis_digest
 from shared.entry import make_entry
@@ -156,7 +156,7 @@ def test_backup_while_publishing_then_restore_keeps_authorization_and_republishe
     shutil.copyfile(out, copy)
     check = Store(f"sqlite:///{copy}", pool_size=1)
     with check.read() as conn:
-        b_space = q.get_space_txn(conn, space["id"])
+        b_space = get_space_txn(conn, space["id"])
         verified = verify_space_txn(conn, b_space)
     check.dispose()
     assert verified["chain"]["ok"] and verified["state"]["ok"], verified

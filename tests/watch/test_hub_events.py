@@ -18,8 +18,9 @@ import pytest
 
 from hub.api.events import CHANGES_MAX_BYTES
 from hub.events import ChangeCache
-from hub.store import queries as q
 from hub.store.db import Store
+from hub.store.principals import remove_member_txn
+from hub.store.spaces_sql import find_space_txn
 from tests import kit
 from tests.watch.sse import SSE
 
@@ -106,8 +107,8 @@ def test_stream_of_a_removed_member_closes_with_revoked(sqlite_hub: dict[str, An
         sse.next("head")
         store = Store(f"sqlite:///{(sqlite_hub['data'] / 'hub.db').resolve()}", pool_size=1)
         try:  # no revoke endpoint yet: remove the membership in the hub's database
-            store.run_write(lambda c: q.remove_member_txn(c, space_id(store, space),
-                                                          member.user_id))
+            store.run_write(lambda c: remove_member_txn(c, space_id(store, space),
+                                                        member.user_id))
         finally:
             store.dispose()
         ev = sse.next("revoked")
@@ -121,7 +122,7 @@ def test_stream_of_a_removed_member_closes_with_revoked(sqlite_hub: dict[str, An
 
 def space_id(store: Store, ref: str) -> str:
     with store.read() as c:
-        return q.find_space_txn(c, ref).id
+        return find_space_txn(c, ref).id
 
 
 def _metric(h: kit.HubProcess, name: str) -> float:

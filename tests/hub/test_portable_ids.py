@@ -13,8 +13,8 @@ import pytest
 
 from shared.ids import is_entry_id, portability_problem
 from tests import kit
-from tests.identity.conftest import Team, make_team
-from tests.identity.test_revocation_e2e import hub, q  # noqa: F401 (fixture)
+from tests.hub.identity.conftest import Team, make_team
+from tests.e2e.test_revocation_e2e import hub, q  # noqa: F401 (fixture)
 
 # valid syntax, not portable: refused as new entries
 NON_PORTABLE = [

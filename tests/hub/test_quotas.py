@@ -14,8 +14,8 @@ import pytest
 
 from shared.canonical import canonical_str
 from tests import kit
-from tests.identity.conftest import Team, make_team
-from tests.identity.test_revocation_e2e import hub, q, write_page  # noqa: F401 (fixture)
+from tests.hub.identity.conftest import Team, make_team
+from tests.e2e.test_revocation_e2e import hub, q, write_page  # noqa: F401 (fixture)
 
 
 @pytest.fixture

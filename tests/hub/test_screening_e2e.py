@@ -30,7 +30,7 @@ from shared.ids import new_id
 from shared.signing import load_private
 from shared.wire import Op, build_batch
 from tests import kit
-from tests.identity.test_revocation_e2e import q
+from tests.e2e.test_revocation_e2e import q
 
 # built from parts so this file holds no literal secret a scanner would flag in the repo
 PEM = "-----BEGIN " + "RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7bq\n-----END RSA " + \

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests import kit
-from tests.identity.conftest import Team, make_team
+from tests.hub.identity.conftest import Team, make_team
 
 AWS = "AKIA" + "Z3MSJV4WW7BZYXQP"  # assembled: no literal key in the repository
 

@@ -19,7 +19,7 @@ import pytest
 from shared.dpop import make_proof
 from shared.signing import new_private_key, public_b64
 from tests import kit
-from tests.identity.conftest import Team, make_team
+from tests.hub.identity.conftest import Team, make_team
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from sqlalchemy import MetaData, func, select
 from hub.space_delete import purge_expired
 from shared.signed import parse_deletion_statement
 from tests import kit
-from tests.identity.conftest import Team, make_team
+from tests.hub.identity.conftest import Team, make_team
 
 
 @pytest.fixture

@@ -1,0 +1,1 @@
+"""Tests of ``hub/store/``: the database layer (group commit, migrations, pool pings)."""

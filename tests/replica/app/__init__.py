@@ -1,0 +1,1 @@
+"""Tests of ``replica/app/``: the service layer (agent grants, the world model)."""

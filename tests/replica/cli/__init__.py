@@ -1,0 +1,1 @@
+"""Tests of ``replica/cli/``: commands, completion, human output, exit codes, doctor."""

@@ -1,0 +1,1 @@
+"""Tests of ``replica/conflicts/``: packets, the desk, reports, conflicts end to end."""

@@ -1,0 +1,1 @@
+"""Tests of ``replica/mcp/``: ``quire mcp`` in-process, over stdio, as documented."""

@@ -1,0 +1,1 @@
+"""Tests of ``replica/store/``: the local SQLite store's statements and triggers."""

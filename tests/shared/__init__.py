@@ -1,0 +1,1 @@
+"""Tests of ``shared/``: pure tables over values, no database, no socket."""

@@ -47,10 +47,10 @@ GOAL_P95_MS = 300
 def page_bytes(entry_id: str, title: str, body: str) -> bytes:
     """The page as every vault shows it (the writer's save is already in that form, so a
     reader's file is compared byte for byte)."""
-    from replica.vault import files as vlt
+    from replica.vault import markdown as md
     from shared.entry import make_entry
 
-    return vlt.render(make_entry({"id": entry_id, "title": title, "body": body}))
+    return md.render(make_entry({"id": entry_id, "title": title, "body": body}))
 
 
 def save(path: Path, data: bytes, atomic: bool) -> float:
@@ -94,9 +94,9 @@ class Run:
                  ) -> list[float]:
         """Latency (ms) of each (entry id, save time, bytes), from its save to the moment
         the last reader's vault held exactly those bytes."""
-        from replica.vault import files as vlt
+        from replica.vault import markdown as md
 
-        todo = {i: [vlt.entry_path(v, eid) for v in self.readers]
+        todo = {i: [md.entry_path(v, eid) for v in self.readers]
                 for i, (eid, _, _) in enumerate(waits)}
         done: dict[int, float] = {}
         deadline = time.monotonic() + timeout
@@ -156,9 +156,9 @@ class Run:
 
 
 def vlt_path(vault: Path, entry_id: str) -> Path:
-    from replica.vault import files as vlt
+    from replica.vault import markdown as md
 
-    return vlt.entry_path(vault, entry_id)
+    return md.entry_path(vault, entry_id)
 
 
 def stats(lat: list[float]) -> dict[str, float]:

@@ -22,7 +22,7 @@ from typing import Any
 from replica.store import store as st
 from replica.store.store import Store
 from replica.trust import verify
-from replica.vault import files as vlt
+from replica.vault import markdown as md
 from shared import state
 from shared.errors import HubUnverified
 from shared.signed import Keys, parse_head
@@ -70,14 +70,14 @@ def check_vault(store: Store, vault: Path) -> dict[str, Any]:
     for entry_id, file_hash in recorded.items():
         if file_hash is None:
             continue
-        path = vlt.entry_path(vault, entry_id)
+        path = md.entry_path(vault, entry_id)
         try:
             data = None if path.is_symlink() else path.read_bytes()
         except OSError:
             data = None
         if data is None:
             missing.append(entry_id)
-        elif vlt.file_hash(data) != file_hash:
+        elif md.file_hash(data) != file_hash:
             edited.append(entry_id)
     for root, dirs, files in os.walk(vault):
         dirs[:] = [d for d in dirs if not d.startswith(".")]

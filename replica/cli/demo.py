@@ -17,7 +17,7 @@ from typing import Any
 from replica.app import service
 from replica.hubclient.client import HubClient
 from replica.machine.home import Home
-from replica.vault.files import entry_path, read_entry, render
+from replica.vault.markdown import entry_path, read_entry, render
 from shared.entry import Entry
 from shared.errors import QuireError
 

@@ -225,7 +225,7 @@ def check_space(home: Home, space: SpaceConfig) -> list[Finding]:
 
 
 def _hash_of(path: Path) -> str | None:
-    from replica.vault.files import file_hash
+    from replica.vault.markdown import file_hash
 
     try:
         return file_hash(path.read_bytes())

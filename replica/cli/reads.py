@@ -92,7 +92,7 @@ def cmd_search(args: argparse.Namespace, out: Any) -> int:
 def _read_local(args: argparse.Namespace, out: Any) -> int:
     if args.seq is not None or args.history or args.diff:
         raise InvalidRequest("--seq, --history and --diff ask the hub: add --remote")
-    from replica.vault.files import entry_path
+    from replica.vault.markdown import entry_path
 
     space = Home().space(args.space)
     path = entry_path(space.vault, args.entry)

@@ -30,7 +30,7 @@ from replica.store.store import EntryState, Head, Store
 from replica.trust import verify
 from replica.vault import created as clonefiles
 from replica.vault import faults as vaultfaults
-from replica.vault import files as vlt
+from replica.vault import markdown as md
 from shared.entry import Entry
 from shared.signed import SignedHead
 
@@ -188,6 +188,6 @@ class Snapshots:
                 entry = stored_entry(text, version)  # checked by the writer
                 if status == vaultwriter.FOUND:  # a file was there: merged, not overwritten
                     vaultfaults.adopt_file_txn(conn, self.vault, eid,
-                                               vlt.entry_os_path(vault, eid))
+                                               md.entry_os_path(vault, eid))
                 self._merge_remote_txn(conn, entry, report, seq=seq)
         st.insert_cloned_txn(conn, rows)

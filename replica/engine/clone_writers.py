@@ -37,6 +37,7 @@ from typing import Any
 from replica.hubclient.ndjson import check_entry_line
 from replica.vault import created as clonefiles
 from replica.vault import files as vlt
+from replica.vault import markdown as md
 from shared import state
 from shared.errors import HubUnverified, QuireError, TransferFailed
 
@@ -72,13 +73,13 @@ def apply_lines(vault: str, lines: list[bytes], index: Index, mtime_ns: int, mod
                 else:
                     out.append((MERGE, eid, seq, version, text, None, 0))
                 continue
-            path = vlt.entry_os_path(vault, eid)  # the id is valid (make_entry)
+            path = md.entry_os_path(vault, eid)  # the id is valid (make_entry)
             folder = os.path.dirname(path)
             if folder not in made:
-                vlt._ensure_folder(root, vault, folder, made)  # no symlink out of the vault
-            data = vlt.render(entry)
+                vlt.ensure_folder(root, vault, folder, made)  # no symlink out of the vault
+            data = md.render(entry)
             if clonefiles.create(path, data, mtime_ns, mode):
-                out.append((NEW, eid, seq, version, text, vlt.file_hash(data), len(data)))
+                out.append((NEW, eid, seq, version, text, md.file_hash(data), len(data)))
             else:
                 out.append((FOUND, eid, seq, version, text, None, 0))
         if crash_hook is not None and out:
@@ -183,7 +184,7 @@ class Inline:
 
     def _note(self, done: list[Result]) -> None:
         vault = self.args[0]
-        self.written += [vlt.entry_os_path(vault, r[1]) for r in done if r[0] == NEW]
+        self.written += [md.entry_os_path(vault, r[1]) for r in done if r[0] == NEW]
 
     def durable(self) -> None:
         """Start flushing every file created, and its folder; ``flushed`` waits for it (call

@@ -26,7 +26,7 @@ from typing import Any
 from replica.engine.merge import same
 from replica.store import store as st
 from replica.store.db import Conn
-from replica.vault import files as vlt
+from replica.vault import markdown as md
 from replica.vault.journal_scan import Journal, changes_txn
 from shared.entry import EntryError
 
@@ -37,7 +37,7 @@ LIST_LIMIT = 50  # entry ids listed; the count is always complete
 class Unpublished:
     entries: list[str]  # sorted entry ids the next sync would publish
     scanned: bool  # the vault was scanned (False: the store alone, ``--fast``)
-    problems: list[vlt.Problem] = field(default_factory=list)  # only when scanned
+    problems: list[md.Problem] = field(default_factory=list)  # only when scanned
 
     source: str = "scan"  # "scan", "journal" (a running watcher's) or "store" (no scan)
 
@@ -70,12 +70,12 @@ def unpublished_txn(conn: Conn, vault: Path, *, scan: bool = True,
             if s.file_hash is not None and (st.live_version(s.synced) or s.held):
                 ids.add(fs.entry_id)
             continue
-        if vlt.file_hash(data) == s.file_hash:
+        if md.file_hash(data) == s.file_hash:
             continue  # touched, not changed
         try:
-            entry, markers = vlt.read_entry(vault, fs.entry_id, data)
+            entry, markers = md.read_entry(vault, fs.entry_id, data)
         except EntryError as e:
-            problems.append(vlt.Problem(f"{fs.entry_id}.md", e.line, str(e), fs.entry_id))
+            problems.append(md.Problem(f"{fs.entry_id}.md", e.line, str(e), fs.entry_id))
             continue
         if s.held:  # held in conflict: published once the person removed the marker
             if not markers.get("conflict"):

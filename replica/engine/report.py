@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from replica.vault import files as vlt
+from replica.vault import markdown as md
 
 
 @dataclass
@@ -22,7 +22,7 @@ class SyncReport:
     local_changes: list[str] = field(default_factory=list)
     # local changes the space rules (as the head states them) deny: kept, not pushed
     policy_denied: list[dict[str, Any]] = field(default_factory=list)
-    problems: list[vlt.Problem] = field(default_factory=list)
+    problems: list[md.Problem] = field(default_factory=list)
     # local changes content screening found a secret in (replica/engine/screened.py): kept, not
     # pushed; each with its findings (entry, version, line, rule, fingerprint)
     content_screened: list[dict[str, Any]] = field(default_factory=list)

@@ -20,8 +20,8 @@ from replica.store import store as st
 from replica.store.db import Conn
 from replica.store.store import Conflict, EntryState
 from replica.vault import faults as vaultfaults
-from replica.vault import files as vlt
 from replica.vault import journal_scan
+from replica.vault import markdown as md
 from replica.vault.walk import Prefetch
 from shared.entry import Entry, EntryError
 
@@ -52,20 +52,20 @@ def fold_vault(rep: Any, report: SyncReport, walk: Prefetch | None = None) -> No
             except FileNotFoundError:  # gone since the walk (run ahead: flush_vault removed
                 continue  # it): no problem; the next walk finds it missing
             except OSError as e:  # unreadable: this entry is a problem, no other
-                report.problems.append(vlt.Problem(
+                report.problems.append(md.Problem(
                     fs.path.relative_to(rep.vault).as_posix(), None,
                     f"file cannot be read: {e.strerror or e}", entry_id))
                 continue
-            h = vlt.file_hash(data)
+            h = md.file_hash(data)
             if h == s.file_hash:
                 rep._record_stat(s, fs.size, fs.mtime_ns, now_ns)
                 st.put_state_txn(conn, s)
                 continue
             try:
-                entry, markers = vlt.read_entry(rep.vault, entry_id, data)
+                entry, markers = md.read_entry(rep.vault, entry_id, data)
             except EntryError as e:
-                report.problems.append(vlt.Problem(fs.path.relative_to(rep.vault)
-                                                   .as_posix(), e.line, str(e), entry_id))
+                report.problems.append(md.Problem(fs.path.relative_to(rep.vault)
+                                                  .as_posix(), e.line, str(e), entry_id))
                 continue
             file_base = s.file_base
             s.file_base = entry

@@ -71,14 +71,14 @@ def allows_from(client: Any, space_id: str) -> Callable[[], list[dict[str, Any]]
 def vault_findings(vault: Path, entry_ids: Sequence[str]) -> list[dict[str, Any]]:
     """Findings in the vault files of ``entry_ids`` (the unpublished edits), without
     allows (status does not ask the hub): what the next sync checks."""
-    from replica.vault import files as vlt
+    from replica.vault import markdown as md
     from shared import screening
 
     out = []
     for entry_id in entry_ids:
         try:
-            data = vlt.entry_path(vault, entry_id).read_bytes()
-            entry, _ = vlt.read_entry(vault, entry_id, data)
+            data = md.entry_path(vault, entry_id).read_bytes()
+            entry, _ = md.read_entry(vault, entry_id, data)
         except (OSError, EntryError):
             continue  # deleted, or a problem status reports already
         found = screening.screen_entry(entry)

@@ -44,6 +44,7 @@ from replica.trust import verify
 from replica.vault import created as clonefiles
 from replica.vault import faults as vaultfaults
 from replica.vault import files as vlt
+from replica.vault import markdown as md
 from replica.vault import presence as vault_presence
 from replica.vault.walk import Prefetch
 from shared.entry import Entry
@@ -153,7 +154,7 @@ class Replica(Snapshots, Publisher):
         shown, marker = self._shown(conn, s)
         if shown is None:
             return None, True
-        return vlt.render(shown, marker).decode("utf-8"), True
+        return md.render(shown, marker).decode("utf-8"), True
 
     @staticmethod
     def _shown(conn: Conn, s: EntryState) -> tuple[Entry | None, dict[str, Any] | None]:
@@ -171,7 +172,7 @@ class Replica(Snapshots, Publisher):
 
     def _schedule_write_txn(self, conn: Conn, s: EntryState) -> None:
         content, _ = self._render(conn, s)
-        new_hash = None if content is None else vlt.file_hash(content.encode("utf-8"))
+        new_hash = None if content is None else md.file_hash(content.encode("utf-8"))
         if new_hash == s.file_hash:
             return
         st.add_vault_write_txn(conn, s.id, content, s.file_hash)
@@ -198,17 +199,17 @@ class Replica(Snapshots, Publisher):
         decided = []
         writes = []
         for entry_id, content, prev_hash in pending:
-            path = vlt.entry_path(self.vault, entry_id)
+            path = md.entry_path(self.vault, entry_id)
             if vaultfaults.behind_link(self.vault, path):
                 continue  # kept journaled: done once the folder is a folder again
             data = None if content is None else content.encode("utf-8")
-            new_hash = None if data is None else vlt.file_hash(data)
+            new_hash = None if data is None else md.file_hash(data)
             current = None
             try:
                 if path.is_symlink():
                     current = "symlink"
                 elif path.is_file():
-                    current = vlt.file_hash(path.read_bytes())
+                    current = md.file_hash(path.read_bytes())
             except OSError:
                 continue  # unreadable: kept journaled, reported by the scan
             ok = current in (prev_hash, new_hash)
@@ -233,8 +234,8 @@ class Replica(Snapshots, Publisher):
                         self._record_stat(s, stat.st_size, stat.st_mtime_ns, now_ns)
                         # the file now shows this entry: a later edit of it is based on it
                         shown, marker = self._shown(conn, s)
-                        if shown is None or vlt.file_hash(vlt.render(shown, marker)) != new_hash:
-                            shown = vlt.read_entry(self.vault, entry_id, data)[0]
+                        if shown is None or md.file_hash(md.render(shown, marker)) != new_hash:
+                            shown = md.read_entry(self.vault, entry_id, data)[0]
                         s.file_base = shown
                 elif data is None and ok:
                     s.file_hash = s.file_size = s.file_mtime_ns = None

@@ -39,6 +39,7 @@ from replica.mcp.calls import QuireMCP, _result
 from replica.mcp.text import INSTRUCTIONS, INTRO
 from replica.store import store as st
 from replica.vault import files as vlt
+from replica.vault import markdown as md
 from shared.entry import EntryError, make_entry, tombstone
 from shared.errors import (
     InvalidRequest,
@@ -252,12 +253,12 @@ class Session:
         if offset < 0 or not 1 <= max_chars <= 32 * 1024:
             raise InvalidRequest("offset >= 0 and max_chars from 1 to 32768")
         space = self.space()
-        path = vlt.entry_path(space.vault, entry_id)
+        path = md.entry_path(space.vault, entry_id)
         s, c = _state_and_conflict(space, entry_id)
         entry = None
         if path.is_file() and not path.is_symlink():
             try:
-                entry = vlt.read_entry(space.vault, entry_id, path.read_bytes())[0]
+                entry = md.read_entry(space.vault, entry_id, path.read_bytes())[0]
             except EntryError as e:
                 raise LocalError(f"the vault file of {entry_id} is not valid: {e}",
                                  {"line": e.line}) from None
@@ -292,11 +293,11 @@ class Session:
                     f"{entry_id} is in conflict; resolve its packet first (conflict_show)",
                     {"packet_id": packet_id_of(packet_digest(with_current_ours(c, s.local)))
                      if c else None})
-            path = vlt.entry_path(space.vault, entry_id)
+            path = md.entry_path(space.vault, entry_id)
             current = None
             if path.is_file():
                 try:
-                    current = vlt.read_entry(space.vault, entry_id, path.read_bytes())[0]
+                    current = md.read_entry(space.vault, entry_id, path.read_bytes())[0]
                 except EntryError:
                     current = None
             current_version = current.version if current else None
@@ -304,7 +305,7 @@ class Session:
                 raise InvalidRequest(
                     f"{entry_id} changed since you read it (expected_version does not match)",
                     {"current_version": current_version})
-            vlt.write_atomic(space.vault, path, vlt.render(entry))
+            vlt.write_atomic(space.vault, path, md.render(entry))
         self._scan()  # the store (and so status and signals) sees the new version now
         return {"id": entry_id, "version": entry.version,
                 "created": current is None, "published": False,

@@ -11,7 +11,7 @@ from typing import Any
 
 from replica.store import store as st
 from replica.store.db import Conn
-from replica.vault import files as vlt
+from replica.vault import markdown as md
 from shared.entry import EntryError
 
 
@@ -52,12 +52,12 @@ def adopt_file_txn(conn: Conn, vault: Path, entry_id: str, path: str) -> None:
     ``create`` conflict when they differ) instead of being recorded as local."""
     try:
         data = Path(path).read_bytes()
-        entry = vlt.read_entry(vault, entry_id, data)[0]
+        entry = md.read_entry(vault, entry_id, data)[0]
     except (OSError, EntryError):
         return  # not readable or not parseable yet: the scan merges it once it is
     s = st.get_state_txn(conn, entry_id)
     if s.local is None:
         s.local = entry
-        s.file_hash = vlt.file_hash(data)
+        s.file_hash = md.file_hash(data)
         s.file_base = entry
         st.put_state_txn(conn, s)

@@ -1,5 +1,6 @@
 """The vault: a folder of Markdown files, ``<vault>/<kind>/<slug>.md``
-(docs/architecture.md, "Entries and versions").
+(docs/architecture.md, "Entries and versions"): the walks, writes and flushes that touch it.
+What a file holds and what its name means (pure) is in replica/vault/markdown.py.
 
 Reading: ``scan`` walks the folder and returns every entry file with its stat, plus the
 problems it found (path, line, reason) for files that cannot be entries: a file outside a
@@ -13,32 +14,16 @@ Nothing here writes through a symlink or outside the vault.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 import stat
 from collections.abc import Container
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from shared.entry import Entry, EntryError, parse_markdown, to_markdown
-from shared.ids import entry_id_problem
+from replica.vault.markdown import TMP_SUFFIX, Problem, ignored, path_entry_id
 
-TMP_SUFFIX = ".quire-tmp"
 FSYNC = True  # tests of pure logic may turn it off for speed; never in production
-
-
-@dataclass(frozen=True)
-class Problem:
-    path: str  # relative to the vault, with '/'
-    line: int | None
-    reason: str
-    entry_id: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "line": self.line, "reason": self.reason,
-                "entry": self.entry_id}
 
 
 class FileStat(NamedTuple):  # one a file on every scan: a tuple is the cheapest object
@@ -59,44 +44,6 @@ class Scan:
 
     def problem_ids(self) -> set[str]:
         return {p.entry_id for p in self.problems if p.entry_id}
-
-
-def file_hash(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def entry_path(vault: Path, entry_id: str) -> Path:
-    problem = entry_id_problem(entry_id)
-    if problem:
-        raise ValueError(f"invalid entry id {entry_id!r}: {problem}")
-    kind, _, slug = entry_id.partition("/")
-    return vault.joinpath(kind, *slug.split("/")).with_name(slug.split("/")[-1] + ".md")
-
-
-def entry_os_path(vault: str, entry_id: str) -> str:
-    """``entry_path`` as a string, for an id already validated (``make_entry`` checks it):
-    the bulk paths build one a file, and ``Path`` objects cost more than the rest."""
-    kind, _, slug = entry_id.partition("/")
-    return os.path.join(vault, kind, slug) + ".md"
-
-
-def path_entry_id(rel: str) -> tuple[str | None, str | None]:
-    """(entry id, None) for a relative vault path, or (None, reason)."""
-    parts = rel.split("/")
-    if len(parts) < 2:
-        return None, "file outside a '<kind>/' folder"
-    if not rel.endswith(".md"):
-        return None, "not a Markdown file (entries end in .md)"
-    entry_id = rel[: -len(".md")]
-    problem = entry_id_problem(entry_id)
-    if problem:
-        return None, f"invalid entry id {entry_id!r}: {problem}"
-    return entry_id, None
-
-
-def ignored(name: str) -> bool:
-    # hidden files (editor swap files, .DS_Store, .git) and our own temp files
-    return name.startswith(".") or name.endswith(TMP_SUFFIX) or name.endswith("~")
 
 
 def scan(vault: Path, known: Container[str] = ()) -> Scan:
@@ -150,182 +97,11 @@ def scan(vault: Path, known: Container[str] = ()) -> Scan:
     return Scan(files, problems)
 
 
-def _rel(vault: Path, p: Path) -> str:
-    return p.relative_to(vault).as_posix()
-
-
 def symlink_reason(root: Path, p: Path) -> str:
     target = p.resolve()
     if target != root and root not in target.parents:
         return "symlink pointing out of the vault (not followed)"
     return "symlink (not followed; entries must be regular files)"
-
-
-def read_entry(vault: Path, entry_id: str, data: bytes) -> tuple[Entry, dict[str, Any]]:
-    """Parse file bytes as ``entry_id``; raises ``EntryError`` with a line number."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
-        raise EntryError("file is not valid UTF-8", line=line) from e
-    return parse_markdown(entry_id, text)
-
-
-def render(entry: Entry, local: dict[str, Any] | None = None) -> bytes:
-    """Vault form, byte-identical to ``shared.entry.to_markdown``.
-
-    PyYAML's pure-Python dumper costs about 1 ms an entry, most of a clone. The common shape
-    (one-line strings without control or break characters, a flat ``meta`` of strings,
-    integers, booleans and nulls) is assembled here with each scalar rendered once by the
-    libyaml emitter (cached); anything else goes through ``to_markdown``. Tested equal on the
-    bench corpus and on the edge cases of tests/replica/test_vault.py."""
-    text = _fast_markdown(entry) if local is None and not entry.deleted else None
-    if text is None:
-        text = to_markdown(entry, local)
-    return text.encode("utf-8")
-
-
-# the fast path takes only characters both emitters print as they are (libyaml escapes
-# anything outside the BMP, PyYAML does not; they differ on NEL): anything else is slow
-_ODD = re.compile("[^\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd]")
-_CACHE_MAX = 50_000
-_values: dict[str, str | None] = {}
-_keys: dict[str, str | None] = {}
-_CDumper: Any = None
-
-
-def _cdump(value: Any) -> str:
-    global _CDumper
-    if _CDumper is None:
-        import yaml
-
-        base = getattr(yaml, "CSafeDumper", None)
-        if base is None:
-            raise LookupError("no libyaml")
-
-        class _D(base):  # type: ignore[misc, valid-type]
-            pass
-
-        _D.add_representer(str, lambda d, s: d.represent_scalar("tag:yaml.org,2002:str", s))
-        _CDumper = _D
-    return str(yaml_dump(value, _CDumper))
-
-
-def yaml_dump(value: Any, dumper: Any) -> str:
-    import yaml
-
-    return str(yaml.dump(value, Dumper=dumper, sort_keys=True, allow_unicode=True,
-                         default_flow_style=False, width=1 << 30))
-
-
-def _scalar(v: Any) -> str | None:
-    """How a one-line scalar prints as a block mapping value or sequence item."""
-    if v is None:
-        return "null"
-    if v is True:
-        return "true"
-    if v is False:
-        return "false"
-    if type(v) is int:
-        return str(v)
-    if type(v) is not str:
-        return None
-    out = _values.get(v, "")  # tags, links and meta values recur from entry to entry
-    if out != "":
-        return out
-    if "\n" in v or _ODD.search(v):
-        return None
-    if _PLAIN.match(v) and _plain_is_str(v):
-        return v  # letters, digits, ._()/,- and single spaces, from a letter: printed as is
-    if v[:1] == "#" or " #" in v:
-        # a comment indicator: never plain; one line of printable characters (checked
-        # above) is always allowed single-quoted, which libyaml prints with '' for '
-        return "'" + v.replace("'", "''") + "'"
-    text = _cdump({"k": v})
-    out = text[3:-1] if text.startswith("k: ") and text.count("\n") == 1 else None
-    _remember(v, out)
-    return out
-
-
-def _remember(v: str, out: str | None) -> None:
-    if len(_values) > _CACHE_MAX:
-        _values.clear()
-    _values[v] = out
-
-
-def _item(v: Any) -> str | None:
-    """``_scalar`` for the items of tags, links and meta, remembered (they recur)."""
-    out = _values.get(v, "") if type(v) is str else ""
-    if out == "":
-        out = _scalar(v)
-        if type(v) is str:
-            _remember(v, out)
-    return out
-
-
-_PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9_.()/,-]*(?: [A-Za-z0-9_.()/,-]+)*\Z")
-_resolver: Any = None
-_BOOL_NULL_START = frozenset("yYnNtTfFoO")
-
-
-def _plain_is_str(v: str) -> bool:
-    """Does ``v`` read back as a string when printed plain (not a bool, null, number…)?"""
-    if len(v) > 5 or v[:1] not in _BOOL_NULL_START:
-        # (only called on strings that start with a letter: the implicit resolvers a letter
-        # can start are bool and null, whose words have at most five letters)
-        return True
-    global _resolver
-    if _resolver is None:
-        import yaml
-
-        _resolver = yaml.resolver.Resolver()
-        _resolver.node_kind = yaml.ScalarNode
-    return bool(_resolver.resolve(_resolver.node_kind, v, (True, False))
-                == "tag:yaml.org,2002:str")
-
-
-def _key(k: Any) -> str | None:
-    if type(k) is not str or "\n" in k or _ODD.search(k):
-        return None
-    out = _keys.get(k, "")
-    if out == "":
-        text = _cdump({k: 0})
-        out = text[:-4] if text.endswith(": 0\n") and text.count("\n") == 1 else None
-        if len(_keys) > _CACHE_MAX:
-            _keys.clear()
-        _keys[k] = out
-    return out
-
-
-def _fast_markdown(entry: Entry) -> str | None:
-    try:
-        title = _scalar(entry.title)
-        if title is None:
-            return None
-        parts = ["---\ntitle: ", title, "\n"]
-        for name, items in (("links", entry.links), ("meta", None), ("tags", entry.tags)):
-            if name == "meta":
-                if not entry.meta:
-                    continue
-                parts.append("meta:\n")
-                for k in sorted(entry.meta):
-                    ks, vs = _key(k), _item(entry.meta[k])
-                    if ks is None or vs is None:
-                        return None
-                    parts += ("  ", ks, ": ", vs, "\n")
-                continue
-            if not items:
-                continue
-            parts.append(name + ":\n")
-            for x in items:
-                xs = _item(x)
-                if xs is None:
-                    return None
-                parts += ("- ", xs, "\n")
-    except LookupError:
-        return None
-    parts += ("---\n", entry.body)
-    return "".join(parts)
 
 
 def _safe_target(vault: Path, path: Path) -> None:
@@ -378,7 +154,7 @@ def write_many(vault: Path, items: list[tuple[Any, bytes]], crash_hook: Any = No
         target = os.fspath(path)
         parent = os.path.dirname(target)
         if parent not in made:  # each folder is checked once
-            _ensure_folder(vault, root, parent, made)
+            ensure_folder(vault, root, parent, made)
         if not exclusive and os.path.islink(target):
             # (exclusive: an existing target, a link or not, is left alone at the rename)
             raise OSError(f"refusing to write through symlink {path}")
@@ -423,7 +199,7 @@ def write_many(vault: Path, items: list[tuple[Any, bytes]], crash_hook: Any = No
                 pass
 
 
-def _ensure_folder(vault: Path, root: str, folder: str, made: set[str]) -> None:
+def ensure_folder(vault: Path, root: str, folder: str, made: set[str]) -> None:
     """Make ``folder`` exist inside the vault, creating what is missing, and add it (and
     its parents) to ``made``. A folder below the vault is taken when ``lstat`` shows a real
     folder under a parent already taken (nothing to resolve: one system call a folder);
@@ -437,7 +213,7 @@ def _ensure_folder(vault: Path, root: str, folder: str, made: set[str]) -> None:
         os.makedirs(folder, exist_ok=True)
         made.add(folder)
         return
-    _ensure_folder(vault, root, parent, made)
+    ensure_folder(vault, root, parent, made)
     try:
         mode = os.lstat(folder).st_mode
     except FileNotFoundError:

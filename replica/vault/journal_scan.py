@@ -36,6 +36,7 @@ from typing import Any
 from replica.store import store as st
 from replica.store.db import Conn
 from replica.vault import files as vlt
+from replica.vault import markdown as md
 from replica.vault import walk as vaultscan
 
 MAX_PATHS = 10_000  # more changed paths than this: the whole walk costs about as much
@@ -87,7 +88,7 @@ def scoped_txn(conn: Conn, vault: Path, journal: Journal) -> vaultscan.Changes |
     regions = {r for r in rels if not any(a in rels for a in _ancestors(r))}
     changed: list[vlt.FileStat] = []
     missing: set[str] = set()
-    problems: list[vlt.Problem] = []
+    problems: list[md.Problem] = []
     root = vault.resolve()
     folders: dict[str, bool] = {}
     try:
@@ -127,7 +128,7 @@ def _relative(base: str, paths: list[str]) -> set[str] | None:
 
 def walked(name: str) -> bool:
     """Does a walk look at a file or folder of this name (``vaultscan.walk``'s own rule)?"""
-    return (name.endswith(".md") and name[0] != ".") or not vlt.ignored(name)
+    return (name.endswith(".md") and name[0] != ".") or not md.ignored(name)
 
 
 def _ancestors(rel: str) -> list[str]:
@@ -166,25 +167,25 @@ def _recorded_txn(conn: Conn, rel: str) -> list[tuple[str, int | None, int | Non
 
 def _one(rel: str, path: str, s: os.stat_result | None,
          known: dict[str, tuple[str, int | None, int | None]], root: Path,
-         changed: list[vlt.FileStat], problems: list[vlt.Problem]) -> set[str]:
+         changed: list[vlt.FileStat], problems: list[md.Problem]) -> set[str]:
     """A region that is no folder, as the walk of its folder sees it (``_scan_changes``):
     the recorded ids it shows; what changed or is a problem is appended."""
     if s is None:
         return set()
     name = rel.rsplit("/", 1)[-1]
     if stat.S_ISLNK(s.st_mode):  # (the walk's own reason: one wording for both)
-        problems.append(vlt.Problem(rel, None, vlt.symlink_reason(root, Path(path)),
-                                    None if os.path.isdir(path) else vlt.path_entry_id(rel)[0]))
+        problems.append(md.Problem(rel, None, vlt.symlink_reason(root, Path(path)),
+                                   None if os.path.isdir(path) else md.path_entry_id(rel)[0]))
         return set()
     if not (stat.S_ISREG(s.st_mode) and name.endswith(".md") and name[0] != "."):
-        problems.append(vlt.Problem(rel, None, vlt.path_entry_id(rel)[1] or "not an entry file"))
+        problems.append(md.Problem(rel, None, md.path_entry_id(rel)[1] or "not an entry file"))
         return set()
     entry_id = rel[:-3]
     row = known.get(entry_id)
     if row is None:
-        reason = vlt.path_entry_id(rel)[1]
+        reason = md.path_entry_id(rel)[1]
         if reason:
-            problems.append(vlt.Problem(rel, None, reason))
+            problems.append(md.Problem(rel, None, reason))
             return set()
     elif (row[1], row[2]) == (s.st_size, s.st_mtime_ns):
         return {entry_id}

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from replica.store import store as st
-from replica.vault.files import entry_os_path
+from replica.vault.markdown import entry_os_path
 from shared.errors import VaultMissing
 
 PRESENCE_FILE = ".quire-vault"

@@ -36,8 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from replica.vault.files import FileStat, Problem, ignored, path_entry_id, symlink_reason
+from replica.vault.files import FileStat, symlink_reason
 from replica.vault.forked import die_with_parent, fork
+from replica.vault.markdown import Problem, ignored, path_entry_id
 
 Walked = tuple[set[tuple[str, int, int]], list[Problem]]
 _TOP_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)

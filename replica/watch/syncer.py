@@ -164,13 +164,13 @@ class SpaceSyncer:
                               0, len(report.held))
 
     def _remember_writes(self, expected: dict[str, str | None]) -> None:
-        from replica.vault import files as vlt
+        from replica.vault import markdown as md
 
         if len(self._wrote) > 10_000:
             self._wrote.clear()
         vault = Path(self.space.vault)
         for entry_id, content in expected.items():
-            path = os.fspath(vlt.entry_path(vault, entry_id))
+            path = os.fspath(md.entry_path(vault, entry_id))
             self._wrote.pop(path, None)
             try:
                 stat = os.lstat(path)
@@ -273,9 +273,9 @@ class SpaceSyncer:
 
 def _own_file_txn(conn: Any, vault: Path, p: str, rel: str) -> bool:
     """Does the file at ``p`` show what the store recorded (no file: none recorded)?"""
-    from replica.vault import files as vlt
+    from replica.vault import markdown as md
 
-    entry_id, _problem = vlt.path_entry_id(rel)
+    entry_id, _problem = md.path_entry_id(rel)
     if entry_id is None:
         return False
     s = st.get_state_txn(conn, entry_id)
@@ -287,7 +287,7 @@ def _own_file_txn(conn: Any, vault: Path, p: str, rel: str) -> bool:
         return False
     if (s.file_size, s.file_mtime_ns) == (stat.st_size, stat.st_mtime_ns):
         return True
-    return vlt.file_hash(Path(p).read_bytes()) == s.file_hash
+    return md.file_hash(Path(p).read_bytes()) == s.file_hash
 
 
 def _own_folder_txn(conn: Any, vault: Path, p: str, rel: str) -> bool:

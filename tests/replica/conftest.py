@@ -32,7 +32,7 @@ from replica.hubclient.auth import DPoPAuth, auth_for
 from replica.hubclient.client import HubClient
 from replica.machine.credentials import CredentialFile
 from replica.machine.home import Home, HubConfig
-from replica.vault import files as vlt
+from replica.vault import markdown as md
 from shared.digest import genesis_digest
 from shared.entry import Entry
 from tests.replica.inproc import InprocHub, Space
@@ -159,16 +159,16 @@ class Member:
         return status_doc(Home(self.home).spaces()[0])
 
     def path(self, eid: str) -> Path:
-        return vlt.entry_path(self.vault, eid)
+        return md.entry_path(self.vault, eid)
 
     def write(self, e: Entry) -> None:
         p = self.path(e.id)
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_bytes(vlt.render(e))
+        p.write_bytes(md.render(e))
 
     def read(self, eid: str) -> Entry | None:
         p = self.path(eid)
-        return vlt.read_entry(self.vault, eid, p.read_bytes())[0] if p.exists() else None
+        return md.read_entry(self.vault, eid, p.read_bytes())[0] if p.exists() else None
 
     def files(self) -> dict[str, bytes]:
         return {p.relative_to(self.vault).as_posix(): p.read_bytes()

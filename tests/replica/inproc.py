@@ -33,7 +33,7 @@ from replica.hubclient.auth import DPoPAuth
 from replica.hubclient.client import HubClient
 from replica.machine.credentials import Tokens
 from replica.store.store import Store
-from replica.vault import files as vlt
+from replica.vault import markdown as md
 from shared.digest import genesis_digest
 from shared.entry import Entry
 from shared.signing import new_private_key, public_b64
@@ -246,18 +246,18 @@ class Local:
         return self.engine.sync()
 
     def path(self, eid: str) -> Path:
-        return vlt.entry_path(self.vault, eid)
+        return md.entry_path(self.vault, eid)
 
     def write(self, e: Entry) -> None:
         p = self.path(e.id)
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_bytes(vlt.render(e))
+        p.write_bytes(md.render(e))
 
     def read(self, eid: str) -> Entry | None:
         p = self.path(eid)
         if not p.exists():
             return None
-        return vlt.read_entry(self.vault, eid, p.read_bytes())[0]
+        return md.read_entry(self.vault, eid, p.read_bytes())[0]
 
     def files(self) -> dict[str, bytes]:
         return {p.relative_to(self.vault).as_posix(): p.read_bytes()

@@ -26,7 +26,7 @@ import pytest
 from replica.app.service import status_doc
 from replica.hubclient.client import HubClient
 from replica.machine.home import Home
-from replica.vault import files as vlt
+from replica.vault import markdown as md
 from shared.entry import Entry
 from tests.replica.conftest import device_auth, qjson, quire
 from tests.replica.hostile_proxy import proxied_hub
@@ -40,9 +40,9 @@ class M:
         self.name, self.home, self.vault = name, home, vault
 
     def write(self, eid: str, body: str) -> None:
-        p = vlt.entry_path(self.vault, eid)
+        p = md.entry_path(self.vault, eid)
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_bytes(vlt.render(Entry(id=eid, title=eid, body=body)))
+        p.write_bytes(md.render(Entry(id=eid, title=eid, body=body)))
 
     def sync(self) -> Any:
         return quire(self.home, "sync", "--json", check=False)

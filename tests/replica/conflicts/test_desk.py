@@ -18,7 +18,7 @@ from replica.engine.sync import conflict_marker
 from replica.machine.home import SpaceConfig
 from replica.store import store as st
 from replica.store.store import Conflict, EntryState, Store
-from replica.vault import files as vlt
+from replica.vault import markdown as md
 from shared.entry import make_entry
 from shared.errors import ClaimHeld, InvalidRequest, NotFound, PacketStale
 from shared.ids import new_id
@@ -49,12 +49,12 @@ def space(tmp_path: Path) -> SpaceConfig:
     c = Conflict(EID, list(r.conflicts), base, ours, theirs,
                  {"user": "u2", "device": "d2", "agent": None}, 3, r.body_with_markers, 1)
     store = Store(sp.store_path)
-    data = vlt.render(ours, conflict_marker(c))
-    path = vlt.entry_path(sp.vault, EID)
+    data = md.render(ours, conflict_marker(c))
+    path = md.entry_path(sp.vault, EID)
     path.parent.mkdir(parents=True)
     path.write_bytes(data)
     with store.tx() as conn:
-        st.put_state_txn(conn, EntryState(EID, theirs, ours, vlt.file_hash(data), None, None,
+        st.put_state_txn(conn, EntryState(EID, theirs, ours, md.file_hash(data), None, None,
                                           True))
         st.put_conflict_txn(conn, c)
         st.set_meta_txn(conn, "access", {"role": "editor", "rules": []})
@@ -107,7 +107,7 @@ def test_resolution_needs_the_live_claims_token_and_names_its_agent(space):
         s = store.states()[EID]
         assert not s.held and s.local.body == "one (ours and theirs)\n"
         assert store.conflicts() == []
-        assert vlt.entry_path(space.vault, EID).read_text().endswith("one (ours and theirs)\n")
+        assert md.entry_path(space.vault, EID).read_text().endswith("one (ours and theirs)\n")
         # the next batch carries the resolution alone, with the resolving agent
         ops, prov = plan_batch(store, [Op(s.local, s.synced.version),
                                        Op(e("x\n", "page/other"), None)], {"agent": "cli"})
@@ -121,7 +121,7 @@ def test_resolution_needs_the_live_claims_token_and_names_its_agent(space):
 def test_local_edit_of_the_held_file_makes_the_packet_stale(space):
     with Desk(space, clock=Clock()) as d:
         pkt = d.show(EID)
-        path = vlt.entry_path(space.vault, EID)
+        path = md.entry_path(space.vault, EID)
         path.write_text(path.read_text().replace("one (ours)", "one (ours, edited)"))
         with pytest.raises(PacketStale) as stale:
             d.resolve(pkt["packet_id"], digest=pkt["digest"], how="ours")

@@ -23,7 +23,7 @@ from replica.app.service import open_desk, run_sync
 from replica.conflicts.packets import packet_page
 from replica.machine.home import Home
 from replica.mcp.server import TOOLS
-from replica.vault import files as vlt
+from replica.vault import markdown as md
 from shared.errors import ClaimHeld, PacketStale, PolicyDenied
 from tests.replica.conflicts.conftest import entry, qjson, quire
 from tests.replica.conftest import QUIRE, ROOT, Member, Team
@@ -362,7 +362,7 @@ def test_sigkill_while_applying_a_resolution_leaves_packet_resolvable_and_vault_
                   pkt["digest"], "--take", "ours", "--json", check=False,
                   env={"QUIRE_TEST_CRASH_AT": point})
         assert p.returncode == -9, (p.stdout, p.stderr)
-        vlt.read_entry(alice.vault, eid, alice.path(eid).read_bytes())  # readable
+        md.read_entry(alice.vault, eid, alice.path(eid).read_bytes())  # readable
         assert alice.path(eid).read_bytes() == before  # never half written
         if point == "resolve_before_commit":
             again = packet_for(alice, eid)

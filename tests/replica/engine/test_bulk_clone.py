@@ -10,7 +10,7 @@ import replica.engine.clone as clone_mod
 import replica.engine.sync as sync_mod
 import replica.store.records as records_mod
 import replica.store.store as store_mod
-from replica.vault import files as vlt
+from replica.vault import markdown as md
 from shared.entry import Entry, make_entry, parse_markdown, to_markdown
 from tests.replica.inproc import Local, Space
 
@@ -40,7 +40,7 @@ def test_clone_in_chunks_matches_the_hub_and_publishes_nothing(tmp_path, space, 
     assert a.files() == b.files() and len(b.files()) == N
     assert a.store.digest() == b.store.digest()
     assert b.store.dirty_count() == 0 and not b.store.pending_vault_writes()
-    assert not list(b.vault.rglob("*" + vlt.TMP_SUFFIX))
+    assert not list(b.vault.rglob("*" + md.TMP_SUFFIX))
     batches = len(space.batches())
     b.sync()
     assert len(space.batches()) == batches
@@ -89,7 +89,7 @@ def test_clone_killed_midway_is_completed_by_the_next_sync(tmp_path, space, monk
     b2 = b.reopen()
     b2.sync()
     assert a.files() == b2.files() and a.store.digest() == b2.store.digest()
-    assert not list(b2.vault.rglob("*" + vlt.TMP_SUFFIX))
+    assert not list(b2.vault.rglob("*" + md.TMP_SUFFIX))
     assert b2.store.dirty_count() == 0
     # nothing was published by b, and a later local edit publishes just that
     assert not space.batches(b2)
@@ -124,7 +124,7 @@ def test_a_sync_with_nothing_to_do_reads_and_parses_nothing(tmp_path, space, mon
     def boom(*_a, **_k):
         raise AssertionError("parsed on a no-op sync")
 
-    monkeypatch.setattr(vlt, "read_entry", boom)
+    monkeypatch.setattr(md, "read_entry", boom)  # looked up as md.read_entry
     monkeypatch.setattr(records_mod, "make_entry", boom)
     monkeypatch.setattr(sync_mod.Path, "read_bytes", boom)
     rep = b.sync()
@@ -156,11 +156,11 @@ def test_fast_render_is_byte_identical_to_to_markdown(title):
     for meta in metas:
         e = Entry(id="page/x", title=title, tags=("a", "b-c"), links=("page/y",), meta=meta,
                   body="# body\n\ntext\n")
-        assert vlt.render(e) == to_markdown(e).encode("utf-8"), (title, meta)
-        assert vlt.render(e, {"conflict": {"fields": ["title"]}}) == to_markdown(
+        assert md.render(e) == to_markdown(e).encode("utf-8"), (title, meta)
+        assert md.render(e, {"conflict": {"fields": ["title"]}}) == to_markdown(
             e, {"conflict": {"fields": ["title"]}}).encode("utf-8")
         if "\x85" not in title:  # PyYAML itself does not read that one back
-            assert parse_markdown(e.id, vlt.render(e).decode("utf-8"))[0] == e
+            assert parse_markdown(e.id, md.render(e).decode("utf-8"))[0] == e
 
 
 def test_store_without_deleted_columns_is_upgraded_in_place(tmp_path):
@@ -291,11 +291,11 @@ def test_fast_single_quoted_scalars_match_libyaml():
     cases |= {t + " #2" for t in TRICKY} | {"#" + t for t in TRICKY}
     checked = 0
     for v in sorted(cases):
-        if "\n" in v or vlt._ODD.search(v) or not (v[:1] == "#" or " #" in v):
+        if "\n" in v or md._ODD.search(v) or not (v[:1] == "#" or " #" in v):
             continue
-        alone = vlt._cdump({"k": v})
+        alone = md._cdump({"k": v})
         assert alone.startswith("k: ") and alone.count("\n") == 1, v
-        assert vlt._scalar(v) == alone[3:-1], v
+        assert md._scalar(v) == alone[3:-1], v
         checked += 1
     assert checked > 1000
 
@@ -308,10 +308,10 @@ def test_plain_scalar_shortcut_agrees_with_the_yaml_resolver():
              "null", "Null", "NULL", "y", "n", "Y", "N", "yess", "nulls", "truex", "False",
              "offx", "abcdef", "Tru", "t", "o", "ON", "oN", "fAlse", "python", "Noise"]
     for w in words:
-        if not vlt._PLAIN.match(w):
+        if not md._PLAIN.match(w):
             continue
         expect = resolver.resolve(yaml.ScalarNode, w, (True, False)) == "tag:yaml.org,2002:str"
-        assert vlt._plain_is_str(w) == expect, w
+        assert md._plain_is_str(w) == expect, w
 
 
 def _digest_from_entries(head: object, live: list[tuple[str, str]]) -> str:
@@ -373,7 +373,7 @@ def test_clone_with_the_vault_writer_process_matches_inline(tmp_path, space, mon
     assert b.sync().snapshot
     assert [x[0] for x in started] == ([b.vault] if min_entries == 0 else [])
     assert a.files() == b.files() and a.store.digest() == b.store.digest()
-    assert not b.store.pending_vault_writes() and not list(b.vault.rglob("*" + vlt.TMP_SUFFIX))
+    assert not b.store.pending_vault_writes() and not list(b.vault.rglob("*" + md.TMP_SUFFIX))
     for s in b.store.states().values():  # recorded with the mtime the writer gave the file
         assert s.file_base == s.synced and s.file_mtime_ns == b.path(s.id).stat().st_mtime_ns
     assert seen == [(n, N) for n in range(5, N, 5)]  # the hub's count is the total

@@ -104,11 +104,11 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
 
 
 def _page(vault: Path, eid: str, body: str) -> None:
-    from replica.vault import files as vlt
+    from replica.vault import markdown as md
 
-    p = vlt.entry_path(vault, eid)
+    p = md.entry_path(vault, eid)
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_bytes(vlt.render(make_entry({"id": eid, "title": eid, "body": body})))
+    p.write_bytes(md.render(make_entry({"id": eid, "title": eid, "body": body})))
 
 
 def _tip_row(conn: sqlite3.Connection, chain: str) -> tuple[int, str]:

@@ -15,7 +15,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from replica.vault import files as vlt
+from replica.vault import markdown as md
 from shared.entry import Entry
 from tests.replica.conftest import qjson, quire
 from tests.replica.hostile_proxy import proxied_hub
@@ -57,9 +57,9 @@ def _files(vault: Path) -> dict[str, bytes]:
 
 
 def _write(m: dict[str, Any], e: Entry) -> None:
-    p = vlt.entry_path(m["vault"], e.id)
+    p = md.entry_path(m["vault"], e.id)
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_bytes(vlt.render(e))
+    p.write_bytes(md.render(e))
 
 
 def _force_snapshot(hostile: Any) -> None:
@@ -145,7 +145,7 @@ def test_quire_sync_refuses_a_lying_hub_and_recovers(proxied, pair, attack):
     qjson(a["home"], "sync")
     ok = qjson(a["home"], "status")
     assert ok["state"] == "ok" and ok["head"]["seq"] == qjson(b["home"], "status")["head"]["seq"]
-    assert vlt.read_entry(a["vault"], PAGE.id, vlt.entry_path(
+    assert md.read_entry(a["vault"], PAGE.id, md.entry_path(
         a["vault"], PAGE.id).read_bytes())[0].body == body
 
 

@@ -20,7 +20,7 @@ from replica.engine.report import SyncReport
 from replica.engine.sync import Replica
 from replica.store import store as st
 from replica.store.store import Store
-from replica.vault import files as vlt
+from replica.vault import markdown as md
 from replica.vault import walk as vaultscan
 from replica.vault.journal_scan import Journal, changes_txn, scoped_txn
 
@@ -49,7 +49,7 @@ def _write(vault: Path, rel: str, text: str) -> None:
 
 
 @pytest.fixture
-def synced(tmp_path: Path) -> tuple[Replica, Path, list[vlt.Problem]]:
+def synced(tmp_path: Path) -> tuple[Replica, Path, list[md.Problem]]:
     """A vault scanned into a store (every file's stat recorded and settled) and the
     problems that scan found: the scan a journal starts from."""
     vault = tmp_path / "vault"
@@ -63,7 +63,7 @@ def synced(tmp_path: Path) -> tuple[Replica, Path, list[vlt.Problem]]:
     return rep, vault, list(report.problems)
 
 
-def _same_as_walk(rep: Replica, vault: Path, problems: list[vlt.Problem],
+def _same_as_walk(rep: Replica, vault: Path, problems: list[md.Problem],
                   events: list[str]) -> None:
     journal = Journal([os.fspath(vault / e) if e else os.fspath(vault) for e in events],
                       [p.path for p in problems])

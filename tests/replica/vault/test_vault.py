@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from replica.vault import files as vlt
+from replica.vault import markdown as md
 from replica.vault import walk as vaultscan
 from shared.entry import Entry, EntryError
 
@@ -56,7 +57,7 @@ def test_symlinked_kind_folder_is_reported(tmp_path):
 
 def test_hidden_and_temp_files_are_ignored(tmp_path):
     write(tmp_path, "page/.x.md.swp", "junk")
-    write(tmp_path, "page/a.md" + vlt.TMP_SUFFIX, "junk")
+    write(tmp_path, "page/a.md" + md.TMP_SUFFIX, "junk")
     write(tmp_path, ".git/config", "junk")
     s = vlt.scan(tmp_path)
     assert not s.files and not s.problems
@@ -70,7 +71,7 @@ def test_hidden_and_temp_files_are_ignored(tmp_path):
 ])
 def test_unparseable_files_give_line_and_reason(tmp_path, data, line, reason):
     with pytest.raises(EntryError) as e:
-        vlt.read_entry(tmp_path, "page/x", data)
+        md.read_entry(tmp_path, "page/x", data)
     assert e.value.line == line
     assert reason in str(e.value)
 
@@ -78,12 +79,12 @@ def test_unparseable_files_give_line_and_reason(tmp_path, data, line, reason):
 def test_written_file_reads_back_to_the_same_version(tmp_path):
     e = Entry(id="page/deep/nested", title="T", body="hello\n", tags=("a",),
               links=("page/x",), meta={"k": "v"})
-    path = vlt.entry_path(tmp_path, e.id)
+    path = md.entry_path(tmp_path, e.id)
     assert path == tmp_path / "page" / "deep" / "nested.md"
-    vlt.write_atomic(tmp_path, path, vlt.render(e))
-    back, local = vlt.read_entry(tmp_path, e.id, path.read_bytes())
+    vlt.write_atomic(tmp_path, path, md.render(e))
+    back, local = md.read_entry(tmp_path, e.id, path.read_bytes())
     assert back.version == e.version and local == {}
-    assert not list(path.parent.glob("*" + vlt.TMP_SUFFIX))
+    assert not list(path.parent.glob("*" + md.TMP_SUFFIX))
 
 
 def test_writes_never_go_through_a_symlink(tmp_path):
@@ -101,7 +102,7 @@ def _odd_vault(root: Path) -> Path:
     vault = root / "v"
     for rel in ("loose.md", "page/Bad Name.md", "page/notes.txt", "Page/x.md", "page/ok.md",
                 "page/deep/er/one.md", "skill/s.md", "page/.x.md.swp", ".git/config",
-                "page/a.md" + vlt.TMP_SUFFIX, "page/b.md~"):
+                "page/a.md" + md.TMP_SUFFIX, "page/b.md~"):
         write(vault, rel, "---\ntitle: x\n---\nbody\n")
     (root / "elsewhere").mkdir()
     os.symlink(root / "elsewhere", vault / "note")
@@ -171,15 +172,15 @@ def test_bulk_writes_never_go_through_a_symlinked_folder_out_of_the_vault(tmp_pa
 def test_front_matter_errors_name_the_line_and_key(tmp_path, data, line, reason):
     kind = "guardrail" if b"severity" in data else "page"
     with pytest.raises(EntryError) as e:
-        vlt.read_entry(tmp_path, f"{kind}/x", data)
+        md.read_entry(tmp_path, f"{kind}/x", data)
     assert (e.value.line, reason in str(e.value)) == (line, True), (e.value.line, str(e.value))
 
 
 def test_a_bad_guardrail_is_reported_as_path_line_and_key(tmp_path):
     data = b"---\ntitle: No force push\nmeta:\n  severity: high\n---\nNever force-push main.\n"
     with pytest.raises(EntryError) as e:
-        vlt.read_entry(tmp_path, "guardrail/no-force-push", data)
+        md.read_entry(tmp_path, "guardrail/no-force-push", data)
     assert e.value.key == "meta.severity"
-    p = vlt.Problem("guardrail/no-force-push.md", e.value.line, str(e.value), None)
+    p = md.Problem("guardrail/no-force-push.md", e.value.line, str(e.value), None)
     assert f"{p.path}:{p.line}: {p.reason}" == (
         "guardrail/no-force-push.md:4: meta.severity must be one of info, warn, block")

@@ -36,7 +36,7 @@ import pytest
 
 from replica.app.service import status_doc
 from replica.machine.home import Home
-from replica.vault import files as vlt
+from replica.vault import markdown as md
 from shared.entry import Entry
 from tests.replica.conftest import qjson
 from tests.replica.hostile_proxy import HostileProxy, proxied_hub
@@ -87,9 +87,9 @@ def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
 
 
 def _publish(m: M, body: str) -> None:
-    p = vlt.entry_path(m.vault, PAGE_ID)
+    p = md.entry_path(m.vault, PAGE_ID)
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_bytes(vlt.render(Entry(id=PAGE_ID, title="Deploy", body=body)))
+    p.write_bytes(md.render(Entry(id=PAGE_ID, title="Deploy", body=body)))
     qjson(m.home, "sync")
 
 
@@ -106,8 +106,8 @@ def _local(m: M) -> dict[str, Any]:
 
 
 def _body(m: M) -> str | None:
-    p = vlt.entry_path(m.vault, PAGE_ID)
-    return vlt.read_entry(m.vault, PAGE_ID, p.read_bytes())[0].body if p.exists() else None
+    p = md.entry_path(m.vault, PAGE_ID)
+    return md.read_entry(m.vault, PAGE_ID, p.read_bytes())[0].body if p.exists() else None
 
 
 # ---------------------------------------------------------------- the lies

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from replica.vault import files as vlt
+from replica.vault import markdown as md
 from replica.watch.core import WatchSettings
 from shared.entry import make_entry
 from tests.replica.conftest import Member, Team
@@ -31,7 +31,7 @@ DEFAULT = {"QUIRE_WATCH_DEBOUNCE_MS": str(WatchSettings().debounce_ms),
 
 
 def _bytes(eid: str, body: str) -> bytes:
-    return vlt.render(make_entry({"id": eid, "title": eid, "body": body}))
+    return md.render(make_entry({"id": eid, "title": eid, "body": body}))
 
 
 def _save(m: Member, eid: str, data: bytes, how: str, pause: float) -> None:

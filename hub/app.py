@@ -34,8 +34,9 @@ from hub.metrics import Metrics, refusal_reason
 from hub.refusals import CODES as REFUSAL_CODES
 from hub.refusals import Refusals
 from hub.settings import Settings
-from hub.sharedlimits import PgShared, SharedJti, StreamSlots, limiter
+from hub.sharedlimits import SharedJti, StreamSlots, limiter
 from hub.store.db import Store
+from hub.store.sharedlimits_sql import PgShared
 from hub.tokens import TokenCache
 from shared.errors import QuireError
 

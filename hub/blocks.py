@@ -20,19 +20,22 @@ it is refused with ``base_mismatch``).
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import select
-
 from hub import audit
 from hub.access import Principal, space_access_txn
 from hub.admin import direct
+from hub.store.blocks_sql import (
+    blocked_pairs_txn,
+    blocked_read,
+    blocked_txn,
+    insert_blocks_txn,
+    list_blocks_txn,
+)
 from hub.store.db import Store
-from hub.store.schema import blocked_versions as t
-from hub.store.sql import Sql
+from hub.store.sql import Read
 from shared.errors import InvalidRequest, VersionBlocked
 from shared.ids import is_entry_id
 
@@ -46,28 +49,24 @@ def _row(r: Any) -> dict[str, Any]:
             "created_by": r.created_by, "created_at": r.created_at}
 
 
-@functools.lru_cache(maxsize=64)
-def _blocked_sql(n: int) -> Sql:
-    """The publication path's look-up as plain SQL (hub/store/sql.py), one per count."""
-    marks = ", ".join(f":e{i}" for i in range(n))
-    return Sql("SELECT entry_id, version, seq FROM blocked_versions "
-               f"WHERE space_id = :s AND entry_id IN ({marks})")
+def _written(ops: Sequence[Any]) -> list[str]:
+    """The entries whose blocked versions matter: those the batch writes (not deletes)."""
+    return sorted({op.entry_id for op in ops if not op.entry.deleted})
 
 
-def check_read(space_id: str, ops: Sequence[Any]) -> tuple[Sql, dict[str, Any]] | None:
+def check_read(space_id: str, ops: Sequence[Any]) -> Read | None:
     """The look-up ``check_txn`` makes (None: nothing to look up), for a caller that reads
-    it together with others (``read_together``, hub/store/sql.py) and then calls ``check_rows``."""
-    ids = sorted({op.entry_id for op in ops if not op.entry.deleted})
-    if not ids:
-        return None
-    return _blocked_sql(len(ids)), {"s": space_id, **{f"e{i}": e for i, e in enumerate(ids)}}
+    it together with others (``read_together``, hub/store/sql.py) and then calls
+    ``check_rows``."""
+    ids = _written(ops)
+    return blocked_read(space_id, ids) if ids else None
 
 
 def check_txn(conn: Any, space_id: str, ops: Sequence[Any]) -> None:
     """Refuse the batch when an op writes a blocked version of its entry."""
-    read = check_read(space_id, ops)
-    if read is not None:
-        check_rows(ops, read[0].all(conn, read[1]))
+    ids = _written(ops)
+    if ids:
+        check_rows(ops, blocked_txn(conn, space_id, ids))
 
 
 def check_rows(ops: Sequence[Any], rows: list[Any]) -> None:
@@ -118,17 +117,14 @@ def block(store: Store, p: Principal, space_ref: str, body: dict[str, Any], now:
         space, _ = space_access_txn(conn, p, space_ref, "admin", lock=True)
         if seq > space.head_seq:
             raise InvalidRequest("seq is beyond the space's head", {"field": "seq"})
-        prior = {(r.entry_id, r.version) for r in conn.execute(
-            select(t.c.entry_id, t.c.version).where(
-                t.c.space_id == space.id,
-                t.c.entry_id.in_(sorted({e for e, _ in versions})))).all()}
+        prior = blocked_pairs_txn(conn, space.id, sorted({e for e, _ in versions}))
         new = [(e, v) for e, v in versions if (e, v) not in prior]
         listed = [{"id": e, "version": v, "created": (e, v) in new} for e, v in versions]
         if dry_run or not new:
             return {"space": space.id, "seq": seq, "blocked": listed, "dry_run": dry_run}
-        conn.execute(t.insert(), [{"space_id": space.id, "entry_id": e, "version": v,
-                                   "seq": seq, "created_by": p.user_id, "created_at": now}
-                                  for e, v in new])
+        insert_blocks_txn(conn, [{"space_id": space.id, "entry_id": e, "version": v,
+                                  "seq": seq, "created_by": p.user_id, "created_at": now}
+                                 for e, v in new])
         audit.record_space_txn(conn, space, at=now, action="version.block", actor=p.actor(),
                                details={"seq": seq, "versions": [
                                    {"id": e, "version": v} for e, v in new]})
@@ -141,6 +137,5 @@ def list_blocks(store: Store, p: Principal, space_ref: str) -> dict[str, Any]:
     """A space's blocked versions, newest first (members)."""
     with store.read() as conn:
         space, _ = space_access_txn(conn, p, space_ref, "viewer")
-        rows = conn.execute(select(t).where(t.c.space_id == space.id).order_by(
-            t.c.created_at.desc(), t.c.entry_id).limit(MAX_LISTED)).all()
+        rows = list_blocks_txn(conn, space.id, MAX_LISTED)
     return {"space": space.id, "blocks": [_row(r) for r in rows]}

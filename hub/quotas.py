@@ -22,14 +22,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, text, update
-
 from hub import audit
 from hub.access import Principal, space_access_txn
 from hub.store.batches import current_contents_txn
 from hub.store.db import Store
-from hub.store.schema import space_quota
-from hub.store.sql import Sql
+from hub.store.quotas_sql import (
+    history_bytes_txn,
+    hub_total_bytes_txn,
+    insert_usage_txn,
+    live_counts_txn,
+    locked_usage_txn,
+    update_usage_txn,
+    usage_row_txn,
+    write_counts_txn,
+)
 from shared.errors import InvalidRequest, QuotaExceeded
 
 FIELDS = ("max_entries", "max_bytes", "max_history_bytes")
@@ -52,63 +58,31 @@ class HubQuotas:
                    s.hub_max_bytes)
 
 
-def _octets(conn: Any, col: str) -> str:
-    return f"octet_length({col})" if conn.dialect.name == "postgresql" \
-        else f"length(CAST({col} AS BLOB))"
-
-
-def _live_counts(conn: Any, space_id: str) -> tuple[int, int]:
-    n, size = conn.execute(text(
-        f"SELECT COUNT(*), COALESCE(SUM({_octets(conn, 'content')}), 0) FROM entries "
-        "WHERE space_id = :s AND NOT deleted"), {"s": space_id}).one()
-    return int(n), int(size)
-
-
 def recount_txn(conn: Any, space_id: str, *, history: bool = False) -> None:
     """Count the live entries again (a restore replaced them; history is unchanged), and
     with ``history`` the stored batches too (a purge rewrote them, hub/purge.py)."""
-    n, size = _live_counts(conn, space_id)
+    n, size = live_counts_txn(conn, space_id)
     values: dict[str, int] = {"entries": n, "bytes": size}
     if history:
         usage_txn(conn, space_id, lock=True)  # the row exists (counted) before it is set
-        values["history_bytes"] = int(conn.execute(text(
-            f"SELECT COALESCE(SUM({_octets(conn, 'body')}), 0) FROM batches "
-            "WHERE space_id = :s"), {"s": space_id}).scalar_one())
-    conn.execute(update(space_quota).where(space_quota.c.space_id == space_id)
-                 .values(**values))
+        values["history_bytes"] = history_bytes_txn(conn, space_id)
+    update_usage_txn(conn, space_id, values)
 
 
 def usage_txn(conn: Any, space_id: str, *, lock: bool = False, insert: bool = True
               ) -> dict[str, Any]:
     """The space's usage row; counted from entries and batches the first time (and kept,
     unless ``insert`` is off: a read transaction)."""
-    stmt = select(space_quota).where(space_quota.c.space_id == space_id)
-    if lock and conn.dialect.name == "postgresql":
-        stmt = stmt.with_for_update()
-    row = conn.execute(stmt).mappings().first()
-    if row is not None:
-        return dict(row)
-    n, size = _live_counts(conn, space_id)
-    hist = conn.execute(text(
-        f"SELECT COALESCE(SUM({_octets(conn, 'body')}), 0) FROM batches WHERE space_id = :s"),
-        {"s": space_id}).scalar_one()
-    row = {"space_id": space_id, "entries": int(n), "bytes": int(size),
-           "history_bytes": int(hist), "max_entries": None, "max_bytes": None,
-           "max_history_bytes": None}
+    found = usage_row_txn(conn, space_id, lock=lock)
+    if found is not None:
+        return found
+    n, size = live_counts_txn(conn, space_id)
+    row = {"space_id": space_id, "entries": n, "bytes": size,
+           "history_bytes": history_bytes_txn(conn, space_id), "max_entries": None,
+           "max_bytes": None, "max_history_bytes": None}
     if insert:
-        conn.execute(space_quota.insert().values(**row))
+        insert_usage_txn(conn, row)
     return row
-
-
-_QUOTA_COLS = ("space_id", "entries", "bytes", "history_bytes", "max_entries", "max_bytes",
-               "max_history_bytes")
-# the publication path's two statements as plain SQL (hub/store/sql.py)
-_GET_LOCKED = {"sqlite": Sql(f"SELECT {', '.join(_QUOTA_COLS)} FROM space_quota "
-                             "WHERE space_id = :s"),  # BEGIN IMMEDIATE serializes writers
-               "postgresql": Sql(f"SELECT {', '.join(_QUOTA_COLS)} FROM space_quota "
-                                 "WHERE space_id = :s FOR UPDATE")}
-_COUNT = Sql("UPDATE space_quota SET entries = :e, bytes = :b, history_bytes = :h "
-             "WHERE space_id = :s")
 
 
 def _usage_locked_txn(conn: Any, space_id: str, row: Any = None) -> dict[str, Any]:
@@ -116,9 +90,9 @@ def _usage_locked_txn(conn: Any, space_id: str, row: Any = None) -> dict[str, An
     (the guard's ``commit_context_read``)."""
     if row is not None:
         return dict(row)
-    row = _GET_LOCKED[conn.dialect.name].one(conn, {"s": space_id})
-    if row is not None:
-        return dict(zip(_QUOTA_COLS, row, strict=True))
+    found = locked_usage_txn(conn, space_id)
+    if found is not None:
+        return found
     return usage_txn(conn, space_id, lock=True)  # first publication: counted and inserted
 
 
@@ -138,7 +112,7 @@ def check_and_count_txn(conn: Any, hub: HubQuotas, space_id: str, ops: Sequence[
 
 def count_txn(conn: Any, counts: dict[str, Any]) -> None:
     """Write the counts ``check_txn`` returned (the guard sends it with its other writes)."""
-    _COUNT.run(conn, counts)
+    write_counts_txn(conn, counts)
 
 
 def check_txn(conn: Any, hub: HubQuotas, space_id: str, ops: Sequence[Any],
@@ -175,8 +149,7 @@ def check_txn(conn: Any, hub: HubQuotas, space_id: str, ops: Sequence[Any],
                  "after": after})
     grow = delta["bytes"] + delta["history_bytes"]
     if hub.hub_max_bytes and grow > 0:
-        total = int(conn.execute(text(
-            "SELECT COALESCE(SUM(bytes + history_bytes), 0) FROM space_quota")).scalar_one())
+        total = hub_total_bytes_txn(conn)
         if total + grow > hub.hub_max_bytes:
             raise QuotaExceeded(
                 f"the hub's storage quota is {hub.hub_max_bytes} bytes: it holds {total}, "
@@ -226,8 +199,7 @@ def set_quota(store: Store, hub: HubQuotas, p: Principal, space_ref: str,
     def txn(conn: Any) -> dict[str, Any]:
         space, _ = space_access_txn(conn, p, space_ref, "admin", lock=True)
         usage_txn(conn, space.id)
-        conn.execute(space_quota.update().where(space_quota.c.space_id == space.id)
-                     .values(**values))
+        update_usage_txn(conn, space.id, values)
         audit.record_space_txn(conn, space, at=now, action="quota.set", actor=p.actor(),
                                details=values)
         return dict(_doc(usage_txn(conn, space.id), hub), space=space.id)

@@ -24,13 +24,16 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import select
-
 from hub import audit
 from hub.access import Principal, space_access_txn
 from hub.admin import direct
 from hub.store.db import Store
-from hub.store.schema import screening_allows as t
+from hub.store.screening_sql import (
+    allows_of_txn,
+    find_allow_txn,
+    insert_allow_txn,
+    list_allows_txn,
+)
 from shared import screening
 from shared.errors import ContentScreened, InvalidRequest
 from shared.ids import is_entry_id, new_id
@@ -65,9 +68,7 @@ def config_for(extra: str) -> Config:
 
 
 def allows_txn(conn: Any, space_id: str, entry_ids: Sequence[str]) -> list[dict[str, Any]]:
-    rows = conn.execute(select(t).where(t.c.space_id == space_id,
-                                        t.c.entry_id.in_(sorted(set(entry_ids))))).all()
-    return [_row(r) for r in rows]
+    return [_row(r) for r in allows_of_txn(conn, space_id, entry_ids)]
 
 
 def _row(r: Any) -> dict[str, Any]:
@@ -111,9 +112,7 @@ def allow(store: Store, p: Principal, space_ref: str, body: dict[str, Any], now:
 
     def txn(conn: Any) -> dict[str, Any]:
         space, _ = space_access_txn(conn, p, space_ref, "admin", lock=True)
-        prior = conn.execute(select(t).where(
-            t.c.space_id == space.id, t.c.entry_id == a["entry"],
-            t.c.version == a["version"], t.c.rule == a["rule"])).first()
+        prior = find_allow_txn(conn, space.id, a["entry"], a["version"], a["rule"])
         if prior is not None:
             return {"space": space.id, "allow": _row(prior), "created": False,
                     "dry_run": dry_run}
@@ -123,7 +122,7 @@ def allow(store: Store, p: Principal, space_ref: str, body: dict[str, Any], now:
         row = {"id": new_id(now), "space_id": space.id, "entry_id": a["entry"],
                "version": a["version"], "rule": a["rule"], "created_by": p.user_id,
                "created_at": now}
-        conn.execute(t.insert().values(**row))
+        insert_allow_txn(conn, **row)
         audit.record_space_txn(conn, space, at=now, action="screening.allow",
                                actor=p.actor(), details=dict(a, id=row["id"]))
         return {"space": space.id, "created": True, "allow": {
@@ -141,9 +140,5 @@ def list_allows(store: Store, p: Principal, space_ref: str, entry: str | None
         raise InvalidRequest("entry must be an entry id", {"field": "entry"})
     with store.read() as conn:
         space, _ = space_access_txn(conn, p, space_ref, "viewer")
-        stmt = select(t).where(t.c.space_id == space.id)
-        if entry is not None:
-            stmt = stmt.where(t.c.entry_id == entry)
-        rows = conn.execute(stmt.order_by(t.c.created_at.desc(), t.c.id.desc())
-                            .limit(MAX_LISTED)).all()
+        rows = list_allows_txn(conn, space.id, entry, MAX_LISTED)
     return {"space": space.id, "allows": [_row(r) for r in rows]}

@@ -2,10 +2,10 @@
 run join, sync, status and resolve on it. Every front end calls these and only parses
 input and prints output:
 
-    quire CLI (replica/cli/main.py) ─────┐
-    watcher (replica/watch_*.py) ───┼──► service ──► sync engine (replica/engine/sync.py)
-    MCP server (replica/mcp_server) ┤             ├─► conflict desk (replica/conflicts/desk.py)
-    demo (replica/cli/demo.py) ─────────┘             └─► home, store, hub client
+    quire CLI (replica/cli/main.py) ──┐
+    watcher (replica/watch/) ─────────┼──► service ──► sync engine (replica/engine/sync.py)
+    MCP server (replica/mcp/) ────────┤             ├─► conflict desk (replica/conflicts/desk.py)
+    demo (replica/cli/demo.py) ───────┘             └─► home, store, hub client
 
 Nothing here prints; progress is a pair of callables the caller passes (a terminal bar or
 nothing). Heavy modules (the HTTP client, SQLAlchemy, the sync engine, key handling) are

@@ -25,9 +25,9 @@
 
 The decision logic (``Watcher.handle``/``tick``, this module; ``Backoff``, ``Debouncer`` in
 ``pacing``) reads an injected clock and never sleeps, so it is tested by moving a fake
-clock. Around it: ``watch_daemon`` (threads, signals, ``run_watch``), ``watch_syncer`` (the
-syncs, the hub-event fast path), ``watch_lock`` (one watcher per space, where its status
-file lives), ``watch_unit`` (the systemd unit).
+clock. Around it: ``daemon`` (threads, signals, ``run_watch``), ``syncer`` (the syncs, the
+hub-event fast path), ``replica/ipc/lock.py`` (one watcher per space, where its status file
+lives), ``unit`` (the systemd unit).
 """
 
 from __future__ import annotations

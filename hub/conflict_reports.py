@@ -20,12 +20,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sqlalchemy import delete, insert, select
-
 from hub.access import Principal, check_replica_txn, space_access_txn
+from hub.store.conflict_reports_sql import list_reports_txn, replace_report_txn
 from hub.store.db import Store
-from hub.store.schema import conflict_reports as t
-from hub.store.schema import devices, replicas, users
 from shared.errors import InvalidRequest, TooLarge
 from shared.ids import is_entry_id, is_id
 
@@ -83,13 +80,11 @@ def put_report(store: Store, p: Principal, space_ref: str, replica_id: str,
         space, _ = space_access_txn(conn, p, space_ref, "viewer")
         # the ownership check: registered to the caller's device in this space, live
         check_replica_txn(conn, p, replica_id, space.id)
-        conn.execute(delete(t).where(t.c.replica_id == replica_id))
-        if items:
-            conn.execute(insert(t), [
-                {"replica_id": replica_id, "entry_id": it["entry"], "space_id": space.id,
-                 "packet_id": it["id"], "kind": it["kind"], "since": it["since"],
-                 "claimed": it["claimed"], "reported_by": p.user_id, "reported_at": now}
-                for it in items])
+        replace_report_txn(conn, replica_id, [
+            {"replica_id": replica_id, "entry_id": it["entry"], "space_id": space.id,
+             "packet_id": it["id"], "kind": it["kind"], "since": it["since"],
+             "claimed": it["claimed"], "reported_by": p.user_id, "reported_at": now}
+            for it in items])
         return {"space": space.id, "replica": replica_id, "conflicts": len(items),
                 "reported_at": now}
 
@@ -101,15 +96,7 @@ def list_reports(store: Store, p: Principal, space_ref: str) -> dict[str, Any]:
     replica, with who and which device reported them."""
     with store.read() as conn:
         space, _ = space_access_txn(conn, p, space_ref, "viewer")
-        rows = conn.execute(
-            select(t, replicas.c.name.label("replica_name"),
-                   devices.c.name.label("device_name"), devices.c.user_id,
-                   users.c.name.label("user_name"))
-            .join(replicas, replicas.c.id == t.c.replica_id)
-            .join(devices, devices.c.id == replicas.c.device_id)
-            .join(users, users.c.id == devices.c.user_id)
-            .where(t.c.space_id == space.id, replicas.c.revoked_at.is_(None))
-            .order_by(t.c.entry_id, t.c.replica_id)).all()
+        rows = list_reports_txn(conn, space.id)
     return {"space": space.id, "conflicts": [
         {"id": r.packet_id, "entry": r.entry_id, "kind": r.kind, "since": r.since,
          "claimed": bool(r.claimed), "replica": r.replica_id, "replica_name": r.replica_name,

@@ -29,8 +29,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import delete, select
-
 from hub import audit, reads, signed_state
 from hub.backup import BackupError, inspect
 from hub.keys import HubKey
@@ -39,7 +37,12 @@ from hub.settings import Settings
 from hub.store import migrate
 from hub.store.db import Store
 from hub.store.hub_state import hub_state_txn
-from hub.store.schema import entries, hub_state, spaces
+from hub.store.restore_sql import (
+    entry_rows_txn,
+    hub_id_txn,
+    replace_entries_txn,
+    space_heads_txn,
+)
 from hub.store.spaces_sql import get_space_txn, set_head_txn
 from shared.digest import genesis_digest
 from shared.ids import new_id
@@ -82,9 +85,7 @@ def _source(source: str) -> Iterator[tuple[Store, int | None]]:
 def _heads(conn: Any) -> dict[str, dict[str, Any]]:
     return {r.id: {"id": r.id, "name": r.name, "epoch": r.epoch, "seq": int(r.head_seq),
                    "digest": r.head_digest, "deleted": r.deleted_at is not None}
-            for r in conn.execute(select(spaces.c.id, spaces.c.name, spaces.c.epoch,
-                                         spaces.c.head_seq, spaces.c.head_digest,
-                                         spaces.c.deleted_at))}
+            for r in space_heads_txn(conn)}
 
 
 def restore(settings: Settings, source: str, now: int, *, dry_run: bool = False
@@ -96,16 +97,16 @@ def restore(settings: Settings, source: str, now: int, *, dry_run: bool = False
     key = HubKey.load(settings.key_path)
     with _source(source) as (backup, taken_at):
         with backup.read() as bconn:
-            bhub = bconn.execute(select(hub_state.c.hub_id)).first()
+            bhub = hub_id_txn(bconn)
             theirs = _heads(bconn)
         store = Store(settings.database_url, pool_size=1)
         try:
             with store.read() as conn:
                 ours = _heads(conn)
                 hub_id = hub_state_txn(conn).hub_id
-            if bhub is None or bhub[0] != hub_id:
+            if bhub is None or bhub != hub_id:
                 raise BackupError("wrong_hub", "the backup is of another hub (hub id "
-                                  f"{bhub[0] if bhub else None}, this hub is {hub_id})")
+                                  f"{bhub}, this hub is {hub_id})")
             plan, kept = [], []
             for sid, cur in sorted(ours.items(), key=lambda kv: kv[1]["name"]):
                 b = theirs.get(sid)
@@ -129,9 +130,7 @@ def restore(settings: Settings, source: str, now: int, *, dry_run: bool = False
             for cur, _ in plan:
                 reads.catch_up(store, cur["id"])  # indexed to the old head before it moves
             with backup.read() as bconn:
-                rows = {cur["id"]: [dict(r._mapping) for r in bconn.execute(
-                    select(entries).where(entries.c.space_id == cur["id"]))]
-                    for cur, _ in plan}
+                rows = {cur["id"]: entry_rows_txn(bconn, cur["id"]) for cur, _ in plan}
 
             def txn(conn: Any) -> list[dict[str, Any]]:
                 done = [_restore_space_txn(conn, key, cur, b, rows[cur["id"]], now, taken_at)
@@ -153,9 +152,7 @@ def _restore_space_txn(conn: Any, key: HubKey, cur: dict[str, Any], b: dict[str,
     space = get_space_txn(conn, cur["id"], lock=True)
     assert space is not None
     epoch = new_id(now)
-    conn.execute(delete(entries).where(entries.c.space_id == space.id))
-    if rows:
-        conn.execute(entries.insert(), [dict(r, seq=0, epoch=epoch) for r in rows])
+    replace_entries_txn(conn, space.id, [dict(r, seq=0, epoch=epoch) for r in rows])
     signed_state.rebuild_txn(conn, space.id)
     reads.index_restored_txn(conn, space.id, epoch, [
         (r["entry_id"], r["version"], json.loads(r["content"])) for r in rows

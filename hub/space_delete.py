@@ -20,20 +20,24 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import MetaData, delete, func, select
-
 from hub import audit
 from hub.access import Principal, space_access_txn
 from hub.admin import direct
 from hub.keys import HubKey
-from hub.store import schema
 from hub.store.db import Store
+from hub.store.space_delete_sql import (
+    deleted_at_txn,
+    deleted_before_txn,
+    impact_txn,
+    purge_space_txn,
+    set_deleted_txn,
+)
+from hub.store.spaces_sql import deleted_statement_txn
 from shared.canonical import canonical_str
 from shared.errors import Forbidden, InvalidRequest
 from shared.signed import DELETION_DOMAIN, deletion_body, sign_statement
 
 DAY_MS = 24 * 3600 * 1000
-t = schema.spaces
 
 
 def _owner(p: Principal) -> None:
@@ -43,19 +47,9 @@ def _owner(p: Principal) -> None:
                         {"reason": "owner_only"})
 
 
-def impact_txn(conn: Any, space_id: str) -> dict[str, int]:
-    """What deleting the space takes away from people: counts, no content."""
-    def count(table: Any, *where: Any) -> int:
-        return int(conn.execute(select(func.count()).select_from(table).where(
-            table.c.space_id == space_id, *where)).scalar_one())
-    return {"members": count(schema.members),
-            "replicas": count(schema.replicas, schema.replicas.c.revoked_at.is_(None)),
-            "entries": count(schema.entries, schema.entries.c.deleted.is_(False)),
-            "batches": count(schema.batches)}
-
-
 def statement_txn(conn: Any, space_id: str) -> dict[str, Any] | None:
-    raw = conn.execute(select(t.c.deleted_statement).where(t.c.id == space_id)).scalar()
+    """The deleted space's hub-signed deletion statement, else None."""
+    raw = deleted_statement_txn(conn, space_id)
     return None if raw is None else json.loads(raw)
 
 
@@ -80,10 +74,9 @@ def _change(store: Store, key: HubKey | None, p: Principal, space_ref: str, now:
             assert key is not None
             st = sign_statement(key.private, DELETION_DOMAIN, deletion_body(
                 space=space.id, name=space.name, deleted_at=now, purge_after=purge_after))
-            values = {"deleted_at": now, "deleted_statement": canonical_str(st)}
+            set_deleted_txn(conn, space.id, now, canonical_str(st))
         else:
-            values = {"deleted_at": None, "deleted_statement": None}
-        conn.execute(t.update().where(t.c.id == space.id).values(**values))
+            set_deleted_txn(conn, space.id, None, None)
         audit.record_hub_txn(conn, at=now, action="space.delete" if deleting else
                              "space.restore", actor=p.actor(),
                              details={"space": space.id, "name": space.name,
@@ -105,37 +98,20 @@ def restore_space(store: Store, p: Principal, space_ref: str, body: dict[str, An
                    deleting=False)
 
 
-def _space_tables(conn: Any) -> list[Any]:
-    """Every table with a ``space_id`` column, dependents first (PostgreSQL checks the
-    foreign keys), read from the database itself: tables of later migrations are
-    included without a list to keep up to date."""
-    md = MetaData()
-    md.reflect(conn)
-    return [tb for tb in reversed(md.sorted_tables)
-            if "space_id" in tb.c and tb.name != "spaces"]
-
-
 def purge_expired(store: Store, now: int, retention_days: int) -> list[dict[str, Any]]:
     """Remove, for good, every space deleted ``retention_days`` ago or more; one
     transaction a space. Returns what was purged (id, name, deleted_at)."""
     cutoff = now - retention_days * DAY_MS
     with store.read() as conn:
-        due = [(r.id, r.name, r.deleted_at) for r in conn.execute(
-            select(t.c.id, t.c.name, t.c.deleted_at).where(
-                t.c.deleted_at.is_not(None), t.c.deleted_at <= cutoff)).all()]
+        due = deleted_before_txn(conn, cutoff)
     done = []
     for space_id, name, deleted_at in due:
         def txn(conn: Any, space_id: str = space_id, name: str = name,
                 deleted_at: int = deleted_at) -> dict[str, Any] | None:
-            row = conn.execute(select(t.c.deleted_at).where(t.c.id == space_id)).first()
-            if row is None or row.deleted_at is None or row.deleted_at > cutoff:
+            at = deleted_at_txn(conn, space_id)
+            if at is None or at > cutoff:
                 return None  # restored (or purged) meanwhile
-            rows = 0
-            for tb in _space_tables(conn):
-                rows += conn.execute(delete(tb).where(tb.c.space_id == space_id)).rowcount
-            rows += conn.execute(delete(schema.audit).where(
-                schema.audit.c.chain == space_id)).rowcount
-            conn.execute(delete(t).where(t.c.id == space_id))
+            rows = purge_space_txn(conn, space_id)
             details = {"space": space_id, "name": name, "deleted_at": deleted_at,
                        "rows": rows}
             audit.record_hub_txn(conn, at=now, action="space.purge",

@@ -97,13 +97,15 @@ def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
-def _store_record(s: Settings, **values: str | None) -> None:
+def _store_record(s: Settings, *, public_url: str | None = None,
+                  key_id: str | None = None) -> None:
     from hub import record
     from hub.store.db import Store
 
     store = Store(s.database_url, pool_size=1)
     try:
-        store.run_write(lambda conn: record.store_txn(conn, **values))
+        store.run_write(lambda conn: record.store_txn(conn, public_url=public_url,
+                                                      key_id=key_id))
     finally:
         store.dispose()
 

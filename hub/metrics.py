@@ -67,9 +67,11 @@ class Metrics:
         self._server: Any = None
 
     def watch_pool(self, stats: Callable[[], dict[str, int]]) -> None:
+        def reader(state: str) -> Callable[[], float]:
+            return lambda: float(stats().get(state, 0))
+
         for state in ("in_use", "idle", "waiting"):
-            self.db_pool.labels(state=state).set_function(
-                lambda s=state: float(stats().get(s, 0)))
+            self.db_pool.labels(state=state).set_function(reader(state))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -64,7 +64,7 @@ def normalize_url(url: str) -> str:
 def mismatches(rec: Record, *, public_url: str, key_id: str, schema: str | None
                ) -> list[dict[str, Any]]:
     """What differs between this process and the record (pure). Unrecorded: no check."""
-    out = []
+    out: list[dict[str, Any]] = []
     if rec.public_url is not None and rec.public_url != public_url:
         out.append({"field": "public_url", "recorded": rec.public_url, "process": public_url})
     if rec.key_id is not None and rec.key_id != key_id:

@@ -148,7 +148,8 @@ def invite(store: Store, p: Principal, space_ref: str | None, body: dict[str, An
         return store.run_write(lambda conn: create_invite_txn(
             conn, space_id=None, role="owner", ttl=ttl, now=now, actor=p.actor(),
             created_by=p.user_id))
-    _require(role in policy.ROLES, "role must be viewer, editor or admin")
+    if not (isinstance(role, str) and role in policy.ROLES):
+        raise InvalidRequest("role must be viewer, editor or admin")
 
     def txn(conn: Any) -> dict[str, Any]:
         space, _ = space_access_txn(conn, p, space_ref, "admin")
@@ -171,8 +172,9 @@ def redeem(store: Store, key: HubKey, settings: Settings, body: dict[str, Any],
     device_name = body.get("device_name", "device")
     device_key = body.get("device_key")
     user_name = body.get("user_name") or device_name
-    _require(isinstance(code, str) and code.startswith(INVITE_PREFIX)
-             and len(code) <= MAX_CREDENTIAL, "code must be an invite code ('qi_…')")
+    if not (isinstance(code, str) and code.startswith(INVITE_PREFIX)
+            and len(code) <= MAX_CREDENTIAL):
+        raise InvalidRequest("code must be an invite code ('qi_…')")
     _require(isinstance(device_name, str) and 0 < len(device_name) <= 100,
              "device_name must be 1-100 characters")
     _require(isinstance(user_name, str) and 0 < len(user_name) <= 100,
@@ -182,6 +184,8 @@ def redeem(store: Store, key: HubKey, settings: Settings, body: dict[str, Any],
     _require(isinstance(held, list) and len(held) <= 10_000
              and all(isinstance(h, str) and is_id(h) for h in held),
              "held_elsewhere must be a list of space ids")
+    if not isinstance(device_key, str):  # what load_public refuses with ValueError too
+        raise InvalidRequest("device_key must be a base64url Ed25519 public key")
     try:
         load_public(device_key)
     except (ValueError, TypeError) as e:
@@ -217,6 +221,7 @@ def redeem(store: Store, key: HubKey, settings: Settings, body: dict[str, Any],
                                 {"reason": "delegated"})
             p = recheck_principal_txn(conn, caller)
             dev = device_by_id_txn(conn, p.device_id)
+            assert dev is not None  # recheck_principal_txn found it, in this transaction
             if dev.public_key != device_key:
                 raise InvalidRequest("device_key differs from the calling device's key")
             user_id, device_id = p.user_id, p.device_id
@@ -238,9 +243,12 @@ def redeem(store: Store, key: HubKey, settings: Settings, body: dict[str, Any],
                                  details={"invite": inv.id, "role": "owner"})
         else:
             current = role_txn(conn, inv.space_id, user_id)
-            role = inv.role if policy.role_rank(inv.role) > policy.role_rank(current) else current
+            # the invite's role, unless the user already has a higher one in the space
+            role = current if current is not None and policy.role_rank(current) >= \
+                policy.role_rank(inv.role) else inv.role
             set_member_txn(conn, inv.space_id, user_id, role, now)
             space = get_space_txn(conn, inv.space_id, lock=True)
+            assert space is not None  # the invite names it (a purged space's invites go too)
             audit.record_space_txn(conn, space, at=now, action="invite.redeem", actor=actor,
                                    details={"invite": inv.id, "role": role})
             space_out = {"id": space.id, "name": space.name, "role": role,
@@ -333,8 +341,9 @@ def bump_epoch(store: Store, p: Principal, space_ref: str, body: dict[str, Any],
     every check runs under the space lock, nothing is written (head, epoch and audit stay
     as they are); either way the answer carries the impact (``epoch_impact_txn``)."""
     reason = body.get("reason")
-    _require(isinstance(reason, str) and 0 < len(reason.strip()) <= 500,
-             "reason is required (1-500 characters): say why history restarts")
+    if not (isinstance(reason, str) and 0 < len(reason.strip()) <= 500):
+        raise InvalidRequest("reason is required (1-500 characters): say why history "
+                             "restarts")
     dry = body.get("dry_run", False)
     _require(isinstance(dry, bool), "dry_run must be true or false")
     dry = dry or dry_run

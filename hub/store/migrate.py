@@ -56,12 +56,16 @@ def _revisions() -> dict[str, tuple[str, ...]]:
     for f in sorted((MIGRATIONS / "versions").glob("*.py")):
         values: dict[str, Any] = {}
         for node in ast.parse(f.read_text(encoding="utf-8"), str(f)).body:
-            target = node.target if isinstance(node, ast.AnnAssign) else (
-                node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1
-                else None)
+            target: ast.expr
+            if isinstance(node, ast.AnnAssign):
+                target, value = node.target, node.value
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target, value = node.targets[0], node.value
+            else:
+                continue
             if isinstance(target, ast.Name) and target.id in ("revision", "down_revision") \
-                    and node.value is not None:
-                values[target.id] = ast.literal_eval(node.value)
+                    and value is not None:
+                values[target.id] = ast.literal_eval(value)
         down = values.get("down_revision")
         out[values["revision"]] = () if down is None else (
             (down,) if isinstance(down, str) else tuple(down))

@@ -6,7 +6,10 @@ from hub.store.db import make_engine
 from hub.store.schema import metadata
 
 config = context.config
-url = config.get_main_option("sqlalchemy.url")
+_url = config.get_main_option("sqlalchemy.url")
+if _url is None:  # hub/store/migrate.py always sets it
+    raise RuntimeError("sqlalchemy.url is not set: run migrations with 'quire hub migrate'")
+url: str = _url
 
 
 def run_migrations_offline() -> None:

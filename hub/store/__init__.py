@@ -8,6 +8,8 @@
       spaces_sql, principals, invites, rules, identity, hub_state, audit_sql   rows by kind
       batches, guard_reads        the publication path (hub/guard.py, hub/feed.py)
       state_sql, read_index, purge_sql, console_sessions, oidc_logins
+      X_sql for hub/X.py: blocks, screening, quotas, sharedlimits, space_delete,
+                          restore, conflict_reports
 
 A function whose name ends in ``_txn`` runs inside a transaction the caller opened with
 ``Store.read`` or ``Store.run_write`` and takes its connection first; ``run_write`` may run

@@ -54,7 +54,7 @@ def ensure_current_replica(space: SpaceConfig, hub: HubConfig, rep: Replica
             if receipt is not None and head is not None and (
                     batch.epoch, batch.parent_seq, batch.parent_digest) == (
                     head.epoch, head.seq, head.digest):
-                rep._apply_receipt_txn(conn, batch, receipt)
+                rep.ledger.apply_receipt_txn(conn, batch, receipt)
             else:
                 st.drop_outbox_txn(conn, batch.batch_id)
         settled.append({"batch_id": batch.batch_id, "accepted": receipt is not None})

@@ -375,13 +375,7 @@ def fold_vault_edits(home: Home, space: SpaceConfig) -> None:
     try:
         with space_lock(space):
             with open_desk(home, space) as desk:
-                from replica.engine.sync import SyncReport
-
-                rep = desk._engine_replica()
-                # journaled vault writes first: a file not yet written (a keep-both
-                # copy, say) would otherwise look like a local delete
-                rep.flush_vault()
-                rep.scan(SyncReport())
+                desk.fold_vault_edits()
     except LockHeld:
         pass
 

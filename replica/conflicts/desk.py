@@ -48,7 +48,10 @@ from replica.conflicts.packets import (
     with_current_ours,
 )
 from replica.engine.crash import crash_point
+from replica.engine.ledger import Ledger
+from replica.engine.report import SyncReport
 from replica.engine.resolutions import forget_resolutions_txn, plan_batch
+from replica.engine.scan import fold_vault
 from replica.machine.home import SpaceConfig, space_lock
 from replica.store import store as st
 from replica.store.db import Conn, Database
@@ -355,11 +358,8 @@ class Desk:
         if not isinstance(digest, str) or not digest:
             raise InvalidRequest("name the packet digest you resolved (from show)")
         with space_lock(self.space, wait=True):
-            rep = self._engine_replica()
-            rep.flush_vault()
-            from replica.engine.sync import SyncReport  # lazily: the engine loads the HTTP client
-
-            rep.scan(SyncReport())  # a local edit since the packet was read makes it stale
+            # a local edit since the packet was read makes it stale
+            ledger = self.fold_vault_edits()
             c = self._locate(ref)
             # every problem is named at once (a stale digest and a bad token both)
             problems = []
@@ -392,26 +392,29 @@ class Desk:
                         "no claim with this token (expired and taken, or released)")})
                 if problems:
                     raise _problems_error(problems)
-                result = self._apply(rep, c, digest=digest, how=how, merged=merged,
+                result = self._apply(ledger, c, digest=digest, how=how, merged=merged,
                                      agent=agent)
                 cconn.execute("DELETE FROM claims WHERE entry_id = ?", (c.entry_id,))
             crash_point("resolve_before_vault_write")
-            rep.flush_vault()
+            ledger.flush_vault()
         return result
 
-    def _engine_replica(self) -> Any:
-        from replica.engine.sync import Replica  # lazily: the engine loads the HTTP client
-
-        return Replica(space_id=self.space.space_id, replica_id=self.space.replica_id,
-                       vault=self.space.vault, store=self.store, client=None,  # type: ignore[arg-type]
-                       key=None, clock=self.clock)  # type: ignore[arg-type]
+    def fold_vault_edits(self) -> Ledger:
+        """Fold the vault's edits into the store, without the hub (the caller holds the space
+        lock): journaled vault writes first (a file not yet written, a keep-both copy say,
+        would otherwise look like a local delete), then the scan. Returns the ledger the
+        desk's own decisions then go through."""
+        ledger = Ledger(self.space.vault, self.store, self.clock)
+        ledger.flush_vault()
+        fold_vault(ledger, SyncReport())
+        return ledger
 
     def _access(self) -> tuple[str | None, list[dict[str, Any]]]:
         access = self.store.get_meta("access") or {}
         return access.get("role", self.space.role), list(access.get("rules") or [])
 
-    def _apply(self, rep: Any, c0: Conflict, *, digest: str, how: str, merged: Entry | None,
-               agent: str | None) -> dict[str, Any]:
+    def _apply(self, ledger: Ledger, c0: Conflict, *, digest: str, how: str,
+               merged: Entry | None, agent: str | None) -> dict[str, Any]:
         with self._store_engine.begin() as conn:
             c = st.get_conflict_txn(conn, c0.entry_id)
             if c is None:
@@ -446,7 +449,7 @@ class Desk:
                     s.held = False
                     st.drop_conflict_txn(conn, eid)
                 s.local = entry
-                rep._schedule_write_txn(conn, s)
+                ledger.schedule_write_txn(conn, s)
                 st.put_state_txn(conn, s)
                 if s.dirty:
                     res[eid] = {"agent": agent, "packet_id": pid, "how": how,

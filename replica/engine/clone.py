@@ -1,8 +1,9 @@
-"""Taking the hub's snapshot, the clone half of the sync engine (``Snapshots``, mixed into
-``replica.engine.sync.Replica``): the state at one signed head, applied as it streams in chunks of
-``CHUNK`` entries in one transaction that commits only when the store adds up to the head's
-state root; local changes are replayed on top (merged three-way). Entries new to this vault
-are written by the vault writers (replica/engine/clone_writers.py) while the next chunk is received.
+"""Taking the hub's snapshot, the clone part of the sync engine (``Snapshotter``, one of
+the parts ``replica.engine.sync.Replica`` is made of): the state at one signed head, applied
+as it streams in chunks of ``CHUNK`` entries in one transaction that commits only when the
+store adds up to the head's state root; local changes are replayed on top (merged
+three-way, by the ledger: replica/engine/ledger.py). Entries new to this vault are written
+by the vault writers (replica/engine/clone_writers.py) while the next chunk is received.
 
     snapshot ── _snapshot_head (signed head, epoch path, purged)
              └─ tx: purged dropped, _snapshot_txn ── chunk: _snapshot_chunk_txn ─┐
@@ -14,58 +15,41 @@ are written by the vault writers (replica/engine/clone_writers.py) while the nex
 from __future__ import annotations
 
 import os
-import time
 from typing import Any
 
 from replica.engine import clone_writers as vaultwriter
 from replica.engine import restored
 from replica.engine.crash import crash_point
+from replica.engine.ledger import Ledger, settled_mtime_ns
 from replica.engine.purge import drop_purged_txn, purged_by
-from replica.engine.report import SyncReport
+from replica.engine.report import Progress, SyncReport
 from replica.hubclient.client import HubClient, HubUnverified
 from replica.store import store as st
 from replica.store.db import Conn
 from replica.store.records import stored_entry
-from replica.store.store import EntryState, Head, Store
+from replica.store.store import Head
 from replica.trust import verify
 from replica.vault import created as clonefiles
 from replica.vault import faults as vaultfaults
 from replica.vault import markdown as md
-from shared.entry import Entry
 from shared.signed import SignedHead
 
-RACY_NS = 2_000_000_000  # a file modified this recently is hashed even if its stat matches
 CHUNK = 2000  # snapshot entries a chunk (what the vault writers get at a time)
 
 
-def settled_mtime_ns() -> int:
-    """The mtime given to the files a sync writes: older than the racy window, so their
-    stat is trusted at once, and older than any later edit, which therefore changes it."""
-    return time.time_ns() - RACY_NS - 1_000_000_000
+class Snapshotter:
+    """Takes the hub's snapshot of one space into its store, through the ``ledger``."""
 
-
-class Snapshots:
-    """The snapshot half of ``Replica``: what it reads of the replica, and the merge of one
-    entry it calls (replica/engine/sync.py)."""
-
-    space_id: str
-    vault: Any
-    store: Store
-    client: HubClient
-    progress: Any
-    clock: Any
-    # crossing a restore from backup: entries whose held state is republished
-    # (replica/engine/restored.py); set for one snapshot, empty otherwise
-    _republish: set[str] = set()
-    _restore: tuple[list[Any], Any] | None = None
-
-    def _merge_remote_txn(self, conn: Conn, theirs: Entry | None, report: SyncReport, *,
-                          entry_id: str | None = None, author: dict[str, Any] | None = None,
-                          seq: int | None = None) -> None:
-        raise NotImplementedError  # the engine's merge (replica/engine/sync.py)
-
-    def _schedule_write_txn(self, conn: Conn, s: EntryState) -> None:
-        raise NotImplementedError  # the engine's journaled vault write (replica/engine/sync.py)
+    def __init__(self, ledger: Ledger, client: HubClient, space_id: str,
+                 progress: Progress | None = None):
+        self.ledger = ledger
+        self.client = client
+        self.space_id = space_id
+        self.progress = progress
+        # crossing a restore from backup: entries whose held state is republished
+        # (replica/engine/restored.py); set for one snapshot, empty otherwise
+        self._republish: set[str] = set()
+        self._restore: tuple[list[Any], Any] | None = None
 
     def _snapshot_head(self, first: Any, fresh: SignedHead | None
                        ) -> tuple[SignedHead, dict[str, str]]:
@@ -76,8 +60,8 @@ class Snapshots:
         signed = self.client.verified_head(first.get("head"), self.space_id)
         # epoch statements: signed when made, by the key then
         parsed, path = verify.snapshot_path(self.client.hub_keys, self.space_id,
-                                            self.store.head(), signed, first.get("epochs"),
-                                            fresh)
+                                            self.ledger.store.head(), signed,
+                                            first.get("epochs"), fresh)
         if path:
             self._restore = (parsed, restored.restore_point(path))
         return signed, purged_by(path)
@@ -95,19 +79,20 @@ class Snapshots:
         expected = vaultwriter.count_hint(first)  # (progress, writer processes)
         new_head = Head(signed.epoch, signed.seq, signed.digest)
         mtime_ns = settled_mtime_ns()
-        clonefiles.mark(self.vault, self.store, mtime_ns)  # committed before any file
+        clonefiles.mark(self.ledger.vault, self.ledger.store, mtime_ns)  # committed first
         try:
-            with self.store.tx() as conn:
+            with self.ledger.store.tx() as conn:
                 if self._restore is not None and self._restore[1] is not None:
                     self._republish = restored.republish_ids_txn(conn, *self._restore)
                 if purged:  # before any entry: nothing of them is merged or kept
-                    drop_purged_txn(conn, purged, report, self._schedule_write_txn,
-                                    self.clock())
+                    drop_purged_txn(conn, purged, report, self.ledger.schedule_write_txn,
+                                    self.ledger.clock())
                     self._republish = self._republish - set(purged)  # not republished
                 self._snapshot_txn(conn, lines, signed, new_head, report, expected, mtime_ns)
                 clonefiles.done_txn(conn)
         except Exception:  # refused: this clone's files go (a kill leaves them to the next
-            clonefiles.repair(self.vault, self.store)  # sync's flush_vault, which repairs)
+            # sync's flush_vault, which repairs)
+            clonefiles.repair(self.ledger.vault, self.ledger.store)
             raise
         finally:
             self._republish = set()
@@ -121,7 +106,7 @@ class Snapshots:
             st.triggers_off_txn(conn)
         seen: set[str] = set()
         chunk: list[bytes] = []
-        writer = vaultwriter.start(self.vault, mtime_ns, expected, index,
+        writer = vaultwriter.start(self.ledger.vault, mtime_ns, expected, index,
                                    lambda: crash_point("mid_vault_write"))
         try:
             for line in lines:
@@ -155,7 +140,8 @@ class Snapshots:
         st.set_head_txn(conn, new_head)
         for eid in index:
             if eid not in seen:
-                self._merge_remote_txn(conn, None, report, entry_id=eid)
+                self.ledger.merge_remote_txn(conn, None, report, entry_id=eid,
+                                             republish=self._republish)
         for row in st.outbox_txn(conn):
             if row["body"]["epoch"] != new_head.epoch:
                 # made in another epoch: it can never be accepted; its changes are still
@@ -177,7 +163,7 @@ class Snapshots:
         if lines:
             writer.submit(lines)
         rows = []
-        vault = os.fspath(self.vault)
+        vault = os.fspath(self.ledger.vault)
         for status, eid, seq, version, text, file_hash, size in done:
             if eid in seen:
                 raise HubUnverified("snapshot lists an entry twice", {"id": eid})
@@ -187,7 +173,8 @@ class Snapshots:
             elif status != vaultwriter.HAVE:  # same here and there, file written: skipped
                 entry = stored_entry(text, version)  # checked by the writer
                 if status == vaultwriter.FOUND:  # a file was there: merged, not overwritten
-                    vaultfaults.adopt_file_txn(conn, self.vault, eid,
+                    vaultfaults.adopt_file_txn(conn, self.ledger.vault, eid,
                                                md.entry_os_path(vault, eid))
-                self._merge_remote_txn(conn, entry, report, seq=seq)
+                self.ledger.merge_remote_txn(conn, entry, report, seq=seq,
+                                             republish=self._republish)
         st.insert_cloned_txn(conn, rows)

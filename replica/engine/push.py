@@ -1,10 +1,11 @@
-"""Publishing, the push half of the sync engine (``Publisher``, mixed into
-``replica.engine.sync.Replica``): build the next batch from the dirty entries (resolutions first,
-changes the space rules deny and content screening finds a secret in kept back:
-replica/engine/screened.py), save it in the outbox before sending, send it,
-apply the receipt; on ``head_changed`` pull and retry (bounded), on an epoch change take a
-snapshot; a batch the hub chained on a later head is checked in the history the next pull
-brings. See the invariants in replica/engine/sync.py's docstring.
+"""Publishing, the push part of the sync engine (``Publisher``, one of the parts
+``replica.engine.sync.Replica`` is made of): build the next batch from the dirty entries
+(resolutions first, changes the space rules deny and content screening finds a secret in
+kept back: replica/engine/screened.py), save it in the outbox before sending, send it,
+apply the receipt (the ledger's ``apply_receipt_txn``, replica/engine/ledger.py); on
+``head_changed`` pull (the ``Puller`` it is given) and retry (bounded), on an epoch change
+take a snapshot; a batch the hub chained on a later head is checked in the history the next
+pull brings. See the invariants in replica/engine/sync.py's docstring.
 
 On ``version_blocked`` (an admin reverted that version and blocked it) the edits the
 refusal names are held as conflicts, not republished, not lost (replica/engine/blocked.py); the
@@ -13,22 +14,22 @@ rest of the batch is built again and sent.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from replica.engine import blocked
+from replica.engine.clone import Snapshotter
 from replica.engine.crash import crash_point
+from replica.engine.ledger import Ledger
+from replica.engine.pull import Puller
 from replica.engine.report import SyncReport
-from replica.engine.resolutions import forget_resolutions_txn, plan_batch
+from replica.engine.resolutions import plan_batch
 from replica.engine.screened import allows_from, hold_back
 from replica.hubclient.client import HubClient, HubUnverified
 from replica.store import store as st
-from replica.store.db import Conn
-from replica.store.store import EntryState, Head, Store
+from replica.store.store import EntryState
 from shared import policy
-from shared.digest import chain_next
 from shared.entry import tombstone
 from shared.errors import (
     BaseMismatch,
@@ -46,24 +47,23 @@ MAX_OPS_PER_BATCH = 500
 
 
 class Publisher:
-    """The push half of ``Replica``: what it reads of the replica, and the pull it calls."""
+    """Publishes one space's local changes; the caller holds the space lock. When the hub's
+    head moved, ``puller`` brings the store up to it (``snapshots`` when the epoch changed)
+    before the next attempt."""
 
-    space_id: str
-    replica_id: str
-    store: Store
-    client: HubClient
-    key: Ed25519PrivateKey
-    clock: Callable[[], int]
-    provenance: dict[str, str] | None
-
-    def pull(self, report: SyncReport) -> None:
-        raise NotImplementedError  # the engine's pull (replica/engine/sync.py)
-
-    def snapshot(self, report: SyncReport) -> None:
-        raise NotImplementedError  # the engine's snapshot (replica/engine/sync.py)
-
-    def _schedule_write_txn(self, conn: Conn, s: EntryState) -> None:
-        raise NotImplementedError  # the engine's vault journal (replica/engine/sync.py)
+    def __init__(self, ledger: Ledger, client: HubClient, puller: Puller,
+                 snapshots: Snapshotter, *, space_id: str, replica_id: str,
+                 key: Ed25519PrivateKey, provenance: dict[str, str] | None = None):
+        self.ledger = ledger
+        self.store = ledger.store
+        self.clock = ledger.clock
+        self.client = client
+        self.puller = puller
+        self.snapshots = snapshots
+        self.space_id = space_id
+        self.replica_id = replica_id  # named in every batch
+        self.key = key
+        self.provenance = provenance
 
     def _build_ops(self, report: SyncReport | None = None) -> list[Op]:
         ops = []
@@ -163,11 +163,11 @@ class Publisher:
         except (HeadChanged, BaseMismatch, EpochChanged, SnapshotRequired):
             return
         with self.store.tx() as conn:
-            moved = self._apply_receipt_txn(conn, batch, receipt)
+            moved = self.ledger.apply_receipt_txn(conn, batch, receipt)
         report.pushed += len(batch.ops)
         report.batches += 1
         if not moved:  # accepted on a later head: pull the gap, which ends with this batch
-            self.pull(report)
+            self.puller.pull(report)
             self._check_landed([(batch, receipt)])
 
     def push(self, report: SyncReport) -> None:
@@ -181,7 +181,7 @@ class Publisher:
                 # the hub chained our batches on a head we had not pulled: pull the gap
                 # (every remote batch before ours, then ours, applied as a no-op) and check
                 # that the history the hub serves holds them where the receipts said
-                self.pull(report)
+                self.puller.pull(report)
                 self._check_landed(landed)
                 landed = []
                 continue  # merges made by that pull may have something to publish
@@ -192,20 +192,20 @@ class Publisher:
                 rounds += 1
                 if rounds >= MAX_ROUNDS:
                     raise
-                self.pull(report)
+                self.puller.pull(report)
                 continue
             except (EpochChanged, SnapshotRequired):
                 rounds += 1
                 if rounds >= MAX_ROUNDS:
                     raise
-                self.snapshot(report)
+                self.snapshots.snapshot(report)
                 continue
             except VersionBlocked as e:
                 rounds += 1
                 with self.store.tx() as conn:  # replica/engine/blocked.py
                     st.drop_outbox_txn(conn, batch.batch_id)
                     held = blocked.refused(conn, batch.ops, e, self.clock(),
-                                           self._schedule_write_txn, report)
+                                           self.ledger.schedule_write_txn, report)
                 if not held or rounds >= MAX_ROUNDS:
                     raise
                 continue  # the other edits go in the next batch
@@ -218,45 +218,11 @@ class Publisher:
                 raise
             crash_point("after_push_before_receipt")
             with self.store.tx() as conn:
-                if not self._apply_receipt_txn(conn, batch, receipt):
+                if not self.ledger.apply_receipt_txn(conn, batch, receipt):
                     landed.append((batch, receipt))
             crash_point("after_receipt")
             report.pushed += len(batch.ops)
             report.batches += 1
-
-    def _apply_receipt_txn(self, conn: Conn, batch: Batch, receipt: dict[str, Any]
-                           ) -> bool:
-        """Record an accepted batch; True when the local head moved onto it.
-
-        The head moves only when the receipt's link from the local head verifies (the batch
-        landed right after it). A batch the hub rebased onto a later head (receipt seq
-        beyond local seq + 1) leaves the head where it is: its ops are marked synced and
-        the pull that follows brings every batch before it, then this one as a no-op (an
-        edit made meanwhile stays dirty). Never skip a remote batch, never lose an edit."""
-        head = st.head_txn(conn)
-        seq = receipt["seq"]
-        if head is not None and head.epoch == batch.epoch and seq <= head.seq:
-            # already pulled (the pull applied it and everything after it): nothing to mark
-            st.save_receipt_txn(conn, batch.batch_id, receipt)
-            st.drop_outbox_txn(conn, batch.batch_id)
-            return True
-        for op in batch.ops:
-            s = st.get_state_txn(conn, op.entry_id)
-            s.synced = op.entry
-            st.put_state_txn(conn, s)
-        moved = (head is not None and head.epoch == batch.epoch and seq == head.seq + 1
-                 and chain_next(head.digest, batch.digest) == receipt["head"])
-        if moved:
-            st.set_head_txn(conn, Head(batch.epoch, seq, receipt["head"]))
-            st.add_history_txn(conn, epoch=batch.epoch, seq=seq, head=receipt["head"],
-                               kind="push", entries=[op.entry_id for op in batch.ops],
-                               batch_id=batch.batch_id, replica_id=batch.replica_id,
-                               batch_digest=batch.digest,
-                               accepted_at=receipt.get("accepted_at"))
-        st.save_receipt_txn(conn, batch.batch_id, receipt)
-        st.drop_outbox_txn(conn, batch.batch_id)
-        forget_resolutions_txn(conn, [op.entry_id for op in batch.ops])
-        return moved
 
     def _check_landed(self, landed: list[tuple[Batch, dict[str, Any]]]) -> None:
         """After pulling a gap: the change at each receipt's seq is that batch, with the

@@ -1,14 +1,18 @@
 """What one sync did (``SyncReport``): counts, the entries merged, held or changed locally,
 the files it could not publish, the changes the space rules deny and those content
-screening keeps back. Filled by the engine
-(replica/engine/sync.py, replica/engine/push.py), shown by every front end."""
+screening keeps back. Filled by the engine's parts (replica/engine/sync.py and the modules
+it is made of), shown by every front end. And ``Progress``, how a long sync says how far it
+got."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from replica.vault import markdown as md
+
+Progress = Callable[..., None]  # (done, total[, unit]): replica/cli/progressbar.py
 
 
 @dataclass

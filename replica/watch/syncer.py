@@ -118,9 +118,9 @@ class SpaceSyncer:
         """Apply changes that came with head events, as the pull of a full sync would:
         verified by the client's own ``changes`` checks (each batch parsed, its digest
         recomputed, chained onto this replica's head, up to the signed head the event
-        carried) and applied by the engine's ``apply_page_txn`` (authors attested, the state
-        root equal to the signed one), all in one store transaction, then written to the
-        vault. None (the caller runs a full sync) when they do not start right after the
+        carried) and applied by the engine's ``Puller.apply_page_txn`` (authors attested, the
+        state root equal to the signed one), all in one store transaction, then written to
+        the vault. None (the caller runs a full sync) when they do not start right after the
         head, or when anything local is pending: an outbox, dirty entries, held conflicts,
         journaled vault writes. Raises ``HubUnverified`` when they do not verify, and
         ``StaleHead`` when the signed head is older than the freshness bound."""
@@ -130,7 +130,7 @@ class SpaceSyncer:
         with space_lock(self.space):
             rep, client, store = self._open()
             report = SyncReport()
-            authors = rep.authors()
+            authors = rep.puller.authors()
             try:
                 with store.tx() as conn:  # the checks and the apply: one transaction
                     head = st.head_txn(conn)
@@ -148,7 +148,7 @@ class SpaceSyncer:
                                          after=head.seq, after_digest=head.digest)
                     assert page.signed is not None
                     check_fresh(page.signed, rep.clock())
-                    rep.apply_page_txn(conn, page, authors, report)
+                    rep.puller.apply_page_txn(conn, page, authors, report)
                 expected = {eid: content for eid, content, _prev in
                             store.pending_vault_writes()}
                 rep.flush_vault()

@@ -13,8 +13,8 @@ import pytest
 
 from replica.conflicts.desk import Desk, packet_digest, plan_batch
 from replica.conflicts.packets import keep_both_id
+from replica.engine.markers import conflict_marker
 from replica.engine.merge import merge_entry
-from replica.engine.sync import conflict_marker
 from replica.machine.home import SpaceConfig
 from replica.store import store as st
 from replica.store.store import Conflict, EntryState, Store

@@ -33,6 +33,7 @@ from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 import replica.engine.clone as clone_mod
+import replica.engine.ledger as ledger_mod
 import replica.engine.push as push_mod
 import replica.engine.sync as sync_mod
 from replica.engine.crash import POINTS
@@ -349,8 +350,9 @@ def test_crash_at_every_point_is_completed_by_the_next_sync(tmp_path, space, mon
             raise Crash(name)
 
     monkeypatch.setattr(sync_mod, "crash_point", crash)
-    monkeypatch.setattr(push_mod, "crash_point", crash)  # the push half's points
-    monkeypatch.setattr(clone_mod, "crash_point", crash)  # and the snapshot half's
+    monkeypatch.setattr(ledger_mod, "crash_point", crash)  # the vault writes' points
+    monkeypatch.setattr(push_mod, "crash_point", crash)  # the push part's
+    monkeypatch.setattr(clone_mod, "crash_point", crash)  # and the snapshot part's
     with pytest.raises(Crash):
         b.sync()
     monkeypatch.undo()

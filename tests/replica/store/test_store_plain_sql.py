@@ -119,10 +119,10 @@ def test_applying_our_own_batch_drops_it_from_the_outbox_only(tmp_path: Path) ->
         st.add_outbox_txn(conn, "B" * 26, {"x": 1}, 1)
         st.add_outbox_txn(conn, "C" * 26, {"x": 2}, 2)
     with store.tx() as conn:  # another replica's batch: our outbox stays as it is
-        rep._apply_change_txn(conn, change(other, "B" * 26, 1, _e("page/a")), SyncReport())
+        rep.puller._apply_change_txn(conn, change(other, "B" * 26, 1, _e("page/a")), SyncReport())
     assert [r["batch_id"] for r in store.outbox()] == ["B" * 26, "C" * 26]
     with store.tx() as conn:
-        rep._apply_change_txn(conn, change(me, "B" * 26, 2, _e("page/b")), SyncReport())
+        rep.puller._apply_change_txn(conn, change(me, "B" * 26, 2, _e("page/b")), SyncReport())
     assert [r["batch_id"] for r in store.outbox()] == ["C" * 26]
     assert store.head() == Head(EPOCH, 2, f"{2:064x}")
     h = store.history()

@@ -1,0 +1,252 @@
+"""The ledger: the one owner of what a sync records about each entry, shared by the parts of
+the engine that move it (the scan, replica/engine/scan.py; the pull, replica/engine/pull.py;
+the snapshot, replica/engine/clone.py; the push, replica/engine/push.py) and by the conflict
+desk (replica/conflicts/desk.py). They receive a ``Ledger``; none reaches into another.
+
+Each entry's state (``EntryState``, replica/store/records.py) holds what the hub has
+(``synced``), what this replica has (``local``), whether it is held as a conflict, and what
+its vault file showed when it was last written or read: its hash, its stat (size and mtime;
+None when not to be trusted) and the entry it showed (``file_base``). A decision that
+changes what a file should show journals the write in the same transaction
+(``schedule_write_txn``); ``flush_vault`` carries the journal out, never over a person's
+edit, and records what each file then shows.
+
+    pulled change, snapshot entry ──► merge_remote_txn ──┐
+    a vault file read (scan.py) ─────────────────────────┼──► schedule_write_txn ──► journal
+    a resolution (conflicts/desk.py) ────────────────────┘                              │
+    a receipt ──► apply_receipt_txn (synced moves)      flush_vault: files written ◄────┘
+                                                        and recorded (record_stat)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Container
+from pathlib import Path
+from typing import Any
+
+from replica.engine.crash import crash_point
+from replica.engine.markers import conflict_marker
+from replica.engine.merge import merge_entry, same
+from replica.engine.report import SyncReport
+from replica.engine.resolutions import forget_resolutions_txn
+from replica.store import store as st
+from replica.store.db import Conn
+from replica.store.store import Conflict, EntryState, Head, Store
+from replica.vault import created as clonefiles
+from replica.vault import faults as vaultfaults
+from replica.vault import files as vlt
+from replica.vault import markdown as md
+from replica.vault import presence as vault_presence
+from shared.digest import chain_next
+from shared.entry import Entry
+from shared.wire import Batch
+
+CHUNK = 2000  # journaled vault writes per transaction
+RACY_NS = 2_000_000_000  # a file modified this recently is hashed even if its stat matches
+
+
+def settled_mtime_ns() -> int:
+    """The mtime given to the files a sync writes: older than the racy window, so their
+    stat is trusted at once, and older than any later edit, which therefore changes it."""
+    return time.time_ns() - RACY_NS - 1_000_000_000
+
+
+class Ledger:
+    """The entry states of one space's store and the journal of its vault's writes; the
+    caller holds the space lock."""
+
+    def __init__(self, vault: Path, store: Store, clock: Callable[[], int]):
+        self.vault = vault
+        self.store = store
+        self.clock = clock
+        # dirty edits a merge found equal to a pulled version (replica/engine/blocked.py);
+        # emptied by the sync before its pull
+        self.absorbed: dict[str, Entry] = {}
+
+    # ------------------------------------------------------------ a file's record
+
+    @staticmethod
+    def record_stat(s: EntryState, size: int, mtime_ns: int, now_ns: int) -> None:
+        """Record the stat of the file of ``s`` as seen at ``now_ns``."""
+        s.file_size = size
+        # racily clean: an edit within the same clock tick would keep size and mtime, so a
+        # file this fresh is hashed again next time (git does the same)
+        s.file_mtime_ns = mtime_ns if now_ns - mtime_ns > RACY_NS else None
+
+    @staticmethod
+    def shown(conn: Conn, s: EntryState) -> tuple[Entry | None, dict[str, Any] | None]:
+        """The entry the vault file of ``s`` shows, with its local marker (None: no file)."""
+        if s.held:
+            c = st.get_conflict_txn(conn, s.id)
+            shown = s.local if s.local is not None and not s.local.deleted else (
+                c.theirs if c is not None else None)
+            if shown is None or shown.deleted or c is None:
+                return None, None
+            return shown, conflict_marker(c)
+        if s.local is None or s.local.deleted:
+            return None, None
+        return s.local, None
+
+    def schedule_write_txn(self, conn: Conn, s: EntryState) -> None:
+        """Journal the write that makes the file of ``s`` show it (none when it already
+        does); the caller puts ``s``, whose file record now names that write."""
+        shown, marker = self.shown(conn, s)
+        content = None if shown is None else md.render(shown, marker).decode("utf-8")
+        new_hash = None if content is None else md.file_hash(content.encode("utf-8"))
+        if new_hash == s.file_hash:
+            return
+        st.add_vault_write_txn(conn, s.id, content, s.file_hash)
+        s.file_hash = new_hash
+        s.file_size = s.file_mtime_ns = None
+
+    # ------------------------------------------------------------ store → vault
+
+    def flush_vault(self) -> None:
+        """Carry out journaled vault writes (also after a crash), never over a person's edit;
+        first remove what a cut clone left unrecorded (replica/vault/created.py). Never into a
+        vault that is gone (replica/vault/presence.py)."""
+        vault_presence.check(self.vault, self.store)
+        clonefiles.repair(self.vault, self.store)
+        pending = self.store.pending_vault_writes()
+        if not pending:
+            return
+        crash_point("before_vault_write")
+        for i in range(0, len(pending), CHUNK):
+            self._flush_chunk(pending[i:i + CHUNK])
+
+    def _flush_chunk(self, pending: list[tuple[str, str | None, str | None]]) -> None:
+        """Journaled writes, files first (two file-system flushes for the chunk), then one
+        transaction recording them and clearing the journal. A crash in between leaves the
+        journal: the next run finds the files already written and only records them."""
+        decided = []
+        writes = []
+        for entry_id, content, prev_hash in pending:
+            path = md.entry_path(self.vault, entry_id)
+            if vaultfaults.behind_link(self.vault, path):
+                continue  # kept journaled: done once the folder is a folder again
+            data = None if content is None else content.encode("utf-8")
+            new_hash = None if data is None else md.file_hash(data)
+            current = None
+            try:
+                if path.is_symlink():
+                    current = "symlink"
+                elif path.is_file():
+                    current = md.file_hash(path.read_bytes())
+            except OSError:
+                continue  # unreadable: kept journaled, reported by the scan
+            ok = current in (prev_hash, new_hash)
+            if ok:
+                if data is None:
+                    vlt.remove(self.vault, path)
+                elif current != new_hash:
+                    writes.append((path, data))
+            # else: the file changed since we decided; the person's edit wins (next scan)
+            decided.append((entry_id, path, data, new_hash, ok))
+        if writes:
+            vlt.write_many(self.vault, writes, crash_hook=lambda: crash_point("mid_vault_write"),
+                           mtime_ns=settled_mtime_ns())
+        crash_point("vault_written")
+        with self.store.tx(durable=False) as conn:  # files flushed: if lost, redone (Store.tx)
+            now_ns = time.time_ns()
+            for entry_id, path, data, new_hash, ok in decided:
+                s = st.get_state_txn(conn, entry_id)
+                if data is not None and path.is_file() and not path.is_symlink():
+                    stat = path.stat()
+                    if ok:
+                        self.record_stat(s, stat.st_size, stat.st_mtime_ns, now_ns)
+                        # the file now shows this entry: a later edit of it is based on it
+                        shown, marker = self.shown(conn, s)
+                        if shown is None or md.file_hash(md.render(shown, marker)) != new_hash:
+                            shown = md.read_entry(self.vault, entry_id, data)[0]
+                        s.file_base = shown
+                elif data is None and ok:
+                    s.file_hash = s.file_size = s.file_mtime_ns = None
+                    s.file_base = None
+                st.put_state_txn(conn, s)
+                st.done_vault_write_txn(conn, entry_id)
+
+    # ------------------------------------------------------------ hub → store
+
+    def merge_remote_txn(self, conn: Conn, theirs: Entry | None, report: SyncReport, *,
+                         entry_id: str | None = None, author: dict[str, Any] | None = None,
+                         seq: int | None = None, republish: Container[str] = ()) -> None:
+        """Fold the hub's state of one entry into the store (theirs None: absent), three-way
+        against its synced version. ``republish``: entries whose held state a snapshot
+        crossing a restore republishes (replica/engine/restored.py)."""
+        eid = entry_id or (theirs.id if theirs is not None else "")
+        s = st.get_state_txn(conn, eid)
+        if eid in republish and not s.held:
+            s.synced = theirs  # the restored state is the base; ours stays and goes out
+            if not same(s.local, theirs):
+                report.republished.append(eid)
+            self.schedule_write_txn(conn, s)
+            st.put_state_txn(conn, s)
+            return
+        base = s.synced
+        was_dirty = s.dirty
+        s.synced = theirs
+        if s.held:
+            c = st.get_conflict_txn(conn, eid)
+            if same(s.local, theirs) or c is None:
+                s.held = False
+                st.drop_conflict_txn(conn, eid)
+            else:
+                c.theirs, c.theirs_author, c.theirs_seq = theirs, author, seq
+                st.put_conflict_txn(conn, c)
+                # still held, now against a newer remote version: this sync held it too
+                # (a report that left it out told an agent "nothing held" in state conflicts)
+                report.held.append(eid)
+        elif not was_dirty:
+            s.local = theirs if theirs is not None and not theirs.deleted else None
+        else:
+            result = merge_entry(base, s.local, theirs)
+            if result.clean and s.local is not None and same(s.local, theirs):
+                self.absorbed[eid] = s.local
+            if result.clean:
+                s.local = result.entry
+                report.merged.append(eid)
+            else:
+                s.held = True
+                st.put_conflict_txn(conn, Conflict(
+                    eid, list(result.conflicts), base, s.local, theirs, author, seq,
+                    result.body_with_markers, self.clock()))
+                report.held.append(eid)
+        self.schedule_write_txn(conn, s)
+        st.put_state_txn(conn, s)
+
+    # ------------------------------------------------------------ push → store
+
+    @staticmethod
+    def apply_receipt_txn(conn: Conn, batch: Batch, receipt: dict[str, Any]) -> bool:
+        """Record an accepted batch; True when the local head moved onto it.
+
+        The head moves only when the receipt's link from the local head verifies (the batch
+        landed right after it). A batch the hub rebased onto a later head (receipt seq
+        beyond local seq + 1) leaves the head where it is: its ops are marked synced and
+        the pull that follows brings every batch before it, then this one as a no-op (an
+        edit made meanwhile stays dirty). Never skip a remote batch, never lose an edit."""
+        head = st.head_txn(conn)
+        seq = receipt["seq"]
+        if head is not None and head.epoch == batch.epoch and seq <= head.seq:
+            # already pulled (the pull applied it and everything after it): nothing to mark
+            st.save_receipt_txn(conn, batch.batch_id, receipt)
+            st.drop_outbox_txn(conn, batch.batch_id)
+            return True
+        for op in batch.ops:
+            s = st.get_state_txn(conn, op.entry_id)
+            s.synced = op.entry
+            st.put_state_txn(conn, s)
+        moved = (head is not None and head.epoch == batch.epoch and seq == head.seq + 1
+                 and chain_next(head.digest, batch.digest) == receipt["head"])
+        if moved:
+            st.set_head_txn(conn, Head(batch.epoch, seq, receipt["head"]))
+            st.add_history_txn(conn, epoch=batch.epoch, seq=seq, head=receipt["head"],
+                               kind="push", entries=[op.entry_id for op in batch.ops],
+                               batch_id=batch.batch_id, replica_id=batch.replica_id,
+                               batch_digest=batch.digest,
+                               accepted_at=receipt.get("accepted_at"))
+        st.save_receipt_txn(conn, batch.batch_id, receipt)
+        st.drop_outbox_txn(conn, batch.batch_id)
+        forget_resolutions_txn(conn, [op.entry_id for op in batch.ops])
+        return moved

@@ -1,0 +1,129 @@
+"""Pulling, the part of the sync engine that brings the hub's changes in (``Puller``, one of
+the parts ``replica.engine.sync.Replica`` is made of): ask the hub for its head, signed over
+a nonce of ours; check it against ours (rolled back, forked, or the same and the store adds
+up to it); then apply the changes after our head a page at a time, each page in one
+transaction that commits only when the store adds up to the state root the hub signed at its
+end. Each pulled version is merged into the entry's state by the ledger
+(replica/engine/ledger.py). When the epoch changed or the hub no longer serves the history
+after our head, a snapshot is taken instead (replica/engine/clone.py).
+"""
+
+from __future__ import annotations
+
+from replica.engine.clone import Snapshotter
+from replica.engine.ledger import Ledger
+from replica.engine.report import Progress, SyncReport
+from replica.hubclient.client import Change, ChangesPage, HubClient, HubUnverified
+from replica.store import store as st
+from replica.store.db import Conn
+from replica.store.store import Head
+from replica.trust import audit_tips as auditcheck
+from replica.trust import verify
+from shared.errors import SnapshotRequired
+from shared.signed import SignedHead
+
+
+class Puller:
+    """Brings one space's store up to the hub's head; the caller holds the space lock."""
+
+    def __init__(self, ledger: Ledger, client: HubClient, snapshots: Snapshotter, *,
+                 space_id: str, replica_id: str, progress: Progress | None = None):
+        self.ledger = ledger
+        self.store = ledger.store
+        self.client = client
+        self.snapshots = snapshots
+        self.space_id = space_id
+        self.replica_id = replica_id  # our own batches, recognised in the history
+        self.progress = progress
+        self.role: str | None = None  # as the hub's head said at the last pull
+
+    def pull(self, report: SyncReport) -> None:
+        head = self.store.head()
+        kept = self.store.get_meta(auditcheck.AUDIT_TIPS)  # read before the head is asked
+        # signed over a nonce of ours: a replayed old head cannot pass for the current one
+        hub = self.client.head(self.space_id, nonce=verify.new_nonce())
+        fresh: SignedHead = hub["signed"]
+        auditcheck.check_fresh(kept, fresh)  # the hub's audit log was not cut or rewritten
+        self.role = hub.get("role")
+        # role and rules as the hub applies them to us: the local guardrail check of a
+        # conflict resolution reads them (replica/conflicts/desk.py); the hub checks again
+        access = {"role": self.role, "rules": hub.get("rules") or []}
+        if self.store.get_meta("access") != access:
+            self.store.set_meta("access", access)
+        if hub.get("usage") and self.store.get_meta("usage") != hub["usage"]:
+            self.store.set_meta("usage", hub["usage"])  # quotas, for quire status
+        if head is None or fresh.epoch != head.epoch:
+            self.snapshots.snapshot(report, fresh)
+            return
+        if fresh.seq < head.seq:
+            raise HubUnverified("the hub's head is behind this replica's (rolled back?)",
+                                {"reason": "rollback", "hub_seq": fresh.seq,
+                                 "local_seq": head.seq})
+        if fresh.seq == head.seq:
+            if fresh.digest != head.digest:
+                raise HubUnverified("the hub's head digest differs at the same seq",
+                                    {"reason": "fork", "seq": head.seq})
+            with self.store.tx() as conn:  # and the store holds exactly the signed state
+                verify.check_root_txn(conn, fresh, "head")
+            return
+        self._pull_changes(report, head, fresh.seq)
+
+    def authors(self) -> verify.Authors:
+        """Device attestations (cached in the store; fetched when a batch needs one)."""
+        return verify.Authors(lambda: self.client.hub_keys, lambda: self.client.devices(
+            self.space_id), self.store.get_meta(verify.DEVICES))
+
+    def apply_page_txn(self, conn: Conn, page: ChangesPage, authors: verify.Authors,
+                       report: SyncReport) -> None:
+        """Apply a verified page of changes, then check that the store adds up to the state
+        the hub signed at its end; raises (and the transaction rolls back) otherwise."""
+        assert page.signed is not None
+        # receipts are served as signed when accepted: any key of the pinned chain
+        verify.check_authors(self.client.hub_keys, page.changes, authors)
+        for change in page.changes:
+            self._apply_change_txn(conn, change, report)
+        verify.check_root_txn(conn, page.signed, "changes")
+        if authors.refreshed:
+            st.set_meta_txn(conn, verify.DEVICES, authors.wire)
+
+    def _pull_changes(self, report: SyncReport, head: Head, until: int) -> None:
+        authors = self.authors()
+        start = head.seq  # progress: batches pulled of those the signed head says there are
+        while True:
+            try:
+                page = self.client.changes(self.space_id, epoch=head.epoch, after=head.seq,
+                                           after_digest=head.digest)
+            except SnapshotRequired:
+                self.snapshots.snapshot(report)
+                return
+            # the whole page in one transaction: applied only if it adds up to the signed head
+            with self.store.tx() as conn:
+                self.apply_page_txn(conn, page, authors, report)
+            if page.changes:
+                head = Head(head.epoch, page.changes[-1].seq, page.changes[-1].head)
+                report.pulled += len(page.changes)
+                if self.progress:
+                    self.progress(head.seq - start, max(until, head.seq) - start, "batches")
+            if not page.more or not page.changes:
+                return
+
+    def _apply_change_txn(self, conn: Conn, change: Change, report: SyncReport) -> None:
+        batch = change.batch
+        for op in batch.ops:
+            # the batch provenance rides along: conflict packets show which agent wrote theirs
+            self.ledger.merge_remote_txn(
+                conn, op.entry, report,
+                author=dict(change.author or {}, provenance=batch.provenance), seq=change.seq)
+        head = st.head_txn(conn)
+        assert head is not None
+        st.set_head_txn(conn, Head(head.epoch, change.seq, change.head))
+        st.add_history_txn(conn, epoch=batch.epoch, seq=change.seq, head=change.head,
+                           kind="batch", entries=[op.entry_id for op in batch.ops],
+                           batch_id=batch.batch_id, replica_id=batch.replica_id,
+                           batch_digest=batch.digest, author=change.author,
+                           accepted_at=change.accepted_at)
+        if batch.replica_id == self.replica_id:
+            # our own batch, accepted while we were not listening: it is published (a
+            # batch of ours no longer in the outbox deletes nothing; another replica's
+            # batch cannot be in our outbox, so its change reads no outbox row)
+            st.drop_outbox_txn(conn, batch.batch_id)

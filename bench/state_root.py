@@ -7,7 +7,7 @@ and the time to recompute a root over 100,000 entries (``quire verify``'s domina
 On: the hub keeps the root in each publishing transaction (setting ``state_root``) and the
 replica checks it when it clones. Off: the hub setting off and the replica's check skipped
 (``replica.trust.verify.check_root_txn`` replaced by a no-op): the cost the feature adds. Runs the
-real hub application in-process on SQLite (tests/replica/inproc.py), one process.
+real hub application in-process on SQLite (tests/kit/inproc.py), one process.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def _bulk(dev: Any, space_id: str, n: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tests.replica.inproc import InprocHub
+    from tests.kit.inproc import InprocHub
 
     p = argparse.ArgumentParser(prog="python -m bench.state_root", description=__doc__)
     p.add_argument("--publishes", type=int, default=200)

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests import kit
+from tests.kit.hubproc import init_hub
+from tests.kit.pg import pg_database, require_pg
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -17,8 +18,8 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str | Non
     if request.param == "sqlite":
         yield None
         return
-    kit.require_pg()
-    with kit.pg_database() as url:
+    require_pg()
+    with pg_database() as url:
         yield url
 
 
@@ -32,7 +33,7 @@ def hub_app(tmp_path: Path, db_url: str | None) -> Iterator[dict[str, Any]]:
     from hub.settings import load_settings
 
     data = tmp_path / "hub"
-    code = kit.init_hub(data, db_url)
+    code = init_hub(data, db_url)
     settings = load_settings(data)
     hooks = GuardHooks()
     app = create_app(settings, hooks=hooks)
@@ -49,16 +50,16 @@ def hub_app(tmp_path: Path, db_url: str | None) -> Iterator[dict[str, Any]]:
 # among the rest, and among files of equal weight, and within every file.
 LONG_FILES = {
     "tests/replica/engine/test_sync_props_two.py": 100, "tests/hub/test_concurrency_e2e.py": 50,
-    "tests/replica/engine/test_sync_props.py": 70, "tests/replica/test_purge_e2e.py": 60,
-    "tests/replica/test_key_rotation_e2e.py": 50, "tests/replica/trust/test_hostile_cli.py": 40,
+    "tests/replica/engine/test_sync_props.py": 70, "tests/replica/engine/test_purge_e2e.py": 60,
+    "tests/replica/trust/test_key_rotation_e2e.py": 50, "tests/replica/trust/test_hostile_cli.py": 40,
     "tests/replica/watch/test_hostile_watch.py": 40, "tests/replica/test_e2e.py": 40,
-    "tests/conflicts/test_e2e.py": 40, "tests/replica/test_revert_e2e.py": 35,
-    "tests/replica/mcp/test_mcp_cli_same_state.py": 30, "tests/identity/test_typed_rules_e2e.py": 30,
-    "tests/replica/test_space_delete_e2e.py": 30, "tests/bench/test_scaleout.py": 25,
-    "tests/replica/test_backup_e2e.py": 25, "tests/hub/test_publish.py": 25,
-    "tests/watch/test_watch_e2e.py": 25, "tests/identity/test_revocation_e2e.py": 20,
+    "tests/replica/conflicts/test_e2e.py": 40, "tests/replica/cli/test_revert_e2e.py": 35,
+    "tests/replica/mcp/test_mcp_cli_same_state.py": 30, "tests/e2e/test_typed_rules_e2e.py": 30,
+    "tests/replica/cli/test_space_delete_e2e.py": 30, "tests/bench/test_scaleout.py": 25,
+    "tests/hub/test_backup_e2e.py": 25, "tests/hub/test_publish.py": 25,
+    "tests/replica/watch/test_watch_e2e.py": 25, "tests/e2e/test_revocation_e2e.py": 20,
     "tests/bench/test_corpus.py": 20, "tests/docs/test_operations_doc.py": 20,
-    "tests/identity/test_rejoin_e2e.py": 20, "tests/watch/test_status_unpublished_e2e.py": 20,
+    "tests/e2e/test_rejoin_e2e.py": 20, "tests/replica/watch/test_status_unpublished_e2e.py": 20,
     "tests/hub/identity/test_guard_races.py": 20, "tests/hub/api/test_openapi_fuzz.py": 20,
 }
 

@@ -28,7 +28,7 @@ from shared.digest import verify_chain
 from shared.entry import make_entry
 from shared.ids import new_id
 from shared.wire import Op, build_batch
-from tests import kit
+from tests.kit.pg import pg_database, require_pg
 
 pytestmark = [pytest.mark.e2e, pytest.mark.pg, pytest.mark.slow]
 
@@ -126,8 +126,8 @@ class RoundRobinProxy:
 
 @pytest.fixture
 def pg_url() -> Any:
-    kit.require_pg()
-    with kit.pg_database() as url:
+    require_pg()
+    with pg_database() as url:
         yield url
 
 

@@ -3,7 +3,7 @@
 No container engine runs here: the compose file is loaded and validated by a Compose client
 (``docker compose config`` or Debian's ``docker-compose config``) and nginx checks its own
 configuration (``nginx -t``). .ci/run installs both; without them these checks skip on a
-developer's machine and fail under CI (``kit.unavailable``).
+developer's machine and fail under CI (``tests.kit.host.unavailable``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from tests import kit
+from tests.kit.host import unavailable
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
@@ -51,7 +51,7 @@ def _compose_client() -> list[str]:
         if shutil.which(cmd[0]) and subprocess.run([*cmd, "version"], capture_output=True
                                                    ).returncode == 0:
             return cmd
-    kit.unavailable("neither 'docker compose' nor 'docker-compose' is installed "
+    unavailable("neither 'docker compose' nor 'docker-compose' is installed "
                     "(apt-get install docker-compose)")
     raise AssertionError("unreachable")
 
@@ -114,7 +114,7 @@ def _nginx_t(site_text: str, tmp_path: Path) -> subprocess.CompletedProcess[str]
 def test_nginx_accepts_the_compose_configuration_and_refuses_a_broken_one(
         tmp_path: Path) -> None:
     if shutil.which("nginx") is None:
-        kit.unavailable("nginx is not installed (apt-get install nginx)")
+        unavailable("nginx is not installed (apt-get install nginx)")
     site = (DEPLOY / "nginx" / "quire.conf").read_text()
     r = _nginx_t(site, tmp_path)
     assert r.returncode == 0, r.stderr

@@ -18,10 +18,12 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from tests import kit
-from tests.replica.watch.sse import SSE
+from tests.kit.host import REPO, free_port, unavailable
+from tests.kit.hubproc import HubProcess, hub_cmd, serve_hub
+from tests.kit.sse import SSE
+from tests.kit.wire import put, redeem
 
-DEPLOY = kit.REPO / "deploy"
+DEPLOY = REPO / "deploy"
 UNITS = DEPLOY / "systemd"
 
 
@@ -47,25 +49,25 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @pytest.fixture
-def hub_behind(tmp_path: Path) -> Iterator[tuple[kit.HubProcess, int, str]]:
+def hub_behind(tmp_path: Path) -> Iterator[tuple[HubProcess, int, str]]:
     """A hub process on loopback whose recorded public URL is the proxy's."""
-    proxy_port = kit.free_port()
+    proxy_port = free_port()
     public = f"http://127.0.0.1:{proxy_port}"
     data = tmp_path / "hub"
-    out = subprocess.run(kit.hub_cmd("init", "--data", str(data), "--public-url", public,
-                                     "--json"), capture_output=True, text=True, cwd=kit.REPO)
+    out = subprocess.run(hub_cmd("init", "--data", str(data), "--public-url", public,
+                                     "--json"), capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 0, out.stderr
     import json
 
     code = json.loads(out.stdout)["enrollment_code"]
-    hub = kit.start_hub(data, env={"QUIRE_HUB_TRUSTED_PROXIES": "127.0.0.1"})
+    hub = serve_hub(data, env={"QUIRE_HUB_TRUSTED_PROXIES": "127.0.0.1"})
     try:
         yield hub, proxy_port, code
     finally:
         hub.stop()
 
 
-def _through(hub: kit.HubProcess, proxy_port: int, code: str) -> None:
+def _through(hub: HubProcess, proxy_port: int, code: str) -> None:
     """What must hold through any proxy: the API, the event stream, no /metrics."""
     public = f"http://127.0.0.1:{proxy_port}"
     with httpx2.Client(base_url=public, timeout=30) as c:
@@ -74,12 +76,12 @@ def _through(hub: kit.HubProcess, proxy_port: int, code: str) -> None:
         assert re.fullmatch(r"[0-9a-f-]{32,36}", info.headers["x-request-id"])
         for path in ("/metrics", "/metrics/", "/metrics?name[]=x", "/metrics/x"):
             assert c.get(path).status_code == 404, path
-        owner = kit.redeem(c, code, "owner")
+        owner = redeem(c, code, "owner")
         space = owner.create_space("px-" + uuid.uuid4().hex[:6])
         sse = SSE(f"{public}/v1/spaces/{space}/events", owner)
         try:
             assert sse.next("head")["data"]["seq"] == 0
-            assert owner.publish(space, [kit.put("page/a")]).status_code == 201
+            assert owner.publish(space, [put("page/a")]).status_code == 201
             assert sse.next("head", timeout=30)["data"]["seq"] == 1
         finally:
             sse.close()
@@ -88,11 +90,11 @@ def _through(hub: kit.HubProcess, proxy_port: int, code: str) -> None:
 
 
 def test_nginx_outside_compose_passes_streams_and_refuses_metrics(
-        hub_behind: tuple[kit.HubProcess, int, str], tmp_path: Path) -> None:
+        hub_behind: tuple[HubProcess, int, str], tmp_path: Path) -> None:
     """The shipped deploy/nginx/quire.conf, in an nginx.conf like a distribution's; the only
     changes are the listen port and where the upstream list lives (both documented)."""
     if shutil.which("nginx") is None:
-        kit.unavailable("nginx not installed (Debian: apt-get install nginx)")
+        unavailable("nginx not installed (Debian: apt-get install nginx)")
     hub, proxy_port, code = hub_behind
     ups = tmp_path / "quire-upstreams.conf"
     ups.write_text(f"server 127.0.0.1:{hub.port};\n")
@@ -129,10 +131,10 @@ http {{
 
 
 def test_caddy_outside_compose_passes_streams_and_refuses_metrics(
-        hub_behind: tuple[kit.HubProcess, int, str], tmp_path: Path) -> None:
+        hub_behind: tuple[HubProcess, int, str], tmp_path: Path) -> None:
     """The shipped deploy/Caddyfile as is, with its documented variables."""
     if shutil.which("caddy") is None:
-        kit.unavailable("caddy not installed (Debian: apt-get install caddy)")
+        unavailable("caddy not installed (Debian: apt-get install caddy)")
     hub, proxy_port, code = hub_behind
     env = dict(os.environ, HOME=str(tmp_path), XDG_DATA_HOME=str(tmp_path),
                XDG_CONFIG_HOME=str(tmp_path), QUIRE_CADDY_ADMIN="off",
@@ -211,7 +213,7 @@ def test_systemd_analyze_rates_both_units_alike_and_low(tmp_path: Path) -> None:
 
 
 def test_units_use_the_quire_the_documented_install_creates() -> None:
-    ops = (kit.REPO / "docs" / "operations.md").read_text()
+    ops = (REPO / "docs" / "operations.md").read_text()
     assert "python3 -m venv /opt/quire/venv" in ops  # creates /opt/quire/venv/bin/quire
     watch = (UNITS / "user" / "quire-watch@.service").read_text()
     assert "ExecStart=%h/.local/bin/quire watch %i" in watch

@@ -16,7 +16,7 @@ import httpx2
 import pytest
 
 from tests.docs.tour import Step, Tour
-from tests.kit import free_port
+from tests.kit.host import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 STEP = re.compile(r"^  \d+\. .{24} (\S.*)$")

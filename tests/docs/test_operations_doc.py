@@ -19,9 +19,12 @@ import httpx2
 import pytest
 import yaml
 
-from tests import kit
+from tests.kit.host import REPO, free_port
+from tests.kit.hubproc import HubProcess
+from tests.kit.pg import PG_ADMIN_URL, pg_available, pg_database
+from tests.kit.wire import put, redeem
 
-DOC = kit.REPO / "docs" / "operations.md"
+DOC = REPO / "docs" / "operations.md"
 BLOCK = re.compile(r"^( *)```(\w*)\n(.*?)^\1```", re.S | re.M)
 
 # text blocks: not run here, and why (what covers them instead)
@@ -35,7 +38,7 @@ NOT_RUN = {
     "POSTGRES_PASSWORD=": "no container engine here (tests/deploy/test_deploy.py parses "
                           "compose.yaml)",
     "systemctl stop quire-hub": "systemd; restore with the hub stopped runs end to end "
-                                "(real hub, CLI, replicas) in tests/replica/test_backup_e2e.py",
+                                "(real hub, CLI, replicas) in tests/hub/test_backup_e2e.py",
     "cp deploy/nginx/quire.conf": "root; the same file runs under nginx in "
                                   "test_deploy_files.py",
     "QUIRE_SITE=quire.example.com caddy run": "a public name and TLS; the same file runs "
@@ -43,14 +46,14 @@ NOT_RUN = {
     "https://quire.example.com/console/signin/oidc/callback": "a URI to register at the "
         "provider; tests/hub/console/test_console_oidc_browser.py registers the same path",
     "quire admin audit --verify": "an owner's machine (a joined home); run end to end, "
-        "truncation and rewriting detected, in tests/replica/test_audit_e2e.py",
+        "truncation and rewriting detected, in tests/replica/trust/test_audit_e2e.py",
     "quire hub key rotate --data": "rotating the key of the hub the later blocks use; run "
-        "end to end, twice while serving, in tests/replica/test_key_rotation_e2e.py",
+        "end to end, twice while serving, in tests/replica/trust/test_key_rotation_e2e.py",
     "quire hub key reset --data": "replaces the hub key without a statement (the lost-key "
         "case), which every replica refuses; run with the re-pin in "
-        "tests/replica/test_key_rotation_e2e.py",
+        "tests/replica/trust/test_key_rotation_e2e.py",
     "quire repin https://": "a member's machine; run end to end (a wrong key id refused, "
-        "the right one re-pinned) in tests/replica/test_key_rotation_e2e.py",
+        "the right one re-pinned) in tests/replica/trust/test_key_rotation_e2e.py",
     "quire hub email --data \"$DATA\" 01J2": "a user id from the listing above (which "
         "runs here); setting and clearing run in test_console_oidc_browser.py",
 }
@@ -96,19 +99,19 @@ def _applies(body: str, backend: str) -> bool:
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_operations_commands_run_as_written(tmp_path: Path, backend: str) -> None:
-    if backend == "postgresql" and not kit.pg_available():
-        pytest.skip("PostgreSQL is not reachable at " + kit.PG_ADMIN_URL)
+    if backend == "postgresql" and not pg_available():
+        pytest.skip("PostgreSQL is not reachable at " + PG_ADMIN_URL)
     import contextlib
 
     with contextlib.ExitStack() as stack:
-        port = kit.free_port()
+        port = free_port()
         env = dict(os.environ, DATA=str(tmp_path / "hub"), QUIRE_HUB_PORT=str(port),
                    QUIRE_HUB_PUBLIC_URL=f"http://127.0.0.1:{port}",
                    PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
         env.pop("QUIRE_HUB_DB_URL", None)
         if backend == "postgresql":
-            env["QUIRE_HUB_DB_URL"] = stack.enter_context(kit.pg_database())
-            env["QUIRE_SCRATCH_DB_URL"] = stack.enter_context(kit.pg_database())
+            env["QUIRE_HUB_DB_URL"] = stack.enter_context(pg_database())
+            env["QUIRE_SCRATCH_DB_URL"] = stack.enter_context(pg_database())
         backups = tmp_path / "backups"
         backups.mkdir()
         hub = None
@@ -143,26 +146,26 @@ def test_operations_commands_run_as_written(tmp_path: Path, backend: str) -> Non
         assert stat.S_IMODE(f.stat().st_mode) == 0o600, (f.name, oct(f.stat().st_mode))
 
 
-def _serve(env: dict[str, str], port: int, tmp: Path) -> kit.HubProcess:
+def _serve(env: dict[str, str], port: int, tmp: Path) -> HubProcess:
     """Start the hub as the unit would, and publish one batch so backups hold something."""
     data = Path(env["DATA"])
     log = tmp / "serve.log"
     f = open(log, "ab")  # noqa: SIM115 - closed by HubProcess.stop
     proc = subprocess.Popen(["quire", "hub", "serve", "--data", str(data), "--port",
                              str(port)], env=env, stdout=f, stderr=subprocess.STDOUT)
-    hub = kit.HubProcess(data, port, proc, log, f, port + 1000)
+    hub = HubProcess(data, port, proc, log, f, port + 1000)
     _wait(hub)
     code = json.loads(subprocess.run(["quire", "hub", "enroll", "--data", str(data), "--json"],
                                      env=env, capture_output=True, text=True,
                                      check=True).stdout)["enrollment_code"]
     with httpx2.Client(base_url=hub.url, timeout=30) as c:
-        owner = kit.redeem(c, code, "owner")
+        owner = redeem(c, code, "owner")
         space = owner.create_space("ops-doc")
-        assert owner.publish(space, [kit.put("page/a")]).status_code == 201
+        assert owner.publish(space, [put("page/a")]).status_code == 201
     return hub
 
 
-def _wait(hub: kit.HubProcess) -> None:
+def _wait(hub: HubProcess) -> None:
     import time
 
     deadline = time.monotonic() + 60

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.docs.tour import matches, parse
-from tests.kit import free_port
+from tests.kit.host import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 TOUR = "## A short tour"

@@ -1,4 +1,7 @@
 """Fixtures these flows share with the replica tests: a real hub process and an owner
-joined through the CLI (tests/replica/conftest.py)."""
+joined through the CLI (tests/kit/cli.py)."""
 
-from tests.replica.conftest import hub, owner  # noqa: F401 - fixtures
+from tests.kit.cli import (
+    hub,  # noqa: F401 - fixtures
+    owner,  # noqa: F401 - fixtures
+)

@@ -22,9 +22,10 @@ from replica.hubclient.auth import auth_for
 from replica.hubclient.client import HubClient
 from replica.machine.credentials import CredentialFile
 from replica.machine.home import Home
-from tests import kit
 from tests.e2e.test_local_rules_e2e import hub_batches
 from tests.e2e.test_revocation_e2e import QUIRE, hub, q  # noqa: F401 (fixture)
+from tests.kit.host import REPO
+from tests.kit.hubproc import HubProcess
 
 
 def audit_events(home: Path, space_id: str) -> list[dict[str, Any]]:
@@ -39,7 +40,7 @@ async def call(client: Client, name: str, args: dict[str, Any]) -> tuple[bool, d
     return r.is_error, dict(r.structured_content or {})
 
 
-def test_mcp_session_acts_as_its_agent(hub: kit.HubProcess, tmp_path: Path) -> None:  # noqa: F811
+def test_mcp_session_acts_as_its_agent(hub: HubProcess, tmp_path: Path) -> None:  # noqa: F811
     owner, ann = tmp_path / "owner", tmp_path / "ann"
     q(owner, "join", hub.url, "--invite", hub.enrollment, "--device", "owner")  # type: ignore[attr-defined]
     space = q(owner, "admin", "space", "create", "team")["space"]
@@ -52,7 +53,7 @@ def test_mcp_session_acts_as_its_agent(hub: kit.HubProcess, tmp_path: Path) -> N
     params = StdioServerParameters(
         command=QUIRE[0], args=[*QUIRE[1:], "mcp", "--space", "team", "--agent", "bot",
                                 "--write", "--model", "test-model"],
-        env={"QUIRE_HOME": str(ann), "PATH": os.environ.get("PATH", "")}, cwd=str(kit.REPO))
+        env={"QUIRE_HOME": str(ann), "PATH": os.environ.get("PATH", "")}, cwd=str(REPO))
 
     async def session() -> dict[str, Any]:
         out: dict[str, Any] = {}

@@ -20,13 +20,13 @@ import pytest
 from replica.hubclient.client import HubClient
 from replica.machine.home import Home
 from shared.errors import Forbidden
-from tests import kit
 from tests.e2e.test_rejoin_e2e import login
 from tests.e2e.test_revocation_e2e import hub, q, write_page  # noqa: F401
-from tests.replica.conftest import device_auth
+from tests.kit.cli import device_auth
+from tests.kit.hubproc import HubProcess
 
 
-def _setup(hub: kit.HubProcess, tmp_path: Path) -> tuple[Path, Path, str]:  # noqa: F811
+def _setup(hub: HubProcess, tmp_path: Path) -> tuple[Path, Path, str]:  # noqa: F811
     owner, ann = tmp_path / "owner", tmp_path / "ann"
     q(owner, "join", hub.url, "--invite", hub.enrollment, "--device", "owner")  # type: ignore[attr-defined]
     space = q(owner, "admin", "space", "create", "alpha")["space"]["id"]
@@ -36,7 +36,7 @@ def _setup(hub: kit.HubProcess, tmp_path: Path) -> tuple[Path, Path, str]:  # no
     return owner, ann, space
 
 
-def test_revoked_replica_cannot_pull(hub: kit.HubProcess, tmp_path: Path) -> None:  # noqa: F811
+def test_revoked_replica_cannot_pull(hub: HubProcess, tmp_path: Path) -> None:  # noqa: F811
     owner, ann, space = _setup(hub, tmp_path)
     bob = tmp_path / "bob"
     q(bob, "join", hub.url, "--invite",
@@ -71,7 +71,7 @@ def test_revoked_replica_cannot_pull(hub: kit.HubProcess, tmp_path: Path) -> Non
 
 
 def test_second_device_joins_a_members_space_without_an_invite(
-        hub: kit.HubProcess, tmp_path: Path) -> None:  # noqa: F811
+        hub: HubProcess, tmp_path: Path) -> None:  # noqa: F811
     owner, ann, space = _setup(hub, tmp_path)
     q(owner, "admin", "space", "create", "beta")  # ann is not a member of beta
     write_page(tmp_path / "ann-v", "first", "written on ann's first machine")
@@ -104,7 +104,7 @@ def test_second_device_joins_a_members_space_without_an_invite(
 
 
 def test_join_into_another_vault_is_refused_before_the_invite_is_used(
-        hub: kit.HubProcess, tmp_path: Path) -> None:  # noqa: F811
+        hub: HubProcess, tmp_path: Path) -> None:  # noqa: F811
     owner, ann, space = _setup(hub, tmp_path)
     code = q(owner, "admin", "invite", "create", "alpha", "--role", "editor")["code"]
     res = q(ann, "join", hub.url, "--invite", code, "--vault", str(tmp_path / "other"),

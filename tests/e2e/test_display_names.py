@@ -9,8 +9,9 @@ from pathlib import Path
 
 import httpx2
 
-from tests import kit
-from tests.replica.conftest import Hub, qjson, quire
+from tests.kit.cli import FreshHub, qjson, quire
+from tests.kit.hubproc import init_hub, serve_hub
+from tests.kit.wire import WireMember, ndjson, redeem
 
 
 def test_display_names_are_set_at_join_and_changed_only_by_those_allowed(
@@ -18,15 +19,15 @@ def test_display_names_are_set_at_join_and_changed_only_by_those_allowed(
     """Before: a member's name was their device's name (redeem had no name of its own from
     the CLI), and nothing could change it."""
     data = tmp_path / "hub"
-    code = kit.init_hub(data)
-    hub = kit.start_hub(data)
+    code = init_hub(data)
+    hub = serve_hub(data)
     clients = [httpx2.Client(base_url=hub.url, timeout=30) for _ in range(4)]
     try:
-        owner = kit.redeem(clients[0], code, "owner-laptop")
+        owner = redeem(clients[0], code, "owner-laptop")
         space = owner.create_space("names-" + uuid.uuid4().hex[:6])
         other = owner.create_space("other-" + uuid.uuid4().hex[:6])
 
-        def join(c: httpx2.Client, sp: str, role: str, device: str, name: str) -> kit.Member:
+        def join(c: httpx2.Client, sp: str, role: str, device: str, name: str) -> WireMember:
             from shared.signing import new_private_key, public_b64
 
             key = new_private_key()
@@ -35,7 +36,7 @@ def test_display_names_are_set_at_join_and_changed_only_by_those_allowed(
                 "device_key": public_b64(key), "user_name": name})
             assert r.status_code == 201, r.text
             d = r.json()
-            return kit.Member(c, d["access_token"], key, d["user_id"], d["device_id"])
+            return WireMember(c, d["access_token"], key, d["user_id"], d["device_id"])
 
         ann = join(clients[1], space, "admin", "ann-laptop", "Ann Example")
         bob = join(clients[2], space, "editor", "bob-desktop", "Bob")
@@ -55,7 +56,7 @@ def test_display_names_are_set_at_join_and_changed_only_by_those_allowed(
                    ann.get(f"/v1/spaces/{space}/members").json()["members"]}
         assert members == {owner.user_id: "owner-laptop", ann.user_id: "Ann",
                            bob.user_id: "Rob"}
-        audit = kit.ndjson(owner.get("/v1/audit").text)
+        audit = ndjson(owner.get("/v1/audit").text)
         renames = [e for e in audit if e.get("action") == "user.rename"]
         assert [e["details"]["name"] for e in renames] == ["Robert", "Rob", "Ann"]
     finally:
@@ -64,7 +65,7 @@ def test_display_names_are_set_at_join_and_changed_only_by_those_allowed(
         hub.stop()
 
 
-def test_join_name_and_member_list_through_the_cli(hub: Hub, owner: Path,
+def test_join_name_and_member_list_through_the_cli(hub: FreshHub, owner: Path,
                                                    tmp_path: Path) -> None:
     space = "cli-names-" + uuid.uuid4().hex[:6]
     qjson(owner, "admin", "space", "create", space)

@@ -13,8 +13,8 @@ from replica.hubclient.client import HubClient
 from replica.machine.credentials import CredentialFile
 from replica.machine.home import Home
 from shared.digest import genesis_digest
-from tests import kit
 from tests.e2e.test_revocation_e2e import hub, q, write_page  # noqa: F401 (fixture)
+from tests.kit.hubproc import HubProcess
 
 
 def hub_batches(home: Path, space_id: str) -> list[dict[str, Any]]:
@@ -29,7 +29,7 @@ def hub_batches(home: Path, space_id: str) -> list[dict[str, Any]]:
 
 
 def test_replica_told_its_rules_refuses_the_local_guardrail_edit_before_syncing(
-        hub: kit.HubProcess, tmp_path: Path) -> None:  # noqa: F811
+        hub: HubProcess, tmp_path: Path) -> None:  # noqa: F811
     owner, ann, vic = tmp_path / "owner", tmp_path / "ann", tmp_path / "vic"
     q(owner, "join", hub.url, "--invite", hub.enrollment, "--device", "owner")  # type: ignore[attr-defined]
     space = q(owner, "admin", "space", "create", "team")["space"]

@@ -13,15 +13,16 @@ import subprocess
 from pathlib import Path
 
 from replica.machine.home import Home
-from tests import kit
 from tests.e2e.test_local_rules_e2e import hub_batches
 from tests.e2e.test_revocation_e2e import QUIRE, hub, q, write_page  # noqa: F401
+from tests.kit.host import REPO
+from tests.kit.hubproc import HubProcess
 
 
 def crash_sync(home: Path, space: str, point: str) -> None:
     env = dict(os.environ, QUIRE_HOME=str(home), QUIRE_TEST_CRASH_AT=point)
     p = subprocess.run([*QUIRE, "sync", space, "--json"], capture_output=True, text=True,
-                       env=env, cwd=kit.REPO, timeout=60)
+                       env=env, cwd=REPO, timeout=60)
     assert p.returncode == -9, (p.returncode, p.stdout, p.stderr)
 
 
@@ -29,7 +30,7 @@ def login(home: Path, owner: Path, url: str, device: str) -> dict[str, str]:
     env = dict(os.environ, QUIRE_HOME=str(home))
     proc = subprocess.Popen([*QUIRE, "login", url, "--device", device, "--json",
                              "--print-code", "--poll-fast"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=kit.REPO)
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
     try:
         assert proc.stdout is not None
         first = json.loads(proc.stdout.readline())
@@ -47,7 +48,7 @@ def ids_by_replica(batches: list[dict]) -> list[tuple[str, list[str]]]:
 
 
 def test_revoked_device_after_new_login_and_rejoin_publishes_its_edits_exactly_once(
-        hub: kit.HubProcess, tmp_path: Path) -> None:  # noqa: F811
+        hub: HubProcess, tmp_path: Path) -> None:  # noqa: F811
     owner, ann = tmp_path / "owner", tmp_path / "ann"
     q(owner, "join", hub.url, "--invite", hub.enrollment, "--device", "owner")  # type: ignore[attr-defined]
     spaces = {}

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from tests import kit
+from tests.kit.host import REPO
+from tests.kit.hubproc import HubProcess, init_hub, serve_hub
 
 QUIRE = [sys.executable, "-m", "replica.cli.main"]
 
@@ -24,17 +25,17 @@ QUIRE = [sys.executable, "-m", "replica.cli.main"]
 def q(home: Path, *args: str, check: bool = True) -> dict[str, Any]:
     env = dict(os.environ, QUIRE_HOME=str(home))
     p = subprocess.run([*QUIRE, *args, "--json"], capture_output=True, text=True, env=env,
-                       cwd=kit.REPO, timeout=60)
+                       cwd=REPO, timeout=60)
     if check and p.returncode not in (0, 3):  # 3: ran, with something left (Exit codes)
         raise AssertionError(f"quire {' '.join(args)} failed: {p.stdout}\n{p.stderr}")
     return json.loads(p.stdout.splitlines()[-1]) if p.stdout.strip() else {}
 
 
 @pytest.fixture
-def hub(tmp_path: Path) -> Iterator[kit.HubProcess]:
+def hub(tmp_path: Path) -> Iterator[HubProcess]:
     data = tmp_path / "hub"
-    code = kit.init_hub(data)
-    hp = kit.start_hub(data, env={"QUIRE_HUB_DEVICE_CODE_INTERVAL": "1"})
+    code = init_hub(data)
+    hp = serve_hub(data, env={"QUIRE_HUB_DEVICE_CODE_INTERVAL": "1"})
     hp.enrollment = code  # type: ignore[attr-defined]
     yield hp
     hp.stop()
@@ -46,7 +47,7 @@ def write_page(vault: Path, slug: str, body: str) -> None:
     p.write_text(f"---\ntitle: {slug}\n---\n{body}\n")
 
 
-def test_revoked_device_suspends_and_removed_member_resumes(hub: kit.HubProcess,
+def test_revoked_device_suspends_and_removed_member_resumes(hub: HubProcess,
                                                            tmp_path: Path) -> None:
     owner, ann, bob = tmp_path / "owner", tmp_path / "ann", tmp_path / "bob"
     q(owner, "join", hub.url, "--invite", hub.enrollment, "--device", "owner")  # type: ignore[attr-defined]
@@ -92,7 +93,7 @@ def test_revoked_device_suspends_and_removed_member_resumes(hub: kit.HubProcess,
     assert q(owner, "admin", "audit", "--verify")["ok"] is True
     env = dict(os.environ, QUIRE_HOME=str(owner))
     p = subprocess.run([*QUIRE, "admin", "audit", "--json"], capture_output=True, text=True,
-                       env=env, cwd=kit.REPO, timeout=60)
+                       env=env, cwd=REPO, timeout=60)
     assert p.returncode == 0, p.stdout + p.stderr
     lines = p.stdout.splitlines()
     actions = [json.loads(x)["action"] for x in lines]
@@ -100,13 +101,13 @@ def test_revoked_device_suspends_and_removed_member_resumes(hub: kit.HubProcess,
 
 
 def test_second_machine_logs_in_with_a_code_approved_from_a_signed_in_device(
-        hub: kit.HubProcess, tmp_path: Path) -> None:
+        hub: HubProcess, tmp_path: Path) -> None:
     owner, laptop2 = tmp_path / "owner", tmp_path / "laptop2"
     q(owner, "join", hub.url, "--invite", hub.enrollment, "--device", "owner")  # type: ignore[attr-defined]
     env = dict(os.environ, QUIRE_HOME=str(laptop2))
     login = subprocess.Popen([*QUIRE, "login", hub.url, "--device", "laptop2", "--json",
                               "--print-code"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, env=env, cwd=kit.REPO)
+                             text=True, env=env, cwd=REPO)
     try:
         assert login.stdout is not None
         first = json.loads(login.stdout.readline())

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests import kit
 from tests.e2e.test_local_rules_e2e import hub_batches
 from tests.e2e.test_revocation_e2e import hub, q  # noqa: F401 (fixture)
+from tests.kit.hubproc import HubProcess
 
 DEFAULT = "default:guardrails-additive"
 
@@ -24,7 +24,7 @@ def write_guard(vault: Path, sev: str, body: str = "never force-push to main") -
     return p
 
 
-def test_guardrails_are_additive_locally_and_at_the_hub(hub: kit.HubProcess,  # noqa: F811
+def test_guardrails_are_additive_locally_and_at_the_hub(hub: HubProcess,  # noqa: F811
                                                         tmp_path: Path) -> None:
     owner, ann, ada = tmp_path / "owner", tmp_path / "ann", tmp_path / "ada"
     q(owner, "join", hub.url, "--invite", hub.enrollment, "--device", "owner")  # type: ignore[attr-defined]

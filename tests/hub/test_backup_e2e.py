@@ -31,8 +31,8 @@ from replica.machine.home import Home
 from shared.digest import genesis_digest
 from shared.entry import make_entry
 from shared.ids import new_id
-from tests import kit
-from tests.replica.conftest import Hub, Member, Team, qjson, quire
+from tests.kit.cli import CliMember, CliTeam, FreshHub, qjson, quire
+from tests.kit.hubproc import serve_hub
 from tests.replica.trust.test_audit_e2e import Site, _site
 
 pytestmark = pytest.mark.e2e
@@ -90,15 +90,15 @@ def _page(eid: str, body: str) -> Any:
     return make_entry({"id": eid, "title": eid, "body": body})
 
 
-def _sync_all(members: list[Member]) -> None:
+def _sync_all(members: list[CliMember]) -> None:
     """One ``quire sync`` per member, all at once (as their machines would)."""
     with ThreadPoolExecutor(len(members)) as pool:
         list(pool.map(lambda m: m.sync(), members))
 
 
-def _publishers(members: list[Member], stop: threading.Event, rounds: dict[str, int],
+def _publishers(members: list[CliMember], stop: threading.Event, rounds: dict[str, int],
                 errors: list[str]) -> list[threading.Thread]:
-    def run(m: Member) -> None:
+    def run(m: CliMember) -> None:
         while not stop.is_set():
             n = rounds[m.name]
             m.write(_page(f"page/{m.name}/{n}", f"{m.name} round {n}\n"))
@@ -118,13 +118,13 @@ def _wait(cond: Any, what: str) -> None:
         time.sleep(0.05)
 
 
-def _vault_files(members: list[Member]) -> dict[str, list[str]]:
+def _vault_files(members: list[CliMember]) -> dict[str, list[str]]:
     return {m.name: sorted(m.files()) for m in members}
 
 
 def test_backup_while_publishing_then_restore_keeps_authorization_and_republishes(
         site: Site, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    team = Team(Hub(site.hub.url, site.data, "", site.hub.proc), site.owner, tmp_path, "bk")
+    team = CliTeam(FreshHub(site.hub.url, site.data, "", site.hub.proc), site.owner, tmp_path, "bk")
     space = team.space
     members = team.members(*NAMES)
     eve = team.member("eve", role="viewer")
@@ -200,7 +200,7 @@ def test_backup_while_publishing_then_restore_keeps_authorization_and_republishe
     done = qjson(None, "hub", "restore", "--data", data, str(out))
     [r] = done["restored"]
     assert r["restored_from"]["seq"] == b_space.head_seq and r["epoch"]
-    site.hub = kit.start_hub(site.data, port=site.hub.port)
+    site.hub = serve_hub(site.data, port=site.hub.port)
 
     # the device revoked after the backup stays revoked (it was not in the backup)
     assert _fail(eve.home, "sync")["code"] in ("unauthorized", "forbidden")

@@ -12,8 +12,10 @@ import httpx2
 import pytest
 
 from shared.digest import verify_chain
-from tests import kit
-from tests.kit import ndjson, put, redeem
+from tests.kit.host import REPO, free_port
+from tests.kit.hubproc import hub_cmd, init_hub, serve_hub
+from tests.kit.pg import pg_database, require_pg
+from tests.kit.wire import ndjson, put, redeem
 
 # 8 clients racing, 25 publications each: every publication after the first overlaps others
 # (200 in all; 400 added a minute of CPU to the suite and no interleaving 200 lacks)
@@ -97,11 +99,11 @@ def _race_with(clients: list[httpx2.Client], code: str) -> None:
 @pytest.mark.e2e
 @pytest.mark.slow
 def test_three_processes_on_postgresql_accept_each_batch_exactly_once(tmp_path: Path) -> None:
-    kit.require_pg()
-    with kit.pg_database() as url:
+    require_pg()
+    with pg_database() as url:
         data = tmp_path / "hub"
-        code = kit.init_hub(data, url)
-        hubs = [kit.start_hub(data, db=url) for _ in range(3)]
+        code = init_hub(data, url)
+        hubs = [serve_hub(data, db=url) for _ in range(3)]
         try:
             _race([h.url for h in hubs], code)
         finally:
@@ -113,8 +115,8 @@ def test_three_processes_on_postgresql_accept_each_batch_exactly_once(tmp_path: 
 @pytest.mark.slow
 def test_one_process_on_sqlite_accepts_each_batch_exactly_once(tmp_path: Path) -> None:
     data = tmp_path / "hub"
-    code = kit.init_hub(data)
-    hub = kit.start_hub(data)
+    code = init_hub(data)
+    hub = serve_hub(data)
     try:
         _race([hub.url], code)
     finally:
@@ -125,11 +127,11 @@ def test_one_process_on_sqlite_accepts_each_batch_exactly_once(tmp_path: Path) -
 @pytest.mark.slow
 def test_one_serve_with_two_workers_on_postgresql_accepts_each_batch_exactly_once(
         tmp_path: Path) -> None:
-    kit.require_pg()
-    with kit.pg_database() as url:
+    require_pg()
+    with pg_database() as url:
         data = tmp_path / "hub"
-        code = kit.init_hub(data, url)
-        hub = kit.start_hub(data, db=url, workers=2)
+        code = init_hub(data, url)
+        hub = serve_hub(data, db=url, workers=2)
         try:
             # two worker processes under one supervisor, both accepting on the one port
             kids = Path(f"/proc/{hub.proc.pid}/task/{hub.proc.pid}/children").read_text()
@@ -143,11 +145,11 @@ def test_workers_above_one_on_sqlite_are_refused_and_change_nothing(tmp_path: Pa
     # on SQLite the DPoP replay cache and the rate limits are in memory: a second worker
     # would accept a proof the first already saw (hub/workers.py)
     data = tmp_path / "hub"
-    kit.init_hub(data)
+    init_hub(data)
     before = (data / "hub.db").read_bytes()
-    r = subprocess.run(kit.hub_cmd("serve", "--data", str(data), "--port", str(kit.free_port()),
+    r = subprocess.run(hub_cmd("serve", "--data", str(data), "--port", str(free_port()),
                                    "--workers", "2", "--json"),
-                       capture_output=True, text=True, cwd=kit.REPO, timeout=60)
+                       capture_output=True, text=True, cwd=REPO, timeout=60)
     assert r.returncode == 1
     assert json.loads(r.stdout)["error"]["code"] == "workers_need_postgresql"
     assert (data / "hub.db").read_bytes() == before

@@ -18,20 +18,20 @@ from hub.store.principals import remove_member_txn, revoke_device_txn
 from hub.store.spaces_sql import find_space_txn
 from shared.errors import Unauthorized
 from shared.signed import parse_head
-from tests import kit
+from tests.kit.wire import WireMember, put, redeem
 
 
-def _principal(m: kit.Member) -> Principal:
+def _principal(m: WireMember) -> Principal:
     return Principal(m.user_id, m.device_id, "u", False)
 
 
 @pytest.fixture
 def team(hub_app: dict[str, Any]) -> dict[str, Any]:
     client = hub_app["client"]
-    owner = kit.redeem(client, hub_app["code"], "owner")
+    owner = redeem(client, hub_app["code"], "owner")
     space = owner.create_space("fan")
-    a = kit.redeem(client, owner.invite(space, "viewer"), "a")
-    b = kit.redeem(client, owner.invite(space, "viewer"), "b")
+    a = redeem(client, owner.invite(space, "viewer"), "a")
+    b = redeem(client, owner.invite(space, "viewer"), "b")
     return dict(hub_app, owner=owner, space=space, a=a, b=b)
 
 
@@ -89,7 +89,7 @@ def test_a_refused_prefetch_does_not_leave_another_stream_without_its_changes(
     caller was just removed from the space, its read fails; a stream whose check passed reads them again
     as its own caller instead of sending a bare head."""
     hub, space, owner = team["hub"], team["space"], team["owner"]
-    assert owner.publish(space, [kit.put("page/a")]).status_code == 201
+    assert owner.publish(space, [put("page/a")]).status_code == 201
     epoch = owner.head(space)["epoch"]
     hub.store.run_write(lambda c: remove_member_txn(
         c, find_space_txn(c, space).id, team["b"].user_id))

@@ -15,8 +15,10 @@ import httpx2
 import pytest
 from cryptography.hazmat.primitives import serialization
 
-from tests import kit
-from tests.replica.watch.sse import SSE
+from tests.kit.hubproc import init_hub, serve_hub
+from tests.kit.pg import PG_ADMIN_URL, pg_available, pg_database
+from tests.kit.sse import SSE
+from tests.kit.wire import ndjson, put, redeem
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
@@ -42,30 +44,30 @@ def _client(url: str) -> httpx2.Client:
 def test_a_scripted_session_logs_every_decision_and_no_secret(tmp_path: Path) -> None:
     """Before: at log_level=debug this session logged one line ("serving …")."""
     data = tmp_path / "hub"
-    owner_code = kit.init_hub(data)
-    hub = kit.start_hub(data, env={"QUIRE_HUB_LOG_LEVEL": "info"})
+    owner_code = init_hub(data)
+    hub = serve_hub(data, env={"QUIRE_HUB_LOG_LEVEL": "info"})
     secrets: list[str] = [owner_code]
     try:
-        owner = kit.redeem(_client(hub.url), owner_code, "owner-laptop")
+        owner = redeem(_client(hub.url), owner_code, "owner-laptop")
         space = owner.create_space("ops-" + uuid.uuid4().hex[:6])
         editor_code, viewer_code = owner.invite(space, "editor"), owner.invite(space, "viewer")
-        editor = kit.redeem(_client(hub.url), editor_code, "editor-box")
-        viewer = kit.redeem(_client(hub.url), viewer_code, "viewer-box")
+        editor = redeem(_client(hub.url), editor_code, "editor-box")
+        viewer = redeem(_client(hub.url), viewer_code, "viewer-box")
         body = "the entry body " + uuid.uuid4().hex + "\n"
         title = "title " + uuid.uuid4().hex
         r = editor.client.post(f"/v1/spaces/{space}/batches",
-                               json=editor.batch(space, [kit.put("page/a", body,
+                               json=editor.batch(space, [put("page/a", body,
                                                                  title=title)]),
                                headers={**editor.auth, "X-Request-Id": "req-publish-0001"})
         assert r.status_code == 201 and r.headers["x-request-id"] == "req-publish-0001"
-        refused = viewer.publish(space, [kit.put("page/b", body)])
+        refused = viewer.publish(space, [put("page/b", body)])
         assert refused.status_code == 403
         refused_id = refused.headers["x-request-id"]
         revoked = owner.post(f"/v1/devices/{editor.device_id}/revoke", {})
         assert revoked.status_code == 200, revoked.text
         bumped = owner.post(f"/v1/spaces/{space}/epoch", {"reason": "rotate " + body})
         assert bumped.status_code == 200, bumped.text
-        audit = kit.ndjson(owner.get("/v1/audit", params={"space": space}).text)
+        audit = ndjson(owner.get("/v1/audit", params={"space": space}).text)
         for m in (owner, editor, viewer):
             secrets += [m.token, m.refresh_token or "", _private_b64(m.key)]
             m.client.close()
@@ -113,16 +115,16 @@ def test_sigterm_with_a_watcher_connected_ends_streams_first_and_logs_no_error(
         tmp_path: Path, backend: str) -> None:
     """Before: uvicorn waited its 3 s graceful timeout for the open stream, then logged an
     ERROR ("Cancel 1 running task(s)")."""
-    if backend == "postgresql" and not kit.pg_available():
-        pytest.skip("PostgreSQL is not reachable at " + kit.PG_ADMIN_URL)
+    if backend == "postgresql" and not pg_available():
+        pytest.skip("PostgreSQL is not reachable at " + PG_ADMIN_URL)
     import contextlib
 
-    ctx = kit.pg_database() if backend == "postgresql" else contextlib.nullcontext()
+    ctx = pg_database() if backend == "postgresql" else contextlib.nullcontext()
     with ctx as db:
         data = tmp_path / "hub"
-        code = kit.init_hub(data, db)
-        hub = kit.start_hub(data, db=db)
-        owner = kit.redeem(_client(hub.url), code, "owner")
+        code = init_hub(data, db)
+        hub = serve_hub(data, db=db)
+        owner = redeem(_client(hub.url), code, "owner")
         space = owner.create_space("stop-" + uuid.uuid4().hex[:6])
         streams = [SSE(f"{hub.url}/v1/spaces/{space}/events", owner) for _ in range(3)]
         for s in streams:

@@ -14,10 +14,12 @@ import httpx2
 import pytest
 import yaml
 
-from tests import kit
-from tests.replica.watch.sse import SSE
+from tests.kit.host import REPO, unavailable
+from tests.kit.hubproc import init_hub, serve_hub
+from tests.kit.sse import SSE
+from tests.kit.wire import put, redeem
 
-RULES = kit.REPO / "deploy" / "prometheus" / "quire-alerts.yml"
+RULES = REPO / "deploy" / "prometheus" / "quire-alerts.yml"
 
 
 def _samples(text: str) -> dict[str, float]:
@@ -32,16 +34,16 @@ def _samples(text: str) -> dict[str, float]:
 @pytest.fixture(scope="module")
 def scraped(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     data = tmp_path_factory.mktemp("metrics") / "hub"
-    code = kit.init_hub(data)
-    hub = kit.start_hub(data)
+    code = init_hub(data)
+    hub = serve_hub(data)
     try:
         public = httpx2.get(hub.url + "/metrics")
-        owner = kit.redeem(httpx2.Client(base_url=hub.url, timeout=30), code, "owner")
+        owner = redeem(httpx2.Client(base_url=hub.url, timeout=30), code, "owner")
         space = owner.create_space("m-" + uuid.uuid4().hex[:6])
-        viewer = kit.redeem(httpx2.Client(base_url=hub.url, timeout=30),
+        viewer = redeem(httpx2.Client(base_url=hub.url, timeout=30),
                             owner.invite(space, "viewer"), "viewer")
-        assert owner.publish(space, [kit.put("page/a")]).status_code == 201
-        assert viewer.publish(space, [kit.put("page/b")]).status_code == 403
+        assert owner.publish(space, [put("page/a")]).status_code == 201
+        assert viewer.publish(space, [put("page/b")]).status_code == 403
         sse = SSE(f"{hub.url}/v1/spaces/{space}/events", viewer)
         sse.next("head")
         assert owner.post(f"/v1/spaces/{space}/members/{viewer.user_id}/remove",
@@ -99,7 +101,7 @@ def test_alert_rules_parse_and_name_only_exported_metrics(scraped: dict[str, obj
             base = re.sub(r"_(bucket|count|sum|total)$", "", name)
             assert base in exported or name in exported, (r["alert"], name)
     if shutil.which("promtool") is None:
-        kit.unavailable("promtool not installed (Debian: apt-get install prometheus); "
+        unavailable("promtool not installed (Debian: apt-get install prometheus); "
                     "structure checked above")
     out = subprocess.run(["promtool", "check", "rules", str(RULES)], capture_output=True,
                          text=True)

@@ -8,7 +8,7 @@ from hub.audit import event_digest, verify_events
 from hub.guard import check_bases
 from hub.policy import Actor, Rule, at_least, denied_ops, op_action
 from shared.errors import BaseMismatch
-from tests.kit import delete, put
+from tests.kit.wire import delete, put
 
 GUARD = Rule("r1", "deny", "editor", ("create", "update", "delete"), "guardrail/*")
 AGENTS = Rule("r2", "deny", "agents", ("delete",), "*")

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from shared.ids import is_entry_id, portability_problem
-from tests import kit
-from tests.hub.identity.conftest import Team, make_team
 from tests.e2e.test_revocation_e2e import hub, q  # noqa: F401 (fixture)
+from tests.kit.hubproc import HubProcess
+from tests.kit.wire import WireTeam, delete, make_wire_team, put
 
 # valid syntax, not portable: refused as new entries
 NON_PORTABLE = [
@@ -42,15 +42,15 @@ def test_windows_reserved_names_and_trailing_dots_are_flagged_and_look_alikes_ar
 
 
 @pytest.fixture(scope="module")
-def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
-    yield from make_team(tmp_path_factory.mktemp("hub") / "data", None)
+def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WireTeam]:
+    yield from make_wire_team(tmp_path_factory.mktemp("hub") / "data", None)
 
 
-def test_hub_refuses_each_non_portable_new_id(team: Team) -> None:
+def test_hub_refuses_each_non_portable_new_id(team: WireTeam) -> None:
     ed = team.editor
     for eid in NON_PORTABLE:
         before = ed.head(team.space)
-        r = ed.publish(team.space, [kit.put(eid)])
+        r = ed.publish(team.space, [put(eid)])
         assert r.status_code == 422, (eid, r.text)
         err = r.json()["error"]
         assert err["code"] == "invalid_request" and err["details"]["reason"] == \
@@ -58,32 +58,32 @@ def test_hub_refuses_each_non_portable_new_id(team: Team) -> None:
         assert err["details"]["ops"][0]["id"] == eid
         assert ed.head(team.space)["digest"] == before["digest"]  # nothing moved
     for eid in PORTABLE:
-        assert ed.publish(team.space, [kit.put(eid)]).status_code == 201, eid
+        assert ed.publish(team.space, [put(eid)]).status_code == 201, eid
 
 
 def test_hub_keeps_existing_non_portable_entries_working(
-        team: Team, monkeypatch: pytest.MonkeyPatch) -> None:
+        team: WireTeam, monkeypatch: pytest.MonkeyPatch) -> None:
     """An id accepted before the rule (the check switched off to make one) can still be
     updated and deleted, and a re-create after the delete is refused."""
     import hub.guard
 
     ed = team.editor
     monkeypatch.setattr(hub.guard, "check_portable", lambda ops, current: None)
-    v1 = kit.put("page/legacy/aux", "v1\n")
+    v1 = put("page/legacy/aux", "v1\n")
     r = ed.publish(team.space, [v1])
     assert r.status_code == 201, r.text
     monkeypatch.undo()
-    v2 = kit.put("page/legacy/aux", "v2\n", base=v1.entry.version)
+    v2 = put("page/legacy/aux", "v2\n", base=v1.entry.version)
     r = ed.publish(team.space, [v2])
     assert r.status_code == 201, r.text
-    r = ed.publish(team.space, [kit.delete("page/legacy/aux", v2.entry.version)])
+    r = ed.publish(team.space, [delete("page/legacy/aux", v2.entry.version)])
     assert r.status_code == 201, r.text
-    r = ed.publish(team.space, [kit.put("page/legacy/aux", "again\n")])
+    r = ed.publish(team.space, [put("page/legacy/aux", "again\n")])
     assert r.status_code == 422 and "non_portable_id" in r.text, r.text
 
 
 def test_replica_keeps_non_portable_ids_local_and_publishes_the_rest(
-        hub: kit.HubProcess, tmp_path: Path) -> None:  # noqa: F811
+        hub: HubProcess, tmp_path: Path) -> None:  # noqa: F811
     """The real CLI against ``quire hub serve``: one sync; every non-portable id is reported
     and kept, never sent (the hub sees one batch with the portable pages only)."""
     owner = tmp_path / "owner"

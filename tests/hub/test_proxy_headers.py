@@ -14,7 +14,7 @@ import httpx2
 import pytest
 
 from hub.clientaddr import client_address, parse_trusted
-from tests import kit
+from tests.kit.hubproc import init_hub, serve_hub
 
 T = parse_trusted("127.0.0.1, 10.0.0.0/8, ::1")
 
@@ -62,8 +62,8 @@ def _redeem_attempts(url: str, n: int, xff: list[str]) -> tuple[int, float]:
 def test_rotating_forwarded_for_from_untrusted_peer_does_not_escape_the_limit(
         tmp_path: Path) -> None:
     data = tmp_path / "hub"
-    kit.init_hub(data)
-    hub = kit.start_hub(data)
+    init_hub(data)
+    hub = serve_hub(data)
     try:
         rotating = [f"198.51.100.{i}" for i in range(1, 255)]
         reached, took = _redeem_attempts(hub.url, 40, rotating)
@@ -75,8 +75,8 @@ def test_rotating_forwarded_for_from_untrusted_peer_does_not_escape_the_limit(
 
 def test_forwarded_for_from_a_configured_proxy_is_honoured(tmp_path: Path) -> None:
     data = tmp_path / "hub"
-    kit.init_hub(data)
-    hub = kit.start_hub(data, env={"QUIRE_HUB_TRUSTED_PROXIES": "127.0.0.1"})
+    init_hub(data)
+    hub = serve_hub(data, env={"QUIRE_HUB_TRUSTED_PROXIES": "127.0.0.1"})
     try:
         distinct = [f"198.51.100.{i}" for i in range(1, 41)]
         reached, _ = _redeem_attempts(hub.url, 40, distinct)

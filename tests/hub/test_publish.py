@@ -10,7 +10,7 @@ from shared.ids import new_id
 from shared.signed import parse_head
 from shared.state import root_of_entries
 from shared.wire import verify_receipt
-from tests.kit import delete, ndjson, put, redeem
+from tests.kit.wire import delete, ndjson, put, redeem
 
 
 def setup_space(h: dict[str, Any]) -> tuple[Any, Any, str]:

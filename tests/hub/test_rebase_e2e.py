@@ -16,13 +16,13 @@ from replica.machine.home import Home
 from replica.store.store import Store
 from shared.entry import Entry
 from shared.wire import parse_batch
-from tests.replica import conftest as replica_fixtures
-from tests.replica.conftest import Member, Team, quire
+from tests.kit import cli as cli_tier
+from tests.kit.cli import CliMember, CliTeam, quire
 
-# the replica tier's fixtures: a hub process, its owner, a team of CLI members
-hub = replica_fixtures.hub
-owner = replica_fixtures.owner
-team = replica_fixtures.team
+# the end-to-end tier's fixtures: a hub process, its owner, a team of CLI members
+hub = cli_tier.hub
+owner = cli_tier.owner
+team = cli_tier.team
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -50,11 +50,11 @@ def _assert_identical(a: Any, b: Any) -> None:
     assert not sa["conflicts"] and not sb["conflicts"]
 
 
-def _hub_batch(team: Team, via: Any, batch_id: str) -> list[tuple[int, dict[str, Any]]]:
+def _hub_batch(team: CliTeam, via: Any, batch_id: str) -> list[tuple[int, dict[str, Any]]]:
     return [(i + 1, b) for i, b in enumerate(team.batches(via)) if b["batch_id"] == batch_id]
 
 
-def test_different_entries_publish_without_head_changed_and_converge(team: Team) -> None:
+def test_different_entries_publish_without_head_changed_and_converge(team: CliTeam) -> None:
     a, b = team.members("a", "b")
     a.write(Entry(id="page/a", title="A", body=BODY))
     a.sync()
@@ -77,8 +77,8 @@ def test_different_entries_publish_without_head_changed_and_converge(team: Team)
     _assert_identical(a, b)
 
 
-def _both_edit(team: Team, eid: str, b_edit: tuple[str, str], a_edit: tuple[str, str]
-               ) -> tuple[Member, Member, dict[str, Any]]:
+def _both_edit(team: CliTeam, eid: str, b_edit: tuple[str, str], a_edit: tuple[str, str]
+               ) -> tuple[CliMember, CliMember, dict[str, Any]]:
     """a and b share ``eid``; b's edit is made into a batch (then a crash), a publishes its
     own edit of the same entry, then b syncs. b's batch must have been refused."""
     a, b = team.members("a", "b")
@@ -95,7 +95,7 @@ def _both_edit(team: Team, eid: str, b_edit: tuple[str, str], a_edit: tuple[str,
     return a, b, rep
 
 
-def test_same_entry_still_gets_base_mismatch_and_merges(team: Team) -> None:
+def test_same_entry_still_gets_base_mismatch_and_merges(team: CliTeam) -> None:
     a, b, rep = _both_edit(team, "page/p", ("six", "SIX"), ("one", "ONE"))
     assert rep["sync"]["merged"] == ["page/p"]
     a.sync()
@@ -103,7 +103,7 @@ def test_same_entry_still_gets_base_mismatch_and_merges(team: Team) -> None:
     _assert_identical(a, b)
 
 
-def test_same_entry_overlapping_edits_are_held_as_a_conflict(team: Team) -> None:
+def test_same_entry_overlapping_edits_are_held_as_a_conflict(team: CliTeam) -> None:
     a, b, rep = _both_edit(team, "page/o", ("three", "three-b"), ("three", "three-a"))
     assert rep["sync"]["held"] == ["page/o"]
     assert "three-b" in b.path("page/o").read_text()  # the local edit is kept
@@ -111,7 +111,7 @@ def test_same_entry_overlapping_edits_are_held_as_a_conflict(team: Team) -> None
 
 
 def test_lost_receipt_after_a_rebased_accept_is_recovered_and_nothing_is_skipped(
-        team: Team) -> None:
+        team: CliTeam) -> None:
     a, b = team.members("a", "b")
     a.write(Entry(id="page/a", title="A", body="a1\n"))
     a.sync()

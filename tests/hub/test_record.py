@@ -15,13 +15,15 @@ import pytest
 
 from hub.record import Record, mismatches, normalize_url
 from shared.errors import InvalidRequest
-from tests import kit
+from tests.kit.host import REPO, free_port
+from tests.kit.hubproc import hub_cmd, serve_hub
+from tests.kit.pg import PG_ADMIN_URL, pg_available, pg_database
 
 
 def _hub(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     import os
 
-    return subprocess.run(kit.hub_cmd(*args), capture_output=True, text=True, cwd=kit.REPO,
+    return subprocess.run(hub_cmd(*args), capture_output=True, text=True, cwd=REPO,
                           env={**os.environ, **(env or {})})
 
 
@@ -43,9 +45,9 @@ def _log_events(path: Path) -> list[dict[str, Any]]:
 
 
 def _refused_start(data: Path, db: str | None, env: dict[str, str]) -> dict[str, Any]:
-    port = kit.free_port()
+    port = free_port()
     with pytest.raises(RuntimeError, match="hub exited"):
-        kit.start_hub(data, port=port, db=db, env=env)
+        serve_hub(data, port=port, db=db, env=env)
     events = _log_events(data / f"serve-{port}.log")
     refused = [e for e in events if e["event"] == "refused_to_start"]
     assert refused and refused[0]["level"] == "error", events
@@ -58,17 +60,17 @@ def test_a_hub_process_with_another_public_url_refuses_to_start(tmp_path: Path,
     """Before: a process started without (or with another) QUIRE_HUB_PUBLIC_URL served
     and answered wrong_audience to requests the other processes accepted; /readyz said 200
     and nothing was logged."""
-    if backend == "postgresql" and not kit.pg_available():
-        pytest.skip("PostgreSQL is not reachable at " + kit.PG_ADMIN_URL)
-    with kit.pg_database() if backend == "postgresql" else _nothing() as db:
+    if backend == "postgresql" and not pg_available():
+        pytest.skip("PostgreSQL is not reachable at " + PG_ADMIN_URL)
+    with pg_database() if backend == "postgresql" else _nothing() as db:
         data = tmp_path / "hub"
         _init(data, db, "https://Quire.Example.com/")
-        a = kit.start_hub(data, db=db)  # no URL configured: serves as the recorded one
+        a = serve_hub(data, db=db)  # no URL configured: serves as the recorded one
         try:
             assert httpx2.get(a.url + "/v1/hub").json()["url"] == "https://quire.example.com"
             assert httpx2.get(a.url + "/readyz").status_code == 200
             if backend == "postgresql":  # a second process with the same URL is fine
-                b = kit.start_hub(data, db=db,
+                b = serve_hub(data, db=db,
                                   env={"QUIRE_HUB_PUBLIC_URL": "https://quire.example.com"})
                 assert httpx2.get(b.url + "/readyz").status_code == 200
                 b.stop()
@@ -103,7 +105,7 @@ def test_readyz_fails_when_the_record_changes_under_a_running_process(tmp_path: 
                                                                        ) -> None:
     data = tmp_path / "hub"
     _init(data, None, "http://quire.test")
-    a = kit.start_hub(data)
+    a = serve_hub(data)
     try:
         assert httpx2.get(a.url + "/readyz").status_code == 200
         r = _hub("record", "--data", str(data), "--public-url", "http://moved.test", "--json")
@@ -138,7 +140,7 @@ def test_an_existing_hub_records_the_first_configured_url_and_then_holds_to_it(
     URL a process is configured with; a later, different one is refused."""
     data = tmp_path / "hub"
     _init(data, None, None)
-    a = kit.start_hub(data, env={"QUIRE_HUB_PUBLIC_URL": "http://first.test"})
+    a = serve_hub(data, env={"QUIRE_HUB_PUBLIC_URL": "http://first.test"})
     a.stop()
     rec = json.loads(_hub("record", "--data", str(data), "--json").stdout)
     assert rec["public_url"] == "http://first.test" and rec["key_id"]

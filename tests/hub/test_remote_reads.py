@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from tests import kit
-from tests.kit import delete, put, redeem
+from tests.kit.hubproc import init_hub
+from tests.kit.pg import PG_ADMIN_URL, pg_available, pg_database
+from tests.kit.wire import delete, put, redeem
 
 _names = itertools.count()
 
@@ -24,11 +25,11 @@ def _database(backend: str) -> Iterator[str | None]:
     if backend == "sqlite":
         yield None
         return
-    if not kit.pg_available():
+    if not pg_available():
         if os.environ.get("CI"):
-            pytest.fail("PostgreSQL is not reachable at " + kit.PG_ADMIN_URL)
-        pytest.skip("PostgreSQL is not reachable at " + kit.PG_ADMIN_URL)
-    with kit.pg_database() as url:
+            pytest.fail("PostgreSQL is not reachable at " + PG_ADMIN_URL)
+        pytest.skip("PostgreSQL is not reachable at " + PG_ADMIN_URL)
+    with pg_database() as url:
         yield url
 
 
@@ -43,7 +44,7 @@ def hub(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 
     with _database(request.param) as url:
         data = Path(tmp_path_factory.mktemp("hub"))
-        code = kit.init_hub(data, url)
+        code = init_hub(data, url)
         app = create_app(load_settings(data))
         with TestClient(app, base_url="http://testhub") as client:
             owner = redeem(client, code, "owner-laptop")

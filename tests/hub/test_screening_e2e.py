@@ -29,8 +29,9 @@ from shared.errors import ContentScreened
 from shared.ids import new_id
 from shared.signing import load_private
 from shared.wire import Op, build_batch
-from tests import kit
 from tests.e2e.test_revocation_e2e import q
+from tests.kit.host import REPO
+from tests.kit.hubproc import HubProcess, init_hub, serve_hub
 
 # built from parts so this file holds no literal secret a scanner would flag in the repo
 PEM = "-----BEGIN " + "RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7bq\n-----END RSA " + \
@@ -43,7 +44,7 @@ TOKEN = "q8Zr4Lw2Nx7Vb1Ty6Kp3" + "Hs9Dm5Fg0JcR2uE"
 
 
 class World:
-    def __init__(self, hub: kit.HubProcess, root: Path):
+    def __init__(self, hub: HubProcess, root: Path):
         self.hub, self.root = hub, root
         self.owner, self.ann = root / "owner", root / "ann"
         self.vault = root / "ann-vault"
@@ -91,8 +92,8 @@ class World:
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("screening")
     data = root / "hub"
-    code = kit.init_hub(data)
-    hp = kit.start_hub(data)
+    code = init_hub(data)
+    hp = serve_hub(data)
     w = World(hp, root)
     try:
         q(w.owner, "join", hp.url, "--invite", code, "--device", "owner")
@@ -216,7 +217,7 @@ def plain(home: Path, *args: str) -> str:
     """The real CLI's human output (no ``--json``)."""
     env = dict(os.environ, QUIRE_HOME=str(home))
     p = subprocess.run([sys.executable, "-m", "replica.cli.main", *args], capture_output=True,
-                       text=True, env=env, cwd=kit.REPO, timeout=60)
+                       text=True, env=env, cwd=REPO, timeout=60)
     return p.stdout + p.stderr
 
 

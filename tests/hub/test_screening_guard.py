@@ -12,15 +12,14 @@ from typing import Any
 
 import pytest
 
-from tests import kit
-from tests.hub.identity.conftest import Team, make_team
+from tests.kit.wire import WireTeam, make_wire_team, put
 
 AWS = "AKIA" + "Z3MSJV4WW7BZYXQP"  # assembled: no literal key in the repository
 
 
 @pytest.fixture
-def team(tmp_path: Path, db_url: str | None) -> Iterator[Team]:
-    yield from make_team(tmp_path / "data", db_url)
+def team(tmp_path: Path, db_url: str | None) -> Iterator[WireTeam]:
+    yield from make_wire_team(tmp_path / "data", db_url)
 
 
 def _screened(r: Any) -> list[dict[str, Any]]:
@@ -31,11 +30,11 @@ def _screened(r: Any) -> list[dict[str, Any]]:
     return err["details"]["findings"]
 
 
-def test_secret_refused_allowed_once_by_an_admin(team: Team) -> None:
+def test_secret_refused_allowed_once_by_an_admin(team: WireTeam) -> None:
     t, ed = team, team.editor
-    op = kit.put("page/ci", f"aws_access_key_id = {AWS}\n")
+    op = put("page/ci", f"aws_access_key_id = {AWS}\n")
     before = ed.head(t.space)
-    (f,) = _screened(ed.publish(t.space, [kit.put("page/ok"), op]))
+    (f,) = _screened(ed.publish(t.space, [put("page/ok"), op]))
     assert (f["entry"], f["version"], f["rule"]) == ("page/ci", op.entry.version,
                                                      "aws_access_key")
     assert ed.head(t.space)["digest"] == before["digest"]  # nothing written
@@ -60,7 +59,7 @@ def test_secret_refused_allowed_once_by_an_admin(team: Team) -> None:
         ("page/ci", op.entry.version, f["fingerprint"])]
 
     assert ed.publish(t.space, [op]).status_code == 201  # that version, allowed
-    newer = kit.put("page/ci", f"aws_access_key_id = {AWS}\nrotate it\n",
+    newer = put("page/ci", f"aws_access_key_id = {AWS}\nrotate it\n",
                     base=op.entry.version)
     (g,) = _screened(ed.publish(t.space, [newer]))  # another version: screened again
     assert g["version"] == newer.entry.version and g["fingerprint"] == f["fingerprint"]

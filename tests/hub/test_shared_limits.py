@@ -18,25 +18,27 @@ import pytest
 
 from shared.dpop import make_proof
 from shared.signing import new_private_key, public_b64
-from tests import kit
-from tests.hub.identity.conftest import Team, make_team
+from tests.kit.host import free_port
+from tests.kit.hubproc import HubProcess, init_hub, serve_hub
+from tests.kit.pg import pg_available, pg_database
+from tests.kit.wire import WireTeam, make_wire_team, put, redeem
 
 
 @pytest.fixture
-def three_hubs(tmp_path: Path) -> Iterator[list[kit.HubProcess]]:
-    if not kit.pg_available():
+def three_hubs(tmp_path: Path) -> Iterator[list[HubProcess]]:
+    if not pg_available():
         if os.environ.get("CI"):
             pytest.fail("PostgreSQL is not reachable")
         pytest.skip("PostgreSQL is not reachable")
-    with kit.pg_database() as db:
+    with pg_database() as db:
         data = tmp_path / "hub"
-        code = kit.init_hub(data, db)
-        ports = [kit.free_port() for _ in range(3)]
+        code = init_hub(data, db)
+        ports = [free_port() for _ in range(3)]
         env = {"QUIRE_HUB_PUBLIC_URL": f"http://127.0.0.1:{ports[0]}"}
-        hubs: list[kit.HubProcess] = []
+        hubs: list[HubProcess] = []
         try:
             for port in ports:
-                hubs.append(kit.start_hub(data, port=port, db=db, env=env))
+                hubs.append(serve_hub(data, port=port, db=db, env=env))
             hubs[0].code = code  # type: ignore[attr-defined]
             yield hubs
         finally:
@@ -45,7 +47,7 @@ def three_hubs(tmp_path: Path) -> Iterator[list[kit.HubProcess]]:
 
 
 def test_redemption_burst_over_three_processes_is_limited_as_one(
-        three_hubs: list[kit.HubProcess]) -> None:
+        three_hubs: list[HubProcess]) -> None:
     clients = [httpx2.Client(base_url=h.url, timeout=30) for h in three_hubs]
     reached = 0
     t0 = time.monotonic()
@@ -65,7 +67,7 @@ def test_redemption_burst_over_three_processes_is_limited_as_one(
 
 
 def test_dpop_proof_replayed_to_another_process_is_refused(
-        three_hubs: list[kit.HubProcess]) -> None:
+        three_hubs: list[HubProcess]) -> None:
     a, b, c = three_hubs
     key = new_private_key()
     with httpx2.Client(base_url=a.url, timeout=30) as ca:
@@ -90,15 +92,15 @@ def test_dpop_proof_replayed_to_another_process_is_refused(
 
 @pytest.fixture
 def tight(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, db_url: str | None
-          ) -> Iterator[Team]:
+          ) -> Iterator[WireTeam]:
     """A team on a hub with small per-user and per-device limits (SQLite and PostgreSQL)."""
     for name, value in (("INVITES_PER_MIN", "4"), ("PUBLICATIONS_PER_MIN", "3"),
                         ("REFRESHES_PER_MIN", "1")):
         monkeypatch.setenv(f"QUIRE_HUB_{name}", value)
-    yield from make_team(tmp_path / "data", db_url)
+    yield from make_wire_team(tmp_path / "data", db_url)
 
 
-def test_per_user_and_per_device_limits(tight: Team) -> None:
+def test_per_user_and_per_device_limits(tight: WireTeam) -> None:
     t = tight
     # make_team created two invites as the owner: two more, then rate_limited
     codes = [t.owner.post(f"/v1/spaces/{t.space}/invites", {"role": "viewer"})
@@ -106,7 +108,7 @@ def test_per_user_and_per_device_limits(tight: Team) -> None:
     assert [r.status_code for r in codes] == [201, 201, 429], [r.text for r in codes]
     assert codes[2].json()["error"]["code"] == "rate_limited"
     # publications per device
-    codes = [t.editor.publish(t.space, [kit.put(f"page/p{i}")]).status_code for i in range(4)]
+    codes = [t.editor.publish(t.space, [put(f"page/p{i}")]).status_code for i in range(4)]
     assert codes == [201, 201, 201, 429], codes
     head = t.editor.head(t.space)
     assert head["seq"] == 3  # the refused one moved nothing
@@ -125,11 +127,11 @@ def test_per_user_and_per_device_limits(tight: Team) -> None:
 
 def test_event_streams_per_device(tmp_path: Path) -> None:
     data = tmp_path / "hub"
-    code = kit.init_hub(data)
-    hub = kit.start_hub(data, env={"QUIRE_HUB_STREAMS_PER_DEVICE": "2"})
+    code = init_hub(data)
+    hub = serve_hub(data, env={"QUIRE_HUB_STREAMS_PER_DEVICE": "2"})
     try:
         with httpx2.Client(base_url=hub.url, timeout=30) as c:
-            owner = kit.redeem(c, code, "owner")
+            owner = redeem(c, code, "owner")
             space = owner.create_space("team")
             path = f"/v1/spaces/{space}/events"
             with c.stream("GET", path, headers=owner.auth) as s1, \

@@ -15,16 +15,15 @@ from sqlalchemy import MetaData, func, select
 
 from hub.space_delete import purge_expired
 from shared.signed import parse_deletion_statement
-from tests import kit
-from tests.hub.identity.conftest import Team, make_team
+from tests.kit.wire import WireTeam, make_wire_team, put
 
 
 @pytest.fixture
-def team(tmp_path: Path, db_url: str | None) -> Iterator[Team]:
-    yield from make_team(tmp_path / "data", db_url)
+def team(tmp_path: Path, db_url: str | None) -> Iterator[WireTeam]:
+    yield from make_wire_team(tmp_path / "data", db_url)
 
 
-def _rows_naming(t: Team, space_id: str) -> dict[str, int]:
+def _rows_naming(t: WireTeam, space_id: str) -> dict[str, int]:
     md = MetaData()
     with t.hub.store.read() as conn:
         md.reflect(conn)
@@ -38,16 +37,16 @@ def _rows_naming(t: Team, space_id: str) -> dict[str, int]:
     return {k: v for k, v in out.items() if v}
 
 
-def test_delete_refuses_restore_brings_back_and_purge_removes_every_row(team: Team) -> None:
+def test_delete_refuses_restore_brings_back_and_purge_removes_every_row(team: WireTeam) -> None:
     t, ed = team, team.editor
-    assert ed.publish(t.space, [kit.put("page/a", "kept\n")]).status_code == 201
+    assert ed.publish(t.space, [put("page/a", "kept\n")]).status_code == 201
     head = ed.head(t.space)
     base = f"/v1/spaces/{t.space}"
     assert ed.post(f"{base}/delete", {}).status_code == 403  # space members: not owners
     r = t.owner.post(f"{base}/delete", {"dry_run": True})
     assert r.status_code == 200 and r.json()["impact"]["entries"] == 1, r.text
     assert ed.head(t.space)["digest"] == head["digest"]  # the preview changed nothing
-    pending = ed.batch(t.space, [kit.put("page/b")])  # made on the live head
+    pending = ed.batch(t.space, [put("page/b")])  # made on the live head
     assert t.owner.post(f"{base}/delete", {}).status_code == 200
 
     r = ed.post(f"{base}/batches", pending)
@@ -65,7 +64,7 @@ def test_delete_refuses_restore_brings_back_and_purge_removes_every_row(team: Te
     assert ed.head(t.space)["digest"] == head["digest"]  # back, unchanged
     r = t.owner.post(f"{base}/restore", {})
     assert r.status_code == 422 and r.json()["error"]["details"]["reason"] == "not_deleted"
-    assert ed.publish(t.space, [kit.put("page/b")]).status_code == 201
+    assert ed.publish(t.space, [put("page/b")]).status_code == 201
 
     assert purge_expired(t.hub.store, t.hub.now(), 0) == []  # not deleted: kept
     assert t.owner.post(f"{base}/delete", {}).status_code == 200

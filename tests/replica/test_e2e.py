@@ -9,7 +9,7 @@ import pytest
 
 from replica.engine.crash import POINTS
 from shared.entry import Entry
-from tests.replica.conftest import Team, qjson, quire
+from tests.kit.cli import CliTeam, qjson, quire
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -31,7 +31,7 @@ def assert_identical(a, b) -> None:
     assert not sa["conflicts"] and not sb["conflicts"]
 
 
-def test_concurrent_non_overlapping_edits_on_one_page_converge(team: Team):
+def test_concurrent_non_overlapping_edits_on_one_page_converge(team: CliTeam):
     a, b = team.members("a", "b")
     a.write(Entry(id="page/deploy", title="Deploy", body=BODY))
     converge(a, b)
@@ -45,7 +45,7 @@ def test_concurrent_non_overlapping_edits_on_one_page_converge(team: Team):
     assert_identical(a, b)
 
 
-def test_tag_and_link_edits_on_both_sides_converge(team: Team):
+def test_tag_and_link_edits_on_both_sides_converge(team: CliTeam):
     a, b = team.members("a", "b")
     a.write(Entry(id="page/p", title="P", tags=("x", "y"), links=("page/q",)))
     converge(a, b)
@@ -57,7 +57,7 @@ def test_tag_and_link_edits_on_both_sides_converge(team: Team):
     assert_identical(a, b)
 
 
-def test_guardrail_raised_on_one_side_and_body_edited_on_the_other_converge(team: Team):
+def test_guardrail_raised_on_one_side_and_body_edited_on_the_other_converge(team: CliTeam):
     # admins: editing a guardrail's text is not additive (by default only admins may)
     a, b = team.members("a", "b", role="admin")
     a.write(Entry(id="guardrail/no-force-push", title="No force push", body="Never.\n",
@@ -73,7 +73,7 @@ def test_guardrail_raised_on_one_side_and_body_edited_on_the_other_converge(team
     assert_identical(a, b)
 
 
-def test_conflicts_are_held_on_the_last_syncer_and_other_entries_still_publish(team: Team):
+def test_conflicts_are_held_on_the_last_syncer_and_other_entries_still_publish(team: CliTeam):
     a, b = team.members("a", "b")
     a.write(Entry(id="page/overlap", title="O", body=BODY))
     a.write(Entry(id="page/gone", title="G", body=BODY))
@@ -112,7 +112,7 @@ def test_conflicts_are_held_on_the_last_syncer_and_other_entries_still_publish(t
 # power cut may lose, replica/engine/sync.py _flush_chunk): never taken for an edit of b's
 @pytest.mark.parametrize("point", ["after_pull", "before_push", "after_push_before_receipt",
                                    "mid_vault_write", "vault_written"])
-def test_sync_killed_at_any_point_loses_nothing_and_publishes_once(team: Team, point: str):
+def test_sync_killed_at_any_point_loses_nothing_and_publishes_once(team: CliTeam, point: str):
     assert point in POINTS
     a, b = team.members("a", "b")
     a.write(Entry(id="page/remote", title="from a", body="a\n"))
@@ -130,7 +130,7 @@ def test_sync_killed_at_any_point_loses_nothing_and_publishes_once(team: Team, p
     assert not list(b.vault.rglob("*.quire-tmp")) or point == "mid_vault_write"
 
 
-def test_epoch_bump_with_unpublished_edits_lands_them_in_the_new_epoch(team: Team):
+def test_epoch_bump_with_unpublished_edits_lands_them_in_the_new_epoch(team: CliTeam):
     a, b = team.members("a", "b")
     a.write(Entry(id="page/p", title="P", body=BODY))
     converge(a, b)
@@ -150,7 +150,7 @@ def test_epoch_bump_with_unpublished_edits_lands_them_in_the_new_epoch(team: Tea
     assert_identical(a, b)
 
 
-def test_bad_vault_input_is_reported_and_never_published_or_overwritten(team: Team, tmp_path):
+def test_bad_vault_input_is_reported_and_never_published_or_overwritten(team: CliTeam, tmp_path):
     a, b = team.members("a", "b")
     a.write(Entry(id="page/p", title="P", body=BODY))
     converge(a, b)
@@ -184,10 +184,10 @@ def test_json_errors_carry_a_code_and_exit_non_zero(tmp_path):
     assert p.returncode == 2 and json.loads(p.stdout)["error"]["code"] == "usage"
 
 
-def test_a_second_space_joins_side_by_side_with_the_same_device(team: Team, hub, owner,
+def test_a_second_space_joins_side_by_side_with_the_same_device(team: CliTeam, hub, owner,
                                                                 tmp_path):
     a = team.member("a")
-    other = Team(hub, owner, tmp_path / "other", team.name + "-b")
+    other = CliTeam(hub, owner, tmp_path / "other", team.name + "-b")
     code = other.invite()
     res = qjson(a.home, "join", hub.url, "--invite", code, "--vault", str(tmp_path / "v2"))
     first = qjson(a.home, "spaces")["spaces"]

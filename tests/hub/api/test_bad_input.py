@@ -11,7 +11,7 @@ import pytest
 
 from shared.digest import digest_of
 from shared.signing import BATCH_DOMAIN, new_private_key, public_b64, sign
-from tests.kit import put, redeem
+from tests.kit.wire import put, redeem
 
 
 def _redigest(b: dict[str, Any], key: Any) -> dict[str, Any]:
@@ -174,15 +174,16 @@ def module_hub(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
 
     from hub.app import create_app
     from hub.settings import load_settings
-    from tests import kit
+    from tests.kit.hubproc import init_hub
+    from tests.kit.pg import pg_database, require_pg
 
     with ExitStack() as stack:
         url = None
         if request.param == "postgresql":
-            kit.require_pg()
-            url = stack.enter_context(kit.pg_database())
+            require_pg()
+            url = stack.enter_context(pg_database())
         data = tmp_path_factory.mktemp("hub") / "data"
-        code = kit.init_hub(data, url)
+        code = init_hub(data, url)
         app = create_app(load_settings(data))
         client = stack.enter_context(TestClient(app, base_url="http://testhub"))
         hub_app = {"client": client, "code": code, "hub": app.state.hub}

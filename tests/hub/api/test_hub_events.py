@@ -21,19 +21,21 @@ from hub.events import ChangeCache
 from hub.store.db import Store
 from hub.store.principals import remove_member_txn
 from hub.store.spaces_sql import find_space_txn
-from tests import kit
-from tests.replica.watch.sse import SSE
+from tests.kit.hubproc import HubProcess, init_hub, serve_hub
+from tests.kit.pg import pg_database, require_pg
+from tests.kit.sse import SSE
+from tests.kit.wire import WireMember, put, redeem
 
 FAST = {"QUIRE_HUB_EVENTS_RECHECK_MS": "300", "QUIRE_HUB_EVENTS_KEEPALIVE_MS": "500"}
 
 
-def _team(url: str, code: str | None, owner: kit.Member | None = None
-          ) -> tuple[kit.Member, kit.Member, str]:
+def _team(url: str, code: str | None, owner: WireMember | None = None
+          ) -> tuple[WireMember, WireMember, str]:
     if owner is None:
         assert code is not None
-        owner = kit.redeem(httpx2.Client(base_url=url, timeout=30), code, "owner")
+        owner = redeem(httpx2.Client(base_url=url, timeout=30), code, "owner")
     space = owner.create_space("team-" + uuid.uuid4().hex[:8])
-    member = kit.redeem(httpx2.Client(base_url=url, timeout=30),
+    member = redeem(httpx2.Client(base_url=url, timeout=30),
                         owner.invite(space, "editor"), "member")
     return owner, member, space
 
@@ -43,10 +45,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     """One SQLite hub process for the module (starting one costs seconds); each test gets
     its own space and member."""
     data = tmp_path_factory.mktemp("events") / "hub"
-    code = kit.init_hub(data)
-    hub = kit.start_hub(data, env=FAST)
+    code = init_hub(data)
+    hub = serve_hub(data, env=FAST)
     try:
-        owner = kit.redeem(httpx2.Client(base_url=hub.url, timeout=30), code, "owner")
+        owner = redeem(httpx2.Client(base_url=hub.url, timeout=30), code, "owner")
         yield {"hub": hub, "owner": owner, "data": data}
         owner.client.close()
     finally:
@@ -60,7 +62,7 @@ def sqlite_hub(served: dict[str, Any]) -> Iterator[dict[str, Any]]:
     member.client.close()
 
 
-def _events_url(hub: kit.HubProcess, space: str) -> str:
+def _events_url(hub: HubProcess, space: str) -> str:
     return f"{hub.url}/v1/spaces/{space}/events"
 
 
@@ -71,7 +73,7 @@ def test_publication_reaches_open_stream_as_a_head_event(sqlite_hub: dict[str, A
         assert sse.status == 200
         first = sse.next("head")
         assert first["data"]["seq"] == 0 and first["id"] == f"{first['data']['epoch']}:0"
-        r = owner.publish(space, [kit.put("page/a")])
+        r = owner.publish(space, [put("page/a")])
         assert r.status_code == 201, r.text
         ev = sse.next("head")
         assert ev["data"]["seq"] == 1
@@ -83,12 +85,12 @@ def test_publication_reaches_open_stream_as_a_head_event(sqlite_hub: dict[str, A
 
 def test_resumed_stream_skips_a_head_it_already_has(sqlite_hub: dict[str, Any]) -> None:
     h, owner, member, space = (sqlite_hub[k] for k in ("hub", "owner", "member", "space"))
-    assert owner.publish(space, [kit.put("page/a")]).status_code == 201
+    assert owner.publish(space, [put("page/a")]).status_code == 201
     hd = member.head(space)
     sse = SSE(_events_url(h, space), member, last_event_id=f"{hd['epoch']}:1")
     try:
         assert sse.next().get("comment") == "keepalive"  # nothing new: no head replayed
-        assert owner.publish(space, [kit.put("page/b")]).status_code == 201
+        assert owner.publish(space, [put("page/b")]).status_code == 201
         assert sse.next("head")["data"]["seq"] == 2
     finally:
         sse.close()
@@ -125,7 +127,7 @@ def space_id(store: Store, ref: str) -> str:
         return find_space_txn(c, ref).id
 
 
-def _metric(h: kit.HubProcess, name: str) -> float:
+def _metric(h: HubProcess, name: str) -> float:
     for line in httpx2.get(h.metrics_url).text.splitlines():
         if line.startswith(name + " "):
             return float(line.split()[-1])
@@ -153,7 +155,7 @@ def test_long_poll_head_answers_when_the_head_moves(sqlite_hub: dict[str, Any]) 
     # can only come from the publication
     _until(lambda: _metric(h, "quire_longpolls_waiting") == waiting + 1, "poll waiting")
     assert "r" not in out
-    assert owner.publish(space, [kit.put("page/a")]).status_code == 201
+    assert owner.publish(space, [put("page/a")]).status_code == 201
     th.join(60)
     assert out["r"].status_code == 200 and out["r"].json()["seq"] == 1
     # already behind: answers at once (a wait of 60 s would outlast the client's 30 s
@@ -180,7 +182,7 @@ def test_metrics_count_publications_refusals_and_open_streams(
     # the disconnect: start from a settled gauge, not from one still counting them
     _until(lambda: sample("quire_event_streams_open") == 0, "earlier streams closed")
     streams = sample("quire_event_streams_open")
-    assert owner.publish(space, [kit.put("page/a")]).status_code == 201
+    assert owner.publish(space, [put("page/a")]).status_code == 201
     assert member.get("/v1/spaces/nope/head").status_code == 404
     sse = SSE(_events_url(h, space), member)
     try:
@@ -194,38 +196,38 @@ def test_metrics_count_publications_refusals_and_open_streams(
 
 @pytest.mark.pg
 def test_publication_on_one_hub_process_reaches_streams_on_another(tmp_path: Path) -> None:
-    kit.require_pg()
-    with kit.pg_database() as db:
+    require_pg()
+    with pg_database() as db:
         data = tmp_path / "hub"
-        code = kit.init_hub(data, db)
+        code = init_hub(data, db)
         # two processes behind one public URL (what a proxy gives): tokens and DPoP proofs
         # name the hub, not the process
         env = dict(FAST, QUIRE_HUB_PUBLIC_URL="http://quire.test")
-        a = kit.start_hub(data, db=db, env=env)
+        a = serve_hub(data, db=db, env=env)
         try:
-            b = kit.start_hub(data, db=db, env=env)
+            b = serve_hub(data, db=db, env=env)
         except BaseException:
             a.stop()  # b never started: a must not outlive the test
             raise
         try:
             owner, member, space = _team(a.url, code)
-            member_b = kit.Member(httpx2.Client(base_url=b.url, timeout=30), member.token,
+            member_b = WireMember(httpx2.Client(base_url=b.url, timeout=30), member.token,
                                   member.key, member.user_id, member.device_id)
-            owner_b = kit.Member(httpx2.Client(base_url=b.url, timeout=30), owner.token,
+            owner_b = WireMember(httpx2.Client(base_url=b.url, timeout=30), owner.token,
                                  owner.key, owner.user_id, owner.device_id, owner.replicas)
             on_b = SSE(_events_url(b, space), member_b)
             on_a = SSE(_events_url(a, space), member)
             try:
                 assert on_b.next("head")["data"]["seq"] == 0 == on_a.next("head")["data"]["seq"]
                 for i in range(1, 4):  # publish on a: b's stream hears it through NOTIFY
-                    assert owner.publish(space, [kit.put(f"page/a{i}")]).status_code == 201
+                    assert owner.publish(space, [put(f"page/a{i}")]).status_code == 201
                     ev_b = on_b.next("head")["data"]
                     assert ev_b["seq"] == i
                     assert on_a.next("head")["data"]["seq"] == i
                     # the other process read the change from its database for the event
                     assert ev_b["changes"] == _changes_lines(member_b, space, ev_b["epoch"],
                                                              i - 1)
-                assert owner_b.publish(space, [kit.put("page/b")]).status_code == 201
+                assert owner_b.publish(space, [put("page/b")]).status_code == 201
                 ev_a = on_a.next("head")["data"]
                 assert ev_a["seq"] == 4 and [c["seq"] for c in ev_a["changes"]] == [4]
                 assert ev_a["changes"][0]["batch"]["ops"][0]["entry"]["id"] == "page/b"
@@ -239,7 +241,7 @@ def test_publication_on_one_hub_process_reaches_streams_on_another(tmp_path: Pat
             a.stop(), b.stop()
 
 
-def _changes_lines(member: kit.Member, space: str, epoch: str, after: int) -> list[dict]:
+def _changes_lines(member: WireMember, space: str, epoch: str, after: int) -> list[dict]:
     r = member.get(f"/v1/spaces/{space}/changes", params={"epoch": epoch, "after": after})
     assert r.status_code == 200, r.text
     return [x for x in (json.loads(line) for line in r.text.split("\n") if line)
@@ -257,7 +259,7 @@ def test_a_head_event_carries_its_changes_exactly_as_the_changes_endpoint_sends_
         assert "changes" not in first["data"]  # nothing sent before it: a bare head
         # characters a line reader splits at must not cut the event
         body = "line\u2028separator \x85 next\u2029para\n"
-        r = owner.publish(space, [kit.put("page/a", body)])
+        r = owner.publish(space, [put("page/a", body)])
         assert r.status_code == 201, r.text
         ev = sse.next("head")
         expected = _changes_lines(member, space, first["data"]["epoch"], 0)
@@ -276,10 +278,10 @@ def test_changes_too_large_for_an_event_come_as_a_bare_head(sqlite_hub: dict[str
     try:
         sse.next("head")
         big = "x" * (CHANGES_MAX_BYTES + 1) + "\n"
-        assert owner.publish(space, [kit.put("page/big", big)]).status_code == 201
+        assert owner.publish(space, [put("page/big", big)]).status_code == 201
         ev = sse.next("head")
         assert ev["data"]["seq"] == 1 and "changes" not in ev["data"]
-        assert owner.publish(space, [kit.put("page/small")]).status_code == 201
+        assert owner.publish(space, [put("page/small")]).status_code == 201
         ev = sse.next("head")
         assert [c["seq"] for c in ev["data"]["changes"]] == [2]
     finally:
@@ -330,11 +332,11 @@ def test_content_published_after_a_revocation_never_reaches_the_revoked_stream(
     # member whose stream the same publication woke (their re-checks share one read,
     # hub/api/events.py FanOut) gets the batch all the same.
     data = tmp_path / "hub"
-    code = kit.init_hub(data)
-    hub = kit.start_hub(data, env={"QUIRE_HUB_EVENTS_RECHECK_MS": "600000"})
+    code = init_hub(data)
+    hub = serve_hub(data, env={"QUIRE_HUB_EVENTS_RECHECK_MS": "600000"})
     try:
         owner, member, space = _team(hub.url, code)
-        kept = kit.redeem(httpx2.Client(base_url=hub.url, timeout=30),
+        kept = redeem(httpx2.Client(base_url=hub.url, timeout=30),
                           owner.invite(space, "viewer"), "kept")
         sse = SSE(_events_url(hub, space), member)
         other = SSE(_events_url(hub, space), kept)
@@ -347,7 +349,7 @@ def test_content_published_after_a_revocation_never_reaches_the_revoked_stream(
                     "UPDATE devices SET revoked_at = 1 WHERE id = ?", (member.device_id,)))
             finally:
                 store.dispose()
-            r = owner.publish(space, [kit.put("page/after-revocation", "secret\n")])
+            r = owner.publish(space, [put("page/after-revocation", "secret\n")])
             assert r.status_code == 201, r.text
             seen = []
             while True:
@@ -379,13 +381,13 @@ def test_publication_through_one_worker_reaches_streams_on_the_other(tmp_path: P
     # `quire hub serve --workers 2`: the kernel hands each connection to either worker;
     # streams are opened until both hold one (each worker's own /metrics says so), then
     # every stream must hear every head, whichever worker accepted the publication
-    kit.require_pg()
-    with kit.pg_database() as db:
+    require_pg()
+    with pg_database() as db:
         data = tmp_path / "hub"
-        code = kit.init_hub(data, db)
+        code = init_hub(data, db)
         # no periodic re-check within the test: only LISTEN/NOTIFY (or the accepting
         # worker's own fan-out) can bring a head to a stream
-        hub = kit.start_hub(data, db=db, workers=2, env={
+        hub = serve_hub(data, db=db, workers=2, env={
             "QUIRE_HUB_EVENTS_RECHECK_MS": "3600000", "QUIRE_HUB_EVENTS_KEEPALIVE_MS": "500"})
         streams: list[SSE] = []
         try:
@@ -424,7 +426,7 @@ def test_publication_through_one_worker_reaches_streams_on_the_other(tmp_path: P
                 streams.append(sse)
                 assert sse.next("head")["data"]["seq"] == 0
             for i in range(1, 4):
-                assert owner.publish(space, [kit.put(f"page/w{i}")]).status_code == 201
+                assert owner.publish(space, [put(f"page/w{i}")]).status_code == 201
                 for s in streams:
                     assert s.next("head")["data"]["seq"] == i
             owner.client.close(), member.client.close()

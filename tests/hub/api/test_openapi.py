@@ -11,16 +11,15 @@ import pytest
 
 from hub.api.openapi import OPS
 from shared.schemas import REQUESTS
-from tests.hub.identity.conftest import Team, make_team
-from tests.kit import put
+from tests.kit.wire import WireTeam, make_wire_team, put
 
 
 @pytest.fixture(scope="module")
-def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
-    yield from make_team(tmp_path_factory.mktemp("hub") / "data", None)
+def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WireTeam]:
+    yield from make_wire_team(tmp_path_factory.mktemp("hub") / "data", None)
 
 
-def test_every_operation_has_summary_schemas_and_errors(team: Team) -> None:
+def test_every_operation_has_summary_schemas_and_errors(team: WireTeam) -> None:
     doc = team.raw.get("/v1/openapi.json").json()
     assert doc["openapi"] == "3.1.0"
     routes = {(m, r.path) for r in team.app.routes if hasattr(r, "methods")
@@ -42,14 +41,14 @@ def test_every_operation_has_summary_schemas_and_errors(team: Team) -> None:
         assert schemas[f"req_{name}"] == schema
 
 
-def test_bodies_accept_exactly_the_schema_fields(team: Team) -> None:
+def test_bodies_accept_exactly_the_schema_fields(team: WireTeam) -> None:
     """A field the schema does not list is refused by the handler (one source of truth)."""
     r = team.owner.post("/v1/spaces", {"name": "x1", "colour": "red"})
     assert r.status_code == 422 and "colour" in r.text
     assert set(REQUESTS["space_create"]["properties"]) == {"name"}
 
 
-def test_docs_page_is_shipped_and_loads_nothing_from_elsewhere(team: Team) -> None:
+def test_docs_page_is_shipped_and_loads_nothing_from_elsewhere(team: WireTeam) -> None:
     r = team.raw.get("/v1/docs")
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
     assert "openapi.json" in r.text
@@ -58,11 +57,11 @@ def test_docs_page_is_shipped_and_loads_nothing_from_elsewhere(team: Team) -> No
 
 
 @pytest.fixture
-def team_db(tmp_path: Any, db_url: str | None) -> Iterator[Team]:
-    yield from make_team(tmp_path / "data", db_url)
+def team_db(tmp_path: Any, db_url: str | None) -> Iterator[WireTeam]:
+    yield from make_wire_team(tmp_path / "data", db_url)
 
 
-def test_nul_in_query_path_or_body_is_invalid_request(team_db: Team) -> None:
+def test_nul_in_query_path_or_body_is_invalid_request(team_db: WireTeam) -> None:
     """Found by the fuzz test: ``GET /v1/audit?space=%00`` was a 500 on PostgreSQL (text
     cannot hold NUL); the same for NUL in names and other text fields of small bodies."""
     t = team_db

@@ -30,7 +30,8 @@ from schemathesis.specs.openapi.checks import response_schema_conformance
 
 from hub.api.openapi import OPS
 from shared.dpop import make_proof
-from tests import kit
+from tests.kit.hubproc import init_hub, serve_hub
+from tests.kit.wire import put, redeem
 
 EXAMPLES = int(os.environ.get("QUIRE_FUZZ_EXAMPLES", "2"))
 FUZZ_ENV = {  # generous per-user limits so the fuzzer reaches the handlers; long-polls short
@@ -42,13 +43,13 @@ FUZZ_ENV = {  # generous per-user limits so the fuzzer reaches the handlers; lon
 @pytest.fixture
 def fuzz_hub(tmp_path: Path, db_url: str | None) -> Iterator[dict[str, Any]]:
     data = tmp_path / "hub"
-    code = kit.init_hub(data, db_url)
-    hub = kit.start_hub(data, db=db_url, env=FUZZ_ENV)
+    code = init_hub(data, db_url)
+    hub = serve_hub(data, db=db_url, env=FUZZ_ENV)
     try:
         with httpx2.Client(base_url=hub.url, timeout=30) as c:
-            owner = kit.redeem(c, code, "owner")
+            owner = redeem(c, code, "owner")
             space = owner.create_space("fuzz")
-            assert owner.publish(space, [kit.put("page/seed")]).status_code == 201
+            assert owner.publish(space, [put("page/seed")]).status_code == 201
             yield {"hub": hub, "owner": owner, "space": space,
                    "public": c.get("/v1/hub").json()["url"]}
     finally:

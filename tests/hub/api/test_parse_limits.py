@@ -18,13 +18,13 @@ import pytest
 
 from hub.api.routes import ROUTES
 from shared.ids import new_id
-from tests import kit
-from tests.hub.identity.conftest import Team, make_team
+from tests.kit.hubproc import init_hub, serve_hub
+from tests.kit.wire import WireTeam, make_wire_team
 
 
 @pytest.fixture(scope="module")
-def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
-    yield from make_team(tmp_path_factory.mktemp("hub") / "data", None)
+def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WireTeam]:
+    yield from make_wire_team(tmp_path_factory.mktemp("hub") / "data", None)
 
 
 def _post_paths(space: str) -> list[str]:
@@ -52,7 +52,7 @@ def many_members(n: int) -> bytes:
     return b"[" + b",".join([b'{"a":0}'] * n) + b"]"
 
 
-def _send(team: Team, path: str, body: bytes) -> tuple[Any, float]:
+def _send(team: WireTeam, path: str, body: bytes) -> tuple[Any, float]:
     t0 = time.perf_counter()
     r = team.client.post(path, content=body, headers={**team.owner.auth,
                                                       "Content-Type": "application/json"})
@@ -65,7 +65,7 @@ def _no_tracebacks(caplog: pytest.LogCaptureFixture) -> None:
 
 
 def test_every_body_endpoint_refuses_deep_and_wide_bodies(
-        team: Team, caplog: pytest.LogCaptureFixture) -> None:
+        team: WireTeam, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO)
     paths = _post_paths(team.space)
     assert len(paths) >= 15, paths  # every POST route of the table
@@ -93,7 +93,7 @@ def test_every_body_endpoint_refuses_deep_and_wide_bodies(
 
 
 def test_publish_refuses_too_many_members_and_long_strings(
-        team: Team, caplog: pytest.LogCaptureFixture) -> None:
+        team: WireTeam, caplog: pytest.LogCaptureFixture) -> None:
     """Bodies under the 8 MB byte limit that cross the member and string limits."""
     path = f"/v1/spaces/{team.space}/batches"
     r, _ = _send(team, path, many_members(300_000))
@@ -103,7 +103,7 @@ def test_publish_refuses_too_many_members_and_long_strings(
     _no_tracebacks(caplog)
 
 
-def test_deep_json_in_a_dpop_proof_or_token_header_is_unauthorized(team: Team) -> None:
+def test_deep_json_in_a_dpop_proof_or_token_header_is_unauthorized(team: WireTeam) -> None:
     hdr = base64.urlsafe_b64encode(deep(1400)).rstrip(b"=").decode()
     proof = f"{hdr}.e30.AAAA"  # under the 4096-character proof limit
     r = team.raw.get(f"/v1/spaces/{team.space}/head",
@@ -119,8 +119,8 @@ def test_real_hub_process_logs_no_traceback(tmp_path: Path) -> None:
     import httpx2
 
     data = tmp_path / "hub"
-    kit.init_hub(data)
-    hub = kit.start_hub(data)
+    init_hub(data)
+    hub = serve_hub(data)
     try:
         r = httpx2.post(hub.url + "/v1/invites/redeem", content=deep(5000),
                         headers={"Content-Type": "application/json"}, timeout=30)

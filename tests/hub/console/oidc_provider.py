@@ -37,7 +37,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tests import kit
+from tests.kit.host import free_port
 
 
 @dataclass
@@ -129,7 +129,7 @@ class Provider:
     """The provider; ``user`` is who signs in at the next /authorize."""
 
     def __init__(self, client_id: str, client_secret: str) -> None:
-        self.port = kit.free_port()
+        self.port = free_port()
         self.issuer = f"http://127.0.0.1:{self.port}"
         self.key = RSAKey.generate_key(2048, parameters={"kid": "test-1"})
         self.signing_key = self.key  # attack knob: sign with another key

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.hub.console.test_console_inproc import _csrf, _origin, members, sign_in
-from tests.kit import delete, ndjson, put
+from tests.kit.wire import delete, ndjson, put
 
 
 @pytest.fixture

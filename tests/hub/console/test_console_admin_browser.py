@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from tests import kit
 from tests.hub.console.test_console_browser import (
     _browser_available,
     axe_violations,
@@ -24,6 +23,9 @@ from tests.hub.console.test_console_browser import (
     sign_in,
 )
 from tests.hub.console.test_console_browser import browser as browser  # noqa: F401 (fixture)
+from tests.kit.host import free_port
+from tests.kit.hubproc import init_hub, serve_hub
+from tests.kit.wire import put, redeem
 
 pytestmark = pytest.mark.e2e
 
@@ -34,15 +36,15 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     import httpx2
 
     data = Path(tmp_path_factory.mktemp("console-admin-hub"))
-    code = kit.init_hub(data)
-    proc = kit.start_hub(data, port=kit.free_port())
+    code = init_hub(data)
+    proc = serve_hub(data, port=free_port())
     client = httpx2.Client(base_url=proc.url, timeout=30)
     try:
-        owner = kit.redeem(client, code, "owner")
+        owner = redeem(client, code, "owner")
         space = owner.create_space("team")
-        ana = kit.redeem(client, owner.invite(space, "viewer"), "ana")
-        ben = kit.redeem(client, owner.invite(space, "editor"), "ben")
-        assert ben.publish(space, [kit.put("page/deploy", "Deploy with the blue button.\n")]
+        ana = redeem(client, owner.invite(space, "viewer"), "ana")
+        ben = redeem(client, owner.invite(space, "editor"), "ben")
+        assert ben.publish(space, [put("page/deploy", "Deploy with the blue button.\n")]
                            ).status_code == 201
         r = ben.post("/v1/delegations", {"agent": "claude-code", "scope": "write",
                                          "space": space})

@@ -23,7 +23,9 @@ from typing import Any
 
 import pytest
 
-from tests import kit
+from tests.kit.host import REPO, free_port
+from tests.kit.hubproc import init_hub, serve_hub
+from tests.kit.wire import redeem
 
 pytestmark = pytest.mark.e2e
 
@@ -50,12 +52,12 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     import httpx2
 
     data = Path(tmp_path_factory.mktemp("console-hub"))
-    port = kit.free_port()
-    code = kit.init_hub(data)
-    proc = kit.start_hub(data, port=port)
+    port = free_port()
+    code = init_hub(data)
+    proc = serve_hub(data, port=port)
     client = httpx2.Client(base_url=proc.url, timeout=30)
     try:
-        owner = kit.redeem(client, code, "owner-laptop")
+        owner = redeem(client, code, "owner-laptop")
         space = owner.create_space("team")
         yield {"url": proc.url, "owner": owner, "space": space, "client": client,
                "root": Path(tmp_path_factory.mktemp("homes"))}
@@ -80,7 +82,7 @@ def browser(hub: dict[str, Any]) -> Iterator[Any]:
 def quire(home: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "QUIRE_HOME": str(home), "NO_COLOR": "1"}
     out = subprocess.run([sys.executable, "-m", "replica.cli.main", *args], capture_output=True,
-                         text=True, env=env, cwd=kit.REPO, timeout=120)
+                         text=True, env=env, cwd=REPO, timeout=120)
     if check and out.returncode != 0:
         raise AssertionError(f"quire {' '.join(args)} -> {out.returncode}\n{out.stdout}\n"
                              f"{out.stderr}")

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.kit import put, redeem
+from tests.kit.wire import put, redeem
 
 
 def _origin(h: dict[str, Any]) -> dict[str, str]:

@@ -23,7 +23,7 @@ from joserfc.jwk import RSAKey
 
 from hub.console import oidc
 from tests.hub.console.oidc_provider import Provider, User
-from tests.kit import redeem
+from tests.kit.wire import redeem
 
 CLIENT_ID = "quire-console"
 

@@ -17,16 +17,23 @@ from typing import Any
 
 import pytest
 
-from tests import kit
 from tests.hub.console.oidc_provider import Provider, User
-from tests.hub.console.test_console_browser import CHROMIUM, _browser_available, axe_violations, shot
+from tests.hub.console.test_console_browser import (
+    CHROMIUM,
+    _browser_available,
+    axe_violations,
+    shot,
+)
+from tests.kit.host import REPO, free_port
+from tests.kit.hubproc import hub_cmd, init_hub, serve_hub
+from tests.kit.wire import redeem
 
 pytestmark = pytest.mark.e2e
 
 
 def _documented_settings() -> dict[str, object]:
     """The hub.toml of docs/operations.md, "Configuring an OIDC provider"."""
-    text = (kit.REPO / "docs" / "operations.md").read_text()
+    text = (REPO / "docs" / "operations.md").read_text()
     section = text.split("## Configuring an OIDC provider", 1)[1]
     return tomllib.loads(re.search(r"```toml\n(.*?)```", section, re.S).group(1))  # type: ignore
 
@@ -37,12 +44,12 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     import httpx2
 
     data = Path(tmp_path_factory.mktemp("oidc-hub"))
-    port = kit.free_port()
+    port = free_port()
     provider = Provider("quire-console", "browser-test-client-secret").start()
     secret = data / "oidc-client-secret"
     secret.write_text(provider.client.client_secret + "\n")
     secret.chmod(0o600)
-    code = kit.init_hub(data)
+    code = init_hub(data)
     # the settings docs/operations.md shows, with this test's provider (added to what
     # init wrote there, if anything)
     ours = {"oidc_issuer": provider.issuer, "oidc_client_id": "quire-console",
@@ -50,15 +57,15 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     assert set(ours) == set(_documented_settings())
     with open(data / "hub.toml", "a") as toml:
         toml.write("".join(f"{k} = {json.dumps(v)}\n" for k, v in ours.items()))
-    proc = kit.start_hub(data, port=port)
+    proc = serve_hub(data, port=port)
     provider.client.redirect_uris = [proc.url + "/console/signin/oidc/callback"]
     client = httpx2.Client(base_url=proc.url, timeout=30)
     try:
-        owner = kit.redeem(client, code, "owner-laptop")
+        owner = redeem(client, code, "owner-laptop")
         owner.create_space("team")
-        out = subprocess.run(kit.hub_cmd("email", "--data", str(data), owner.user_id,
+        out = subprocess.run(hub_cmd("email", "--data", str(data), owner.user_id,
                                          "ada@example.com"),
-                             capture_output=True, text=True, cwd=kit.REPO, timeout=60)
+                             capture_output=True, text=True, cwd=REPO, timeout=60)
         assert out.returncode == 0, out.stderr
         assert "client-secret" not in (proc.log.read_text() if proc.log.exists() else "")
         yield {"url": proc.url, "provider": provider, "proc": proc}

@@ -5,7 +5,7 @@ are refused with a clear code; a viewer sees both pages but no allow form, an ed
 allow POST is refused, and an admin's allow is previewed (nothing written) then made.
 
 The real CLI's path (two replicas make a conflict, the report appears, then disappears
-once resolved) is tests/console/test_console_reports_e2e.py."""
+once resolved) is tests/hub/console/test_console_reports_e2e.py."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.hub.console.test_console_inproc import _csrf, _origin, members, sign_in
-from tests.kit import ndjson, redeem
+from tests.kit.wire import ndjson, redeem
 
 PAGE = "/console/spaces/team/conflicts"
 ITEM = {"id": "pk-0123456789abcdef0123", "entry": "page/deploy", "kind": "edit",

@@ -16,12 +16,19 @@ import pytest
 
 from replica.machine.home import Home
 from shared.entry import make_entry
-from tests.replica.conftest import Hub, Member, Team, hub, owner, qjson  # noqa: F401
+from tests.kit.cli import (
+    CliMember,  # noqa: F401
+    CliTeam,  # noqa: F401
+    FreshHub,  # noqa: F401
+    hub,  # noqa: F401
+    owner,  # noqa: F401
+    qjson,  # noqa: F401
+)
 
 pytestmark = pytest.mark.e2e
 
 
-def browser_for(t: Team, m: Member) -> httpx2.Client:
+def browser_for(t: CliTeam, m: CliMember) -> httpx2.Client:
     """A cookie jar signed in to the console, approved by ``m``'s CLI."""
     b = httpx2.Client(base_url=t.hub.url, headers={"Origin": t.hub.url})
     r = b.post("/console/signin")
@@ -33,18 +40,18 @@ def browser_for(t: Team, m: Member) -> httpx2.Client:
     return b
 
 
-def write(m: Member, body: str) -> None:
+def write(m: CliMember, body: str) -> None:
     m.write(make_entry({"id": "page/deploy", "title": "Deploy", "body": body}))
 
 
-def state(m: Member) -> dict[str, Any]:
+def state(m: CliMember) -> dict[str, Any]:
     p = Home(m.home).spaces()[0].dir / "conflict_report.json"
     return json.loads(p.read_text()) if p.exists() else {}
 
 
 def test_a_replicas_conflict_report_shows_on_the_console_until_resolved(
-        hub: Hub, owner: Path, tmp_path: Path) -> None:  # noqa: F811 (fixtures)
-    team = Team(hub, owner, tmp_path, f"reports{os.getpid() % 10000}")
+        hub: FreshHub, owner: Path, tmp_path: Path) -> None:  # noqa: F811 (fixtures)
+    team = CliTeam(hub, owner, tmp_path, f"reports{os.getpid() % 10000}")
     alice, bob = team.members("alice", "bob")
     write(alice, "step one\n")
     alice.sync()

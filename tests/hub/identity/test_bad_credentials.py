@@ -17,20 +17,20 @@ from joserfc.jwk import OKPKey
 from shared.dpop import make_proof
 from shared.ids import new_id
 from shared.signing import jwk_thumbprint, new_private_key, public_b64
-from tests.hub.identity.conftest import Team, b64, claims_of
-from tests.kit import put, redeem
+from tests.hub.identity.conftest import b64, claims_of
+from tests.kit.wire import WireTeam, put, redeem
 
 HEAD = "/v1/spaces/{space}/head"
 
 
-def _get(t: Team, path: str, token: str, proof: str | None) -> Any:
+def _get(t: WireTeam, path: str, token: str, proof: str | None) -> Any:
     headers = {"Authorization": f"DPoP {token}"}
     if proof is not None:
         headers["DPoP"] = proof
     return t.raw.get(path, headers=headers)
 
 
-def _signed_get(t: Team, m: Any, path: str, token: str | None = None, **proof_kw: Any) -> Any:
+def _signed_get(t: WireTeam, m: Any, path: str, token: str | None = None, **proof_kw: Any) -> Any:
     """GET ``path`` with ``token`` (default: m's) and a proof by m's key (overridable)."""
     token = token or m.token
     key = proof_kw.pop("key", m.key)
@@ -39,7 +39,7 @@ def _signed_get(t: Team, m: Any, path: str, token: str | None = None, **proof_kw
     return _get(t, path, token, make_proof(key, method, url, access_token=token, **proof_kw))
 
 
-def _forge(t: Team, m: Any, *, header: dict[str, Any] | None = None,
+def _forge(t: WireTeam, m: Any, *, header: dict[str, Any] | None = None,
            claims: dict[str, Any] | None = None, key: Any = None) -> str:
     """A token like m's, with header/claims changed, signed by ``key`` (default: hub key)."""
     c = dict(claims_of(m.token), **(claims or {}))
@@ -50,28 +50,28 @@ def _forge(t: Team, m: Any, *, header: dict[str, Any] | None = None,
                       default_type=None)
 
 
-def _head(t: Team) -> str:
+def _head(t: WireTeam) -> str:
     return HEAD.format(space=t.space)
 
 
 # ---------------------------------------------------------------- cases
 
 
-def no_token(t: Team) -> Any:
+def no_token(t: WireTeam) -> Any:
     return t.raw.get(_head(t))
 
 
-def bearer_scheme(t: Team) -> Any:
+def bearer_scheme(t: WireTeam) -> Any:
     return t.raw.get(_head(t), headers={"Authorization": f"Bearer {t.editor.token}"})
 
 
-def alg_none(t: Team) -> Any:
+def alg_none(t: WireTeam) -> Any:
     c = claims_of(t.editor.token)
     token = b64({"alg": "none", "typ": "at+jwt", "kid": t.hub.key.kid}) + "." + b64(c) + "."
     return _signed_get(t, t.editor, _head(t), token)
 
 
-def hs256_with_public_key(t: Team) -> Any:
+def hs256_with_public_key(t: WireTeam) -> Any:
     c = claims_of(t.editor.token)
     signing = (b64({"alg": "HS256", "typ": "at+jwt", "kid": t.hub.key.kid}) + "."
                + b64(c)).encode()
@@ -79,53 +79,53 @@ def hs256_with_public_key(t: Team) -> Any:
     return _signed_get(t, t.editor, _head(t), signing.decode() + "." + b64(mac))
 
 
-def signed_by_another_key(t: Team) -> Any:
+def signed_by_another_key(t: WireTeam) -> Any:
     return _signed_get(t, t.editor, _head(t), _forge(t, t.editor, key=new_private_key()))
 
 
-def tampered_claims(t: Team) -> Any:
+def tampered_claims(t: WireTeam) -> Any:
     token = t.editor.token
     parts = token.split(".")
     parts[1] = b64(dict(claims_of(token), sub=t.owner.user_id))
     return _signed_get(t, t.editor, _head(t), ".".join(parts))
 
 
-def unknown_kid(t: Team) -> Any:
+def unknown_kid(t: WireTeam) -> Any:
     return _signed_get(t, t.editor, _head(t), _forge(t, t.editor, header={"kid": "nope"}))
 
 
-def expired(t: Team) -> Any:
+def expired(t: WireTeam) -> Any:
     now = int(time.time())
     return _signed_get(t, t.editor, _head(t), _forge(
         t, t.editor, claims={"iat": now - 700, "nbf": now - 700, "exp": now - 100}))
 
 
-def not_yet_valid(t: Team) -> Any:
+def not_yet_valid(t: WireTeam) -> Any:
     now = int(time.time())
     return _signed_get(t, t.editor, _head(t), _forge(
         t, t.editor, claims={"nbf": now + 600, "exp": now + 1200}))
 
 
-def wrong_audience(t: Team) -> Any:
+def wrong_audience(t: WireTeam) -> Any:
     return _signed_get(t, t.editor, _head(t),
                        _forge(t, t.editor, claims={"aud": "https://other.example"}))
 
 
-def missing_typ(t: Team) -> Any:
+def missing_typ(t: WireTeam) -> Any:
     return _signed_get(t, t.editor, _head(t), _forge(t, t.editor, header={"typ": None}))
 
 
-def typ_plain_jwt(t: Team) -> Any:
+def typ_plain_jwt(t: WireTeam) -> Any:
     return _signed_get(t, t.editor, _head(t), _forge(t, t.editor, header={"typ": "JWT"}))
 
 
-def token_bound_to_another_key(t: Team) -> Any:
+def token_bound_to_another_key(t: WireTeam) -> Any:
     other = new_private_key()
     token = _forge(t, t.editor, claims={"cnf": {"jkt": jwk_thumbprint(public_b64(other))}})
     return _signed_get(t, t.editor, _head(t), token, key=other)
 
 
-def delegated_token_for_another_space(t: Team) -> Any:
+def delegated_token_for_another_space(t: WireTeam) -> Any:
     other = t.owner.create_space("elsewhere-" + new_id()[-6:].lower())
     m = t.member("editor", "two-spaces")
     r = t.owner.post(f"/v1/spaces/{other}/invites", {"role": "editor"})
@@ -135,73 +135,73 @@ def delegated_token_for_another_space(t: Team) -> Any:
     return _signed_get(t, m, _head(t), d["token"])
 
 
-def dpop_missing(t: Team) -> Any:
+def dpop_missing(t: WireTeam) -> Any:
     return _get(t, _head(t), t.editor.token, None)
 
 
-def dpop_by_another_key(t: Team) -> Any:
+def dpop_by_another_key(t: WireTeam) -> Any:
     return _signed_get(t, t.editor, _head(t), key=new_private_key())
 
 
-def dpop_replayed_jti(t: Team) -> Any:
+def dpop_replayed_jti(t: WireTeam) -> Any:
     proof = make_proof(t.editor.key, "GET", t.url + _head(t), access_token=t.editor.token)
     first = _get(t, _head(t), t.editor.token, proof)
     assert first.status_code == 200, first.text
     return _get(t, _head(t), t.editor.token, proof)
 
 
-def dpop_wrong_method(t: Team) -> Any:
+def dpop_wrong_method(t: WireTeam) -> Any:
     return _signed_get(t, t.editor, _head(t), method="POST")
 
 
-def dpop_wrong_url(t: Team) -> Any:
+def dpop_wrong_url(t: WireTeam) -> Any:
     return _signed_get(t, t.editor, _head(t), url=t.url + "/v1/spaces")
 
 
-def dpop_other_host(t: Team) -> Any:
+def dpop_other_host(t: WireTeam) -> Any:
     return _signed_get(t, t.editor, _head(t), url="https://evil.example" + _head(t))
 
 
-def dpop_stale_iat(t: Team) -> Any:
+def dpop_stale_iat(t: WireTeam) -> Any:
     return _signed_get(t, t.editor, _head(t), iat=int(time.time()) - 600)
 
 
-def dpop_future_iat(t: Team) -> Any:
+def dpop_future_iat(t: WireTeam) -> Any:
     return _signed_get(t, t.editor, _head(t), iat=int(time.time()) + 600)
 
 
-def dpop_wrong_typ(t: Team) -> Any:
+def dpop_wrong_typ(t: WireTeam) -> Any:
     return _signed_get(t, t.editor, _head(t), extra_header={"typ": "JWT"})
 
 
-def dpop_ath_of_another_token(t: Team) -> Any:
+def dpop_ath_of_another_token(t: WireTeam) -> Any:
     proof = make_proof(t.editor.key, "GET", t.url + _head(t), access_token=t.viewer.token)
     return _get(t, _head(t), t.editor.token, proof)
 
 
-def dpop_embeds_private_key(t: Team) -> Any:
+def dpop_embeds_private_key(t: WireTeam) -> Any:
     return _signed_get(t, t.editor, _head(t), extra_header={"jwk": {
         "kty": "OKP", "crv": "Ed25519", "x": public_b64(t.editor.key), "d": "AAAA"}})
 
 
-def refresh_without_proof(t: Team) -> Any:
+def refresh_without_proof(t: WireTeam) -> Any:
     return t.raw.post("/v1/token", json={"grant_type": "refresh_token",
                                          "refresh_token": t.editor.refresh_token})
 
 
-def refresh_by_another_key(t: Team) -> Any:
+def refresh_by_another_key(t: WireTeam) -> Any:
     m = t.member("viewer", "refresher")
     return t.raw.post("/v1/token", json={"grant_type": "refresh_token",
                                          "refresh_token": m.refresh_token},
                       headers={"DPoP": make_proof(new_private_key(), "POST", t.url + "/v1/token")})
 
 
-def _refresh(t: Team, m: Any, token: str) -> Any:
+def _refresh(t: WireTeam, m: Any, token: str) -> Any:
     return t.raw.post("/v1/token", json={"grant_type": "refresh_token", "refresh_token": token},
                       headers={"DPoP": make_proof(m.key, "POST", t.url + "/v1/token")})
 
 
-def refresh_replayed_after_rotation(t: Team) -> Any:
+def refresh_replayed_after_rotation(t: WireTeam) -> Any:
     m = t.member("viewer", "rotator")
     first = _refresh(t, m, m.refresh_token)
     assert first.status_code == 200, first.text
@@ -213,12 +213,12 @@ def refresh_replayed_after_rotation(t: Team) -> Any:
     return replay
 
 
-def delegated_on_admin_endpoint(t: Team) -> Any:
+def delegated_on_admin_endpoint(t: WireTeam) -> Any:
     d = t.delegate(t.owner, "write")
     return _signed_get(t, t.owner, f"/v1/spaces/{t.space}/members", d["token"])
 
 
-def delegated_minting_a_delegation(t: Team) -> Any:
+def delegated_minting_a_delegation(t: WireTeam) -> Any:
     d = t.delegate(t.editor, "write")
     path = "/v1/delegations"
     return t.raw.post(path, json={"space": t.space, "agent": "child", "scope": "read"},
@@ -227,7 +227,7 @@ def delegated_minting_a_delegation(t: Team) -> Any:
                                                   access_token=d["token"])})
 
 
-def delegated_read_token_publishing(t: Team) -> Any:
+def delegated_read_token_publishing(t: WireTeam) -> Any:
     d = t.delegate(t.editor, "read")
     body = t.editor.batch(t.space, [put("page/by-reader-agent")])
     path = f"/v1/spaces/{t.space}/batches"
@@ -236,21 +236,21 @@ def delegated_read_token_publishing(t: Team) -> Any:
         "DPoP": make_proof(t.editor.key, "POST", t.url + path, access_token=d["token"])})
 
 
-def revoked_delegation(t: Team) -> Any:
+def revoked_delegation(t: WireTeam) -> Any:
     d = t.delegate(t.editor, "read")
     r = t.editor.post(f"/v1/delegations/{d['delegation']['id']}/revoke", {})
     assert r.status_code == 200, r.text
     return _signed_get(t, t.editor, _head(t), d["token"])
 
 
-def revoked_device(t: Team) -> Any:
+def revoked_device(t: WireTeam) -> Any:
     m = t.member("editor", "stolen-laptop")
     r = t.owner.post(f"/v1/devices/{m.device_id}/revoke", {})
     assert r.status_code == 200, r.text
     return m.get(_head(t))
 
 
-def deactivated_user(t: Team) -> Any:
+def deactivated_user(t: WireTeam) -> Any:
     m = t.member("editor", "departed")
     dry = t.owner.post(f"/v1/users/{m.user_id}/deactivate", {"dry_run": True})
     assert dry.json()["dry_run"] is True and m.get(_head(t)).status_code == 200
@@ -261,7 +261,7 @@ def deactivated_user(t: Team) -> Any:
     return m.get(_head(t))
 
 
-def revoked_replica(t: Team) -> Any:
+def revoked_replica(t: WireTeam) -> Any:
     m = t.member("editor", "replica-owner")
     rid = m.replica(t.space)
     r = t.owner.post(f"/v1/spaces/{t.space}/replicas/{rid}/revoke", {})
@@ -269,14 +269,14 @@ def revoked_replica(t: Team) -> Any:
     return m.publish(t.space, [put("page/from-revoked-replica")])
 
 
-def removed_member(t: Team) -> Any:
+def removed_member(t: WireTeam) -> Any:
     m = t.member("editor", "leaver")
     r = t.owner.post(f"/v1/spaces/{t.space}/members/{m.user_id}/remove", {})
     assert r.status_code == 200, r.text
     return m.get(_head(t))
 
 
-def expired_invite(t: Team) -> Any:
+def expired_invite(t: WireTeam) -> Any:
     code = t.owner.invite(t.space, "editor", ttl=60)
     hub, real = t.hub, t.hub.now
     hub.now = lambda: real() + 61_000
@@ -287,7 +287,7 @@ def expired_invite(t: Team) -> Any:
         hub.now = real
 
 
-def _device_login(t: Team) -> tuple[Any, dict[str, Any]]:
+def _device_login(t: WireTeam) -> tuple[Any, dict[str, Any]]:
     key = new_private_key()
     r = t.raw.post("/v1/device/code", json={"device_name": "second",
                                             "device_key": public_b64(key)})
@@ -295,13 +295,13 @@ def _device_login(t: Team) -> tuple[Any, dict[str, Any]]:
     return key, r.json()
 
 
-def _device_token(t: Team, key: Any, code: str) -> Any:
+def _device_token(t: WireTeam, key: Any, code: str) -> Any:
     return t.raw.post("/v1/token", json={
         "grant_type": "urn:ietf:params:oauth:grant-type:device_code", "device_code": code},
         headers={"DPoP": make_proof(key, "POST", t.url + "/v1/token")})
 
 
-def reused_device_code(t: Team) -> Any:
+def reused_device_code(t: WireTeam) -> Any:
     key, start = _device_login(t)
     assert t.editor.post("/v1/device/approve", {"user_code": start["user_code"]}).status_code \
         == 200
@@ -310,12 +310,12 @@ def reused_device_code(t: Team) -> Any:
     return _device_token(t, key, start["device_code"])
 
 
-def device_code_by_another_key(t: Team) -> Any:
+def device_code_by_another_key(t: WireTeam) -> Any:
     _, start = _device_login(t)
     return _device_token(t, new_private_key(), start["device_code"])
 
 
-def brute_forced_user_code(t: Team) -> Any:
+def brute_forced_user_code(t: WireTeam) -> Any:
     m = t.member("viewer", "guesser")
     last = None
     for i in range(8):
@@ -325,11 +325,11 @@ def brute_forced_user_code(t: Team) -> Any:
     return last
 
 
-def owner_code_redeemed_with_bearer_of_legacy_kind(t: Team) -> Any:
+def owner_code_redeemed_with_bearer_of_legacy_kind(t: WireTeam) -> Any:
     return t.raw.get("/v1/spaces", headers={"Authorization": "Bearer qd_forged"})
 
 
-CASES: list[tuple[Callable[[Team], Any], int, str, str | None]] = [
+CASES: list[tuple[Callable[[WireTeam], Any], int, str, str | None]] = [
     (no_token, 401, "unauthorized", "no_token"),
     (bearer_scheme, 401, "unauthorized", "dpop_required"),
     (owner_code_redeemed_with_bearer_of_legacy_kind, 401, "unauthorized", "dpop_required"),
@@ -375,7 +375,7 @@ CASES: list[tuple[Callable[[Team], Any], int, str, str | None]] = [
 
 
 @pytest.mark.parametrize("case,status,code,reason", CASES, ids=[c[0].__name__ for c in CASES])
-def test_bad_credential_is_refused(team: Team, case: Callable[[Team], Any], status: int,
+def test_bad_credential_is_refused(team: WireTeam, case: Callable[[WireTeam], Any], status: int,
                                    code: str, reason: str | None) -> None:
     batches = team.counts()["batches"]
     r = case(team)
@@ -387,13 +387,13 @@ def test_bad_credential_is_refused(team: Team, case: Callable[[Team], Any], stat
     assert team.counts()["batches"] == batches  # nothing published by any of them
 
 
-def test_good_credentials_still_work_after_the_table(team: Team) -> None:
+def test_good_credentials_still_work_after_the_table(team: WireTeam) -> None:
     """The table revoked and rotated other members' credentials, never these."""
     assert team.editor.get(_head(team)).status_code == 200
     assert team.editor.publish(team.space, [put("page/still-fine")]).status_code == 201
 
 
-def test_refresh_rotates_and_the_new_token_works(team: Team) -> None:
+def test_refresh_rotates_and_the_new_token_works(team: WireTeam) -> None:
     m = team.member("editor", "rotating")
     r = _refresh(team, m, m.refresh_token)
     assert r.status_code == 200, r.text
@@ -403,7 +403,7 @@ def test_refresh_rotates_and_the_new_token_works(team: Team) -> None:
     assert m.get(_head(team)).status_code == 200
 
 
-def test_device_login_gives_a_second_device_of_the_same_member(team: Team) -> None:
+def test_device_login_gives_a_second_device_of_the_same_member(team: WireTeam) -> None:
     key, start = _device_login(team)
     pending = _device_token(team, key, start["device_code"])
     assert pending.status_code == 400
@@ -412,7 +412,7 @@ def test_device_login_gives_a_second_device_of_the_same_member(team: Team) -> No
                             {"user_code": start["user_code"].lower()}).status_code == 200
     r = _device_token(team, key, start["device_code"])
     assert r.status_code == 200, r.text
-    second = redeem.__globals__["Member"](team.client, r.json()["access_token"], key,
+    second = redeem.__globals__["WireMember"](team.client, r.json()["access_token"], key,
                                           r.json()["user_id"], r.json()["device_id"])
     assert second.user_id == team.editor.user_id and second.device_id != team.editor.device_id
     assert second.publish(team.space, [put("page/from-second-device")]).status_code == 201

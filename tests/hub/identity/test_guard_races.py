@@ -39,9 +39,8 @@ from sqlalchemy import event, select
 from hub.store.batches import batch_by_ids_txn
 from hub.store.schema import audit
 from shared.dpop import make_proof
-from tests import kit
-from tests.hub.identity.conftest import Team, make_team
-from tests.kit import put
+from tests.kit.pg import pg_database, require_pg
+from tests.kit.wire import WireMember, WireTeam, make_wire_team, put, redeem
 
 DEADLINE_S = 60.0
 
@@ -50,9 +49,9 @@ DEADLINE_S = 60.0
 class Scene:
     """One publication's world: its own space, so no test sees another's rules or epoch."""
 
-    t: Team
+    t: WireTeam
     space: str
-    m: kit.Member
+    m: WireMember
     delegation: dict[str, Any] = field(default_factory=dict)
 
     def admin(self, path: str, body: dict[str, Any] | None = None) -> Any:
@@ -101,7 +100,7 @@ KINDS: dict[str, Kind] = {
 class Arena:
     """A hub on one backend, and a way to see that another connection waits on a lock."""
 
-    def __init__(self, t: Team, backend: str, db_url: str | None):
+    def __init__(self, t: WireTeam, backend: str, db_url: str | None):
         self.t, self.backend, self.db_url = t, backend, db_url
         self.paused_in: int | None = None  # the thread holding the paused transaction
         self.write_opened = threading.Event()
@@ -146,9 +145,9 @@ def arena(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     with contextlib.ExitStack() as stack:
         url = None
         if request.param == "postgresql":
-            kit.require_pg()
-            url = stack.enter_context(kit.pg_database())
-        for t in make_team(tmp_path_factory.mktemp("race") / "data", url):
+            require_pg()
+            url = stack.enter_context(pg_database())
+        for t in make_wire_team(tmp_path_factory.mktemp("race") / "data", url):
             yield Arena(t, request.param, url)
 
 
@@ -203,7 +202,7 @@ class Race:
 def _scene(a: Arena, kind: str, point: str) -> Scene:
     t = a.t
     space = t.owner.create_space(f"race-{kind}-{point}")
-    m = kit.redeem(t.client, t.owner.invite(space, "editor"), f"{kind}-{point}")
+    m = redeem(t.client, t.owner.invite(space, "editor"), f"{kind}-{point}")
     s = Scene(t, space, m)
     if kind == "delegation_revoked":
         s.delegation = t.delegate(m, "write", space, agent="racer")

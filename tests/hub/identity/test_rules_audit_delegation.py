@@ -15,17 +15,16 @@ from replica.hubclient.client import HubClient
 from replica.machine.credentials import CredentialFile, Tokens
 from shared.dpop import make_proof
 from shared.signing import save_private
-from tests.hub.identity.conftest import Team
-from tests.kit import ndjson, put
+from tests.kit.wire import WireTeam, ndjson, put
 
 
-def test_viewer_cannot_publish(team: Team) -> None:
+def test_viewer_cannot_publish(team: WireTeam) -> None:
     r = team.viewer.publish(team.space, [put("page/from-viewer")])
     assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden", r.text
     assert r.json()["error"]["details"]["role"] == "viewer"
 
 
-def test_guardrail_rule_refuses_the_whole_batch_and_lists_every_denied_op(team: Team) -> None:
+def test_guardrail_rule_refuses_the_whole_batch_and_lists_every_denied_op(team: WireTeam) -> None:
     t = team
     r = t.owner.post(f"/v1/spaces/{t.space}/rules", {
         "who": "editor", "actions": ["create", "update", "delete"], "entries": "guardrail/*"})
@@ -54,7 +53,7 @@ def test_guardrail_rule_refuses_the_whole_batch_and_lists_every_denied_op(team: 
         t.owner.post(f"/v1/spaces/{t.space}/rules/{rule_id}/remove", {})
 
 
-def test_rule_changes_bump_rules_version_and_dry_run_changes_nothing(team: Team) -> None:
+def test_rule_changes_bump_rules_version_and_dry_run_changes_nothing(team: WireTeam) -> None:
     t = team
     v0 = t.owner.get(f"/v1/spaces/{t.space}/rules").json()["rules_version"]
     r = t.owner.post(f"/v1/spaces/{t.space}/rules",
@@ -78,7 +77,7 @@ def test_rule_changes_bump_rules_version_and_dry_run_changes_nothing(team: Team)
     assert r.status_code == 403
 
 
-def test_delegated_agent_publishes_as_itself(team: Team) -> None:
+def test_delegated_agent_publishes_as_itself(team: WireTeam) -> None:
     t = team
     d = t.delegate(t.editor, "write", agent="claude-code")
     token = d["token"]
@@ -101,7 +100,7 @@ def test_delegated_agent_publishes_as_itself(team: Team) -> None:
     assert d["delegation"]["id"] in [x["id"] for x in listed]
 
 
-def test_a_delegation_lists_only_its_own_space_with_its_own_role(team: Team) -> None:
+def test_a_delegation_lists_only_its_own_space_with_its_own_role(team: WireTeam) -> None:
     t = team
     t.owner.create_space("not-for-the-agent")
     assert len(t.owner.get("/v1/spaces").json()["spaces"]) >= 2
@@ -115,13 +114,13 @@ def test_a_delegation_lists_only_its_own_space_with_its_own_role(team: Team) -> 
         assert [(s["id"], s["role"]) for s in r.json()["spaces"]] == [(t.space, role)]
 
 
-def test_delegation_is_at_most_a_day(team: Team) -> None:
+def test_delegation_is_at_most_a_day(team: WireTeam) -> None:
     r = team.editor.post("/v1/delegations", {"space": team.space, "agent": "a",
                                              "scope": "read", "ttl_seconds": 86401})
     assert r.status_code == 422
 
 
-def test_audit_chain_verifies_and_one_altered_event_fails_there(team_db: Team) -> None:
+def test_audit_chain_verifies_and_one_altered_event_fails_there(team_db: WireTeam) -> None:
     t = team_db
     t.editor.publish(t.space, [put("page/audited")])
     t.owner.post(f"/v1/spaces/{t.space}/rules", {"who": "editor", "actions": ["delete"],
@@ -150,7 +149,7 @@ def test_audit_chain_verifies_and_one_altered_event_fails_there(team_db: Team) -
 
 
 def test_replica_auth_refreshes_an_expired_token_and_persists_the_rotation(
-        team: Team, tmp_path: Path) -> None:
+        team: WireTeam, tmp_path: Path) -> None:
     t = team
     m = t.member("editor", "auth-flow")
     key_path = tmp_path / "device.pem"
@@ -183,7 +182,7 @@ def test_replica_auth_refreshes_an_expired_token_and_persists_the_rotation(
 
 
 def test_two_processes_sharing_a_credential_do_not_trip_reuse_detection(
-        team: Team, tmp_path: Path) -> None:
+        team: WireTeam, tmp_path: Path) -> None:
     """A sync and a watcher of one machine refresh in turn: the second adopts the rotated
     credential from the file instead of presenting the old one (which would revoke all)."""
     t = team
@@ -206,7 +205,7 @@ def test_two_processes_sharing_a_credential_do_not_trip_reuse_detection(
 
 
 
-def test_event_stream_check_refuses_a_delegation_that_expired_mid_stream(team: Team) -> None:
+def test_event_stream_check_refuses_a_delegation_that_expired_mid_stream(team: WireTeam) -> None:
     # an event stream outlives the request that opened it; since head events carry entry
     # content, its periodic check must also see a delegation's expiry (not only revocation)
     from sqlalchemy import update as sa_update

@@ -8,8 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from shared.dpop import make_proof
-from tests.hub.identity.conftest import Team
-from tests.kit import delete, put
+from tests.kit.wire import WireTeam, delete, put
 
 
 def guard(sev: str, body: str = "never push to prod\n", base: str | None = None,
@@ -27,7 +26,7 @@ def denied(r: Any) -> list[tuple[str, str, str]]:
 DEFAULT = "default:guardrails-additive"
 
 
-def as_agent(t: Team, m: Any, token: str, ops: list[Any]) -> Any:
+def as_agent(t: WireTeam, m: Any, token: str, ops: list[Any]) -> Any:
     """Publish ``ops`` with a delegated token of ``m`` (the agent's credential)."""
     body = m.batch(t.space, ops)
     path = f"/v1/spaces/{t.space}/batches"
@@ -36,7 +35,7 @@ def as_agent(t: Team, m: Any, token: str, ops: list[Any]) -> Any:
         "DPoP": make_proof(m.key, "POST", t.url + path, access_token=token)})
 
 
-def test_editor_cannot_weaken_a_guardrail_admin_can(team_db: Team) -> None:
+def test_editor_cannot_weaken_a_guardrail_admin_can(team_db: WireTeam) -> None:
     t = team_db
     warn = guard("warn")
     assert t.editor.publish(t.space, [warn]).status_code == 201  # adding one: editors may
@@ -62,7 +61,7 @@ def test_editor_cannot_weaken_a_guardrail_admin_can(team_db: Team) -> None:
     assert r.status_code == 201, r.text
 
 
-def test_space_allow_rule_lets_editors_weaken(team_db: Team) -> None:
+def test_space_allow_rule_lets_editors_weaken(team_db: WireTeam) -> None:
     t = team_db
     warn = guard("warn")
     assert t.editor.publish(t.space, [warn]).status_code == 201
@@ -80,7 +79,7 @@ def test_space_allow_rule_lets_editors_weaken(team_db: Team) -> None:
         (DEFAULT, "deny", "default"), (r.json()["rule"]["id"], "allow", "space")]
 
 
-def test_delete_then_create_is_an_update(team_db: Team) -> None:
+def test_delete_then_create_is_an_update(team_db: WireTeam) -> None:
     """The bypass: ``deny update`` on a glob, then delete the entry in one batch and create
     it with new content in the next. The re-create is judged as the update it is."""
     t = team_db
@@ -104,7 +103,7 @@ def test_delete_then_create_is_an_update(team_db: Team) -> None:
         ("guardrail/prod", "update", DEFAULT)]
 
 
-def test_rules_judge_the_real_diff_not_the_declared_base(team: Team) -> None:
+def test_rules_judge_the_real_diff_not_the_declared_base(team: WireTeam) -> None:
     """A create declared with ``base: null`` over a tombstone is still an update."""
     t = team
     g = guard("warn", entry="guardrail/declared")

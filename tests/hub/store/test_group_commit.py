@@ -86,23 +86,23 @@ def test_a_group_of_real_publications_rolls_back_only_the_refused_and_the_failin
     on a missing table), D is accepted. Only B and C are rolled back; the chain has no gap."""
     from starlette.testclient import TestClient
 
-    from tests import kit
+    from tests.kit.wire import ndjson, put, redeem
 
     hub, hooks = hub_app["hub"], hub_app["hooks"]
-    owner = kit.redeem(hub_app["client"], hub_app["code"], "owner")
+    owner = redeem(hub_app["client"], hub_app["code"], "owner")
     space = owner.create_space("group")
-    assert owner.publish(space, [kit.put("page/shared", "v1\n")]).status_code == 201
+    assert owner.publish(space, [put("page/shared", "v1\n")]).status_code == 201
     v1 = owner.head(space)
-    base = kit.put("page/shared", "v1\n").entry.version
+    base = put("page/shared", "v1\n").entry.version
     quiet = TestClient(hub_app["app"], base_url="http://testhub", raise_server_exceptions=False)
-    members = {n: kit.redeem(quiet if n == "C" else hub_app["client"],
+    members = {n: redeem(quiet if n == "C" else hub_app["client"],
                              owner.invite(space, "editor"), n) for n in "ABCD"}
     bodies = {
-        "lead": owner.batch(space, [kit.put("page/lead")], head=v1),
-        "A": members["A"].batch(space, [kit.put("page/shared", "by A\n", base)], head=v1),
-        "B": members["B"].batch(space, [kit.put("page/shared", "by B\n", base)], head=v1),
-        "C": members["C"].batch(space, [kit.put("page/c")], head=v1),
-        "D": members["D"].batch(space, [kit.put("page/d")], head=v1),
+        "lead": owner.batch(space, [put("page/lead")], head=v1),
+        "A": members["A"].batch(space, [put("page/shared", "by A\n", base)], head=v1),
+        "B": members["B"].batch(space, [put("page/shared", "by B\n", base)], head=v1),
+        "C": members["C"].batch(space, [put("page/c")], head=v1),
+        "D": members["D"].batch(space, [put("page/d")], head=v1),
     }
     name_of = {b["batch_id"]: n for n, b in bodies.items()}
     lead_in, release = threading.Event(), threading.Event()
@@ -157,7 +157,7 @@ def test_a_group_of_real_publications_rolls_back_only_the_refused_and_the_failin
     seqs = [results[n].json()["receipt"]["seq"] for n in ("lead", "A", "D")]
     assert seqs == [v1["seq"] + 1, v1["seq"] + 2, v1["seq"] + 3]  # no gap where C was
     r = owner.get(f"/v1/spaces/{space}/changes", params={"epoch": v1["epoch"], "after": 0})
-    chain = [x for x in kit.ndjson(r.text) if "batch" in x]
+    chain = [x for x in ndjson(r.text) if "batch" in x]
     assert [c["batch"]["batch_id"] for c in chain][1:] == [
         bodies[n]["batch_id"] for n in ("lead", "A", "D")]
     entries = _snapshot(owner, space)
@@ -171,8 +171,8 @@ def test_a_group_of_real_publications_rolls_back_only_the_refused_and_the_failin
 
 
 def _snapshot(m: Any, space: str) -> dict[str, dict[str, Any]]:
-    from tests import kit
+    from tests.kit.wire import ndjson
 
     r = m.get(f"/v1/spaces/{space}/snapshot")
     assert r.status_code == 200, r.text
-    return {x["entry"]["id"]: x["entry"] for x in kit.ndjson(r.text) if "entry" in x}
+    return {x["entry"]["id"]: x["entry"] for x in ndjson(r.text) if "entry" in x}

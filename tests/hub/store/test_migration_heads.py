@@ -45,7 +45,7 @@ def test_serve_refuses_a_database_behind_the_newest_revision(tmp_path) -> None:
     import subprocess
 
     from hub.store.migrate import _revisions, alembic_head
-    from tests.kit import hub_cmd, init_hub
+    from tests.kit.hubproc import hub_cmd, init_hub
 
     data = tmp_path / "hub"
     init_hub(data)

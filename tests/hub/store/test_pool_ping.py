@@ -11,13 +11,13 @@ from sqlalchemy import text
 
 from hub.store import db
 from hub.store.db import Store
-from tests import kit
+from tests.kit.pg import PG_ADMIN_URL, pg_database, require_pg
 
 
 @pytest.fixture
 def pg_store() -> Any:
-    kit.require_pg()
-    with kit.pg_database() as url:
+    require_pg()
+    with pg_database() as url:
         store = Store(url, pool_size=1)
         try:
             yield store
@@ -35,7 +35,7 @@ def test_a_connection_killed_while_idle_is_replaced_before_use(
     import psycopg
 
     first = _backend(pg_store)
-    with psycopg.connect(kit.PG_ADMIN_URL, autocommit=True) as admin:
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
         admin.execute("SELECT pg_terminate_backend(%s)", (first,))
     # the connection now counts as idle (instead of waiting PING_IDLE_S)
     monkeypatch.setattr(db, "PING_IDLE_S", -1.0)

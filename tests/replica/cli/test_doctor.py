@@ -15,8 +15,9 @@ import pytest
 
 from replica.machine.home import Home
 from shared.entry import Entry
-from tests import kit
-from tests.replica.conftest import QUIRE, ROOT, Team, qjson, quire, start_hub
+from tests.kit.cli import QUIRE, CliTeam, init_and_serve_hub, qjson, quire
+from tests.kit.host import REPO
+from tests.kit.hubproc import init_hub, serve_hub
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -31,7 +32,7 @@ def found(doc: dict, check: str) -> list[dict]:
     return [f for f in doc["findings"] if f["check"] == check]
 
 
-def test_a_healthy_replica_has_nothing_to_fix_but_a_note_about_the_watcher(team: Team):
+def test_a_healthy_replica_has_nothing_to_fix_but_a_note_about_the_watcher(team: CliTeam):
     a = team.member("doc-ok")
     rc, doc = doctor(a.home)
     assert rc == 0 and doc["ok"], doc
@@ -40,7 +41,7 @@ def test_a_healthy_replica_has_nothing_to_fix_but_a_note_about_the_watcher(team:
     assert {"permissions", "hub", "space", "watcher", "disk"} <= checks
 
 
-def test_a_device_key_readable_by_others_is_found_with_the_chmod_that_fixes_it(team: Team):
+def test_a_device_key_readable_by_others_is_found_with_the_chmod_that_fixes_it(team: CliTeam):
     a = team.member("doc-perm")
     key = Home(a.home).hubs()[0].key_path
     os.chmod(key, 0o644)
@@ -52,10 +53,10 @@ def test_a_device_key_readable_by_others_is_found_with_the_chmod_that_fixes_it(t
     assert not found(doctor(a.home)[1], "permissions")
 
 
-def test_a_watcher_that_died_is_found(team: Team):
+def test_a_watcher_that_died_is_found(team: CliTeam):
     a = team.member("doc-watch")
     env = dict(os.environ, QUIRE_HOME=str(a.home))
-    w = subprocess.Popen([*QUIRE, "watch"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+    w = subprocess.Popen([*QUIRE, "watch"], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 60
@@ -75,7 +76,7 @@ def test_a_watcher_that_died_is_found(team: Team):
     assert rc == 3 and f["level"] == "warn" and "quire watch" in f["fix"]
 
 
-def test_a_vault_edit_made_while_the_store_was_moved_away_is_found(team: Team):
+def test_a_vault_edit_made_while_the_store_was_moved_away_is_found(team: CliTeam):
     a = team.member("doc-store")
     a.write(Entry(id="page/kept", title="Kept", body="one\n"))
     a.sync()
@@ -99,15 +100,15 @@ def test_a_vault_edit_made_while_the_store_was_moved_away_is_found(team: Team):
 
 
 def test_a_hub_with_another_key_than_the_pinned_one_is_found(tmp_path: Path):
-    first = start_hub(tmp_path / "first")
+    first = init_and_serve_hub(tmp_path / "first")
     home = tmp_path / "owner"
     qjson(home, "join", first.url, "--invite", first.enrollment_code, "--device", "o")
     assert not found(doctor(home)[1], "hub_key")
     first.proc.terminate()
     first.proc.wait(10)
     # another hub (its own key) now answers at the same URL
-    kit.init_hub(tmp_path / "other")
-    other = kit.start_hub(tmp_path / "other", port=int(first.url.rsplit(":", 1)[1]))
+    init_hub(tmp_path / "other")
+    other = serve_hub(tmp_path / "other", port=int(first.url.rsplit(":", 1)[1]))
     try:
         rc, doc = doctor(home)
         (f,) = found(doc, "hub_key")

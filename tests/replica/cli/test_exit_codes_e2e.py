@@ -14,7 +14,7 @@ import pytest
 from replica.cli import exitcodes as ec
 from replica.machine.home import Home
 from shared.entry import Entry
-from tests.replica.conftest import Member, Team, qjson, quire, start_hub
+from tests.kit.cli import CliMember, CliTeam, init_and_serve_hub, qjson, quire
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -23,18 +23,18 @@ LINES = "one\ntwo\nthree\n"
 
 @dataclass
 class Case:
-    member: Member
+    member: CliMember
     shows: str  # what the human output of sync must say
     after: Callable[[], None] = lambda: None
 
 
-def clean(team: Team, tmp: Path) -> Case:
+def clean(team: CliTeam, tmp: Path) -> Case:
     a = team.member("clean")
     a.write(Entry(id="page/fine", title="Fine", body=LINES))
     return Case(a, "pushed 1 change(s)")
 
 
-def held_conflict(team: Team, tmp: Path) -> Case:
+def held_conflict(team: CliTeam, tmp: Path) -> Case:
     a, b = team.members("held-a", "held-b")
     a.write(Entry(id="page/both", title="Both", body=LINES))
     a.sync()
@@ -45,7 +45,7 @@ def held_conflict(team: Team, tmp: Path) -> Case:
     return Case(b, "held in conflict: page/both")
 
 
-def policy_denied(team: Team, tmp: Path) -> Case:
+def policy_denied(team: CliTeam, tmp: Path) -> Case:
     a = team.member("denied")
     a.write(Entry(id="page/locked", title="Locked", body=LINES))
     a.sync()
@@ -55,7 +55,7 @@ def policy_denied(team: Team, tmp: Path) -> Case:
     return Case(a, "policy_denied")
 
 
-def unparsable_file(team: Team, tmp: Path) -> Case:
+def unparsable_file(team: CliTeam, tmp: Path) -> Case:
     a = team.member("unparsable")
     path = a.path("guardrail/no-force-push")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -64,8 +64,8 @@ def unparsable_file(team: Team, tmp: Path) -> Case:
                    "of info, warn, block")
 
 
-def hub_down(team: Team, tmp: Path) -> Case:
-    own = start_hub(tmp / "hub")
+def hub_down(team: CliTeam, tmp: Path) -> Case:
+    own = init_and_serve_hub(tmp / "hub")
     owner = tmp / "owner"
     qjson(owner, "join", own.url, "--invite", own.enrollment_code, "--device", "o")
     qjson(owner, "admin", "space", "create", "down")
@@ -74,12 +74,12 @@ def hub_down(team: Team, tmp: Path) -> Case:
     qjson(home, "join", own.url, "--invite", code, "--vault", str(tmp / "v"))
     own.proc.terminate()
     own.proc.wait(10)
-    m = Member(team, "down", home, tmp / "v")
+    m = CliMember(team, "down", home, tmp / "v")
     m.write(Entry(id="page/offline", title="Offline", body=LINES))
     return Case(m, "transfer_failed")
 
 
-def revoked_device(team: Team, tmp: Path) -> Case:
+def revoked_device(team: CliTeam, tmp: Path) -> Case:
     a = team.member("revoked")
     device = Home(a.home).hubs()[0].device_id
     quire(team.owner, "admin", "devices", "revoke", device)
@@ -87,7 +87,7 @@ def revoked_device(team: Team, tmp: Path) -> Case:
     return Case(a, "unauthorized")
 
 
-def vault_moved(team: Team, tmp: Path) -> Case:
+def vault_moved(team: CliTeam, tmp: Path) -> Case:
     a = team.member("moved")
     a.write(Entry(id="page/kept", title="Kept", body=LINES))
     a.sync()
@@ -117,7 +117,7 @@ TABLE = [
 
 @pytest.mark.parametrize(("setup", "sync_code", "strict_code"), TABLE,
                          ids=[t[0].__name__ for t in TABLE])
-def test_exit_codes_of_sync_and_strict_status(team: Team, tmp_path: Path, setup, sync_code,
+def test_exit_codes_of_sync_and_strict_status(team: CliTeam, tmp_path: Path, setup, sync_code,
                                               strict_code):
     case = setup(team, tmp_path)
     human = quire(case.member.home, "sync", check=False)

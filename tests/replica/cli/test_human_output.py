@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from tests import kit
-from tests.replica.conftest import QUIRE, ROOT, Team, qjson, quire
+from tests.kit.cli import QUIRE, CliTeam, qjson, quire
+from tests.kit.host import REPO, run_on_pty
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -21,12 +21,12 @@ def on_terminal(home, *args: str, env: dict[str, str] | None = None) -> str:
     e = dict(os.environ, QUIRE_HOME=str(home), TERM="xterm-256color", COLUMNS="160")
     e.pop("NO_COLOR", None)
     e.update(env or {})
-    code, out = kit.run_on_pty([*QUIRE, *args], e, cwd=ROOT)
+    code, out = run_on_pty([*QUIRE, *args], e, cwd=REPO)
     assert code == 0
     return out.decode()
 
 
-def test_invite_times_read_as_dates_and_lists_are_aligned_tables(team: Team):
+def test_invite_times_read_as_dates_and_lists_are_aligned_tables(team: CliTeam):
     created = qjson(team.owner, "admin", "invite", "create", team.name, "--role", "viewer")
     assert isinstance(created["expires_at"], int)  # --json unchanged: Unix milliseconds
     human = quire(team.owner, "admin", "invite", "create", team.name, "--role",
@@ -41,7 +41,7 @@ def test_invite_times_read_as_dates_and_lists_are_aligned_tables(team: Team):
     assert ESC not in "\n".join(listed)  # a pipe: no colour
 
 
-def test_colour_on_a_terminal_and_never_with_no_color(team: Team):
+def test_colour_on_a_terminal_and_never_with_no_color(team: CliTeam):
     team.invite("viewer")
     tty = on_terminal(team.owner, "admin", "invite", "list", team.name)
     assert ESC in tty and "expires" in tty

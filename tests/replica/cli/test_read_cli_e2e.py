@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from shared.entry import make_entry
-from tests.replica.conftest import qjson, quire
+from tests.kit.cli import qjson, quire
+from tests.kit.host import REPO
 
 pytestmark = pytest.mark.e2e
 
@@ -73,7 +74,7 @@ def test_mcp_search_and_read_at_the_hub_see_what_the_replica_has_not_pulled(team
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "replica.cli.main", "mcp", "--agent", "reader"],
         env={"QUIRE_HOME": str(bob.home), "PATH": os.environ.get("PATH", "")},
-        cwd=str(__import__("tests.kit", fromlist=["REPO"]).REPO))
+        cwd=str(REPO))
 
     async def session() -> dict[str, Any]:
         out: dict[str, Any] = {}

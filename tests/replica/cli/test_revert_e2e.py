@@ -10,7 +10,7 @@ from replica.hubclient.client import HubClient
 from replica.machine.home import Home
 from shared.entry import make_entry
 from shared.errors import Forbidden, InvalidRequest
-from tests.replica.conftest import device_auth, qjson, quire
+from tests.kit.cli import device_auth, qjson, quire
 
 pytestmark = pytest.mark.e2e
 

@@ -1,5 +1,5 @@
 """Deleting a space, end to end: a real hub process behind a proxy that can lie
-(tests/replica/hostile_proxy.py), the real CLI, real SQLite files.
+(tests/kit/hostile_proxy.py), the real CLI, real SQLite files.
 
 - delete: ``--dry-run`` reports the impact and changes nothing; then publications and pulls
   are refused with ``space_deleted`` (exit 5), every replica keeps its vault files, its
@@ -28,9 +28,9 @@ from replica.hubclient.client import HubClient
 from replica.machine.home import Home
 from replica.vault import markdown as md
 from shared.entry import Entry
-from tests.replica.conftest import device_auth, qjson, quire
-from tests.replica.hostile_proxy import proxied_hub
-from tests.replica.watch.e2e import HUB_ENV, WatchProc, wait_for
+from tests.kit.cli import device_auth, qjson, quire
+from tests.kit.hostile_proxy import proxied_hub
+from tests.kit.watcher import HUB_ENV, WatchProc, wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -16,7 +16,7 @@ from hub.access import Principal
 from replica.conflicts.report import STATE_FILE, report_after_sync
 from replica.machine.home import SpaceConfig
 from shared.entry import make_entry
-from tests.replica.inproc import Local, Space
+from tests.kit.inproc import Local, Space
 
 
 class FailingReports(httpx2.BaseTransport):

@@ -25,8 +25,9 @@ from replica.machine.home import Home
 from replica.mcp.server import TOOLS
 from replica.vault import markdown as md
 from shared.errors import ClaimHeld, PacketStale, PolicyDenied
-from tests.replica.conflicts.conftest import entry, qjson, quire
-from tests.replica.conftest import QUIRE, ROOT, Member, Team
+from tests.kit.cli import QUIRE, CliMember, CliTeam, qjson, quire
+from tests.kit.host import REPO
+from tests.replica.conflicts.conftest import entry
 
 pytestmark = pytest.mark.e2e
 
@@ -54,18 +55,18 @@ GUARD = "guardrail/no-force-push"
 SEVERITY = {GUARD: ("block", "warn", "block")}
 
 
-def sync(m: Member) -> dict[str, Any]:
+def sync(m: CliMember) -> dict[str, Any]:
     home = Home(m.home)
     report, status = run_sync(home, home.spaces()[0])
     return dict(status, sync=report.to_json())
 
 
-def desk(m: Member):
+def desk(m: CliMember):
     home = Home(m.home)
     return open_desk(home, home.spaces()[0])
 
 
-def put(m: Member, eid: str, body: str | None, side: int = 0) -> None:
+def put(m: CliMember, eid: str, body: str | None, side: int = 0) -> None:
     if body is None:
         m.path(eid).unlink()
     elif eid in SEVERITY:
@@ -76,9 +77,9 @@ def put(m: Member, eid: str, body: str | None, side: int = 0) -> None:
 
 @dataclass
 class Scene:
-    team: Team
-    alice: Member
-    bob: Member
+    team: CliTeam
+    alice: CliMember
+    bob: CliMember
 
 
 _spaces = itertools.count(1)
@@ -87,7 +88,7 @@ _spaces = itertools.count(1)
 def make_scene(hub, owner, root, eids: tuple[str, ...]) -> Scene:
     """A fresh space where alice and bob made overlapping edits to each of ``eids``: bob
     published first, so alice holds a packet for every one of them."""
-    team = Team(hub, owner, root, f"conf{os.getpid() % 10000}-{next(_spaces)}")
+    team = CliTeam(hub, owner, root, f"conf{os.getpid() % 10000}-{next(_spaces)}")
     alice, bob = team.members("alice", "bob")
     if GUARD in eids:
         # this space lets editors change guardrails (the typed default lets only admins
@@ -115,7 +116,7 @@ def scene_of(hub, owner, tmp_path) -> Callable[..., Scene]:
     return lambda *eids: make_scene(hub, owner, tmp_path, eids)
 
 
-def packet_for(m: Member, eid: str) -> dict[str, Any] | None:
+def packet_for(m: CliMember, eid: str) -> dict[str, Any] | None:
     """The open packet of ``eid`` (in-process: the CLI's list is covered once below)."""
     with desk(m) as d:
         rows = [p for p in d.list_packets() if p["entry"] == eid]
@@ -126,11 +127,11 @@ def packet_for(m: Member, eid: str) -> dict[str, Any] | None:
 # ---------------------------------------------------------------- the agent over MCP
 
 
-def _mcp(m: Member, agent: str) -> StdioServerParameters:
+def _mcp(m: CliMember, agent: str) -> StdioServerParameters:
     env = {"QUIRE_HOME": str(m.home), "PATH": os.environ.get("PATH", "")}
     return StdioServerParameters(command=QUIRE[0],
                                  args=[*QUIRE[1:], "mcp", "--agent", agent, "--write"],
-                                 env=env, cwd=str(ROOT))
+                                 env=env, cwd=str(REPO))
 
 
 async def _call(client: Client, name: str, args: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
@@ -140,7 +141,7 @@ async def _call(client: Client, name: str, args: dict[str, Any]) -> tuple[bool, 
     return r.is_error, {"text": r.content[0].text if r.content else ""}
 
 
-async def _agent_session(alice: Member) -> dict[str, Any]:
+async def _agent_session(alice: CliMember) -> dict[str, Any]:
     seen: dict[str, Any] = {}
     async with Client(_mcp(alice, "merge-bot")) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
@@ -278,7 +279,7 @@ def test_two_processes_claim_at_once_exactly_one_wins_and_expiry_frees_it(scene_
     # a lease long enough that the loser, however late its process starts on a loaded
     # machine, finds it held; expiry is shown below on a renewed, short lease
     procs = [subprocess.Popen([*QUIRE, "conflicts", "claim", pid, "--agent", name, "--ttl",
-                               "300", "--json"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                               "300", "--json"], cwd=REPO, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for name in ("ann", "ben")]
     outs = [(p.wait(60), json.loads(p.communicate()[0])) for p in procs]
     winners = [doc for rc, doc in outs if rc == 0]

@@ -12,7 +12,7 @@ import replica.store.records as records_mod
 import replica.store.store as store_mod
 from replica.vault import markdown as md
 from shared.entry import Entry, make_entry, parse_markdown, to_markdown
-from tests.replica.inproc import Local, Space
+from tests.kit.inproc import Local, Space
 
 N = 23
 

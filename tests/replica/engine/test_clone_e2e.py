@@ -17,8 +17,8 @@ from replica.engine.clone import CHUNK
 from replica.engine.crash import POINTS
 from replica.vault import created as clonefiles
 from shared.entry import Entry
-from tests import kit
-from tests.replica.conftest import QUIRE, ROOT, Member, Team, qjson, quire, start_hub
+from tests.kit.cli import QUIRE, CliMember, CliTeam, init_and_serve_hub, qjson, quire
+from tests.kit.host import REPO, run_on_pty
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -26,9 +26,9 @@ N = max(vaultwriter.MIN_ENTRIES, 2 * CHUNK) + 37  # two full chunks and a part
 
 
 @pytest.fixture(scope="module")
-def big(hub, owner, tmp_path_factory) -> tuple[Team, Member]:
+def big(hub, owner, tmp_path_factory) -> tuple[CliTeam, CliMember]:
     """A space holding N entries, published by member ``a``."""
-    team = Team(hub, owner, tmp_path_factory.mktemp("big"), f"big{os.getpid() % 10000}")
+    team = CliTeam(hub, owner, tmp_path_factory.mktemp("big"), f"big{os.getpid() % 10000}")
     a = team.member("a")
     for i in range(N):
         a.write(Entry(id=f"page/d{i % 7}/p{i:05d}", title=f"page {i}", body=f"body {i}\n",
@@ -37,11 +37,11 @@ def big(hub, owner, tmp_path_factory) -> tuple[Team, Member]:
     return team, a
 
 
-def _join(team: Team, name: str, env: dict[str, str] | None = None, **kw):
+def _join(team: CliTeam, name: str, env: dict[str, str] | None = None, **kw):
     home, vault = team.root / name / "home", team.root / name / "vault"
     p = quire(home, "join", team.hub.url, "--invite", team.invite(), "--vault", str(vault),
               "--device", name, "--json", env=env, timeout=600, **kw)
-    return Member(team, name, home, vault), p
+    return CliMember(team, name, home, vault), p
 
 
 def test_clone_killed_with_a_chunk_in_the_writer_is_completed_by_sync(big):
@@ -90,7 +90,7 @@ def test_clone_killed_then_cut_by_a_power_loss_is_completed_by_sync(big):
     assert st["outbox"] == 0 and not st["conflicts"], st
 
 
-def _page(a: Member, i: int) -> bytes:
+def _page(a: CliMember, i: int) -> bytes:
     return (a.vault / "page" / f"d{i % 7}" / f"p{i:05d}.md").read_bytes()
 
 
@@ -98,7 +98,7 @@ def _on_terminal(home, *args: str) -> tuple[int, str]:
     """Run quire with stderr on a pseudo-terminal (stdout a pipe); what stderr showed."""
     e = dict(os.environ, QUIRE_HOME=str(home), TERM="xterm-256color", COLUMNS="160")
     e.pop("QUIRE_TEST_CRASH_AT", None)
-    code, out = kit.run_on_pty([*QUIRE, *args], e, stream="stderr", cwd=ROOT, timeout=600)
+    code, out = run_on_pty([*QUIRE, *args], e, stream="stderr", cwd=REPO, timeout=600)
     text = out.decode(errors="replace")
     return code, re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)  # colours, cursor
 
@@ -123,11 +123,11 @@ def test_clone_progress_shows_count_of_total_on_a_terminal_only(big):
 def test_a_pull_of_many_pages_shows_batches_of_the_signed_total(tmp_path):
     """A member 9 batches behind a hub that serves 3 a page: its sync on a terminal shows
     how many of the 9 it has pulled; piped, nothing."""
-    hub = start_hub(tmp_path / "hub", env={"QUIRE_HUB_CHANGES_PAGE": "3"})
+    hub = init_and_serve_hub(tmp_path / "hub", env={"QUIRE_HUB_CHANGES_PAGE": "3"})
     try:
         owner = tmp_path / "owner"
         qjson(owner, "join", hub.url, "--invite", hub.enrollment_code, "--device", "owner")
-        team = Team(hub, owner, tmp_path, "pages")
+        team = CliTeam(hub, owner, tmp_path, "pages")
         a, b = team.members("a", "b")
         for i in range(9):
             a.write(Entry(id=f"page/p{i}", title=f"p{i}", body=f"{i}\n"))

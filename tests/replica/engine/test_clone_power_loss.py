@@ -15,7 +15,7 @@ import replica.engine.clone as clone_mod
 import replica.engine.clone_writers as vw
 from replica.vault import created as clonefiles
 from shared.entry import Entry
-from tests.replica.inproc import Local, Space
+from tests.kit.inproc import Local, Space
 
 N = 23
 

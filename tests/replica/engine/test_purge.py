@@ -1,7 +1,7 @@
 """Purge, the pure parts and the replica's store step (hub/purge.py, hub/store/purge_sql.py,
 replica/engine/purge.py, shared/signed.py): what is cut from a stored batch, which ids a signed
 epoch path purges, and what a replica keeps of a purged entry (a local edit, held) and drops
-(everything else). End to end: tests/replica/test_purge_e2e.py."""
+(everything else). End to end: tests/replica/engine/test_purge_e2e.py."""
 
 from __future__ import annotations
 

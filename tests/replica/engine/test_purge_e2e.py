@@ -26,8 +26,10 @@ from replica.hubclient.client import HubClient
 from replica.machine.home import Home
 from shared.entry import make_entry
 from shared.errors import NotFound
-from tests import kit
-from tests.replica.conftest import QUIRE, ROOT, Hub, Member, Team, device_auth, qjson
+from tests.kit.cli import QUIRE, CliMember, CliTeam, FreshHub, device_auth, qjson
+from tests.kit.host import REPO
+from tests.kit.hubproc import init_hub, serve_hub
+from tests.kit.pg import pg_database, require_pg
 
 pytestmark = pytest.mark.e2e
 
@@ -47,19 +49,19 @@ def _pg_dump(url: str) -> bytes:
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-            ) -> Iterator[tuple[Hub, Path, Dump]]:
+            ) -> Iterator[tuple[FreshHub, Path, Dump]]:
     """(hub, owner home, everything the hub stores as bytes) for one database backend."""
     if request.param == "sqlite":
         hub, owner = request.getfixturevalue("hub"), request.getfixturevalue("owner")
         yield hub, owner, lambda: _bytes_under(hub.data)
         return
-    kit.require_pg()
+    require_pg()
     data = tmp_path_factory.mktemp("pghub")
-    with kit.pg_database() as db:
-        code = kit.init_hub(data, db)
-        proc = kit.start_hub(data, db=db)
+    with pg_database() as db:
+        code = init_hub(data, db)
+        proc = serve_hub(data, db=db)
         try:
-            hub = Hub(proc.url, data, code, proc.proc)
+            hub = FreshHub(proc.url, data, code, proc.proc)
             owner = tmp_path_factory.mktemp("pgowner")
             qjson(owner, "join", hub.url, "--invite", code, "--device", "owner")
             yield hub, owner, lambda: _pg_dump(db) + _bytes_under(data)
@@ -79,7 +81,7 @@ def _page(body: str) -> object:
 def _run_all(*calls: tuple[Path, list[str]]) -> list[tuple[int, dict[str, Any]]]:
     """``quire ARGS --json`` for several homes at once (separate processes, the real CLI):
     (exit code, JSON document) of each, in order."""
-    procs = [subprocess.Popen([*QUIRE, *args, "--json"], cwd=ROOT, text=True,
+    procs = [subprocess.Popen([*QUIRE, *args, "--json"], cwd=REPO, text=True,
                               env=dict(os.environ, QUIRE_HOME=str(home)),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
              for home, args in calls]
@@ -91,14 +93,14 @@ def _run_all(*calls: tuple[Path, list[str]]) -> list[tuple[int, dict[str, Any]]]
     return out
 
 
-def _sync_all(*members: Member) -> list[dict[str, Any]]:
+def _sync_all(*members: CliMember) -> list[dict[str, Any]]:
     """``quire sync`` on several machines at once."""
     out = _run_all(*[(m.home, ["sync"]) for m in members])
     assert all(code in (0, 3) for code, _doc in out), out
     return [doc for _code, doc in out]
 
 
-def _head(m: Member, space: str) -> tuple[str, int]:
+def _head(m: CliMember, space: str) -> tuple[str, int]:
     with m.client() as c:
         h = c.head(space)
     return h["epoch"], h["seq"]
@@ -106,7 +108,7 @@ def _head(m: Member, space: str) -> tuple[str, int]:
 
 def test_purged_string_is_gone_from_hub_and_replicas(backend, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     hub, owner, hub_bytes = backend
-    team = Team(hub, owner, tmp_path, f"purge{uuid.uuid4().hex[:8]}")
+    team = CliTeam(hub, owner, tmp_path, f"purge{uuid.uuid4().hex[:8]}")
     space = team.space["name"]
     canary = f"purge-canary-{uuid.uuid4().hex[:8]}-lantern-orchard"
     alice, bob, carol = team.members("alice", "bob", "carol")

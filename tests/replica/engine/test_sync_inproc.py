@@ -1,5 +1,5 @@
-"""Sync against the real hub application in-process (tests/replica/inproc.py): merge
-outcomes, outbox recovery, epochs, and hubs that lie (tests/replica/hostile.py wraps the real
+"""Sync against the real hub application in-process (tests/kit/inproc.py): merge
+outcomes, outbox recovery, epochs, and hubs that lie (tests/kit/hostile.py wraps the real
 one)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from shared.entry import Entry
 from shared.errors import HubUnverified, PolicyDenied, StaleHead, TransferFailed
 from shared.signing import new_private_key
-from tests.replica.hostile import Hostile, resign_head
-from tests.replica.inproc import Local
+from tests.kit.hostile import Hostile, resign_head
+from tests.kit.inproc import Local
 
 PAGE = Entry(id="page/deploy", title="Deploy", body="one\ntwo\nthree\nfour\nfive\n")
 

@@ -1,5 +1,5 @@
 """Properties of sync over random histories, on the real hub application in-process
-(tests/replica/inproc.py), and crashes at every named point.
+(tests/kit/inproc.py), and crashes at every named point.
 
 The oracle of ``test_random_histories_converge_and_every_write_survives_or_was_seen``: after
 every replica syncs twice, all stores have one digest, and every local write (edit, create,
@@ -39,7 +39,7 @@ import replica.engine.sync as sync_mod
 from replica.engine.crash import POINTS
 from replica.vault import files as vlt
 from shared.entry import SEVERITIES, Entry
-from tests.replica.inproc import Device, InprocHub, Local, scratch_dir
+from tests.kit.inproc import Device, InprocHub, Local, scratch_dir
 
 IDS = ("page/a", "page/b", "guardrail/g")
 LINES = 6
@@ -331,7 +331,7 @@ class Crash(BaseException):
 
 
 # mid_clone fires only in a snapshot big enough for the vault writer processes (4,000+
-# entries): tests/replica/test_clone_e2e.py kills a real `quire join` there
+# entries): tests/replica/engine/test_clone_e2e.py kills a real `quire join` there
 SYNC_POINTS = tuple(p for p in POINTS if p != "mid_clone")
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from replica.store.store import Store
 from shared.entry import Entry
-from tests.replica.inproc import Local
+from tests.kit.inproc import Local
 
 PAGE = Entry(id="page/deploy", title="Deploy", body="one\ntwo\nthree\nfour\nfive\n")
 BROKEN = b"---\ntitle: [oops\n---\nmine\n"

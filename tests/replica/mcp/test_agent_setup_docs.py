@@ -20,10 +20,11 @@ from typing import Any
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from tests import kit
 from tests.e2e.test_revocation_e2e import QUIRE, hub, q  # noqa: F401 (fixture)
+from tests.kit.host import REPO
+from tests.kit.hubproc import HubProcess
 
-DOC = (kit.REPO / "docs" / "agents.md").read_text(encoding="utf-8")
+DOC = (REPO / "docs" / "agents.md").read_text(encoding="utf-8")
 
 
 def documented_setups() -> list[tuple[str, list[str]]]:
@@ -48,7 +49,7 @@ async def status_and_bundle(home: Path, args: list[str]) -> tuple[dict[str, Any]
     params = StdioServerParameters(command=QUIRE[0], args=[*QUIRE[1:], *args],
                                    env={"QUIRE_HOME": str(home),
                                         "PATH": os.environ.get("PATH", "")},
-                                   cwd=str(kit.REPO))
+                                   cwd=str(REPO))
     async with Client(params) as client:
         st = await client.call_tool("status", {})
         wm = await client.call_tool("bootstrap_world_model", {"space": "team"})
@@ -59,7 +60,7 @@ async def status_and_bundle(home: Path, args: list[str]) -> tuple[dict[str, Any]
             {"intro": intro.contents[0].text})
 
 
-def test_documented_agent_setups_work_as_written(hub: kit.HubProcess,  # noqa: F811
+def test_documented_agent_setups_work_as_written(hub: HubProcess,  # noqa: F811
                                                  tmp_path: Path) -> None:
     owner, me = tmp_path / "owner", tmp_path / "me"
     q(owner, "join", hub.url, "--invite", hub.enrollment, "--device", "owner")  # type: ignore[attr-defined]
@@ -92,7 +93,7 @@ def test_documented_agent_setups_work_as_written(hub: kit.HubProcess,  # noqa: F
     cli = q(me, "bootstrap", "team")
     assert json.dumps(cli["version"], sort_keys=True) in versions
     p = subprocess.run([*QUIRE, "bootstrap", "elsewhere", "--json"], capture_output=True,
-                       text=True, cwd=kit.REPO, env=dict(os.environ, QUIRE_HOME=str(me)),
+                       text=True, cwd=REPO, env=dict(os.environ, QUIRE_HOME=str(me)),
                        timeout=60)
     assert p.returncode != 0
     assert json.loads(p.stdout.splitlines()[-1])["error"]["code"] == "space_not_found"

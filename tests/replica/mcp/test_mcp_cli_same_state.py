@@ -17,32 +17,33 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from shared.entry import Entry
-from tests.replica.conftest import QUIRE, ROOT, Member, Team, qjson, quire
+from tests.kit.cli import QUIRE, CliMember, CliTeam, qjson, quire
+from tests.kit.host import REPO
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 LINES = "one\ntwo\nthree\n"
 
 
-def _edit(m: Member, who: str) -> None:
+def _edit(m: CliMember, who: str) -> None:
     m.write(Entry(id="page/held", title="Held", body=LINES.replace("two", f"two ({who})")))
 
 
-async def _tool(m: Member, name: str) -> dict[str, Any]:
+async def _tool(m: CliMember, name: str) -> dict[str, Any]:
     params = StdioServerParameters(
         command=QUIRE[0], args=[*QUIRE[1:], "mcp", "--agent", "checker"],
-        env={"QUIRE_HOME": str(m.home), "PATH": os.environ.get("PATH", "")}, cwd=str(ROOT))
+        env={"QUIRE_HOME": str(m.home), "PATH": os.environ.get("PATH", "")}, cwd=str(REPO))
     async with Client(params) as client:
         r = await client.call_tool(name, {})
         assert not r.is_error, r
         return r.structured_content or json.loads(r.content[0].text)
 
 
-def mcp(m: Member, name: str) -> dict[str, Any]:
+def mcp(m: CliMember, name: str) -> dict[str, Any]:
     return asyncio.run(_tool(m, name))
 
 
-def test_a_held_entry_is_listed_wherever_the_state_is_conflicts(team: Team):
+def test_a_held_entry_is_listed_wherever_the_state_is_conflicts(team: CliTeam):
     a, b = team.members("same-a", "same-b")
     a.write(Entry(id="page/held", title="Held", body=LINES))
     a.sync()

@@ -24,15 +24,16 @@ from replica.cli.identity import verify_audit_events
 from replica.hubclient.client import HubClient
 from replica.machine.home import Home
 from shared.entry import make_entry
-from tests import kit
-from tests.replica.conftest import device_auth, qjson, quire
+from tests.kit.cli import device_auth, qjson, quire
+from tests.kit.hubproc import HubProcess, init_hub, serve_hub
+from tests.kit.wire import put, redeem
 
 pytestmark = pytest.mark.e2e
 
 
 @dataclass
 class Site:
-    hub: kit.HubProcess
+    hub: HubProcess
     data: Path
     owner: Path
     root: Path
@@ -73,15 +74,15 @@ class Site:
             conn.commit()
         finally:
             conn.close()
-        self.hub = kit.start_hub(self.data, port=self.hub.port, env=self.env)
+        self.hub = serve_hub(self.data, port=self.hub.port, env=self.env)
 
     env: dict[str, str] | None = None
 
 
 def _site(root: Path, env: dict[str, str] | None = None) -> Site:
     data = root / "hub"
-    code = kit.init_hub(data)
-    hp = kit.start_hub(data, env=env)
+    code = init_hub(data)
+    hp = serve_hub(data, env=env)
     owner = root / "owner"
     qjson(owner, "join", hp.url, "--invite", code, "--device", "owner")
     return Site(hp, data, owner, root, env)
@@ -237,8 +238,8 @@ def test_refused_attempts_are_audited_counted_and_bounded(shared: Site) -> None:
         site.rule(space, who="editor", actions=["create"], entries="guardrail/*")
         with site.client(site.owner) as c:
             code = c.create_invite(space["id"], "editor")["code"]
-        bob = kit.redeem(raw, code, "bob")
-        r = bob.publish(space["id"], [kit.put("guardrail/no-prod")])
+        bob = redeem(raw, code, "bob")
+        r = bob.publish(space["id"], [put("guardrail/no-prod")])
         assert r.status_code == 403 and r.json()["error"]["code"] == "policy_denied", r.text
         # a forbidden admin call by an editor, through the CLI
         p = quire(alice, "admin", "rules", "add", space["name"], "--deny", "create", "--who",

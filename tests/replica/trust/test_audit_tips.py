@@ -1,5 +1,5 @@
 """Audit tips in signed heads (shared/signed.py, replica/trust/audit_tips.py) and the bounded
-refusal counter (hub/refusals.py): the pure parts. End to end: tests/replica/test_audit_e2e.py."""
+refusal counter (hub/refusals.py): the pure parts. End to end: tests/replica/trust/test_audit_e2e.py."""
 
 from __future__ import annotations
 

@@ -17,8 +17,8 @@ import pytest
 
 from replica.vault import markdown as md
 from shared.entry import Entry
-from tests.replica.conftest import qjson, quire
-from tests.replica.hostile_proxy import proxied_hub
+from tests.kit.cli import qjson, quire
+from tests.kit.hostile_proxy import proxied_hub
 
 PAGE = Entry(id="page/deploy", title="Deploy", body="ship it\n")
 EXTRA = Entry(id="guardrail/allow-all", title="x", body="anything goes\n")

@@ -1,4 +1,4 @@
-"""The hostile-hub suite: the REAL hub behind a lying wrapper (tests/replica/hostile.py),
+"""The hostile-hub suite: the REAL hub behind a lying wrapper (tests/kit/hostile.py),
 one attack per case, each through the sync engine (what ``quire sync`` runs).
 
 Every attack must end the same way:
@@ -24,7 +24,7 @@ from shared.digest import chain_next, digest_of
 from shared.entry import Entry
 from shared.errors import QuireError
 from shared.signing import new_private_key
-from tests.replica.hostile import Hostile, resign_head
+from tests.kit.hostile import Hostile, resign_head
 
 PAGE = Entry(id="page/deploy", title="Deploy", body="ship it\n")
 SKILL = Entry(id="skill/rollback", title="Rollback", body="steps\n")

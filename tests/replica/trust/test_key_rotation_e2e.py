@@ -33,9 +33,10 @@ from shared.canonical import canonical_str
 from shared.hubkeys import rotation_body, sign_rotation
 from shared.signed import parse_head
 from shared.signing import key_id, new_private_key, public_b64, save_private
-from tests import kit
-from tests.replica.conftest import ROOT, Hub, Member, Team, qjson, quire
-from tests.replica.watch.e2e import DEADLINE, HUB_ENV, WatchProc, page, wait_for
+from tests.kit.cli import CliMember, CliTeam, FreshHub, qjson, quire
+from tests.kit.host import REPO
+from tests.kit.hubproc import init_hub, serve_hub
+from tests.kit.watcher import DEADLINE, HUB_ENV, WatchProc, page, wait_for
 
 # The real CLI with the chain check removed: whatever key the hub offers is pinned
 NO_CHAIN_CHECK = [sys.executable, "-c",
@@ -53,11 +54,11 @@ class Rotating:
 
     def __init__(self, root: Path):
         self.data = root / "hub"
-        code = kit.init_hub(self.data)
-        self.proc = kit.start_hub(self.data, env=HUB_ENV)
+        code = init_hub(self.data)
+        self.proc = serve_hub(self.data, env=HUB_ENV)
         self.owner = root / "owner"
         qjson(self.owner, "join", self.proc.url, "--invite", code, "--device", "owner")
-        self.team = Team(Hub(self.proc.url, self.data, code, self.proc.proc), self.owner,
+        self.team = CliTeam(FreshHub(self.proc.url, self.data, code, self.proc.proc), self.owner,
                          root, "keys")
 
     def rotate(self) -> dict[str, Any]:
@@ -78,23 +79,23 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rotating]:
     r.proc.stop()
 
 
-def pinned(m: Member) -> Any:
+def pinned(m: CliMember) -> Any:
     return Home(m.home).hubs()[0]
 
 
-def publish(m: Member, eid: str, body: str) -> None:
+def publish(m: CliMember, eid: str, body: str) -> None:
     p = m.path(eid)
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(page(eid.split("/")[-1], body))
     m.sync()
 
 
-def has(m: Member, eid: str, body: str) -> bool:
+def has(m: CliMember, eid: str, body: str) -> bool:
     e = m.read(eid)
     return e is not None and e.body == body
 
 
-def store_digest(m: Member) -> str:
+def store_digest(m: CliMember) -> str:
     st = Store(Home(m.home).spaces()[0].store_path)
     try:
         return st.digest()
@@ -157,10 +158,10 @@ def test_a_head_signed_by_a_key_outside_the_chain_is_refused(hub: Rotating) -> N
     save_private(evil, hub.data / "hub_key.pem")
     with hub.db() as db:
         db.execute("UPDATE hub_state SET key_id = ?", (key_id(public_b64(evil)),))
-    hub.proc = kit.start_hub(hub.data, port=hub.proc.port, env=HUB_ENV)
+    hub.proc = serve_hub(hub.data, port=hub.proc.port, env=HUB_ENV)
     # without the chain check the intruder's heads get through: dan takes the page
     p = subprocess.run([*NO_CHAIN_CHECK, "sync", "--json"], capture_output=True, text=True,
-                       cwd=ROOT, env={**os.environ, "QUIRE_HOME": str(dan.home)},
+                       cwd=REPO, env={**os.environ, "QUIRE_HOME": str(dan.home)},
                        timeout=60)
     assert p.returncode == 0, p.stdout + p.stderr
     assert has(dan, "page/later", "published before the intruder\n")

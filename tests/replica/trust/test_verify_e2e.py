@@ -7,7 +7,7 @@ import sqlite3
 
 from replica.machine.home import Home
 from shared.entry import Entry
-from tests.replica.conftest import Team, quire
+from tests.kit.cli import CliTeam, quire
 
 PAGE = Entry(id="page/deploy", title="Deploy", body="ship it\n")
 NOTE = Entry(id="note/x", title="X", body="n\n")
@@ -20,7 +20,7 @@ def _verify(m, *args: str) -> tuple[int, dict]:
     return p.returncode, json.loads(p.stdout)
 
 
-def test_verify_reports_a_verified_replica_and_every_difference(team: Team):
+def test_verify_reports_a_verified_replica_and_every_difference(team: CliTeam):
     a, b = team.members("a", "b")
     a.write(PAGE)
     a.write(NOTE)

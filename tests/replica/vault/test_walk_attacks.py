@@ -14,7 +14,7 @@ import pytest
 
 from replica.vault import walk as vaultscan
 from shared.entry import Entry
-from tests.replica.conftest import Team
+from tests.kit.cli import CliTeam
 from tests.replica.vault.test_vault import write
 
 
@@ -93,7 +93,7 @@ def test_a_file_gone_during_the_walk_leaks_no_descriptor(tmp_path: Path,
     assert {w[0] for w in walked} == {f"page/f{i}/e" for i in range(50)} and problems == []
 
 
-def test_a_wide_vault_syncs_every_entry_under_the_usual_fd_limit(team: Team) -> None:
+def test_a_wide_vault_syncs_every_entry_under_the_usual_fd_limit(team: CliTeam) -> None:
     """End to end, real CLI: 1100 entries one a folder, created and synced under a soft
     limit of 1024 descriptors (a login shell's usual ``ulimit -n``). Every one must be
     published, and no folder reported unreadable; else the same folders are skipped by
@@ -281,7 +281,7 @@ def test_a_walk_of_tens_of_megabytes_comes_through(tmp_path: Path, monkeypatch) 
 
 
 @pytest.mark.parametrize("ahead", ["on", "off"])
-def test_a_file_the_sync_itself_removes_after_the_walk_is_no_problem(team: Team, ahead: str,
+def test_a_file_the_sync_itself_removes_after_the_walk_is_no_problem(team: CliTeam, ahead: str,
                                                                       monkeypatch) -> None:
     """A remote delete pulled by a sync killed before its vault write is journaled; the next
     sync carries it out (``flush_vault``) after the walk ran ahead, which saw the file. The
@@ -294,7 +294,7 @@ def test_a_file_the_sync_itself_removes_after_the_walk_is_no_problem(team: Team,
     b.sync()
     b.path("page/x").unlink()
     b.sync()
-    from tests.replica.conftest import quire
+    from tests.kit.cli import quire
 
     p = quire(a.home, "sync", "--json", env={"QUIRE_TEST_CRASH_AT": "before_vault_write"},
               check=False)
@@ -353,11 +353,11 @@ def test_a_folder_turned_into_a_link_after_the_walk_is_no_delete(tmp_path: Path,
     assert _deletes(vault, recorded, walked) == set()
 
 
-def test_a_file_the_sync_itself_creates_after_the_walk_is_no_delete(team: Team) -> None:
+def test_a_file_the_sync_itself_creates_after_the_walk_is_no_delete(team: CliTeam) -> None:
     """The mirror case, end to end: a remote create pulled by a sync killed before its vault
     write; the next sync writes the file (``flush_vault``) and records it after the walk ran
     ahead without it. It must not come out missing: a delete nobody made."""
-    from tests.replica.conftest import quire
+    from tests.kit.cli import quire
 
     a, b = team.members("a", "b")
     b.write(Entry(id="page/new", title="new", body="new\n"))

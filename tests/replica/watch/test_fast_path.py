@@ -15,18 +15,18 @@ from replica.machine.home import Home
 from replica.store.store import Store
 from replica.watch.syncer import SpaceSyncer
 from shared.digest import genesis_digest
-from tests.replica.conftest import Member, Team
-from tests.replica.watch.e2e import DEADLINE, WatchProc, wait_for
+from tests.kit.cli import CliMember, CliTeam
+from tests.kit.watcher import DEADLINE, WatchProc, wait_for
 from tests.replica.watch.test_watch_e2e import HubHandle, _entry, _has, _team
 
 pytestmark = pytest.mark.e2e
 
 
-def _store(m: Member) -> Store:
+def _store(m: CliMember) -> Store:
     return Store(Home(m.home).spaces()[0].store_path)
 
 
-def _state(m: Member) -> dict[str, Any]:
+def _state(m: CliMember) -> dict[str, Any]:
     st = _store(m)
     try:
         head = st.head()
@@ -40,7 +40,7 @@ def _state(m: Member) -> dict[str, Any]:
         st.close()
 
 
-def _seq(m: Member) -> int:
+def _seq(m: CliMember) -> int:
     st = _store(m)
     try:
         h = st.head()
@@ -95,7 +95,7 @@ def test_changes_applied_from_head_events_leave_the_same_store_and_vault_as_a_fu
     assert got["conflicts"] == 0 and got["outbox"] == 0 and got["pending"] == []
 
 
-def _lines(m: Member, team: Team) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _lines(m: CliMember, team: CliTeam) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The hub's head and every batch as a head event would carry it."""
     with m.client() as c:
         head = c.head(team.space["id"])

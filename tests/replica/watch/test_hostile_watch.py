@@ -1,5 +1,5 @@
 """Hostile-hub attacks through the real watcher (``quire watch``): a real hub process behind
-a lying proxy (tests/replica/hostile_proxy.py) that relays the event stream as the hub
+a lying proxy (tests/kit/hostile_proxy.py) that relays the event stream as the hub
 writes it and rewrites what it carries.
 
     bob (quire sync) ──────────────► proxy (honest for bob) ──► hub process
@@ -38,11 +38,11 @@ from replica.app.service import status_doc
 from replica.machine.home import Home
 from replica.vault import markdown as md
 from shared.entry import Entry
-from tests.replica.conftest import qjson
-from tests.replica.hostile_proxy import HostileProxy, proxied_hub
+from tests.kit.cli import qjson
+from tests.kit.hostile_proxy import HostileProxy, proxied_hub
+from tests.kit.watcher import DEADLINE, HUB_ENV, WatchProc, wait_for
 from tests.replica.trust.test_hostile_cli import ATTACKS as SYNC_ATTACKS
 from tests.replica.trust.test_hostile_hub import _rechain
-from tests.replica.watch.e2e import DEADLINE, HUB_ENV, WatchProc, wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from shared.entry import make_entry
-from tests.replica.conftest import Member
-from tests.replica.watch.e2e import WatchProc, page, wait_for
+from tests.kit.cli import CliMember
+from tests.kit.watcher import WatchProc, page, wait_for
 from tests.replica.watch.test_socket_e2e import _member, q
 from tests.replica.watch.test_watch_e2e import HubHandle
 
@@ -32,7 +32,7 @@ HOLD = {"QUIRE_WATCH_DEBOUNCE_MS": "600000", "QUIRE_WATCH_DEBOUNCE_MAX_MS": "600
         "QUIRE_WATCH_POLL_MS": "600000"}
 
 
-def _served(m: Member, *args: str) -> dict[str, Any]:
+def _served(m: CliMember, *args: str) -> dict[str, Any]:
     p = q(m, *args, "--json", mode="require")
     assert p.returncode in (0, 3), p
     return json.loads(p.stdout)

@@ -20,12 +20,12 @@ import pytest
 from replica.vault import markdown as md
 from replica.watch.core import WatchSettings
 from shared.entry import make_entry
-from tests.replica.conftest import Member, Team
-from tests.replica.watch.e2e import DEADLINE, WatchProc, wait_for
+from tests.kit.cli import CliMember, CliTeam
+from tests.kit.watcher import DEADLINE, WatchProc, wait_for
 
 pytestmark = pytest.mark.e2e
 
-# the default debounce, not the tests' slower one (tests/watch/e2e.py WATCH_ENV)
+# the default debounce, not the tests' slower one (tests/kit/watcher.py WATCH_ENV)
 DEFAULT = {"QUIRE_WATCH_DEBOUNCE_MS": str(WatchSettings().debounce_ms),
            "QUIRE_WATCH_DEBOUNCE_MAX_MS": str(WatchSettings().debounce_max_ms)}
 
@@ -34,7 +34,7 @@ def _bytes(eid: str, body: str) -> bytes:
     return md.render(make_entry({"id": eid, "title": eid, "body": body}))
 
 
-def _save(m: Member, eid: str, data: bytes, how: str, pause: float) -> None:
+def _save(m: CliMember, eid: str, data: bytes, how: str, pause: float) -> None:
     """Save as an editor does: ``atomic`` (a temp file renamed over), ``in_place`` (one
     write), ``two_writes`` (truncate, write the first half, pause, write the rest)."""
     p = m.path(eid)
@@ -54,7 +54,7 @@ def _save(m: Member, eid: str, data: bytes, how: str, pause: float) -> None:
             f.write(data)
 
 
-def _holds(m: Member, want: dict[str, bytes]) -> bool:
+def _holds(m: CliMember, want: dict[str, bytes]) -> bool:
     for eid, data in want.items():
         try:
             if m.path(eid).read_bytes() != data:
@@ -67,7 +67,7 @@ def _holds(m: Member, want: dict[str, bytes]) -> bool:
 def test_a_burst_of_saves_ends_with_every_last_content_in_the_other_vault(
         shared_hub: tuple[Any, Path], tmp_path: Path) -> None:
     h, owner = shared_hub
-    team = Team(h, owner, tmp_path, "b-" + uuid.uuid4().hex[:8])  # type: ignore[arg-type]
+    team = CliTeam(h, owner, tmp_path, "b-" + uuid.uuid4().hex[:8])  # type: ignore[arg-type]
     ann, bob = team.members("ann", "bob")
     watchers = [WatchProc(m, env=DEFAULT) for m in (ann, bob)]
     rng = random.Random(16)

@@ -21,8 +21,9 @@ from replica.cli.entry import ask
 from replica.ipc import wire
 from replica.machine.home import Home
 from shared.entry import make_entry
-from tests.replica.conftest import ROOT, Member, Team, qjson
-from tests.replica.watch.e2e import WatchProc, wait_for
+from tests.kit.cli import CliMember, CliTeam, qjson
+from tests.kit.host import REPO
+from tests.kit.watcher import WatchProc, wait_for
 from tests.replica.watch.test_watch_e2e import HubHandle
 
 pytestmark = pytest.mark.e2e
@@ -30,28 +31,28 @@ pytestmark = pytest.mark.e2e
 ENTRY = [sys.executable, "-c", "import sys; from replica.cli.entry import main; sys.exit(main())"]
 
 
-def q(m: Member, *args: str, mode: str, env: dict[str, str] | None = None
+def q(m: CliMember, *args: str, mode: str, env: dict[str, str] | None = None
       ) -> subprocess.CompletedProcess[str]:
     e = dict(os.environ, QUIRE_HOME=str(m.home), **{wire.ENV_SWITCH: mode}, **(env or {}))
     e.pop("QUIRE_TEST_CRASH_AT", None)
-    return subprocess.run([*ENTRY, *args], capture_output=True, text=True, env=e, cwd=ROOT,
+    return subprocess.run([*ENTRY, *args], capture_output=True, text=True, env=e, cwd=REPO,
                           timeout=120)
 
 
-def _member(shared_hub: tuple[HubHandle, Path], tmp_path: Path) -> Member:
+def _member(shared_hub: tuple[HubHandle, Path], tmp_path: Path) -> CliMember:
     h, owner = shared_hub
-    team = Team(h, owner, tmp_path, "sock-" + uuid.uuid4().hex[:8])  # type: ignore[arg-type]
+    team = CliTeam(h, owner, tmp_path, "sock-" + uuid.uuid4().hex[:8])  # type: ignore[arg-type]
     m = team.member("sam")
     m.write(make_entry({"id": "page/one", "title": "one", "body": "first\n"}))
     m.sync()
     return m
 
 
-def _sock(m: Member) -> str:
+def _sock(m: CliMember) -> str:
     return wire.socket_path(os.path.abspath(m.home), Home(m.home).spaces()[0].space_id)
 
 
-def _request(m: Member, argv: list[str]) -> dict[str, Any]:
+def _request(m: CliMember, argv: list[str]) -> dict[str, Any]:
     return {"v": 1, "argv": argv, "home": os.path.abspath(m.home),
             "env": wire.env_of(dict(os.environ, QUIRE_HOME=str(m.home)))}
 

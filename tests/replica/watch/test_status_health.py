@@ -13,8 +13,8 @@ from replica.app.service import open_client
 from replica.cli import exitcodes
 from replica.ipc.status_file import overall
 from replica.machine.home import Home
-from tests.replica.conftest import quire
-from tests.replica.watch.e2e import DEADLINE, WatchProc, wait_for
+from tests.kit.cli import quire
+from tests.kit.watcher import DEADLINE, WatchProc, wait_for
 from tests.replica.watch.test_watch_e2e import HubHandle, _team
 
 

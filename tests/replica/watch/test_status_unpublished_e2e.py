@@ -19,8 +19,9 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from shared.entry import make_entry
-from tests.replica.conftest import QUIRE, ROOT, Member, Team, qjson
-from tests.replica.watch.e2e import DEADLINE, WatchProc, wait_for
+from tests.kit.cli import QUIRE, CliMember, CliTeam, qjson
+from tests.kit.host import REPO
+from tests.kit.watcher import DEADLINE, WatchProc, wait_for
 from tests.replica.watch.test_watch_e2e import HubHandle
 
 pytestmark = pytest.mark.e2e
@@ -32,9 +33,9 @@ def _entry(eid: str, body: str) -> Any:
     return make_entry({"id": eid, "title": eid, "body": body})
 
 
-def _member(shared_hub: tuple[HubHandle, Path], tmp_path: Path) -> Member:
+def _member(shared_hub: tuple[HubHandle, Path], tmp_path: Path) -> CliMember:
     h, owner = shared_hub
-    team = Team(h, owner, tmp_path, "st-" + uuid.uuid4().hex[:8])  # type: ignore[arg-type]
+    team = CliTeam(h, owner, tmp_path, "st-" + uuid.uuid4().hex[:8])  # type: ignore[arg-type]
     m = team.member("sam")
     m.write(_entry("page/edited", "first\n"))
     m.write(_entry("note/gone", "to be deleted\n"))
@@ -43,17 +44,17 @@ def _member(shared_hub: tuple[HubHandle, Path], tmp_path: Path) -> Member:
     return m
 
 
-def _hand_edits(m: Member) -> None:
+def _hand_edits(m: CliMember) -> None:
     m.write(_entry("page/edited", "edited by hand\n"))
     m.write(_entry("page/new", "a new page\n"))
     m.path("note/gone").unlink()
 
 
-def _mcp_status(m: Member) -> dict[str, Any]:
+def _mcp_status(m: CliMember) -> dict[str, Any]:
     async def call() -> dict[str, Any]:
         params = StdioServerParameters(
             command=QUIRE[0], args=[*QUIRE[1:], "mcp", "--agent", "checker"],
-            env={"QUIRE_HOME": str(m.home), "PATH": os.environ.get("PATH", "")}, cwd=str(ROOT))
+            env={"QUIRE_HOME": str(m.home), "PATH": os.environ.get("PATH", "")}, cwd=str(REPO))
         async with Client(params) as client:
             r = await client.call_tool("status", {})
             assert not r.is_error, r

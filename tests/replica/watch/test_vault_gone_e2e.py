@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.replica.watch.e2e import DEADLINE, WatchProc, wait_for
+from tests.kit.watcher import DEADLINE, WatchProc, wait_for
 from tests.replica.watch.test_watch_e2e import HubHandle, _entry, _has, _team
 
 pytestmark = pytest.mark.e2e

@@ -18,9 +18,10 @@ from replica.machine.home import Home
 from replica.watch.core import Backoff
 from shared.entry import make_entry
 from shared.signing import load_private, public_b64
-from tests import kit
-from tests.replica.conftest import Member, Team, qjson, quire
-from tests.replica.watch.e2e import DEADLINE, HUB_ENV, WATCH_ENV, WatchProc, wait_for
+from tests.kit.cli import CliMember, CliTeam, qjson, quire
+from tests.kit.hubproc import HubProcess, init_hub, serve_hub
+from tests.kit.pg import pg_database, require_pg
+from tests.kit.watcher import DEADLINE, HUB_ENV, WATCH_ENV, WatchProc, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -29,28 +30,28 @@ pytestmark = pytest.mark.e2e
 class HubHandle:
     url: str
     data: Path
-    procs: list[kit.HubProcess]
+    procs: list[HubProcess]
 
 
 def _serve(tmp: Path, db: str | None = None, n: int = 1, env: dict[str, str] | None = None
            ) -> tuple[HubHandle, Path]:
     data = tmp / "hub"
-    code = kit.init_hub(data, db)
-    procs = [kit.start_hub(data, db=db, env={**HUB_ENV, **(env or {})}) for _ in range(n)]
+    code = init_hub(data, db)
+    procs = [serve_hub(data, db=db, env={**HUB_ENV, **(env or {})}) for _ in range(n)]
     owner = tmp / "owner"
     qjson(owner, "join", procs[0].url, "--invite", code, "--device", "owner")
     return HubHandle(procs[0].url, data, procs), owner
 
 
-def _team(h: HubHandle, owner: Path, root: Path) -> Team:
-    return Team(h, owner, root, "w-" + uuid.uuid4().hex[:8])  # type: ignore[arg-type]
+def _team(h: HubHandle, owner: Path, root: Path) -> CliTeam:
+    return CliTeam(h, owner, root, "w-" + uuid.uuid4().hex[:8])  # type: ignore[arg-type]
 
 
 def _entry(eid: str, body: str) -> Any:
     return make_entry({"id": eid, "title": eid, "body": body})
 
 
-def _has(m: Member, eid: str, body: str) -> bool:
+def _has(m: CliMember, eid: str, body: str) -> bool:
     try:
         e = m.read(eid)
     except Exception:  # a file being replaced
@@ -93,7 +94,7 @@ def test_an_edit_in_one_vault_reaches_the_other_two_without_any_command(
 
 @pytest.fixture(scope="module")
 def solo(shared_hub: tuple[HubHandle, Path], tmp_path_factory: pytest.TempPathFactory
-         ) -> tuple[Team, Member]:
+         ) -> tuple[CliTeam, CliMember]:
     """One joined machine for the tests that need a space but no traffic."""
     team = _team(*shared_hub, tmp_path_factory.mktemp("solo"))
     (m,) = team.members("solo")
@@ -101,7 +102,7 @@ def solo(shared_hub: tuple[HubHandle, Path], tmp_path_factory: pytest.TempPathFa
 
 
 def test_a_second_watcher_for_a_space_exits_naming_the_holder(
-        solo: tuple[Team, Member]) -> None:
+        solo: tuple[CliTeam, CliMember]) -> None:
     _, m = solo
     first = WatchProc(m)
     try:
@@ -140,7 +141,7 @@ def test_hub_killed_and_restarted_watchers_back_off_reconnect_and_lose_no_edit(
                  lambda: f"no backoff: {[w.status() for w in watchers]}")
         assert all(w.status()["state"] in ("backoff", "syncing") for w in watchers[:2])
         assert ann.read("page/offline-b") is None
-        h.procs[0] = kit.start_hub(h.data, port=port, env=HUB_ENV)
+        h.procs[0] = serve_hub(h.data, port=port, env=HUB_ENV)
         for eid, body in (("page/offline-a", "written while the hub was down\n"),
                           ("page/offline-b", "also written while down\n")):
             wait_for(lambda eid=eid, body=body: all(_has(m, eid, body) for m in members), DEADLINE,
@@ -213,8 +214,8 @@ def test_removed_member_is_suspended_keeps_its_edit_and_resumes_when_invited_bac
 
 @pytest.mark.pg
 def test_watchers_on_two_hub_processes_converge(tmp_path: Path) -> None:
-    kit.require_pg()
-    with kit.pg_database() as db:
+    require_pg()
+    with pg_database() as db:
         # two processes behind one public URL (what a proxy gives them)
         h, owner = _serve(tmp_path, db=db, n=2,
                           env={"QUIRE_HUB_PUBLIC_URL": "http://quire.test"})
@@ -244,7 +245,7 @@ def test_watchers_on_two_hub_processes_converge(tmp_path: Path) -> None:
 
 
 def test_install_writes_a_user_unit_for_this_machine_and_uninstall_removes_it(
-        solo: tuple[Team, Member], tmp_path: Path) -> None:
+        solo: tuple[CliTeam, CliMember], tmp_path: Path) -> None:
     team, m = solo
     env = {"XDG_CONFIG_HOME": str(tmp_path / "config")}
     res = qjson(m.home, "watch", "--install", env=env)

@@ -1,4 +1,4 @@
-"""The hostile wrapper (tests/replica/hostile.py) as an HTTP proxy in front of a real
+"""The hostile wrapper (tests/kit/hostile.py) as an HTTP proxy in front of a real
 ``quire hub serve`` process, for attacks on the real CLI (``quire sync``, ``quire join``)
 and on the real watcher (``quire watch``, its event stream).
 
@@ -41,8 +41,9 @@ from typing import Any
 import httpx2
 
 from shared.wire import REPLICA_HEADER
-from tests.replica.conftest import QUIRE, ROOT, free_port, qjson
-from tests.replica.hostile import Hostile
+from tests.kit.cli import QUIRE, qjson
+from tests.kit.host import REPO, free_port
+from tests.kit.hostile import Hostile
 
 _HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host",
         "content-encoding"}
@@ -207,7 +208,7 @@ def proxied_hub(data: Path, env: dict[str, str] | None = None
     log = open(data / "serve.log", "wb")  # noqa: SIM115 - closed with the process
     proc = subprocess.Popen([*QUIRE, "hub", "serve", "--data", str(data), "--host",
                              "127.0.0.1", "--port", str(port), "--public-url", proxy.url],
-                            stdout=log, stderr=log, cwd=ROOT, env={**os.environ, **(env or {})})
+                            stdout=log, stderr=log, cwd=REPO, env={**os.environ, **(env or {})})
     try:
         proxy.upstream = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 30

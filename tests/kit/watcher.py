@@ -1,5 +1,5 @@
 """Helpers for the watcher's end-to-end tests: hub processes (kit), machines joined with the
-real CLI (tests/replica/conftest.py's Team), and ``quire watch`` subprocesses."""
+real CLI (tests/kit/cli.py's CliTeam), and ``quire watch`` subprocesses."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from replica.machine.home import Home
-from tests.replica.conftest import QUIRE, ROOT, Member
+from tests.kit.cli import QUIRE, CliMember
+from tests.kit.host import REPO
 
 # fast pacing so the tests stay short; bounds are asserted against these
 WATCH_ENV = {
@@ -32,13 +33,13 @@ DEADLINE = 90.0
 
 
 class WatchProc:
-    def __init__(self, m: Member, env: dict[str, str] | None = None):
+    def __init__(self, m: CliMember, env: dict[str, str] | None = None):
         self.member = m
         e = {**os.environ, "QUIRE_HOME": str(m.home), **WATCH_ENV, **(env or {})}
         e.pop("QUIRE_TEST_CRASH_AT", None)
         self.log = m.home.parent / "watch.log"
         self._f = open(self.log, "ab")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen([*QUIRE, "watch"], cwd=ROOT, env=e, stdout=self._f,
+        self.proc = subprocess.Popen([*QUIRE, "watch"], cwd=REPO, env=e, stdout=self._f,
                                      stderr=subprocess.STDOUT)
 
     @property

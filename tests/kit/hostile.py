@@ -2,7 +2,7 @@
 model, where the real repository code serves and the test rewrites what goes out. There is
 no second hub here; every answer starts as the real hub application's answer.
 
-    replica's HubClient ──► Hostile ──► the real hub's transport (tests/replica/inproc.py)
+    replica's HubClient ──► Hostile ──► the real hub's transport (tests/kit/inproc.py)
                               │  records every answer the hub gave (``served``)
                               └─ hooks rewrite an answer for one kind of request
 

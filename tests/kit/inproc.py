@@ -7,7 +7,7 @@ processes). Tokens, DPoP proofs, roles, rules, the guard and ``?rebase=1`` are t
        │  owner: a HubClient of the device that redeemed the enrollment code
        └── Space (a fresh space per test or per hypothesis example)
              └── Local (one replica: Store + vault + HubClient + Replica; its transport may be
-                        wrapped by tests/replica/hostile.py to make the hub lie to it)
+                        wrapped by tests/kit/hostile.py to make the hub lie to it)
 
 A hub costs ~0.7 s to initialize (migrations); a space costs one request. Tests share one hub
 per session and take a fresh space each, so none sees another's history.
@@ -22,11 +22,12 @@ import json
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx2
+import pytest
 
 from replica.engine.sync import Replica, SyncReport
 from replica.hubclient.auth import DPoPAuth
@@ -269,3 +270,17 @@ class Local:
     def close(self) -> None:
         self.client.close()
         self.store.close()
+
+
+@pytest.fixture(scope="session")
+def inproc_hub() -> Iterator[InprocHub]:
+    h = InprocHub()
+    yield h
+    h.close()
+
+
+@pytest.fixture
+def space(inproc_hub: InprocHub) -> Iterator[Space]:
+    s = inproc_hub.space()
+    yield s
+    s.close()

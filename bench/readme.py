@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.report import LABELS, _fmt
+from bench.report import LABELS, format_value
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -57,7 +57,7 @@ def render(doc: dict[str, Any], name: str) -> str:
     for r in doc["results"]:
         label = LABELS.get(r["scenario"], r["scenario"]).format(**cfg)
         size = "" if r["scenario"] == "publish_rate" else str(r["size"])
-        lines.append(f"| {label} | {size} | {r['system']} | {_fmt(r['value'], r['unit'])} "
+        lines.append(f"| {label} | {size} | {r['system']} | {format_value(r['value'], r['unit'])} "
                      f"| {r['status']} |")
     lines += ["", "| goal | measured | target | met |", "|---|---|---|---|"]
     for g in doc["goals"]:

@@ -122,7 +122,7 @@ def goals(results: Results, cfg: dict[str, Any]) -> list[Goal]:
     return out
 
 
-def _fmt(v: float | None, unit: str = "") -> str:
+def format_value(v: float | None, unit: str = "") -> str:
     if v is None:
         return "—"
     if unit == "s":
@@ -167,7 +167,7 @@ def print_table(results: Results, cfg: dict[str, Any], goal_list: list[Goal],
             ratio = "—" if v is None else (f"{v:.1%}" if r.scenario == "publish_rate"
                                            else f"{v:.2f}×")
         size = "" if r.scenario == "publish_rate" else f"{r.size:,}"
-        t.add_row(label if label != last else "", size, r.system, _fmt(r.value, r.unit),
+        t.add_row(label if label != last else "", size, r.system, format_value(r.value, r.unit),
                   ratio, r.status if len(r.status) < 60 else r.status[:57] + "…")
         last = label
     console.print(t)

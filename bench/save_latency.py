@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.watch_latency import ROOT, Bench, hub_cpu_s, loadavg, pct, procs_cpu_s
+from bench.fleet import ROOT, Fleet, hub_cpu_s, loadavg, pct, procs_cpu_s
 
 GOAL_P95_MS = 300
 
@@ -81,7 +81,7 @@ def arrived(paths: list[Path], data: bytes) -> list[Path]:
 
 
 class Run:
-    def __init__(self, b: Bench, n: int):
+    def __init__(self, b: Fleet, n: int):
         self.b, self.n = b, n
         self.writer = b.members[0][1]
         self.readers = [v for _, v in b.members[1:n]]
@@ -168,7 +168,7 @@ def stats(lat: list[float]) -> dict[str, float]:
             "mean": round(sum(lat) / len(lat), 1)}
 
 
-def writer_status(b: Bench) -> dict[str, Any]:
+def writer_status(b: Fleet) -> dict[str, Any]:
     home = b.members[0][0]
     try:
         s = json.loads((next((home / "spaces").iterdir()) / "watch.json").read_text())
@@ -177,7 +177,7 @@ def writer_status(b: Bench) -> dict[str, Any]:
     return {k: s.get(k) for k in ("syncs", "scans", "applied")}
 
 
-def measure(b: Bench, n: int, args: argparse.Namespace, env: dict[str, str]
+def measure(b: Fleet, n: int, args: argparse.Namespace, env: dict[str, str]
             ) -> dict[str, Any]:
     b.join(n, editors=1)
     b.start_watchers(n, env)
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(kv.split("=", 1) for kv in args.env)
     counts = sorted(int(x) for x in args.watchers.split(","))
     root = Path(tempfile.mkdtemp(prefix="quire-save-bench-"))
-    b = Bench(root, args.db)
+    b = Fleet(root, args.db)
     result: dict[str, Any] = {"backend": "postgresql" if args.db else "sqlite",
                               "cores": os.cpu_count(), "env": env, "goal_p95_ms": GOAL_P95_MS,
                               "runs": []}

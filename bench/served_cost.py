@@ -29,7 +29,7 @@ from typing import Any
 from bench import watcher_side as ws
 from bench.corpus import corpus, edited, vault_path
 from bench.quire_side import Hub, Member, Publisher
-from bench.status_cost import _wait_idle, each_size, joined_member, watching
+from bench.status_cost import each_size, joined_member, wait_idle, watching
 from bench.watcher_side import cpu_of as _cpu_of
 from bench.watcher_side import entry_cmd as _entry
 
@@ -79,7 +79,7 @@ def run_size(n: int, runs: int, root: Path) -> dict[str, Any]:
         out["no_watcher"] = {
             "status": _series(m.env, ["status", "--json"], runs, ["off"], None),
             "noop_sync": _series(m.env, ["sync", "--json"], runs, ["off"], None)}
-        with watching(m, lambda p: _wait_idle(p, 1800, journal=True)) as watcher:
+        with watching(m, lambda p: wait_idle(p, 1800, journal=True)) as watcher:
             out["with_watcher"] = {
                 "status": _series(m.env, ["status", "--json"], runs, ["require", "off"],
                                   watcher.pid),

@@ -65,7 +65,7 @@ def _series(m: Member, vault: Path, runs: int, tag: str) -> dict[str, Any]:
     return out
 
 
-def _wait_idle(status_path: Path, timeout: float = 600, journal: bool = False) -> None:
+def wait_idle(status_path: Path, timeout: float = 600, journal: bool = False) -> None:
     """Idle with the event stream up (and with ``journal``, the journal valid: the scan that
     arming the file events starts is over; at 100,000 entries it holds the lock a while)."""
     deadline = time.monotonic() + timeout
@@ -111,7 +111,7 @@ def run_size(n: int, runs: int, root: Path) -> dict[str, Any]:
         m, vault, join_s = joined_member(hub, n, root, "status")
         out: dict[str, Any] = {"entries": n, "join_s": round(join_s, 1)}
         out["without_watcher"] = _series(m, vault, runs, "a")
-        with watching(m, _wait_idle):
+        with watching(m, wait_idle):
             out["with_watcher"] = {"status": _timed(m, "status", runs=runs),
                                    "status_fast": _timed(m, "status", "--fast", runs=runs)}
         return out

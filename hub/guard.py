@@ -9,14 +9,16 @@
       3. hooks.after_prepare()                                       (tests pause here)
       4. commit_txn(), in the one transaction that commits: lock the space row, re-read
          principal, role, replica, epoch and rules version; compare parent with the head;
-         re-check every base; write batch, entries, head, receipt and audit event.
+         re-check every base; judge a guardrail that takes a key on the key's holders read
+         now (hub/policy.py); write batch, entries, head, receipt and audit event.
 
 Why re-read at commit: preparation ran without a lock, so a revocation, a role change, an
-epoch bump or a rule change may have committed since. Only what is read under the space
-lock, in the transaction that advances the head, is true when the batch lands. Device
-revocation and user deactivation do not take the space lock (a device reaches many spaces),
-so the device and user rows are re-read locked (PostgreSQL ``FOR SHARE``): such a change
-waits for the publication's commit instead of committing between the re-read and it.
+epoch bump, a rule change or a guardrail holding the key a new one takes may have committed
+since. Only what is read under the space lock, in the transaction that advances the head,
+is true when the batch lands. Device revocation and user deactivation do not take the space
+lock (a device reaches many spaces), so the device and user rows are re-read locked
+(PostgreSQL ``FOR SHARE``): such a change waits for the publication's commit instead of
+committing between the re-read and it.
 """
 
 from __future__ import annotations
@@ -111,6 +113,13 @@ class Prepared:
     # space lock) does not
     body: str
     contents: tuple[str, ...]
+    # each op's ``entries.key_digest`` (hub/policy.py ``key_digest_of``), pure as well
+    key_digests: tuple[str | None, ...] = ()
+    # the ops that take a guardrail key another guardrail may hold (hub/policy.py
+    # ``judge_txn``), judged again under the space lock, with the space rules they were
+    # prepared under (the same at commit, or ``rules_changed``)
+    claims: tuple[int, ...] = ()
+    rules: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass
@@ -244,9 +253,9 @@ def prepare_txn(conn: Any, batch: Batch, principal: Principal, space_ref: str,
         conn, space.id, [op.entry_id for op in batch.ops])
     check_bases(batch, current)
     check_portable(batch.ops, current)
-    check_rules(policy.changes_txn(conn, space.id, batch.ops, current),
-                pre.rules if pre is not None else list_rules_txn(conn, space.id),
-                principal, role)
+    rules = pre.rules if pre is not None else list_rules_txn(conn, space.id)
+    changes, claims = policy.judge_txn(conn, space.id, batch.ops, current)
+    check_rules(changes, rules, principal, role)
     # revert --block (hub/blocks.py)
     if pre is None:
         blocks.check_txn(conn, space.id, batch.ops)
@@ -255,8 +264,9 @@ def prepare_txn(conn: Any, batch: Batch, principal: Principal, space_ref: str,
     screen.check_txn(conn, space.id, batch.ops, screening)
     return principal, Prepared(space.id, space.epoch, space.rules_version, role,
                                dev.public_key, canonical_str(batch.to_wire()),
-                               tuple(canonical_str(op.entry.to_dict()) for op in batch.ops)
-                               ), None
+                               tuple(canonical_str(op.entry.to_dict()) for op in batch.ops),
+                               tuple(policy.key_digest_of(op.entry) for op in batch.ops),
+                               claims, tuple(rules) if claims else ()), None
 
 
 def known_head_txn(conn: Any, space: SpaceRow, seq: int, digest: str) -> bool:
@@ -278,15 +288,17 @@ def _known_head(space: SpaceRow, seq: int, digest: str,
 
 
 def _commit_reads_txn(conn: Any, space: SpaceRow, batch: Batch, principal: Principal,
-                      quota: bool, state_root: bool
+                      quota: bool, state_root: bool, claims: tuple[int, ...] = ()
                       ) -> tuple[CommitContext, dict[str, tuple[str, bool]],
-                                 dict[str, str] | None, dict[int, bytes] | None]:
+                                 dict[str, str] | None, dict[int, bytes] | None,
+                                 list[list[Any]]]:
     """What the committing transaction reads once it holds the space lock, in one round
     trip on PostgreSQL (``read_together``): the re-reads (``commit_context_read``), the
     current versions of the touched entries, their live contents (the quota measures
-    them) and the kept lattices of their buckets (the state root moves with them). Only
-    writes under the same lock change any of it, so reading it together is reading it in
-    turn."""
+    them), the holders of the guardrail keys the ``claims`` take (hub/policy.py
+    ``takeover_reads``) and the kept lattices of their buckets (the state root moves with
+    them). Only writes under the same lock change any of it, so reading it together is
+    reading it in turn."""
     ids = [op.entry_id for op in batch.ops]
     versions = versions_reads(space.id, ids)
     contents = contents_reads(space.id, ids) if quota else []
@@ -295,6 +307,8 @@ def _commit_reads_txn(conn: Any, space: SpaceRow, batch: Batch, principal: Princ
         device_id=principal.device_id, user_id=principal.user_id,
         replica_id=batch.replica_id, batch_id=batch.batch_id, quota=quota),
         *versions, *contents]
+    holders = policy.takeover_reads(space.id, batch.ops, claims) if claims else []
+    reads += holders
     if state_root:
         reads.append(signed_state.lattice_read(space.id, batch.ops))
     rows = read_together(conn, reads)
@@ -302,8 +316,9 @@ def _commit_reads_txn(conn: Any, space: SpaceRow, batch: Batch, principal: Princ
     current = versions_of(rows[1:1 + len(versions)])
     live = {eid: c for part in rows[1 + len(versions):1 + len(versions) + len(contents)]
             for eid, c in part} if quota else None
+    at = 1 + len(versions) + len(contents)
     lattices = signed_state.lattices_of(rows[-1]) if state_root else None
-    return ctx, current, live, lattices
+    return ctx, current, live, lattices, rows[at:at + len(holders)]
 
 
 def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep: Prepared,
@@ -322,8 +337,8 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
         hooks.in_commit(conn, batch, "locked")
     # every re-read below, after the lock (and after the hook: what a concurrent change
     # committed by now is seen), in one round trip; the checks run in their usual order
-    ctx, current, contents, lattices = _commit_reads_txn(conn, space, batch, principal,
-                                                         quota is not None, state_root)
+    ctx, current, contents, lattices, holders = _commit_reads_txn(
+        conn, space, batch, principal, quota is not None, state_root, prep.claims)
     # a concurrent publish of the very same batch may have landed since preparation
     replay = _replay_of(ctx.prior, batch, space.id)
     if replay is not None:
@@ -355,9 +370,16 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
                           {"reason": "rules_changed", "seq": space.head_seq,
                            "digest": space.head_digest})
     check_bases(batch, current)
+    if prep.claims:
+        # a guardrail that takes a key is an update of the key's holders (hub/policy.py):
+        # judged on the holders read under this lock, as one may have landed since the
+        # batch was prepared; with the bases current, the claims themselves still hold
+        check_rules(policy.takeovers_of(batch.ops, prep.claims, holders), list(prep.rules),
+                    principal, role)
     body, new_contents = prep.body, list(prep.contents)
     rows = [{"entry_id": op.entry_id, "version": op.entry.version, "deleted": op.entry.deleted,
-             "content": content} for op, content in zip(batch.ops, new_contents, strict=True)]
+             "content": content, "key_digest": kd}
+            for op, content, kd in zip(batch.ops, new_contents, prep.key_digests, strict=True)]
     # before anything is written (hub/quotas.py); the counts are written with the rest
     counts = None if quota is None else check_quota_txn(
         conn, quota, space.id, batch.ops, current, body, new_contents, ctx.quota, contents)

@@ -1,7 +1,13 @@
 """Roles and space rules for the hub: the pure evaluation lives in ``shared/policy.py`` (the
 replica runs the same code for its local check before pushing); this module keeps the
 hub's import path and adds what needs the hub's content: ``changes_txn`` reads the live
-content of the guardrails a batch touches, so rules judge the real diff."""
+content of the guardrails a batch touches, so rules judge the real diff, and the guardrails
+that hold a key a put takes (``key_takeovers``: an update of each holder).
+
+    judge_txn (preparing)     changes + the ops that take a key (``claims``)
+    takeover_reads / takeovers_of (committing, under the space lock): the claims judged
+                              again on the holders read then (one may have landed since)
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,10 @@ import json
 from typing import Any
 
 from hub.store.batches import current_contents_txn
-from shared.entry import make_entry
+from hub.store.guard_reads import KEY_HOLDERS, key_holders_of, key_holders_reads
+from hub.store.sql import Read, read_together
+from shared.digest import sha256_hex
+from shared.entry import Entry, make_entry
 from shared.ids import split_entry_id
 from shared.policy import (
     ACTIONS,
@@ -25,20 +34,32 @@ from shared.policy import (
     denied_changes,
     denied_ops,
     effective_rules,
+    guardrail_key,
+    key_takeovers,
     op_action,
     role_rank,
     rule_applies,
+    taken_key,
 )
 
 __all__ = ["ACTIONS", "DEFAULT_RULES", "EFFECTS", "ROLES", "Actor", "Change", "Rule",
            "at_least", "change_of", "changes_txn", "denied_by_applying", "denied_changes",
-           "denied_ops", "effective_rules", "op_action", "role_rank", "rule_applies"]
+           "denied_ops", "effective_rules", "judge_txn", "key_digest", "key_digest_of",
+           "op_action", "role_rank", "rule_applies", "takeover_reads", "takeovers_of"]
 
 
 def changes_txn(conn: Any, space_id: str, ops: Any,
                 current: dict[str, tuple[str, bool]]) -> list[Change]:
-    """What each op does to the space's current state. Only live guardrails' content is
-    read (the typed rules compare it); other kinds are judged on versions alone."""
+    """What each op does to the space's current state (``judge_txn`` without the claims)."""
+    return judge_txn(conn, space_id, ops, current)[0]
+
+
+def judge_txn(conn: Any, space_id: str, ops: Any, current: dict[str, tuple[str, bool]]
+              ) -> tuple[list[Change], tuple[int, ...]]:
+    """What each op does to the space's current state, and the indexes of the ops that
+    take a guardrail key (``claims``: the committing transaction judges them again). Only
+    live guardrails' content is read (the typed rules compare it), and a key's holders only
+    for an op that takes it; other kinds are judged on versions alone."""
     typed = [op.entry_id for op in ops if split_entry_id(op.entry_id)[0] == "guardrail"
              and op.entry_id in current and not current[op.entry_id][1]]
     before = {eid: make_entry(json.loads(c))
@@ -48,4 +69,46 @@ def changes_txn(conn: Any, space_id: str, ops: Any,
         c = change_of(op.entry_id, op.entry, current.get(op.entry_id), before.get(op.entry_id))
         if c is not None:
             out.append(c)
+    # the entry's own state decides whether it takes a key: with the bases checked again
+    # at commit, the claims hold there too
+    claims = tuple(i for i, op in enumerate(ops)
+                   if taken_key(op.entry, before.get(op.entry_id)) is not None)
+    if claims:
+        reads = takeover_reads(space_id, ops, claims)
+        out += takeovers_of(ops, claims, read_together(conn, reads))
+    return out, claims
+
+
+def key_digest(key: str) -> str:
+    """What ``entries.key_digest`` holds for a guardrail key (SHA-256 hex: any length of
+    key, one bounded index column)."""
+    return sha256_hex(key.encode("utf-8"))
+
+
+def key_digest_of(e: Entry) -> str | None:
+    """``entries.key_digest`` of a row holding ``e``: a live guardrail's key digest."""
+    key = guardrail_key(e)
+    return None if key is None else key_digest(key)
+
+
+def takeover_reads(space_id: str, ops: Any, claims: tuple[int, ...]) -> list[Read]:
+    """The reads of the holders of the keys the ``claims`` take: one indexed, bounded
+    statement per key (hub/store/guard_reads.py), for ``read_together``."""
+    keys = sorted({guardrail_key(ops[i].entry) or "" for i in claims})
+    return key_holders_reads(space_id, [key_digest(k) for k in keys])
+
+
+def takeovers_of(ops: Any, claims: tuple[int, ...], results: list[list[Any]]
+                 ) -> list[Change]:
+    """The claims judged as updates of their keys' holders, ``results``: the rows of
+    ``takeover_reads(space_id, ops, claims)``, in order."""
+    keys = sorted({guardrail_key(ops[i].entry) or "" for i in claims})
+    holders = dict(zip(keys, key_holders_of(results), strict=True))
+    out: list[Change] = []
+    for i in claims:
+        op = ops[i]
+        rows = holders[guardrail_key(op.entry) or ""]
+        found = {eid: make_entry(json.loads(c)) for eid, c in rows[:KEY_HOLDERS]}
+        # ``before`` None: the claim was made on the entry's own state while preparing
+        out += key_takeovers(op.entry, None, found, complete=len(rows) <= KEY_HOLDERS)
     return out

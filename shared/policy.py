@@ -21,6 +21,13 @@ changing anything else (the text), deleting one or re-creating a deleted one *we
 The default rule ``default:guardrails-additive`` denies weakening to editors (delegated
 agents are editors at most), so only admins may, unless a space rule allows it.
 
+Copies of a guardrail key (``meta.key``, default the slug) are one guardrail to agents: the
+world model combines them (replica/app/worldmodel.py). So a put that makes an entry take a key
+another live guardrail holds (a new guardrail, a re-created one, or one moved onto the key) is
+also an update of each holder (``key_takeovers``): judged by the rules on the holder's id and
+weakening it unless it is the holder's text at the same or a stricter severity. Otherwise a
+new guardrail, additive on its own id, would shadow the team's under its key.
+
 Rules have an effect, ``allow`` or ``deny``. Of the rules that apply to the caller and
 match the op, the one with the most specific pattern decides (an exact id over any glob,
 then more literal characters); on equal patterns a space rule beats a default, then deny
@@ -29,7 +36,7 @@ beats allow. No matching rule: the role decides (editors publish).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -100,6 +107,9 @@ class Change:
     action: str  # create | update | delete
     weakens: bool = False
     reason: str = ""  # why it weakens, for the error
+    # a key takeover (``key_takeovers``): the entry the op writes, while ``entry_id`` is the
+    # guardrail whose key it takes (the one the rules judge)
+    taker: str | None = None
 
 
 def op_action(deleted: bool, current: tuple[str, bool] | None) -> str:
@@ -159,6 +169,52 @@ def change_of(entry_id: str, after: Entry, current: tuple[str, bool] | None,
     return Change(entry_id, action, reason is not None, reason or "")
 
 
+def guardrail_key(e: Entry | None) -> str | None:
+    """The key of a live guardrail: ``meta.key`` when it is a non-empty string, else the
+    slug; None for a tombstone or another kind."""
+    if e is None or e.deleted or split_entry_id(e.id)[0] != "guardrail":
+        return None
+    k = e.meta.get("key")
+    return k if isinstance(k, str) and k else split_entry_id(e.id)[1]
+
+
+def taken_key(after: Entry, before: Entry | None) -> str | None:
+    """The key ``after`` takes: its guardrail key when ``before`` (the entry's live content
+    in the state it is judged against; None when absent or a tombstone) did not hold it."""
+    key = guardrail_key(after)
+    return key if key is not None and guardrail_key(before) != key else None
+
+
+def _keyless(e: Entry) -> Entry:
+    return replace(e, meta={k: v for k, v in e.meta.items() if k != "key"})
+
+
+def key_takeovers(after: Entry, before: Entry | None, holders: dict[str, Entry],
+                  complete: bool = True) -> list[Change]:
+    """What putting ``after`` does to the guardrails whose key it takes: an update of each
+    live holder (``holders``: id -> content in the state before the op; other keys and the
+    op's own entry are skipped), weakening it unless ``after`` keeps its text (the key aside)
+    at the same or a stricter severity. ``before``: as in ``taken_key``. ``complete``: False
+    when the caller could not read every holder; the op then counts as weakening the first
+    one (refused to editors, never let through unjudged)."""
+    key = taken_key(after, before)
+    if key is None:
+        return []
+    out = []
+    found = sorted(hid for hid, h in holders.items()
+                   if hid != after.id and guardrail_key(h) == key)
+    for hid in found:
+        why = guardrail_weakening(_keyless(holders[hid]), _keyless(after), True)
+        reason = (f"takes the key {key} of {hid}, an update of it that {why}" if why
+                  else f"takes the key {key} of {hid} (an update of it)")
+        out.append(Change(hid, "update", why is not None, reason, taker=after.id))
+    if found and not complete:
+        out.append(Change(found[0], "update", True,
+                          f"takes the key {key} of {found[0]} and of more guardrails than "
+                          "one publication is judged against", taker=after.id))
+    return out
+
+
 def rule_applies(rule: Rule, actor: Actor) -> bool:
     if rule.who == "agents":
         return actor.agent is not None
@@ -188,10 +244,18 @@ def deciding_rule(rules: list[Rule], change: Change) -> Rule | None:
 
 
 def denial(rules: list[Rule], change: Change) -> dict[str, str] | None:
-    """The denial of ``change`` by rules that apply to the caller, or None when allowed."""
+    """The denial of ``change`` by rules that apply to the caller, or None when allowed. A
+    key takeover's denial names the op's entry (``id``) and the guardrail it takes the key
+    of (``of``)."""
     rule = deciding_rule(rules, change)
     if rule is None or rule.effect != "deny":
         return None
+    if change.taker is not None:  # judged as the update of the guardrail whose key it takes
+        tail = ("guardrails are additive, only admins may weaken one unless a space rule "
+                f"allows it (rule {rule.id})" if rule.when == WEAKENS else
+                f"the space rules do not let you update {change.entry_id} (rule {rule.id})")
+        return {"id": change.taker, "action": change.action, "rule": rule.id,
+                "reason": f"{change.taker}: {change.reason}; {tail}", "of": change.entry_id}
     if rule.when == WEAKENS:
         why = (f"{change.entry_id}: {change.action} {change.reason}; guardrails are "
                f"additive, only admins may weaken one unless a space rule allows it "

@@ -76,18 +76,21 @@ def current_contents_txn(conn: Connection, space_id: str, entry_ids: list[str]
 
 
 _INSERT_ENTRY = Sql("INSERT INTO entries (space_id, entry_id, version, deleted, content, seq, "
-                    "epoch) VALUES (:space_id, :entry_id, :version, :deleted, :content, :seq, "
-                    ":epoch)")
+                    "epoch, key_digest) VALUES (:space_id, :entry_id, :version, :deleted, "
+                    ":content, :seq, :epoch, :key_digest)")
 
 
 _UPDATE_ENTRY = Sql("UPDATE entries SET version = :version, deleted = :deleted, "
-                    "content = :content, seq = :seq, epoch = :epoch "
+                    "content = :content, seq = :seq, epoch = :epoch, "
+                    "key_digest = :key_digest "
                     "WHERE space_id = :space_id AND entry_id = :entry_id")
 
 
 def upsert_entries_txn(conn: Connection, space_id: str, epoch: str, seq: int,
                        rows: list[dict[str, Any]], existing: set[str]) -> None:
-    """Write new entry states; ``existing`` are the ids that already have a row."""
+    """Write new entry states; ``existing`` are the ids that already have a row. A row's
+    ``key_digest``: a live guardrail's key digest (hub/policy.py ``key_digest_of``), else
+    None."""
     pg = conn.dialect.name == "postgresql"
     cur = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
     try:

@@ -147,3 +147,33 @@ def commit_context_of(r: Any, space_id: str, quota: bool) -> CommitContext:
         root=None if r[19] is None else (bytes(r[19]), r[20]),
         quota=dict(zip(QUOTA_COLS, r[21:27], strict=True), space_id=space_id)
         if quota and r[21] is not None else None)
+
+
+# ---------------------------------------------------------------- guardrail key holders
+#
+# The live guardrails that hold a key, found by its digest (``entries.key_digest``, the
+# partial index ``ix_entries_key_digest``: an index seek per key, never a scan of the
+# space's guardrails). Read only for a batch that puts a guardrail taking a key: while
+# preparing, and again by the committing transaction under the space lock (hub/guard.py).
+# At most ``KEY_HOLDERS`` + 1 rows per key: one more tells the guard there are more.
+
+KEY_HOLDERS = 64
+_HOLDERS = Sql("SELECT entry_id, content FROM entries WHERE space_id = :s "
+               "AND key_digest = :k ORDER BY entry_id LIMIT :n")
+
+
+def key_holders_reads(space_id: str, digests: list[str]) -> list[Read]:
+    """The statements of ``key_holders_txn``, one per key digest."""
+    return [(_HOLDERS, {"s": space_id, "k": d, "n": KEY_HOLDERS + 1}) for d in digests]
+
+
+def key_holders_of(results: list[list[Any]]) -> list[list[tuple[str, str]]]:
+    """Per key digest, in order: its holders' ``(entry_id, content)``."""
+    return [[(eid, content) for eid, content in rows] for rows in results]
+
+
+def key_holders_txn(conn: Any, space_id: str, digests: list[str]
+                    ) -> list[list[tuple[str, str]]]:
+    """Per key digest, the live guardrails that hold it: ``(entry_id, canonical content)``."""
+    return key_holders_of([stmt.all(conn, params)
+                           for stmt, params in key_holders_reads(space_id, digests)])

@@ -150,7 +150,15 @@ entries = Table(
     Column("content", Text, nullable=False),  # canonical entry JSON
     Column("seq", BigInteger, nullable=False),
     Column("epoch", ID, nullable=False),
+    # a live guardrail's key, hashed (SHA-256 hex of shared/policy.py ``guardrail_key``;
+    # NULL for tombstones and other kinds): the guard finds a key's holders by this index
+    # when a put takes a key (0022, hub/policy.py ``takeover_reads``)
+    Column("key_digest", DIGEST, nullable=True),
 )
+
+Index("ix_entries_key_digest", entries.c.space_id, entries.c.key_digest,
+      sqlite_where=entries.c.key_digest.isnot(None),
+      postgresql_where=entries.c.key_digest.isnot(None))
 
 audit = Table(
     "audit", metadata,

@@ -3,7 +3,8 @@ versioned bundle built from the local replica. Pure functions over entries;
 ``bootstrap_world_model`` (MCP) and ``quire bootstrap --json`` call ``bundle``.
 
     entries of the space ──► guardrails  (every guardrail/*; persona and runtime may add or
-                      │                    raise, never lower; stricter severity wins on a key)
+                      │                    raise, never lower; stricter severity wins on a key,
+                      │                    every copy of a key listed)
                       ├────► skills      (by stable key: space → persona → runtime; an
                       │                    association's ``override`` replaces, else adds)
                       ├────► persona     (selected, or the space's default) + manifests
@@ -84,32 +85,47 @@ def merge_skills(layers: Iterable[list[SkillIn]]) -> dict[str, dict[str, Any]]:
 
 def merge_guardrails(space: list[Entry], added: list[dict[str, Any]]
                      ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Guardrails by key: the space's, then additions (persona, runtime). A duplicate key
-    keeps the stricter severity and the space's text; a weaker duplicate is ignored and
-    reported. Returns (guardrails, ignored)."""
-    out: dict[str, dict[str, Any]] = {}
+    """Guardrails by key, every copy combined: the space's entries (in the order given),
+    then additions (persona, runtime). A key takes the strictest severity of its copies
+    (block > warn > info > none) and the text of its strictest space copy (a persona or the
+    run time may raise a key, ``raised_by``, never replace the space's text); a key with
+    several copies lists each under ``copies``, strictest first. Nothing is dropped
+    silently: an addition weaker than its key is ignored and reported. Returns
+    (guardrails, ignored)."""
+    copies: dict[str, list[dict[str, Any]]] = {}
     for e in space:
-        k = _key(e)
-        g = {"key": k, "id": e.id, "title": e.title, "body": e.body,
-             "severity": SEVERITIES[guardrail_rank(e)] if guardrail_rank(e) >= 0 else None,
-             "source": "space"}
-        cur = out.get(k)
-        if cur is None or _rank(g["severity"]) > _rank(cur["severity"]):
-            out[k] = g
+        copies.setdefault(_key(e), []).append({
+            "id": e.id, "title": e.title, "body": e.body,
+            "severity": SEVERITIES[guardrail_rank(e)] if guardrail_rank(e) >= 0 else None,
+            "source": "space"})
     ignored = []
     for a in added:
         k, sev = a["key"], a.get("severity")
-        cur = out.get(k)
-        if cur is None:
-            out[k] = dict(a)
-        elif _rank(sev) > _rank(cur["severity"]):
-            cur["severity"], cur["raised_by"] = sev, a["source"]
-        elif _rank(sev) < _rank(cur["severity"]):
+        cur = copies.get(k)
+        if cur is not None and _rank(sev) < max(_rank(c["severity"]) for c in cur):
             ignored.append({"key": k, "source": a["source"], "severity": sev,
-                            "kept": cur["severity"],
+                            "kept": _strictest(cur)["severity"],
                             "reason": "guardrails are never weakened by a persona or at "
                                       "run time"})
-    return sorted(out.values(), key=lambda g: (-_rank(g["severity"]), g["key"])), ignored
+            continue
+        copies.setdefault(k, []).append({f: a.get(f) for f in
+                                         ("id", "title", "body", "severity", "source")})
+    out = []
+    for k, cs in copies.items():
+        top = _strictest([c for c in cs if c["source"] == "space"] or cs)
+        strictest = _strictest(cs)
+        g = dict(top, key=k, severity=strictest["severity"])
+        if _rank(strictest["severity"]) > _rank(top["severity"]):
+            g["raised_by"] = strictest["source"]
+        if len(cs) > 1:
+            g["copies"] = sorted(cs, key=lambda c: -_rank(c["severity"]))  # stable: order
+        out.append(g)
+    return sorted(out, key=lambda g: (-_rank(g["severity"]), g["key"])), ignored
+
+
+def _strictest(cs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The first of the strictest copies."""
+    return max(cs, key=lambda c: _rank(c["severity"]))  # max keeps the first on ties
 
 
 def _rank(sev: Any) -> int:

@@ -134,7 +134,9 @@ def cmd_bootstrap(args: argparse.Namespace, out: Any) -> int:
                       max_bytes=args.max_bytes)
     human = [f"space {doc['space']['name']}  version seq {doc['version']['seq']} "
              f"{doc['version']['digest'][:12]}"]
-    human += [f"guardrail [{g['severity']}] {g['key']}: {g['title']}" for g in doc["guardrails"]]
+    human += [f"guardrail [{g['severity']}] {g['key']}: {g['title']}"
+              + (f" ({len(g['copies'])} copies)" if g.get("copies") else "")
+              for g in doc["guardrails"]]
     human += [f"skill {s['key']} ({len(s['parts'])} part(s))" for s in doc["skills"]]
     if doc["persona"]:
         human.append(f"persona {doc['persona']['id']}")

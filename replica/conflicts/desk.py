@@ -39,6 +39,7 @@ from replica.conflicts.packets import (
     conflict_kind,
     entry_from_vault_text,
     guardrail_weakening,
+    key_takeover_denied,
     merged_from_json,
     packet_digest,
     packet_id_of,
@@ -56,6 +57,7 @@ from replica.machine.home import SpaceConfig, space_lock
 from replica.store import store as st
 from replica.store.db import Conn, Database
 from replica.store.store import Conflict, Store
+from shared import policy
 from shared.entry import Entry, tombstone
 from shared.errors import (
     ClaimHeld,
@@ -437,6 +439,17 @@ class Desk:
                         "this resolution would weaken a guardrail (lower its severity or "
                         "delete it) and the space rules do not let you change guardrails",
                         {"denied": [{"id": c.entry_id, "action": weakening, "rule": rule}]})
+            for eid, made in results.items():  # keep_both's copy of a guardrail
+                if eid != c.entry_id and made is not None and policy.taken_key(made, None):
+                    role, rules = self._access()
+                    hit = key_takeover_denied(rules, role=role,
+                                              user_id=self.principal.user_id, agent=agent,
+                                              entry=made,
+                                              holders=st.synced_guardrails_txn(conn))
+                    if hit is not None:
+                        raise PolicyDenied(
+                            f"this resolution would add a second text under a guardrail's "
+                            f"key: {hit['reason']}", {"denied": [hit]})
             for eid in results:
                 if eid != c.entry_id and st.get_state_txn(conn, eid).local is not None:
                     raise InvalidRequest(f"keep_both target {eid} already exists")

@@ -294,6 +294,18 @@ def rule_denies(rules: list[dict[str, Any]], *, role: str | None, user_id: str |
     return hit[0]["rule"] if hit else None
 
 
+def key_takeover_denied(rules: list[dict[str, Any]], *, role: str | None,
+                        user_id: str | None, agent: str | None, entry: Entry,
+                        holders: dict[str, Entry]) -> dict[str, str] | None:
+    """The first denial of ``entry``, a guardrail a resolution creates (``keep_both``'s
+    copy), as the update of each synced guardrail whose key it takes (``holders``), as the
+    hub judges it (``shared/policy.py`` ``key_takeovers``); None when allowed."""
+    actor = policy.Actor(user_id or "", role, agent)
+    hit = policy.denied_changes([policy.Rule.from_dict(r) for r in rules], actor,
+                                policy.key_takeovers(entry, None, holders))
+    return hit[0] if hit else None
+
+
 def entry_from_vault_text(entry_id: str, text: str) -> Entry:
     """A merged entry given in vault form (front matter + body); local markers dropped."""
     try:

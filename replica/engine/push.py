@@ -14,6 +14,7 @@ rest of the batch is built again and sent.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -30,7 +31,7 @@ from replica.hubclient.client import HubClient, HubUnverified
 from replica.store import store as st
 from replica.store.store import EntryState
 from shared import policy
-from shared.entry import tombstone
+from shared.entry import Entry, tombstone
 from shared.errors import (
     BaseMismatch,
     EpochChanged,
@@ -69,6 +70,14 @@ class Publisher:
         ops = []
         denied: list[dict[str, Any]] = []
         access = self.store.get_meta("access") or {}
+        guardrails: dict[str, Entry] | None = None  # synced, read once when one takes a key
+
+        def synced_guardrails() -> dict[str, Entry]:
+            nonlocal guardrails
+            if guardrails is None:
+                guardrails = self.store.synced_guardrails()
+            return guardrails
+
         for s in self.store.dirty_states().values():
             if s.held or not s.dirty:
                 continue
@@ -79,7 +88,7 @@ class Publisher:
                 op = Op(tombstone(s.id), base)
             else:
                 op = Op(s.local, base)
-            refusal = self._local_denial(access, s, op)
+            refusal = self._local_denial(access, s, op, synced_guardrails)
             if refusal is not None:
                 denied.append(refusal)  # kept dirty in the store and the vault, not pushed
                 continue
@@ -94,11 +103,14 @@ class Publisher:
         return ops
 
     @staticmethod
-    def _local_denial(access: dict[str, Any], s: EntryState, op: Op
+    def _local_denial(access: dict[str, Any], s: EntryState, op: Op,
+                      synced_guardrails: Callable[[], dict[str, Entry]] = dict
                       ) -> dict[str, Any] | None:
         """Would the hub deny this op? Judged with the role and rules of this sync's head
-        (already narrowed to this caller) against the synced content, as the guard does;
-        the hub still checks. None when allowed or when the head did not say."""
+        (already narrowed to this caller) against the synced content, as the guard does
+        (a guardrail that takes another's key as an update of it: ``synced_guardrails()``,
+        read only then); the hub still checks. None when allowed or when the head did not
+        say."""
         current = None if s.synced is None else (s.synced.version, s.synced.deleted)
         problem = None if op.entry.deleted or (current and not current[1]) \
             else portability_problem(s.id)
@@ -118,6 +130,10 @@ class Publisher:
                     "message": f"a {role} cannot publish; kept locally"}
         rules = [policy.Rule.from_dict(r) for r in access.get("rules") or []]
         hit = policy.denial(rules, change)
+        live = s.synced if s.synced is not None and not s.synced.deleted else None
+        if hit is None and policy.taken_key(op.entry, live) is not None:
+            hit = next((d for d in (policy.denial(rules, c) for c in policy.key_takeovers(
+                op.entry, live, synced_guardrails())) if d is not None), None)
         if hit is None:
             return None
         return dict(hit, message=f"{hit['reason']}; kept locally, not published")

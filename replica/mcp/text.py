@@ -22,8 +22,9 @@ A space holds its world model as entries:
 
 - guardrail/<slug>: rules you must follow. meta.severity is info, warn or block (block:
   never do it; warn: only with a person's explicit approval; info: keep in mind).
-  meta.key groups duplicates: the strictest severity wins. Guardrails are additive: a
-  persona or your task may add or raise one, never lower or remove one.
+  meta.key groups duplicates: the strictest severity wins and a key with several copies
+  lists each under copies (obey every one). Guardrails are additive: a persona or your
+  task may add or raise one, never lower or remove one.
 - skill/<slug>: how-to knowledge. meta.key is its stable key (default: the slug).
 - persona/<slug>: a role to take. meta.skills lists its skill associations
   ({"skill": "skill/<slug>", "override": true|false}); meta.guardrails adds guardrails.

@@ -61,6 +61,7 @@ from replica.store.schema import (  # noqa: F401 - re-exported: st.UNSETTLED_WHE
 )
 from shared import state
 from shared.digest import digest_of
+from shared.entry import Entry
 
 
 class Store:
@@ -154,6 +155,12 @@ class Store:
     def dirty_states(self) -> dict[str, EntryState]:
         with self.engine.connect() as conn:
             return dirty_states_txn(conn)
+
+    def synced_guardrails(self) -> dict[str, Entry]:
+        """The live guardrails as last synced, by id: what the local check judges a
+        guardrail that takes another's key against (shared/policy.py ``key_takeovers``)."""
+        with self.engine.connect() as conn:
+            return synced_guardrails_txn(conn)
 
 
 # ---------------------------------------------------------------- transaction functions
@@ -276,6 +283,17 @@ def dirty_ids_txn(conn: Conn) -> list[str]:
     """The non-held entries whose local state differs from the synced one, from the index."""
     return [r[0] for r in _rows(conn, "SELECT id FROM entries INDEXED BY entries_dirty"
                                       " WHERE " + DIRTY_WHERE + " ORDER BY id")]
+
+
+def synced_guardrails_txn(conn: Conn) -> dict[str, Entry]:
+    """The synced live ``guardrail/*`` entries: a range of the primary key ('0' follows '/')."""
+    out = {}
+    for r in _rows(conn, "SELECT id, synced, synced_version FROM entries WHERE id >= "
+                         "'guardrail/' AND id < 'guardrail0' AND synced IS NOT NULL"):
+        e = stored_entry(r[1], r[2])
+        if e is not None and not e.deleted:
+            out[r[0]] = e
+    return out
 
 
 def dirty_states_txn(conn: Conn) -> dict[str, EntryState]:

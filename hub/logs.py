@@ -73,7 +73,7 @@ def reason_of(details: dict[str, Any]) -> str:
     return r if isinstance(r, str) and r.replace("_", "").isalnum() and len(r) <= 40 else ""
 
 
-def _fields(record: logging.LogRecord) -> dict[str, Any]:
+def _record_fields(record: logging.LogRecord) -> dict[str, Any]:
     out: dict[str, Any] = {}
     info = _current.get()
     if info is not None:
@@ -91,7 +91,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "event": record.getMessage(),
         }
-        doc.update(_fields(record))
+        doc.update(_record_fields(record))
         if record.exc_info:
             doc["exc"] = self.formatException(record.exc_info)
         return json.dumps(doc, ensure_ascii=False, default=str, separators=(",", ":"))
@@ -102,7 +102,7 @@ class TextFormatter(logging.Formatter):
         ts = time.strftime("%H:%M:%S", time.localtime(record.created))
         parts = [f"{ts}.{int(record.msecs):03d}", record.levelname, record.name,
                  record.getMessage()]
-        parts += [f"{k}={v}" for k, v in _fields(record).items()]
+        parts += [f"{k}={v}" for k, v in _record_fields(record).items()]
         line = " ".join(str(p) for p in parts)
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)

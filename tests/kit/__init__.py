@@ -1,7 +1,9 @@
 """The test kit: every helper the suite shares, one home per name.
 
-    host           the checkout's path (REPO), free ports, temporary folders, a pty, and
-                   ``unavailable`` (skip on a developer's machine, fail under CI)
+    host           the checkout's path (REPO), free ports, temporary folders, a pty,
+                   ``unavailable`` (skip on a developer's machine, fail under CI), and
+                   ``as_anyone``/``code_for_anyone``: a child run as another user (uid
+                   65534) that needs nothing from the checkout, wherever the clone lives
     pg             the local PostgreSQL server: ``require_pg``, ``pg_database``
     hubproc        ``init_hub`` (in this process) and ``serve_hub`` (a ``HubProcess`` serving
                    an initialized data folder)

@@ -8,6 +8,8 @@ import os
 import shutil
 
 from shared.entry import Entry
+from tests.kit.host import acting_as_nobody, folder_for_anyone
+from tests.kit.inproc import InprocHub
 
 PAGE = Entry(id="page/deploy", title="Deploy", body="ship it\n")
 NOTE = Entry(id="note/a", title="A", body="a\n")
@@ -58,29 +60,35 @@ def test_a_symlinked_folder_makes_only_its_entries_problems(space, tmp_path):
     assert a.read(NOTE2.id).body == "b\n"
 
 
-def test_an_unreadable_file_makes_only_its_entry_a_problem(space, tmp_path):
-    if os.geteuid() == 0:
-        import pytest
-
-        pytest.skip("root reads every file")
-    a = space.replica(tmp_path, "a")
-    b = space.replica(tmp_path, "b")
-    b.write(PAGE)
-    b.write(NOTE)
-    b.sync()
-    a.sync()
-    a.write(_edit(NOTE, "edited, then locked\n"))
-    os.chmod(a.path(NOTE.id), 0)
-    try:
-        a.write(_edit(PAGE, "local edit\n"))
-        report = a.sync()
-        assert [p.entry_id for p in report.problems] == [NOTE.id]
-        assert space.live()[PAGE.id].body == "local edit\n"
-        assert space.live()[NOTE.id].body == "a\n"
-    finally:
-        os.chmod(a.path(NOTE.id), 0o644)
-    a.sync()
-    assert space.live()[NOTE.id].body == "edited, then locked\n"
+def test_an_unreadable_file_makes_only_its_entry_a_problem():
+    """Root reads every file, so the sync that meets the locked file runs as uid 65534
+    (``acting_as_nobody``), on a hub and replicas of its own that user may enter."""
+    with folder_for_anyone() as root:
+        hub = InprocHub(root)
+        try:
+            space = hub.space()
+            a = space.replica(root, "a")
+            b = space.replica(root, "b")
+            b.write(PAGE)
+            b.write(NOTE)
+            b.sync()
+            a.sync()
+            a.write(_edit(NOTE, "edited, then locked\n"))
+            os.chmod(a.path(NOTE.id), 0)
+            a.write(_edit(PAGE, "local edit\n"))
+            with acting_as_nobody(root):
+                report = a.sync()
+            assert [p.entry_id for p in report.problems] == [NOTE.id]
+            assert space.live()[PAGE.id].body == "local edit\n"
+            assert space.live()[NOTE.id].body == "a\n"
+            os.chmod(a.path(NOTE.id), 0o644)
+            a.sync()
+            assert space.live()[NOTE.id].body == "edited, then locked\n"
+            for r in (a, b):
+                r.close()
+            space.close()
+        finally:
+            hub.close()
 
 
 def test_a_new_file_that_did_not_parse_meets_a_remote_create_as_a_held_conflict(space,

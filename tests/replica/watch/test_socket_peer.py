@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ import pytest
 from replica.cli.entry import ask
 from replica.ipc import wire
 from replica.watch.server import NotServed, SocketServer, check_peer
+from tests.kit.host import as_anyone
 
 SPACE = SimpleNamespace(space_id="sp_" + "a" * 26, name="t")
 
@@ -81,9 +81,10 @@ def test_another_uid_is_refused_even_when_the_permissions_let_it_connect(server:
             "except BrokenPipeError:\n"
             "    pass  # refused at once: the reply is already there\n"
             "print(c.makefile('rb').read().decode())\n")
-    p = subprocess.run([sys.executable, "-I", "-c", code, s.path,
-                        json.dumps(_request(s, ["status"]))],
-                       capture_output=True, text=True, user=65534, timeout=60)
+    # the standard library only, and an interpreter outside the checkout: the clone may sit
+    # in a home nobody else can enter
+    p = subprocess.run([*as_anyone(code), s.path, json.dumps(_request(s, ["status"]))],
+                       capture_output=True, text=True, user=65534, cwd="/", timeout=60)
     assert p.returncode == 0, p.stderr
     reply = json.loads(p.stdout)
     assert reply["served"] is False and reply["error"]["code"] == "forbidden"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.kit.hubproc import init_hub
-from tests.kit.pg import PG_ADMIN_URL, pg_available, pg_database
+from tests.kit.pg import pg_database, require_pg
 from tests.kit.wire import delete, put, redeem
 
 _names = itertools.count()
@@ -25,10 +24,7 @@ def _database(backend: str) -> Iterator[str | None]:
     if backend == "sqlite":
         yield None
         return
-    if not pg_available():
-        if os.environ.get("CI"):
-            pytest.fail("PostgreSQL is not reachable at " + PG_ADMIN_URL)
-        pytest.skip("PostgreSQL is not reachable at " + PG_ADMIN_URL)
+    require_pg()
     with pg_database() as url:
         yield url
 

@@ -8,7 +8,6 @@ one public URL (as behind a proxy); requests go straight to each process in turn
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,16 +19,13 @@ from shared.dpop import make_proof
 from shared.signing import new_private_key, public_b64
 from tests.kit.host import free_port
 from tests.kit.hubproc import HubProcess, init_hub, serve_hub
-from tests.kit.pg import pg_available, pg_database
+from tests.kit.pg import pg_database, require_pg
 from tests.kit.wire import WireTeam, make_wire_team, put, redeem
 
 
 @pytest.fixture
 def three_hubs(tmp_path: Path) -> Iterator[list[HubProcess]]:
-    if not pg_available():
-        if os.environ.get("CI"):
-            pytest.fail("PostgreSQL is not reachable")
-        pytest.skip("PostgreSQL is not reachable")
+    require_pg()
     with pg_database() as db:
         data = tmp_path / "hub"
         code = init_hub(data, db)

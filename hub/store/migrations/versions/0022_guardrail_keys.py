@@ -16,7 +16,7 @@ branch_labels = None
 depends_on = None
 
 
-def _key(entry_id: str, content: str) -> str | None:
+def _key(entry_id: str, content: str) -> str:
     """shared/policy.py ``guardrail_key`` as of this revision: ``meta.key`` when a
     non-empty string, else the slug."""
     meta = json.loads(content).get("meta")

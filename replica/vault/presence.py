@@ -3,8 +3,8 @@
 
 A vault holds a hidden file, ``.quire-vault`` (scans skip hidden files), put there by the
 first sync, the clone or the first sync after an upgrade. Every run that writes to the vault
-or reads edits from it checks it first (``Replica.flush_vault`` and ``scan``, the first two
-steps of every sync):
+or reads edits from it checks it first (the engine's ``Ledger.flush_vault`` and
+``fold_vault``, the first two steps of every sync and of the conflict desk's look):
 
     .quire-vault there                     ─► go on (one stat)
     not there, no file recorded            ─► a new vault: make the folder and the file

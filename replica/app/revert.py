@@ -20,13 +20,16 @@ history is ``purge``, a different tool).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from shared.entry import make_entry, tombstone
 from shared.errors import InvalidRequest, NotFound
 from shared.ids import new_id
 from shared.wire import Op, build_batch
+
+if TYPE_CHECKING:
+    from replica.hubclient.client import HubClient
 
 
 @dataclass
@@ -69,7 +72,7 @@ def plan_entry(entry_id: str, written: str, before: dict[str, Any] | None,
     return Op(entry, now_version), {"id": entry_id, "action": "restore"}
 
 
-def plan(client: Any, space: str, seq: int) -> RevertPlan:
+def plan(client: HubClient, space: str, seq: int) -> RevertPlan:
     if seq < 1:
         raise InvalidRequest("SEQ must be the seq of an accepted batch (>= 1)")
     b = client.admin_get(_path(space, "batch"), {"seq": seq})
@@ -95,7 +98,7 @@ def plan(client: Any, space: str, seq: int) -> RevertPlan:
     return out
 
 
-def revert(client: Any, key: Any, space: str, p: RevertPlan) -> dict[str, Any]:
+def revert(client: HubClient, key: Any, space: str, p: RevertPlan) -> dict[str, Any]:
     """Publish the plan's compensating batch; returns the hub's verified receipt."""
     if not p.ops:
         raise InvalidRequest("nothing to revert: every entry changed since, or is already "
@@ -114,7 +117,7 @@ def revert(client: Any, key: Any, space: str, p: RevertPlan) -> dict[str, Any]:
 BLOCK_CHUNK = 100  # versions a request (hub/blocks.py MAX_VERSIONS)
 
 
-def block(client: Any, space: str, p: RevertPlan, *, dry_run: bool) -> list[dict[str, Any]]:
+def block(client: HubClient, space: str, p: RevertPlan, *, dry_run: bool) -> list[dict[str, Any]]:
     """Record the plan's reverted versions as blocked on the hub (or, ``dry_run``, ask
     the hub what it would record); the hub's answer for each."""
     versions = p.reverted_versions()

@@ -32,7 +32,8 @@ def full_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return parser
 
 
-def _subparsers(parser: argparse.ArgumentParser) -> argparse._SubParsersAction | None:
+def _subparsers(parser: argparse.ArgumentParser
+                ) -> argparse._SubParsersAction[argparse.ArgumentParser] | None:
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             return action

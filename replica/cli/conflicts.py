@@ -35,7 +35,7 @@ def _human_list(rows: list[dict[str, Any]]) -> str:
 
 def _human_packet(p: dict[str, Any]) -> str:
     if "part" in p:  # a page
-        return p["text"]
+        return str(p["text"])
     lines = [f"packet {p['packet_id']}  entry {p['entry']}  kind {p['kind']}",
              f"digest {p['digest']}", f"conflicting: {', '.join(p['fields'])}",
              f"NOTE: {p['notice']}"]
@@ -147,8 +147,9 @@ def cmd_bootstrap(args: argparse.Namespace, out: Any) -> int:
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     """Add ``conflicts`` and ``mcp`` to the main parser's subcommands."""
     cls = type(common)
-    c = sub.add_parser("conflicts", parents=[common],
-                       help="conflict packets: list, show, claim, renew, release, resolve")
+    c: argparse.ArgumentParser = sub.add_parser(
+        "conflicts", parents=[common],
+        help="conflict packets: list, show, claim, renew, release, resolve")
     verbs = c.add_subparsers(dest="verb", metavar="VERB", parser_class=cls)
     verbs.required = True
 

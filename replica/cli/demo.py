@@ -27,7 +27,7 @@ QUIRE = [sys.executable, "-c", "import sys; from replica.cli.main import main; s
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        return int(s.getsockname()[1])
 
 
 class _Machine:

@@ -52,7 +52,7 @@ def served(argv: list[str], environ: Any) -> int | None:
                 sys.stdout.flush()
                 sys.stderr.write(reply["stderr"])
                 sys.stderr.flush()
-                return reply["code"]
+                return int(reply["code"])
             if why != "not_watched":
                 break
     if mode == "require":

@@ -61,7 +61,8 @@ def for_error_code(code: str | None) -> int:
 
 def left_over(doc: Mapping[str, Any]) -> bool:
     """Does a status or sync document list anything held, refused or unpublishable?"""
-    sync = doc.get("sync") if isinstance(doc.get("sync"), Mapping) else {}
+    raw = doc.get("sync")
+    sync: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     return any(doc.get(k) or sync.get(k) for k in ("conflicts", "held", "problems",
                                                    "policy_denied", "content_screened"))
 

@@ -258,8 +258,8 @@ def _verify_audit(args: argparse.Namespace, out: Any, c: HubClient, hub: HubConf
     for h in fresh:
         tips += auditcheck.tips_of(h, "the hub's current head")
     events = list(c.audit(args.space, 0))
-    ok, bad = verify_audit_events(events)
-    if not ok:
+    _, bad = verify_audit_events(events)
+    if bad is not None:  # the first event that does not verify
         raise AuditUnverified(f"audit chain does not verify at {bad['chain']} n={bad['n']}",
                               {"first_bad": bad, "events": len(events)})
     chains = {h.space for h in fresh} if args.space else None

@@ -69,8 +69,9 @@ def cmd_read(args: argparse.Namespace, out: Any) -> int:
     else:
         params = {"id": args.entry, **({"seq": args.seq} if args.seq is not None else {})}
         doc = ask("entry", params)
-        e = doc["entry"]
-        out.doc(doc, f"# {e.get('title') or args.entry}  {_head(doc)}\n\n{e.get('body', '')}")
+        entry = doc["entry"]
+        out.doc(doc, f"# {entry.get('title') or args.entry}  {_head(doc)}\n\n"
+                     f"{entry.get('body', '')}")
     return 0
 
 

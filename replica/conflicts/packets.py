@@ -48,7 +48,8 @@ MAX_TTL_S = 3600
 def packet_digest(c: Conflict) -> str:
     """Digest over (entry, base, ours, theirs): changes when any input changes."""
     key = (c.base, c.ours, c.theirs)
-    cached = getattr(c, "_packet_digest", None)  # versions of big bodies cost ~0.1 s each
+    # versions of big bodies cost ~0.1 s each: the digest is kept on the conflict with its key
+    cached: tuple[tuple[Entry | None, ...], str] | None = getattr(c, "_packet_digest", None)
     if cached is not None and all(a is b for a, b in zip(cached[0], key, strict=True)):
         return cached[1]
     d = digest_of({"entry": c.entry_id, "base": st.version_of(c.base),

@@ -61,9 +61,10 @@ def _digest(replica_id: str, items: list[dict[str, Any]]) -> str:
 
 def _last(space: SpaceConfig) -> str | None:
     try:
-        return json.loads((space.dir / STATE_FILE).read_text()).get("digest")
+        digest = json.loads((space.dir / STATE_FILE).read_text()).get("digest")
     except (OSError, ValueError, AttributeError):
         return None
+    return digest if isinstance(digest, str) else None
 
 
 def report_after_sync(space: SpaceConfig, rep: Any) -> bool:

@@ -104,7 +104,7 @@ def peer_uid(sock: socket.socket) -> int | None:
                                                               struct.calcsize("3i")))
     except OSError:
         return None
-    return uid
+    return int(uid)
 
 
 def same_user(cred_uid: int | None, uid: int | None = None) -> bool:

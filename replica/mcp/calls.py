@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent
 
 from shared.errors import InvalidRequest, LocalError, QuireError
@@ -70,10 +71,11 @@ class QuireMCP(MCPServer):
                         context: Any = None) -> Any:
         session = self.quire
         try:
-            if self._tool_manager.get_tool(name) is None:
+            tool = self._tool_manager.get_tool(name)
+            if tool is None:
                 raise InvalidRequest(f"unknown tool {name!r}", {"tools": sorted(
                     t.name for t in self._tool_manager.list_tools())})
-            problems = _argument_problems(self, name, arguments)
+            problems = _argument_problems(tool, arguments)
             if problems:
                 raise InvalidRequest("invalid arguments: " + "; ".join(
                     f"{p['field']}: {p['problem']}" for p in problems), {"fields": problems})
@@ -91,12 +93,11 @@ def _client_name(context: Any) -> str | None:
         return None
 
 
-def _argument_problems(mcp: MCPServer, name: str, arguments: Any) -> list[dict[str, str]]:
+def _argument_problems(tool: Tool, arguments: Any) -> list[dict[str, str]]:
     """Every problem with the arguments, by field (pydantic's validation of the tool's
     argument model, which forbids unknown fields)."""
     from pydantic import ValidationError
 
-    tool = mcp._tool_manager.get_tool(name)
     if not isinstance(arguments, dict):
         return [{"field": "", "problem": "arguments must be an object"}]
     try:

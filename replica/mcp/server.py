@@ -26,14 +26,13 @@ from replica.app.agent_grant import DEFAULT_TTL_S as DEFAULT_GRANT_TTL_S
 from replica.app.agent_grant import AgentGrant, grant_for
 from replica.app.remote_reads import AT_HUB, remote_read, remote_search
 from replica.conflicts.desk import (
-    DEFAULT_TTL_S,
-    MAX_INLINE_BYTES,
     Desk,
     merged_from_json,
     packet_digest,
     packet_id_of,
     with_current_ours,
 )
+from replica.conflicts.packets import DEFAULT_TTL_S, MAX_INLINE_BYTES
 from replica.machine.home import Home, SpaceConfig, space_lock
 from replica.mcp.calls import QuireMCP, _result
 from replica.mcp.text import INSTRUCTIONS, INTRO

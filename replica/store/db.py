@@ -41,7 +41,7 @@ OperationalError = sqlite3.OperationalError
 
 @cache
 def _row_type(fields: tuple[str, ...]) -> Any:
-    return namedtuple("Row", fields, rename=True)  # type: ignore[misc]
+    return namedtuple("Row", fields, rename=True)
 
 
 def _named(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> Any:
@@ -118,8 +118,9 @@ class Database:
         self._idle_lock = threading.Lock()
 
     def open(self) -> sqlite3.Connection:
+        # "DEFERRED" is the driver's default mode by its documented name (its "" alias)
         raw = sqlite3.connect(str(self.path), check_same_thread=False,
-                              isolation_level=None if self.immediate else "")
+                              isolation_level=None if self.immediate else "DEFERRED")
         for p in self.pragmas:
             raw.execute(p)
         return raw

@@ -326,14 +326,14 @@ def pending_vault_writes_txn(conn: Conn) -> list[tuple[str, str | None, str | No
     """(entry id, content or None for a delete, hash of the file it replaces) per journaled
     vault write, by entry id."""
     return _rows(conn, "SELECT entry_id, content, prev_hash FROM vault_pending"
-                       " ORDER BY entry_id")  # type: ignore[return-value]
+                       " ORDER BY entry_id")
 
 
 def file_index_txn(conn: Conn) -> list[tuple[str, int | None, int | None]]:
     """(id, size, mtime) of every entry with a recorded vault file, from the covering index:
     what ``vaultscan.scan_changes`` compares the vault with."""
     return _rows(conn, "SELECT id, file_size, file_mtime_ns FROM entries INDEXED BY"
-                       " entries_cover WHERE file_hash IS NOT NULL")  # type: ignore[return-value]
+                       " entries_cover WHERE file_hash IS NOT NULL")
 
 
 def live_versions_txn(conn: Conn) -> list[tuple[str, str | None, str | None, bool]]:
@@ -402,9 +402,10 @@ def _deleted(s: EntryState) -> dict[str, bool | None]:
             "local_deleted": None if s.local is None else s.local.deleted}
 
 
-_STATE_COLS = ("id", "synced", "synced_version", "local", "local_version", "file_hash",
-               "file_size", "file_mtime_ns", "held", "file_base")
-_StateRow = namedtuple("_StateRow", _STATE_COLS)  # what _state reads, by name
+_StateRow = namedtuple("_StateRow", (  # what _state reads, by name
+    "id", "synced", "synced_version", "local", "local_version", "file_hash", "file_size",
+    "file_mtime_ns", "held", "file_base"))
+_STATE_COLS = _StateRow._fields
 _GET_STATE = f"SELECT {', '.join(_STATE_COLS)} FROM entries WHERE id = ?"
 _UPDATE_STATE = ("UPDATE entries SET synced = ?, synced_version = ?, local = ?,"
                  " local_version = ?, file_hash = ?, file_size = ?, file_mtime_ns = ?,"

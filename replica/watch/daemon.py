@@ -23,7 +23,8 @@ from replica.ipc.journal import BOARDS, COOKIE, Board
 from replica.ipc.lock import WatchLock, lock_path, status_path
 from replica.machine.home import write_json
 from replica.vault import journal_scan
-from replica.watch.core import Backoff, Watcher, WatchSettings, refused
+from replica.watch.core import Watcher, WatchSettings, refused
+from replica.watch.pacing import Backoff
 from replica.watch.server import SocketServer
 from replica.watch.syncer import SpaceSyncer
 from shared.errors import QuireError

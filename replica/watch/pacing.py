@@ -17,7 +17,7 @@ class Backoff:
         self.attempt = 0
 
     def base(self, attempt: int) -> int:
-        return min(self.max_ms, self.initial_ms * (2 ** min(attempt, 40)))
+        return min(self.max_ms, self.initial_ms * (1 << min(attempt, 40)))
 
     def bounds(self, attempt: int) -> tuple[int, int]:
         b = self.base(attempt)

@@ -24,7 +24,7 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from replica.ipc import wire
 
@@ -48,7 +48,7 @@ class _Capture:
 
     _local = threading.local()
 
-    def __init__(self, real: Any, which: str):
+    def __init__(self, real: TextIO, which: str):
         self._real, self._which = real, which
 
     def _buf(self) -> list[str] | None:
@@ -74,9 +74,9 @@ class _Capture:
     @classmethod
     def install(cls) -> None:
         if not isinstance(sys.stdout, cls):
-            sys.stdout = cls(sys.stdout, "stdout")  # type: ignore[assignment]
+            sys.stdout = cls(sys.stdout, "stdout")
         if not isinstance(sys.stderr, cls):
-            sys.stderr = cls(sys.stderr, "stderr")  # type: ignore[assignment]
+            sys.stderr = cls(sys.stderr, "stderr")
 
     @classmethod
     def run(cls, fn: Callable[[], int]) -> tuple[int, str, str]:

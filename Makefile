@@ -48,7 +48,7 @@ test-fast: $(STAMP)
 	$(BIN)/pytest -q -m "not slow"
 
 # ruff over the code, its tests and the benchmarks; mypy over every module of shared/, hub/
-# and replica/, strict for shared/ and most of replica/ (pyproject.toml, [tool.mypy]). mypy
+# and replica/, strict for shared/ and replica/ (pyproject.toml, [tool.mypy]). mypy
 # keeps what it learned in .mypy_cache: the first run (a fresh clone, as in CI) reads the
 # third-party packages' types too and takes about a minute, a run after a change seconds
 lint: $(STAMP)

@@ -33,7 +33,8 @@ from shared.errors import (
 
 if TYPE_CHECKING:
     from replica.conflicts.desk import Desk
-    from replica.engine.sync import Replica, SyncReport
+    from replica.engine.report import SyncReport
+    from replica.engine.sync import Replica
     from replica.hubclient.client import HubClient
     from replica.store.store import Store
     from replica.trust.keypin import KeyPin

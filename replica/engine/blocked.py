@@ -18,7 +18,7 @@ the blocks list) can at worst hold an edit the person then releases.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -29,6 +29,7 @@ from replica.store.records import Conflict
 from replica.store.store import EntryState
 from shared.entry import Entry
 from shared.errors import QuireError, VersionBlocked
+from shared.wire import Op
 
 # the help of a held blocked version's vault marker (replica/engine/markers.py conflict_marker)
 HELP = ("held: an admin reverted this version and blocked it from being published again "
@@ -53,7 +54,7 @@ def hold_txn(conn: Conn, s: EntryState, ours: Entry, seq: Any, now: int,
                    "remove its 'quire' block"})
 
 
-def refused(conn: Conn, ops: list[Any], e: VersionBlocked, now: int, write: Write,
+def refused(conn: Conn, ops: Sequence[Op], e: VersionBlocked, now: int, write: Write,
             report: SyncReport) -> bool:
     """Hold the edits among ``ops`` that the refusal names; False when it names none (then
     nothing is held: a refusal cannot make us hold what we did not send)."""

@@ -23,7 +23,7 @@ from replica.engine.crash import crash_point
 from replica.engine.ledger import Ledger, settled_mtime_ns
 from replica.engine.purge import drop_purged_txn, purged_by
 from replica.engine.report import Progress, SyncReport
-from replica.hubclient.client import HubClient, HubUnverified
+from replica.hubclient.client import HubClient
 from replica.store import store as st
 from replica.store.db import Conn
 from replica.store.records import stored_entry
@@ -32,6 +32,7 @@ from replica.trust import verify
 from replica.vault import created as clonefiles
 from replica.vault import faults as vaultfaults
 from replica.vault import markdown as md
+from shared.errors import HubUnverified
 from shared.signed import SignedHead
 
 CHUNK = 2000  # snapshot entries a chunk (what the vault writers get at a time)

@@ -13,13 +13,13 @@ from __future__ import annotations
 from replica.engine.clone import Snapshotter
 from replica.engine.ledger import Ledger
 from replica.engine.report import Progress, SyncReport
-from replica.hubclient.client import Change, ChangesPage, HubClient, HubUnverified
+from replica.hubclient.client import Change, ChangesPage, HubClient
 from replica.store import store as st
 from replica.store.db import Conn
 from replica.store.store import Head
 from replica.trust import audit_tips as auditcheck
 from replica.trust import verify
-from shared.errors import SnapshotRequired
+from shared.errors import HubUnverified, SnapshotRequired
 from shared.signed import SignedHead
 
 

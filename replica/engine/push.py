@@ -27,7 +27,7 @@ from replica.engine.pull import Puller
 from replica.engine.report import SyncReport
 from replica.engine.resolutions import plan_batch
 from replica.engine.screened import allows_from, hold_back
-from replica.hubclient.client import HubClient, HubUnverified
+from replica.hubclient.client import HubClient
 from replica.store import store as st
 from replica.store.store import EntryState
 from shared import policy
@@ -36,6 +36,7 @@ from shared.errors import (
     BaseMismatch,
     EpochChanged,
     HeadChanged,
+    HubUnverified,
     QuireError,
     SnapshotRequired,
     VersionBlocked,

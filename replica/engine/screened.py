@@ -21,10 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shared.entry import Entry, EntryError
 from shared.errors import QuireError
+
+if TYPE_CHECKING:
+    from replica.hubclient.client import HubClient
 
 
 def report_of(entry: Entry, findings: Sequence[Any]) -> dict[str, Any]:
@@ -59,7 +62,7 @@ def hold_back(ops: list[Any], allows: Callable[[], list[dict[str, Any]]]
     return keep, screened
 
 
-def allows_from(client: Any, space_id: str) -> Callable[[], list[dict[str, Any]]]:
+def allows_from(client: HubClient, space_id: str) -> Callable[[], list[dict[str, Any]]]:
     def get() -> list[dict[str, Any]]:
         try:
             return client.screening_allows(space_id)

@@ -162,7 +162,7 @@ def _recorded_txn(conn: Conn, rel: str) -> list[tuple[str, int | None, int | Non
         sql + "id >= ? AND id < ?", (rel + "/", rel + "0"))]  # '0' follows '/'
     if rel.endswith(".md"):
         rows += [tuple(r) for r in conn.connection.execute(sql + "id = ?", (rel[:-3],))]
-    return rows  # type: ignore[return-value]
+    return rows
 
 
 def _one(rel: str, path: str, s: os.stat_result | None,

@@ -124,7 +124,7 @@ class SpaceSyncer:
         head, or when anything local is pending: an outbox, dirty entries, held conflicts,
         journaled vault writes. Raises ``HubUnverified`` when they do not verify, and
         ``StaleHead`` when the signed head is older than the freshness bound."""
-        from replica.engine.sync import SyncReport
+        from replica.engine.report import SyncReport
         from replica.hubclient.client import parse_changes
 
         with space_lock(self.space):
@@ -238,7 +238,7 @@ class SpaceSyncer:
                     rep.journal = None
 
     def _sync(self, local_only: bool) -> SyncResult:
-        from replica.engine.sync import SyncReport
+        from replica.engine.report import SyncReport
 
         rep, _, store = self._open()
         try:

@@ -119,8 +119,14 @@ def _resolve(current: str, is_pkg: bool, level: int, module: str | None) -> str:
     return ".".join(base + ([module] if module else []))
 
 
+# the public API of named tuples and SQLAlchemy rows, underscored only to stay out of the
+# way of field names
+NAMEDTUPLE_API = frozenset({"_fields", "_replace", "_asdict", "_make", "_mapping",
+                            "_field_defaults", "_t", "_tuple"})
+
+
 def _private(name: str) -> bool:
-    return name.startswith("_") and not name.startswith("__")
+    return name.startswith("_") and not name.startswith("__") and name not in NAMEDTUPLE_API
 
 
 def read_module(name: str, path: Path, known: set[str]) -> Module:

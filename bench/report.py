@@ -171,7 +171,7 @@ def print_table(results: Results, cfg: dict[str, Any], goal_list: list[Goal],
                   ratio, r.status if len(r.status) < 60 else r.status[:57] + "…")
         last = label
     console.print(t)
-    g = Table(title="goals (issue 16)")
+    g = Table(title="goals")
     for col in ("goal", "measured", "target", "met", "note"):
         g.add_column(col, overflow="fold")
     for goal in goal_list:

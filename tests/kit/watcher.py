@@ -33,14 +33,18 @@ DEADLINE = 90.0
 
 
 class WatchProc:
-    def __init__(self, m: CliMember, env: dict[str, str] | None = None):
+    """``quire watch`` for ``m``; ``prelude``: Python run in the watcher's process before the
+    CLI starts (to change what the machine's SQLite does, say)."""
+
+    def __init__(self, m: CliMember, env: dict[str, str] | None = None, prelude: str = ""):
         self.member = m
         e = {**os.environ, "QUIRE_HOME": str(m.home), **WATCH_ENV, **(env or {})}
         e.pop("QUIRE_TEST_CRASH_AT", None)
         self.log = m.home.parent / "watch.log"
         self._f = open(self.log, "ab")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen([*QUIRE, "watch"], cwd=REPO, env=e, stdout=self._f,
-                                     stderr=subprocess.STDOUT)
+        python, flag, main = QUIRE
+        self.proc = subprocess.Popen([python, flag, prelude + main, "watch"], cwd=REPO, env=e,
+                                     stdout=self._f, stderr=subprocess.STDOUT)
 
     @property
     def status_path(self) -> Path:

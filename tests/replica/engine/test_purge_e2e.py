@@ -8,12 +8,19 @@ is refused and a dry run changes nothing.
 
 The attack each check stops: without the rewrite the string stays in old batches and the
 read index; without the compaction it stays in free pages and the WAL; without the signed
-list of purged ids a replica keeps its copy (an epoch bump alone leaves it in the vault)."""
+list of purged ids a replica keeps its copy (an epoch bump alone leaves it in the vault).
+
+The compaction shows only where deleted rows keep their bytes: Debian's SQLite zeroes them
+(``secure_delete``) and a CLI process drops its WAL when it exits, so the replica half is
+checked again on a running ``quire watch`` whose SQLite keeps deleted bytes
+(``secure_delete`` off) and whose store stays open, WAL and all."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sqlite3
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
@@ -30,6 +37,7 @@ from tests.kit.cli import QUIRE, CliMember, CliTeam, FreshHub, device_auth, qjso
 from tests.kit.host import REPO
 from tests.kit.hubproc import init_hub, serve_hub
 from tests.kit.pg import pg_database, require_pg
+from tests.kit.watcher import WatchProc, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -40,6 +48,12 @@ def _bytes_under(*roots: Path) -> bytes:
     """Every file under ``roots``, read as bytes (SQLite files, -wal, -shm, keys, logs…)."""
     return b"".join(p.read_bytes() for root in roots for p in sorted(root.rglob("*"))
                     if p.is_file())
+
+
+def _holding(needle: str, *roots: Path) -> list[str]:
+    """The files under ``roots`` whose bytes hold ``needle`` (a failure names them)."""
+    return [str(p) for root in roots for p in sorted(root.rglob("*"))
+            if p.is_file() and needle.encode() in p.read_bytes()]
 
 
 def _pg_dump(url: str) -> bytes:
@@ -169,3 +183,52 @@ def test_purged_string_is_gone_from_hub_and_replicas(backend, tmp_path: Path) ->
     assert carol.local_status()["conflicts"][0]["entry"] == "page/leak"
     assert canary.encode() not in hub_bytes()
     assert after["pushed"] == 1
+
+
+# every SQLite connection of the watcher's process leaves deleted bytes in place, as a build
+# without SQLITE_SECURE_DELETE does (Debian's zeroes them)
+KEEP_DELETED_BYTES = """import sqlite3
+_connect = sqlite3.connect
+def _keeping(*args, **kwargs):
+    conn = _connect(*args, **kwargs)
+    conn.execute("PRAGMA secure_delete=OFF")
+    return conn
+sqlite3.connect = _keeping
+"""
+
+
+def test_purged_string_leaves_the_store_of_a_running_watcher(team: CliTeam) -> None:
+    """The attack: a purge only deletes the rows; without the compaction their bytes stay
+    in the store's free pages and in the WAL of a watcher that never exits."""
+    canary = f"purge-canary-{uuid.uuid4().hex[:8]}-watched-harbour"
+    alice, bob = team.members("alice", "bob")
+    w = WatchProc(bob, prelude=KEEP_DELETED_BYTES)
+    try:
+        w.wait_ready()
+        for i in range(3):  # three versions: old rows and WAL frames hold the string too
+            alice.write(_page(f"Deploy with care ({i}).\nThe marker is {canary} here.\n"))
+            alice.sync()
+            wait_for(lambda i=i: (e := bob.read("page/leak")) is not None
+                     and f"({i})" in e.body, why=lambda: w.log.read_text()[-2000:])
+        alice.write(make_entry({"id": "page/keep", "title": "Keep", "body": "stays\n"}))
+        alice.sync()
+        wait_for(lambda: bob.read("page/keep") is not None)
+        # the string into the main file too (the watcher holds no snapshot between uses),
+        # where its deleted rows keep their bytes until VACUUM rewrites the file
+        store = Path(Home(bob.home).spaces()[0].dir) / "store.sqlite"
+
+        def checkpointed() -> bool:  # not busy: no write of the watcher's under way
+            with contextlib.closing(sqlite3.connect(store)) as conn:
+                return conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
+
+        wait_for(checkpointed)
+        assert str(store) in _holding(canary, bob.home)  # the check can see it
+
+        qjson(team.owner, "admin", "purge", team.space["name"], "page/leak", "--reason", "x")
+        wait_for(lambda: bob.read("page/leak") is None and w.status().get("state") == "idle",
+                 why=lambda: f"{w.status()}\n{w.log.read_text()[-2000:]}")
+        assert w.proc.poll() is None  # still running: its store open, its WAL kept
+        assert bob.read("page/keep").body == "stays\n"
+        assert _holding(canary, bob.home, bob.vault) == []
+    finally:
+        w.stop()

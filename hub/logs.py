@@ -9,7 +9,7 @@ operator's collector parses them), ``key=value`` text when a person watches.
 A line is ``{"ts", "level", "logger", "event", "request_id"?, …fields}``. Code logs an
 event with ``event(log, "guard", outcome="refused", code=…)``; the fields are ids, codes,
 counts and durations only. Never tokens, invite codes, key material or entry content: the
-call sites pass what may be logged, and tests/ops/test_logs.py greps a scripted session's
+call sites pass what may be logged, and tests/hub/test_logs.py greps a scripted session's
 logs for the secrets it used.
 """
 

@@ -10,7 +10,7 @@ One description, two readers:
 
 Values are then checked by the domain (``shared.wire.parse_batch``, ``shared.entry``,
 ``hub/spaces.py``…), which may refuse more than a schema says (a signature, a role); the
-fuzz test (tests/hub/test_openapi_fuzz.py) checks that what the schema refuses the hub
+fuzz test (tests/hub/api/test_openapi_fuzz.py) checks that what the schema refuses the hub
 refuses too, and that every response matches its schema.
 """
 

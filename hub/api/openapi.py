@@ -7,7 +7,7 @@ table below and the body schemas the hub reads with (shared/schemas.py).
                                                      /v1/docs: hub/api/static/docs.html
                                                      renders it (no CDN, no build)
 
-``tests/hub/test_openapi.py`` checks every route has an entry here, every request schema's
+``tests/hub/api/test_openapi.py`` checks every route has an entry here, every request schema's
 fields are the ones the handler reads, and the document is valid OpenAPI 3.1.
 """
 

@@ -4,7 +4,7 @@
 revision (one row of ``alembic_version``) and the newest one (from the migration files'
 ``revision`` / ``down_revision`` lines) without importing Alembic, which cost every hub
 start about 0.3 s. ``upgrade`` (init, migrate) runs Alembic itself. A test compares the
-head read here with Alembic's (tests/hub/test_migration_heads.py).
+head read here with Alembic's (tests/hub/store/test_migration_heads.py).
 """
 
 from __future__ import annotations

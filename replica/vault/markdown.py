@@ -89,7 +89,7 @@ def render(entry: Entry, local: dict[str, Any] | None = None) -> bytes:
     (one-line strings without control or break characters, a flat ``meta`` of strings,
     integers, booleans and nulls) is assembled here with each scalar rendered once by the
     libyaml emitter (cached); anything else goes through ``to_markdown``. Tested equal on the
-    bench corpus and on the edge cases of tests/replica/test_vault.py."""
+    bench corpus and on the edge cases of tests/replica/vault/test_vault.py."""
     text = _fast_markdown(entry) if local is None and not entry.deleted else None
     if text is None:
         text = to_markdown(entry, local)

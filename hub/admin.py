@@ -57,6 +57,7 @@ from shared.signing import jwk_thumbprint
 GLOB = re.compile(r"^[a-z0-9*?\[\]_./-]{1,200}$")
 log = logging.getLogger("quire.hub.admin")
 AGENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,63}$")
+RULE_WHO_MAX = 64  # rules.who (hub/store/schema.py): ``agent:`` leaves 58 for the name
 
 
 def direct(p: Principal) -> None:
@@ -114,13 +115,21 @@ def list_rules(store: Store, p: Principal, space_ref: str) -> dict[str, Any]:
             "effective": [r.to_dict() for r in policy.effective_rules(rules)]}
 
 
+def _one_agent(who: str) -> bool:
+    """``agent:NAME``: a delegation's agent name, within the rules table's 64 characters."""
+    name = policy.rule_agent(who)
+    return name is not None and len(who) <= RULE_WHO_MAX and bool(AGENT.match(name))
+
+
 def parse_rule(body: dict[str, Any]) -> dict[str, Any]:
     effect = body.get("effect", "deny")
     who, actions, entries = body.get("who"), body.get("actions"), body.get("entries")
     if effect not in policy.EFFECTS:
         raise InvalidRequest("effect must be allow or deny")
-    if not (isinstance(who, str) and (who in policy.ROLES or who == "agents" or is_id(who))):
-        raise InvalidRequest("who must be viewer, editor, admin, agents or a user id")
+    if not (isinstance(who, str) and (who in policy.ROLES or who == "agents" or is_id(who)
+                                      or _one_agent(who))):
+        raise InvalidRequest("who must be viewer, editor, admin, agents, agent:NAME (one "
+                             "agent, a name as delegations take it) or a user id")
     if not (isinstance(actions, list) and actions
             and all(a in policy.ACTIONS for a in actions) and len(set(actions)) == len(actions)):
         raise InvalidRequest("actions must be a non-empty list of create, update, delete")

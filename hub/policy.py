@@ -38,6 +38,7 @@ from shared.policy import (
     key_takeovers,
     op_action,
     role_rank,
+    rule_agent,
     rule_applies,
     taken_key,
 )
@@ -45,7 +46,8 @@ from shared.policy import (
 __all__ = ["ACTIONS", "DEFAULT_RULES", "EFFECTS", "ROLES", "Actor", "Change", "Rule",
            "at_least", "change_of", "changes_txn", "denied_by_applying", "denied_changes",
            "denied_ops", "effective_rules", "judge_txn", "key_digest", "key_digest_of",
-           "op_action", "role_rank", "rule_applies", "takeover_reads", "takeovers_of"]
+           "op_action", "role_rank", "rule_agent", "rule_applies", "takeover_reads",
+           "takeovers_of"]
 
 
 def changes_txn(conn: Any, space_id: str, ops: Any,

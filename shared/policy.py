@@ -28,10 +28,13 @@ also an update of each holder (``key_takeovers``): judged by the rules on the ho
 weakening it unless it is the holder's text at the same or a stricter severity. Otherwise a
 new guardrail, additive on its own id, would shadow the team's under its key.
 
-Rules have an effect, ``allow`` or ``deny``. Of the rules that apply to the caller and
-match the op, the one with the most specific pattern decides (an exact id over any glob,
-then more literal characters); on equal patterns a space rule beats a default, then deny
-beats allow. No matching rule: the role decides (editors publish).
+Rules have an effect, ``allow`` or ``deny``, and name whom they apply to: a role, a user
+id, ``agents`` (every delegated agent) or ``agent:NAME`` (one). A role's or a user's rule
+reaches the agents acting under it only when it denies (``rule_applies``). Of the rules
+that apply to the caller and match the op, the one with the most specific pattern decides
+(an exact id over any glob, then more literal characters); on equal patterns a space rule
+beats a default, then deny beats allow. No matching rule: the role decides (editors
+publish).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ ROLES = ("viewer", "editor", "admin")
 ACTIONS = ("create", "update", "delete")
 EFFECTS = ("allow", "deny")
 WEAKENS = "weakens"  # a rule's ``when``: it matches only ops that weaken a guardrail
+AGENT_PREFIX = "agent:"  # a rule's ``who`` naming one agent: ``agent:NAME``
 
 
 def role_rank(role: str | None) -> int:
@@ -61,7 +65,7 @@ def at_least(role: str | None, minimum: str) -> bool:
 class Rule:
     id: str
     effect: str  # "allow" | "deny"
-    who: str  # "viewer"|"editor"|"admin", a user id, or "agents"
+    who: str  # "viewer"|"editor"|"admin", a user id, "agents" or "agent:NAME"
     actions: tuple[str, ...]
     entries: str  # glob on entry ids, e.g. "guardrail/*"
     when: str | None = None  # None: every matching op; "weakens": ops weakening a guardrail
@@ -215,9 +219,24 @@ def key_takeovers(after: Entry, before: Entry | None, holders: dict[str, Entry],
     return out
 
 
+def rule_agent(who: str) -> str | None:
+    """The one agent a rule's ``who`` names (``agent:NAME``), or None."""
+    return who[len(AGENT_PREFIX):] if who.startswith(AGENT_PREFIX) else None
+
+
 def rule_applies(rule: Rule, actor: Actor) -> bool:
+    """Does ``rule`` apply to ``actor``? ``agents`` names every delegated agent and
+    ``agent:NAME`` one of them. A rule on a role or a user id reaches the agents acting
+    under it only when it denies: an allow given to a member (or to editors) is that
+    person's, and an agent never holds more rights than its member, so it never gains one
+    it was not named for (docs/security.md, "Rules")."""
     if rule.who == "agents":
         return actor.agent is not None
+    named = rule_agent(rule.who)
+    if named is not None:
+        return actor.agent == named
+    if actor.agent is not None and rule.effect != "deny":
+        return False
     if rule.who in ROLES:
         return actor.role == rule.who
     return rule.who == actor.user_id

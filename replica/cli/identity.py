@@ -292,7 +292,9 @@ def add_admin_parsers(nouns: Any, common: argparse.ArgumentParser, parser_class:
     eff.add_argument("--deny", metavar="ACTIONS", help="create,update,delete")
     eff.add_argument("--allow", metavar="ACTIONS",
                      help="create,update,delete (e.g. relax the guardrail default)")
-    ra.add_argument("--who", required=True, help="viewer|editor|admin, a user id, or agents")
+    ra.add_argument("--who", required=True,
+                    help="viewer|editor|admin, a user id, agents (every agent) or agent:NAME "
+                         "(one agent); a role's or user's allow never reaches their agents")
     ra.add_argument("--entries", required=True, metavar="GLOB", help="e.g. 'guardrail/*'")
     rr = dry(r.add_parser("remove", parents=[common]))
     rr.add_argument("space", metavar="SPACE")

@@ -140,7 +140,19 @@ def test_guardrail_weakening_is_detected(ours, theirs, result, weakens):
     ([DEFAULT], "editor", None, "default:guardrails-additive"),
     ([DEFAULT], "editor", "bot", "default:guardrails-additive"),
     ([DEFAULT, {"id": "r3", "effect": "allow", "who": "editor", "actions": ["update"],
-                "entries": "guardrail/*"}], "editor", "bot", None),  # a space allow relaxes it
+                "entries": "guardrail/*"}], "editor", None, None),  # a space allow relaxes it
+    # for the editors themselves: an allow on a role (or a user) never reaches their agents
+    ([DEFAULT, {"id": "r3", "effect": "allow", "who": "editor", "actions": ["update"],
+                "entries": "guardrail/*"}], "editor", "bot", "default:guardrails-additive"),
+    ([DEFAULT, {"id": "r3", "effect": "allow", "who": "u1", "actions": ["update"],
+                "entries": "guardrail/*"}], "editor", "bot", "default:guardrails-additive"),
+    # agents are relaxed by naming them: all of them, or one
+    ([DEFAULT, {"id": "r4", "effect": "allow", "who": "agents", "actions": ["update"],
+                "entries": "guardrail/*"}], "editor", "bot", None),
+    ([DEFAULT, {"id": "r5", "effect": "allow", "who": "agent:bot", "actions": ["update"],
+                "entries": "guardrail/*"}], "editor", "bot", None),
+    ([DEFAULT, {"id": "r5", "effect": "allow", "who": "agent:bot", "actions": ["update"],
+                "entries": "guardrail/*"}], "editor", "other-bot", "default:guardrails-additive"),
 ])
 def test_rules_decide_who_may_weaken_a_guardrail(rules, role, agent, denied):
     assert rule_denies(rules, role=role, user_id="u1", agent=agent, entry_id=G,

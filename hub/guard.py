@@ -3,7 +3,8 @@
     publish()
       1. parse and validate the batch, recompute its digest          (pure, shared.wire)
       2. prepare, outside any lock: replay check, principal, role, replica, signature,
-         epoch, current versions of the touched entries, bases, rules, content screening
+         provenance (an agent it names is the caller), epoch, current versions of the
+         touched entries, bases, rules, content screening
          of the entries it writes (hub/screening.py: content_screened, nothing written),
          versions a revert blocked (hub/blocks.py: version_blocked)
       3. hooks.after_prepare()                                       (tests pause here)
@@ -165,6 +166,19 @@ def check_rules(changes: list[policy.Change], rules: list[dict[str, Any]],
                            {"denied": denied, "reason": "rules"})
 
 
+def check_provenance(batch: Batch, principal: Principal) -> None:
+    """The batch's signed provenance may name an agent only when that agent is the caller:
+    a device's own credential cannot publish a batch that says an agent wrote it, nor one
+    agent's delegation a batch naming another (the audit's actor and the provenance must
+    tell the same story)."""
+    claimed = (batch.provenance or {}).get("agent")
+    if claimed is not None and claimed != principal.agent:
+        raise InvalidRequest(
+            f"the batch's provenance names agent {claimed!r} but the caller is "
+            + (f"agent {principal.agent!r}" if principal.agent else "the device itself"),
+            {"reason": "provenance_agent", "agent": principal.agent})
+
+
 def _check_replica_txn(conn: Any, batch: Batch, principal: Principal, space_id: str) -> None:
     check_replica_txn(conn, principal, batch.replica_id, space_id)
 
@@ -245,6 +259,7 @@ def prepare_txn(conn: Any, batch: Batch, principal: Principal, space_ref: str,
     if not batch.verify_signature(dev.public_key):
         raise InvalidRequest("batch signature does not verify with this device's key",
                              {"reason": "bad_signature"})
+    check_provenance(batch, principal)
     if batch.epoch != space.epoch:
         raise EpochChanged("the space moved to another epoch; take a snapshot and replay "
                            "local changes", {"epoch": space.epoch})

@@ -9,8 +9,12 @@
     hub says delegation_revoked ──► revoked for good: every later call fails with
                         ``unauthorized`` (reason ``delegation_revoked``); never re-minted
 
-Every hub request of the session (sync, publication) then carries the delegated token, so
-the guard, the rules for ``agents`` and the audit see the agent (docs/agents.md). Offline
+An exported delegation (``QUIRE_DELEGATION_TOKEN``, from ``quire delegate create``) is
+used as it is instead (``ExportedGrant``): checked the same way, never renewed.
+
+Every hub request of the session (sync, publication, remote reads) carries the delegated
+token (``delegated_client``), never the device's own credential, so the guard, the rules
+for ``agents`` and the audit see the agent (docs/agents.md). Offline
 (hub unreachable) the check is skipped and local tools keep working; nothing is published
 without the hub, which re-checks the delegation at commit.
 """
@@ -127,13 +131,91 @@ class AgentGrant:
                 "stopped": self.stopped}
 
 
-def grant_for(home: Any, space: Any, agent: str, *, write: bool, ttl_s: int) -> AgentGrant:
-    """The grant of ``agent`` on a joined ``space`` of ``home``: minted and revoked with
-    this device's own credential, probed with the delegated token (the real hub)."""
+class ExportedGrant:
+    """A delegation a member minted and exported (``QUIRE_DELEGATION_TOKEN`` from ``quire
+    delegate create``): used as it is, never renewed nor replaced by one of the session's
+    own. ``claims``: what the token says of itself (``act.sub``, ``space``, ``scope``,
+    ``dlg``, ``exp``); the hub checks them on every request. Same interface as
+    ``AgentGrant``."""
+
+    def __init__(self, token: str, claims: dict[str, Any], *,
+                 probe: Callable[[str], Any]):
+        act = claims.get("act")
+        self.agent = str(act.get("sub") or "") if isinstance(act, dict) else ""
+        self.space = str(claims.get("space") or "")
+        self.write = claims.get("scope") == "write"
+        self._token, self._claims, self._probe = token, claims, probe
+        self.stopped: dict[str, Any] | None = None
+
+    def token(self) -> str:
+        if self.stopped is not None:
+            raise Unauthorized(
+                f"the exported delegation of agent {self.agent} no longer works "
+                f"({self.stopped['reason']}); this MCP session no longer acts for it (local "
+                "changes are kept). A member can export a new one and start 'quire mcp' "
+                "again.", dict(self.stopped))
+        return self._token
+
+    def check(self) -> None:
+        try:
+            self._probe(self.token())
+        except TransferFailed:
+            return
+        except Unauthorized as e:
+            reason = (e.details or {}).get("reason")
+            if reason in (*STOP_REASONS, "delegation_expired", "token_expired"):
+                self.stopped = {"reason": reason, "delegation": self._claims.get("dlg"),
+                                "agent": self.agent}
+            raise
+
+    @property
+    def ready(self) -> bool:
+        return self.stopped is None
+
+    def describe(self) -> dict[str, Any]:
+        exp = self._claims.get("exp")
+        return {"agent": self.agent, "scope": "write" if self.write else "read",
+                "delegation": self._claims.get("dlg"),
+                "expires_at": int(exp) * 1000 if isinstance(exp, int) else None,
+                "stopped": self.stopped, "exported": True}
+
+
+def delegated_client(home: Any, space: Any, token: str) -> Any:
+    """A hub client of ``space``'s hub that carries the delegated ``token`` (proofs by the
+    device key): every hub request of an agent session, and never the device's own
+    credential."""
     from replica.app import service
     from replica.hubclient.auth import auth_for, delegated
     from replica.hubclient.client import HubClient
     from replica.machine.credentials import CredentialFile
+    from shared.errors import LocalError
+
+    hub = home.hub(space.hub_id)
+    if hub is None:
+        raise LocalError(f"space {space.name} belongs to a hub this machine no longer knows")
+    device = auth_for(hub.key_path, CredentialFile(hub.credential_path, hub.key_path))
+    base = device.tokens.htu_base if device is not None else hub.url  # the DPoP URL base
+    client = HubClient(hub.url, auth=delegated(hub.key_path, token, base),
+                       pin=service.key_pin(hub))
+    client.replica_id = space.replica_id
+    return client
+
+
+def exported_grant(home: Any, space: Any, token: str, claims: dict[str, Any]
+                   ) -> ExportedGrant:
+    """The grant of an exported delegated ``token`` on ``space``, probed with the hub."""
+
+    def probe(tok: str) -> Any:
+        with delegated_client(home, space, tok) as c:
+            return c.head(space.space_id)
+
+    return ExportedGrant(token, claims, probe=probe)
+
+
+def grant_for(home: Any, space: Any, agent: str, *, write: bool, ttl_s: int) -> AgentGrant:
+    """The grant of ``agent`` on a joined ``space`` of ``home``: minted and revoked with
+    this device's own credential, probed with the delegated token (the real hub)."""
+    from replica.app import service
     from shared.errors import LocalError
 
     hub = home.hub(space.hub_id)
@@ -148,13 +230,8 @@ def grant_for(home: Any, space: Any, agent: str, *, write: bool, ttl_s: int) -> 
         with service.open_client(hub, device_only=True) as c:
             return c.admin_post(f"/v1/delegations/{delegation}/revoke", {})
 
-    creds = CredentialFile(hub.credential_path, hub.key_path)
-    device = auth_for(hub.key_path, creds)
-    base = device.tokens.htu_base if device is not None else hub.url  # the DPoP URL base
-
     def probe(token: str) -> Any:
-        with HubClient(hub.url, auth=delegated(hub.key_path, token, base),
-                       hub_key=hub.public_key) as c:
+        with delegated_client(home, space, token) as c:
             return c.head(space.space_id)
 
     return AgentGrant(space=space.space_id, agent=agent, write=write, ttl_s=ttl_s,

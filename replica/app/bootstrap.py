@@ -58,15 +58,21 @@ def _recent_batches(store: Any, n: int = 50) -> list[dict[str, Any]]:
 def world_model(home: Home, space_ref: Any, *, persona: str | None = None,
                 runtime_skills: list[dict[str, Any]] | None = None,
                 runtime_guardrails: list[dict[str, Any]] | None = None,
-                max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, Any]:
-    """The bundle of the named space from this machine's replica."""
+                max_bytes: int = DEFAULT_MAX_BYTES,
+                spaces: list[SpaceConfig] | None = None,
+                overlay: dict[str, Entry] | None = None,
+                role: str | None = None) -> dict[str, Any]:
+    """The bundle of the named space from this machine's replica. An agent session passes
+    ``spaces`` (the one space it answers for: any other is not found, and no other is
+    named among the candidates), ``overlay`` (its own unpublished writes, read over the
+    replica's) and ``role`` (its delegation's, not the member's)."""
     from replica.store.store import Store
 
     if not (isinstance(max_bytes, int) and MIN_BYTES <= max_bytes <= MAX_BYTES):
         raise InvalidRequest(f"max_bytes must be an integer from {MIN_BYTES} to {MAX_BYTES}")
     if persona is not None and not isinstance(persona, str):
         raise InvalidRequest("persona must be a string like persona/reviewer")
-    space = pick_space(home.spaces(), space_ref)
+    space = pick_space(home.spaces() if spaces is None else spaces, space_ref)
     store = Store(space.store_path)
     try:
         states = store.states()
@@ -76,12 +82,16 @@ def world_model(home: Home, space_ref: Any, *, persona: str | None = None,
         store.close()
     entries: dict[str, Entry] = {}
     guardrails: list[Entry] = []
-    for eid, s in sorted(states.items()):
-        cur = s.local if s.local is not None else s.synced
+    mine = overlay or {}
+    for eid in sorted(set(states) | set(mine)):
+        s = states.get(eid)
+        synced = s.synced if s is not None else None
+        local = mine.get(eid) or (s.local if s is not None else None)
+        cur = local if local is not None else synced
         if cur is not None and not cur.deleted:
             entries[eid] = cur
         if eid.startswith("guardrail/"):
-            g = _stricter(s.synced, s.local)
+            g = _stricter(synced, local)
             if g is not None:
                 guardrails.append(g)
     recent: list[dict[str, Any]] = []
@@ -92,7 +102,8 @@ def world_model(home: Home, space_ref: Any, *, persona: str | None = None,
             if e is not None and eid not in seen:
                 seen.add(eid)
                 recent.append({"id": eid, "title": e.title, "seq": h.get("seq")})
-    return bundle(space={"id": space.space_id, "name": space.name, "role": space.role},
+    return bundle(space={"id": space.space_id, "name": space.name,
+                         "role": role or space.role},
                   entries=entries, guardrails=guardrails,
                   head_seq=None if head is None else head.seq, recent=recent,
                   persona=persona, runtime_skills=runtime_skills,

@@ -155,7 +155,17 @@ PROVENANCE_ENV = {"agent": "QUIRE_AGENT", "model": "QUIRE_MODEL", "client": "QUI
 
 
 def provenance_from_env() -> dict[str, str] | None:
+    """The provenance of this process's batches. Its ``agent`` is the principal that sends
+    them, the agent of an exported delegation (QUIRE_DELEGATION_TOKEN), never QUIRE_AGENT
+    alone: the hub refuses a batch naming another agent than its caller (hub/guard.py
+    ``check_provenance``), and a device's batch names none."""
+    from replica.hubclient.auth import token_agent
+
     out = {k: os.environ[v][:200] for k, v in PROVENANCE_ENV.items() if os.environ.get(v)}
+    out.pop("agent", None)
+    agent = token_agent(os.environ.get("QUIRE_DELEGATION_TOKEN"))
+    if agent:
+        out["agent"] = agent[:200]
     return out or None
 
 

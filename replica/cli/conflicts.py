@@ -185,11 +185,14 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
 
     m = sub.add_parser("mcp", parents=[common],
                        help="serve this replica to an agent over MCP (stdio)")
-    m.add_argument("--space", metavar="SPACE", help="space id or name (default: the only one)")
+    m.add_argument("--space", metavar="SPACE",
+                   help="the one space the session serves (default: the exported "
+                        "delegation's, or the only one joined)")
     m.add_argument("--agent", metavar="NAME",
-                   help="the agent this session acts as: it obtains and renews a delegation "
+                   help="required (or $QUIRE_AGENT, or an exported QUIRE_DELEGATION_TOKEN): "
+                        "the agent this session acts as; it obtains and renews a delegation "
                         "of this device for the space, so the hub's rules and audit see the "
-                        "agent (default: $QUIRE_AGENT)")
+                        "agent; without a name the server does not start (exit 2)")
     m.add_argument("--write", action="store_true",
                    help="a write delegation (default: read; the agent cannot publish)")
     m.add_argument("--ttl", metavar="DURATION",

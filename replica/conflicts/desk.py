@@ -14,8 +14,10 @@ Packets and resolutions themselves are pure functions in ``replica/conflicts/pac
 
 A packet id names one state of a conflict: it changes whenever base, ours or theirs change,
 so a resolution made against an old read is refused with ``packet_stale`` and the fresh id.
-The next sync publishes a resolution in its own batch whose provenance names the resolving
-agent (``plan_batch`` in ``replica/engine/resolutions.py``, called by the sync engine).
+The next sync publishes a resolution in its own batch (``plan_batch`` in
+``replica/engine/resolutions.py``, called by the sync engine): the device's sync one made at
+the CLI, only the agent's own sync one an MCP session made (its provenance then names the
+agent, as the hub checks against the delegation it comes with).
 """
 
 from __future__ import annotations
@@ -141,6 +143,11 @@ class Desk:
         self.space = space
         self.clock = clock
         self.principal = principal or Principal()
+        # an agent's desk (an MCP session) judges its resolutions by the role and rules
+        # its own head brought (replica/engine/agent_push.py ``access_key``), never by the
+        # device's; before the first such head, by the role its delegation gives
+        self.access_key = "access"
+        self.default_role: str | None = space.role
         self.store = Store(space.store_path)
         self._store_engine = immediate_db(space.store_path)
         self._claims_engine = immediate_db(space.dir / "claims.sqlite")
@@ -349,10 +356,13 @@ class Desk:
     # ------------------------------------------------------------ resolving
 
     def resolve(self, ref: str, *, digest: str, how: str, token: str | None = None,
-                merged: Entry | None = None, agent: str | None = None) -> dict[str, Any]:
+                merged: Entry | None = None, agent: str | None = None,
+                as_agent: bool = False) -> dict[str, Any]:
         """Apply a resolution. Refused with ``packet_stale`` when the packet's inputs changed
         since ``digest`` was read, ``claim_held`` when another agent holds the lease, and
-        ``policy_denied`` when it would weaken a guardrail the space rules protect."""
+        ``policy_denied`` when it would weaken a guardrail the space rules protect.
+        ``as_agent``: made by ``agent``'s MCP session (an agent principal): only that
+        agent's own sync publishes it (replica/engine/resolutions.py ``agent_owned``)."""
         if how not in HOW:
             raise InvalidRequest(f"unknown resolution {how!r}; one of {', '.join(HOW)}")
         if agent is not None and not is_agent_name(agent):
@@ -395,7 +405,7 @@ class Desk:
                 if problems:
                     raise _problems_error(problems)
                 result = self._apply(ledger, c, digest=digest, how=how, merged=merged,
-                                     agent=agent)
+                                     agent=agent, as_agent=as_agent)
                 cconn.execute("DELETE FROM claims WHERE entry_id = ?", (c.entry_id,))
             crash_point("resolve_before_vault_write")
             ledger.flush_vault()
@@ -412,11 +422,12 @@ class Desk:
         return ledger
 
     def _access(self) -> tuple[str | None, list[dict[str, Any]]]:
-        access = self.store.get_meta("access") or {}
-        return access.get("role", self.space.role), list(access.get("rules") or [])
+        access = self.store.get_meta(self.access_key) or {}
+        return access.get("role", self.default_role), list(access.get("rules") or [])
 
     def _apply(self, ledger: Ledger, c0: Conflict, *, digest: str, how: str,
-               merged: Entry | None, agent: str | None) -> dict[str, Any]:
+               merged: Entry | None, agent: str | None,
+               as_agent: bool = False) -> dict[str, Any]:
         with self._store_engine.begin() as conn:
             c = st.get_conflict_txn(conn, c0.entry_id)
             if c is None:
@@ -430,10 +441,15 @@ class Desk:
                     {"packet_id": packet_id_of(fresh), "digest": fresh, "entry": c.entry_id})
             results = resolve_entries(c, how, merged)
             weakening = guardrail_weakening(c, results[c.entry_id])
+            # judged as the hub will judge its publisher: the agent's own sync for a
+            # session's resolution, the device (no agent) for one made at the CLI, whose
+            # --agent is a label only
+            judged_as = agent if as_agent else None
             if weakening:
                 role, rules = self._access()
                 rule = rule_denies(rules, role=role, user_id=self.principal.user_id,
-                                   agent=agent, entry_id=c.entry_id, action=weakening)
+                                   agent=judged_as, entry_id=c.entry_id,
+                                   action=weakening)
                 if rule:
                     raise PolicyDenied(
                         "this resolution would weaken a guardrail (lower its severity or "
@@ -443,7 +459,8 @@ class Desk:
                 if eid != c.entry_id and made is not None and policy.taken_key(made, None):
                     role, rules = self._access()
                     hit = key_takeover_denied(rules, role=role,
-                                              user_id=self.principal.user_id, agent=agent,
+                                              user_id=self.principal.user_id,
+                                              agent=judged_as,
                                               entry=made,
                                               holders=st.synced_guardrails_txn(conn))
                     if hit is not None:
@@ -467,7 +484,8 @@ class Desk:
                 if s.dirty:
                     res[eid] = {"agent": agent, "packet_id": pid, "how": how,
                                 "at": self.clock(),
-                                "version": (entry or tombstone(eid)).version}
+                                "version": (entry or tombstone(eid)).version,
+                                "principal": "agent" if as_agent and agent else "device"}
             st.set_meta_txn(conn, "resolutions", res)
         return {"packet_id": pid, "entry": c.entry_id, "resolved": how, "agent": agent,
                 "entries": {eid: (None if e is None else e.version) for eid, e in

@@ -36,6 +36,10 @@ class Puller:
         self.replica_id = replica_id  # our own batches, recognised in the history
         self.progress = progress
         self.role: str | None = None  # as the hub's head said at the last pull
+        # the meta key the head's role and rules are kept under: "access" for this device,
+        # "access:agent:NAME" for an agent's session (replica/engine/agent_push.py), so one
+        # principal's sync never leaves its rules where another's checks read them
+        self.access_key = "access"
 
     def pull(self, report: SyncReport) -> None:
         head = self.store.head()
@@ -48,8 +52,8 @@ class Puller:
         # role and rules as the hub applies them to us: the local guardrail check of a
         # conflict resolution reads them (replica/conflicts/desk.py); the hub checks again
         access = {"role": self.role, "rules": hub.get("rules") or []}
-        if self.store.get_meta("access") != access:
-            self.store.set_meta("access", access)
+        if self.store.get_meta(self.access_key) != access:
+            self.store.set_meta(self.access_key, access)
         if hub.get("usage") and self.store.get_meta("usage") != hub["usage"]:
             self.store.set_meta("usage", hub["usage"])  # quotas, for quire status
         if head is None or fresh.epoch != head.epoch:

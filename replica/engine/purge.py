@@ -10,6 +10,8 @@
                 otherwise ─▶ synced, local, file base and conflict dropped; the vault file
                     is removed (journaled write)
                 outbox batches with an op on a purged entry ─▶ dropped
+                agents' unpublished writes of them and their batches (replica/store/
+                    overlay.py) ─▶ dropped
            ─▶ after the run: the store is compacted (VACUUM, wal_checkpoint(TRUNCATE)) so
               the dropped bytes leave its files
 
@@ -26,6 +28,7 @@ from pathlib import Path
 
 from replica.engine.merge import same
 from replica.engine.report import SyncReport
+from replica.store import overlay
 from replica.store import store as st
 from replica.store.db import Conn
 from replica.store.store import Conflict, EntryState
@@ -71,6 +74,7 @@ def drop_purged_txn(conn: Conn, purged: dict[str, str], report: SyncReport,
     for row in st.outbox_txn(conn):
         if any(op_entry_id(op) in purged for op in row["body"].get("ops", [])):
             st.drop_outbox_txn(conn, row["batch_id"])
+    overlay.drop_purged_txn(conn, set(purged))  # agents' unpublished writes of them
 
 
 def compact_store(path: Path) -> None:

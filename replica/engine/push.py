@@ -25,7 +25,7 @@ from replica.engine.crash import crash_point
 from replica.engine.ledger import Ledger
 from replica.engine.pull import Puller
 from replica.engine.report import SyncReport
-from replica.engine.resolutions import plan_batch
+from replica.engine.resolutions import agent_owned, plan_batch
 from replica.engine.screened import allows_from, hold_back
 from replica.hubclient.client import HubClient
 from replica.store import store as st
@@ -71,6 +71,9 @@ class Publisher:
         ops = []
         denied: list[dict[str, Any]] = []
         access = self.store.get_meta("access") or {}
+        # resolutions an agent's MCP session made: its own sync publishes them, under its
+        # delegation (replica/engine/agent_push.py), never this device's
+        res = self.store.get_meta("resolutions") or {}
         guardrails: dict[str, Entry] | None = None  # synced, read once when one takes a key
 
         def synced_guardrails() -> dict[str, Entry]:
@@ -89,6 +92,8 @@ class Publisher:
                 op = Op(tombstone(s.id), base)
             else:
                 op = Op(s.local, base)
+            if agent_owned(res, s.id, op.entry.version):
+                continue
             refusal = self._local_denial(access, s, op, synced_guardrails)
             if refusal is not None:
                 denied.append(refusal)  # kept dirty in the store and the vault, not pushed
@@ -138,6 +143,8 @@ class Publisher:
         if hit is None:
             return None
         return dict(hit, message=f"{hit['reason']}; kept locally, not published")
+
+    local_denial = _local_denial  # public: an agent's publication judges its ops the same way
 
     def _next_batch(self, report: SyncReport | None = None) -> Batch | None:
         head = self.store.head()

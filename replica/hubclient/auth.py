@@ -132,3 +132,25 @@ def delegated(key_path: Any, token: str, htu_base: str) -> DPoPAuth:
     """An agent's flow: a delegated token (no refresh) with proofs by the device key."""
     return DPoPAuth(load_private(key_path), Tokens(token, None, 2**62, htu_base))
 
+
+
+def token_claims(token: str) -> dict[str, Any]:
+    """The claims of an access token as this machine holds it, read without checking the
+    signature: what a delegated token says of itself (``act.sub``, the agent; ``space``,
+    ``scope``, ``dlg``, ``exp``), to name the session and its provenance. The hub verifies
+    every claim on every request; {} when it is not a JWT."""
+    import base64
+
+    try:
+        payload = token.split(".")[1]
+        doc = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    except (IndexError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def token_agent(token: str | None) -> str | None:
+    """The agent a delegated token acts for (its ``act.sub``), or None."""
+    act = token_claims(token).get("act") if token else None
+    sub = act.get("sub") if isinstance(act, dict) else None
+    return sub if isinstance(sub, str) and sub else None

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from replica.app.agent_session import AgentRequired
 from replica.mcp.server import TOOLS, Session, build_server
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -17,8 +20,17 @@ def test_every_mcp_tool_is_documented_for_agents():
 
 
 def test_the_server_registers_exactly_the_documented_tools():
-    server = build_server(Session())
+    server = build_server(Session(agent="docs-bot", delegate=False, env={}))
     assert {t.name for t in server._tool_manager.list_tools()} == set(TOOLS)
+
+
+def test_a_session_without_an_agent_name_is_refused_as_documented():
+    """Defence in depth behind ``quire mcp``'s own refusal: no Session acts unnamed."""
+    with pytest.raises(AgentRequired) as e:
+        Session(delegate=False, env={})
+    assert e.value.code == "usage" and "--agent NAME" in e.value.message
+    assert "QUIRE_AGENT" in e.value.message
+    assert "--agent NAME" in (DOCS / "agents.md").read_text()
 
 
 def test_every_conflicts_verb_is_in_the_cli_reference():

@@ -5,7 +5,8 @@ The session obtains its own delegation, so a rule ``deny create --who agents --e
 skill/*`` refuses the agent's skill while the same member's own CLI publishes it; the
 audit event of the agent's publication names the agent and the delegation, and the batch
 carries signed provenance (agent, client, session, tool); revoking the delegation makes
-the next MCP call fail with a clear error. Before this, ``quire mcp --agent`` published
+the next MCP call fail with a clear error; the skill the rule refused stays the agent's
+(the member's own sync does not publish it). Before this, ``quire mcp --agent`` published
 with the device's own credential (``actor.agent: null``, agent rules not applied)."""
 
 from __future__ import annotations
@@ -101,8 +102,17 @@ def test_mcp_session_acts_as_its_agent(hub: HubProcess, tmp_path: Path) -> None:
         assert doc["error"]["details"]["reason"] == "delegation_revoked", doc
         assert "revoked" in doc["error"]["message"]
 
-    # the same member's own CLI publishes the skill the agent could not
+    # the agent's refused skill is the agent's: the member's own sync does not publish it
+    # under the member's credential (it never left the agent's overlay: not in the vault)
+    res = q(ann, "sync")
+    assert res["sync"]["pushed"] == 0, res
+    assert not (vault / "skill" / "deploy.md").exists()
+    assert len(hub_batches(owner, space["id"])) == 1
+    # the member may write the same skill themselves: published as the member
+    (vault / "skill").mkdir(parents=True, exist_ok=True)
+    (vault / "skill" / "deploy.md").write_text("---\ntitle: skill/deploy\n---\nby ann\n")
     res = q(ann, "sync")
     assert res["sync"]["policy_denied"] == [] and res["sync"]["pushed"] == 1, res
     last = hub_batches(owner, space["id"])[-1]
     assert [op["entry"]["id"] for op in last["ops"]] == ["skill/deploy"]
+    assert not (last["provenance"] or {}).get("agent")

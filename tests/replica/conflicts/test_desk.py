@@ -108,11 +108,16 @@ def test_resolution_needs_the_live_claims_token_and_names_its_agent(space):
         assert not s.held and s.local.body == "one (ours and theirs)\n"
         assert store.conflicts() == []
         assert md.entry_path(space.vault, EID).read_text().endswith("one (ours and theirs)\n")
-        # the next batch carries the resolution alone, with the resolving agent
+        # the next batch carries the resolution alone, naming its packet; the agent it
+        # names is the publishing principal's own, never the resolver's label (the hub
+        # refuses a batch naming another agent than its caller: hub/guard.py)
         ops, prov = plan_batch(store, [Op(s.local, s.synced.version),
                                        Op(e("x\n", "page/other"), None)], {"agent": "cli"})
         assert [op.entry_id for op in ops] == [EID]
-        assert prov["agent"] == "ann" and pkt["packet_id"] in prov["note"]
+        assert prov["agent"] == "cli" and pkt["packet_id"] in prov["note"]
+        assert prov["tool"] == "quire conflict resolve"
+        ops, prov = plan_batch(store, [Op(s.local, s.synced.version)], None)
+        assert "agent" not in prov  # a device's batch names no agent
         # an edit made after the resolution is not attributed to the resolving agent
         later = [Op(e("edited later\n"), s.synced.version)]
         assert plan_batch(store, later, {"agent": "cli"}) == (later, {"agent": "cli"})

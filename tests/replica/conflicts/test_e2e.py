@@ -268,6 +268,44 @@ def test_agent_over_mcp_claims_resolves_and_syncs_and_hub_history_names_it(scene
     assert "pk-" in resolved[-1]["provenance"]["note"]
 
 
+def test_an_agents_resolution_is_published_by_its_own_sync_never_the_persons(scene_of):
+    """A session resolves the person's packet without publishing: the replica shows the
+    resolution at once, but the person's ``quire sync`` leaves it out (it would go out as
+    the person, judged by the person's rules); the agent's own sync sends it, as the
+    agent."""
+    scene = scene_of("page/deploy")
+    alice, bob = scene.alice, scene.bob
+
+    async def resolve_then(tool: str | None) -> dict[str, Any]:
+        async with Client(_mcp(alice, "merge-bot")) as client:
+            if tool is not None:
+                err, out = await _call(client, tool, {})
+                assert not err, out
+                return out
+            err, got = await _call(client, "conflict_claim", {"packet": "page/deploy"})
+            assert not err, got
+            err, res = await _call(client, "conflict_resolve", {
+                "packet": "page/deploy", "digest": got["packet"]["digest"],
+                "resolution": "ours", "claim_token": got["claim"]["token"]})
+            assert not err, res
+            return res
+
+    asyncio.run(resolve_then(None))
+    assert alice.read("page/deploy").body == SCENE["page/deploy"][1]  # applied locally
+    assert sync(alice)["sync"]["pushed"] == 0  # the person's sync leaves it to the agent
+    sync(bob)
+    assert bob.read("page/deploy").body == SCENE["page/deploy"][2]
+    st = asyncio.run(resolve_then("status"))
+    assert st["agent_unpublished"] == 1 and any("not yet published" in x for x in st["signals"])
+    assert asyncio.run(resolve_then("sync"))["pushed_changes"] == 1
+    sync(bob)
+    assert bob.read("page/deploy").body == SCENE["page/deploy"][1]
+    last = [b for b in scene.team.batches(bob)
+            if [op.get("entry", {}).get("id") for op in b["ops"]] == ["page/deploy"]][-1]
+    assert last["provenance"]["agent"] == "merge-bot"
+    assert last["provenance"]["tool"] == "quire conflict resolve"
+
+
 # ---------------------------------------------------------------- claims across processes
 
 

@@ -234,14 +234,12 @@ def status_doc(space: SpaceConfig, *, scan: bool = True, store: Store | None = N
     ``store``: one already open (a watcher serving the command), else it is opened here."""
     from replica.engine.pending import unpublished_txn
     from replica.engine.screened import vault_findings
+    from replica.store import store as st
     from replica.store.store import Store
 
     saved = read_saved_status(space)
     store = store or Store(space.store_path)
     try:
-        head = store.head()
-        conflicts = store.conflicts()
-        outbox = store.dirty_count()
         journal = None
         from replica.vault import presence as vault_presence
 
@@ -251,16 +249,28 @@ def status_doc(space: SpaceConfig, *, scan: bool = True, store: Store | None = N
             from replica.ipc import journal as watcher_journal
 
             journal = watcher_journal.read(space)
-        with store.engine.connect() as conn:
+        # every read in one snapshot: a sync (the watcher's) committing meanwhile cannot
+        # make the counts disagree with the lists (an outbox of 1 and nothing unpublished)
+        with store.snapshot() as conn:
+            head = st.head_txn(conn)
+            conflicts = st.conflicts_txn(conn)
             local = unpublished_txn(conn, Path(space.vault), scan=scan, journal=journal)
+            outbox = local.outbox  # the store's dirty entries, of that same read
+            batches = len(st.outbox_txn(conn))
+            waiting = sorted(st.pending_ids_txn(conn))
+            digest = st.read_digest_txn(conn)
+            usage = st.get_meta_txn(conn, "usage")  # as the hub said at the last sync
         doc = {
             "space": {"id": space.space_id, "name": space.name},
             "replica_id": space.replica_id,
             "vault": str(space.vault),
             "head": head.to_json() if head else None,
             "outbox": outbox,
-            "outbox_batches": len(store.outbox()),
+            "outbox_batches": batches,
             "unpublished": local.to_json(),
+            # vault writes not carried out yet: their file was being written when the last
+            # sync ended (the next sync, or the watcher, writes them: docs/replica.md)
+            "vault_waiting": waiting,
             "scanned": local.scanned,
             "conflicts": [{"entry": c.entry_id, "fields": c.fields,
                            "theirs_author": c.theirs_author, "theirs_seq": c.theirs_seq}
@@ -279,8 +289,8 @@ def status_doc(space: SpaceConfig, *, scan: bool = True, store: Store | None = N
             "last_success": saved.get("last_success"),
             "last_sync": saved.get("last_sync"),
             "role": saved.get("role", space.role),
-            "store_digest": store.digest(),
-            "usage": store.get_meta("usage"),  # as the hub said at the last sync
+            "store_digest": digest,
+            "usage": usage,
         }
         if gone is not None:  # what the next sync would refuse with (replica/vault/presence.py)
             doc["vault_missing"] = {"message": gone.message, **gone.details}
@@ -330,9 +340,13 @@ def write_status(space: SpaceConfig, *, report: SyncReport | None, error: QuireE
 # ---------------------------------------------------------------- sync
 
 
-def run_sync(home: Home, space: SpaceConfig, progress: Progress = NO_PROGRESS
+def run_sync(home: Home, space: SpaceConfig, progress: Progress = NO_PROGRESS, *,
+             sleep: Callable[[float], None] | None = None
              ) -> tuple[SyncReport, dict[str, Any]]:
-    """One locked sync of ``space``; status is written whatever happens."""
+    """One locked sync of ``space``; status is written whatever happens. A vault write that
+    waits for its file to be quiet (a person still saving it) is waited for once, at most
+    the quiet period, then tried again; one still waiting is reported (``vault_waiting``)
+    and written by the next sync. ``sleep``: how to wait (tests pass their own)."""
     with space_lock(space), _walk_ahead(space) as walk:
         update, stop = progress
         rep, client, store = open_replica(home, space, update)
@@ -343,6 +357,8 @@ def run_sync(home: Home, space: SpaceConfig, progress: Progress = NO_PROGRESS
             # a new device login since the replica was registered: register a new one
             ensure_current_replica(space, home.hub(space.hub_id), rep)  # type: ignore[arg-type]
             report = rep.sync(walk=walk)
+            if report.waiting:
+                wait_vault_writes(rep, report, sleep)
         except QuireError as e:
             write_status(space, report=None, error=e, role=rep.role)
             raise
@@ -358,6 +374,18 @@ def run_sync(home: Home, space: SpaceConfig, progress: Progress = NO_PROGRESS
     doc = status_doc(space, scan=False)  # the sync has just scanned the vault
     doc["scanned"] = doc["unpublished"]["scanned"] = True
     return report, doc
+
+
+def wait_vault_writes(rep: Replica, report: SyncReport,
+                      sleep: Callable[[float], None] | None = None) -> None:
+    """Wait once for the files whose writes wait (until the first may be retried, at most
+    the quiet period), then flush again: what still waits stays in ``report.waiting``."""
+    import time
+
+    quiet = rep.ledger.quiet_ms
+    due = min(report.waiting.values()) - rep.clock()
+    (sleep or time.sleep)(max(0, min(due, max(quiet, 100))) / 1000)
+    report.waiting = rep.flush_vault()
 
 
 @contextlib.contextmanager

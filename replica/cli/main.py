@@ -110,6 +110,9 @@ def _human_status(doc: dict[str, Any]) -> str:
         lines.append("  usage:  " + usage_line(doc["usage"]) + " (at the last sync)")
     for c in doc["conflicts"]:
         lines.append(f"  held:   {c['entry']} (conflict in {', '.join(c['fields'])})")
+    for e in doc.get("vault_waiting") or []:  # docs/replica.md, "A save that races a sync"
+        lines.append(f"  waiting: {e}: the sync's write of this file waits until it is not "
+                     "being saved (the next sync writes it)")
     for p in doc["problems"]:
         where = f"{p['path']}:{p['line']}" if p.get("line") else p["path"]
         lines.append(f"  problem: {where}: {p['reason']}")
@@ -219,6 +222,9 @@ def cmd_sync(args: argparse.Namespace, out: Out) -> int:
     # one is resolved (docs/cli.md)
     for e in sorted(set(r["held"]) | {c["entry"] for c in status["conflicts"]}):
         human.append(f"  held in conflict: {e} (your version stays in the vault)")
+    for e in r.get("vault_waiting") or []:
+        human.append(f"  not written yet: {e} (the file is being saved; the next sync "
+                     "writes it)")
     for p in r["problems"]:
         where = f"{p['path']}:{p['line']}" if p.get("line") else p["path"]
         human.append(f"  not published: {where}: {p['reason']}")

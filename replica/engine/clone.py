@@ -79,7 +79,7 @@ class Snapshotter:
         signed, purged = self._snapshot_head(first, fresh)
         expected = vaultwriter.count_hint(first)  # (progress, writer processes)
         new_head = Head(signed.epoch, signed.seq, signed.digest)
-        mtime_ns = settled_mtime_ns()
+        mtime_ns = settled_mtime_ns(self.ledger.quiet_ms)
         clonefiles.mark(self.ledger.vault, self.ledger.store, mtime_ns)  # committed first
         try:
             with self.ledger.store.tx() as conn:

@@ -11,6 +11,16 @@ changes what a file should show journals the write in the same transaction
 (``schedule_write_txn``); ``flush_vault`` carries the journal out, never over a person's
 edit, and records what each file then shows.
 
+What a file showed (``shown_hash``, ``shown_marker``, ``file_base``) is recorded only where
+its content is known: when a journaled write is carried out (``_flush_chunk``), when the
+scan reads a file or finds it gone (replica/engine/scan.py), when a snapshot creates it. A
+journaled write is only an intention: a person may save, delete or rename the file before it
+is carried out, and their edit is then based on what the file showed, not on what the store
+meant to write (docs/decisions.md, "What the file showed"). A write is carried out only when
+the file still shows what it showed (or already what is written), and never while it is
+being written: modified within the quiet period (``QUIRE_VAULT_QUIET_MS``) or open for
+writing, it waits (its journal row kept, nothing recorded) and is retried by the next flush.
+
     pulled change, snapshot entry ──► merge_remote_txn ──┐
     a vault file read (scan.py) ─────────────────────────┼──► schedule_write_txn ──► journal
     a resolution (conflicts/desk.py) ────────────────────┘                              │
@@ -20,13 +30,15 @@ edit, and records what each file then shows.
 
 from __future__ import annotations
 
+import os
+import stat as statmod
 import time
 from collections.abc import Callable, Container
 from pathlib import Path
 from typing import Any
 
 from replica.engine.crash import crash_point
-from replica.engine.markers import conflict_marker
+from replica.engine.markers import conflict_marker, marker_tag
 from replica.engine.merge import merge_entry, same
 from replica.engine.report import SyncReport
 from replica.engine.resolutions import forget_resolutions_txn
@@ -44,22 +56,36 @@ from shared.wire import Batch
 
 CHUNK = 2000  # journaled vault writes per transaction
 RACY_NS = 2_000_000_000  # a file modified this recently is hashed even if its stat matches
+QUIET_ENV = "QUIRE_VAULT_QUIET_MS"
+QUIET_MS = 1000  # a file modified this recently is not written over (docs/settings.md)
 
 
-def settled_mtime_ns() -> int:
+def quiet_ms_from_env() -> int:
+    """``QUIRE_VAULT_QUIET_MS`` (default 1000; 0: only an open writer defers a write)."""
+    raw = os.environ.get(QUIET_ENV, "")
+    try:
+        return max(0, int(raw)) if raw else QUIET_MS
+    except ValueError:
+        return QUIET_MS
+
+
+def settled_mtime_ns(quiet_ms: int = 0) -> int:
     """The mtime given to the files a sync writes: older than the racy window, so their
-    stat is trusted at once, and older than any later edit, which therefore changes it."""
-    return time.time_ns() - RACY_NS - 1_000_000_000
+    stat is trusted at once, older than any later edit, which therefore changes it, and
+    older than the quiet period (``quiet_ms``), so a sync never waits for its own write."""
+    return time.time_ns() - max(RACY_NS, quiet_ms * 1_000_000) - 1_000_000_000
 
 
 class Ledger:
     """The entry states of one space's store and the journal of its vault's writes; the
     caller holds the space lock."""
 
-    def __init__(self, vault: Path, store: Store, clock: Callable[[], int]):
+    def __init__(self, vault: Path, store: Store, clock: Callable[[], int],
+                 quiet_ms: int | None = None):
         self.vault = vault
         self.store = store
-        self.clock = clock
+        self.clock = clock  # Unix ms: also when a file counts as being written (quiet_ms)
+        self.quiet_ms = quiet_ms_from_env() if quiet_ms is None else quiet_ms
         # dirty edits a merge found equal to a pulled version (replica/engine/blocked.py);
         # emptied by the sync before its pull
         self.absorbed: dict[str, Entry] = {}
@@ -102,26 +128,55 @@ class Ledger:
 
     # ------------------------------------------------------------ store → vault
 
-    def flush_vault(self) -> None:
-        """Carry out journaled vault writes (also after a crash), never over a person's edit;
-        first remove what a cut clone left unrecorded (replica/vault/created.py). Never into a
-        vault that is gone (replica/vault/presence.py)."""
+    def flush_vault(self) -> dict[str, int]:
+        """Carry out journaled vault writes (also after a crash), never over a person's edit
+        and never over a file being written; first remove what a cut clone left unrecorded
+        (replica/vault/created.py). Never into a vault that is gone
+        (replica/vault/presence.py). Returns the writes that wait for their file to be
+        quiet: entry id → when to retry (Unix ms, by ``clock``); they stay journaled."""
         vault_presence.check(self.vault, self.store)
         clonefiles.repair(self.vault, self.store)
         pending = self.store.pending_vault_writes()
+        waiting: dict[str, int] = {}
         if not pending:
-            return
+            return waiting
         crash_point("before_vault_write")
         for i in range(0, len(pending), CHUNK):
-            self._flush_chunk(pending[i:i + CHUNK])
+            self._flush_chunk(pending[i:i + CHUNK], waiting)
+        return waiting
 
-    def _flush_chunk(self, pending: list[tuple[str, str | None, str | None]]) -> None:
+    def _busy_until(self, path: Path, info: os.stat_result, now_ms: int) -> int | None:
+        """None when the file at ``path`` may be written over now; else when to try again
+        (Unix ms): it was modified within the quiet period (an editor that writes a save in
+        steps pauses between them), or someone holds it open for writing."""
+        quiet_ns = self.quiet_ms * 1_000_000
+        age_ns = now_ms * 1_000_000 - info.st_mtime_ns
+        # an mtime far in the future (a copy from a machine whose clock is ahead) says
+        # nothing about a writer now; one just ahead (clocks a tick apart) counts
+        if -quiet_ns < age_ns < quiet_ns:
+            return (info.st_mtime_ns + quiet_ns) // 1_000_000 + 1
+        if vlt.open_for_writing(path):
+            return now_ms + max(self.quiet_ms, 100)
+        return None
+
+    def _flush_chunk(self, pending: list[tuple[str, str | None, str | None]],
+                     waiting: dict[str, int]) -> None:
         """Journaled writes, files first (two file-system flushes for the chunk), then one
         transaction recording them and clearing the journal. A crash in between leaves the
-        journal: the next run finds the files already written and only records them."""
+        journal: the next run finds the files already written and only records them.
+
+        Each write is checked against the file: it goes only when the file still shows what
+        it last showed (``shown_hash``) or already what is written; anything else is the
+        person's edit, which wins: the write is dropped and nothing recorded, so the scan
+        folds their file three-way against what it showed. A file being written (modified
+        within the quiet period, or open for writing) is not written over: the write waits
+        in the journal (``waiting``), nothing recorded; and a file that changes between
+        this check and its rename is left alone the same way (``write_many``)."""
+        now_ms = self.clock()
         decided = []
-        writes = []
-        for entry_id, content, prev_hash in pending:
+        writes: list[tuple[Path, bytes]] = []
+        expected: dict[str, vlt.FileKey | None] = {}
+        for entry_id, content, shown_hash in pending:
             path = md.entry_path(self.vault, entry_id)
             if vaultfaults.behind_link(self.vault, path):
                 continue  # kept journaled: done once the folder is a folder again
@@ -129,40 +184,76 @@ class Ledger:
             new_hash = None if data is None else md.file_hash(data)
             current = None
             try:
-                if path.is_symlink():
-                    current = "symlink"
-                elif path.is_file():
-                    current = md.file_hash(path.read_bytes())
+                info: os.stat_result | None = os.lstat(path)
+            except FileNotFoundError:
+                info = None
             except OSError:
                 continue  # unreadable: kept journaled, reported by the scan
-            ok = current in (prev_hash, new_hash)
-            if ok:
-                if data is None:
-                    vlt.remove(self.vault, path)
-                elif current != new_hash:
-                    writes.append((path, data))
-            # else: the file changed since we decided; the person's edit wins (next scan)
-            decided.append((entry_id, path, data, new_hash, ok))
+            try:
+                if info is None:
+                    current = None
+                elif statmod.S_ISLNK(info.st_mode):
+                    current = "symlink"
+                elif statmod.S_ISREG(info.st_mode):
+                    current = md.file_hash(path.read_bytes())
+                else:
+                    current = "not a file"
+            except FileNotFoundError:
+                info = current = None
+            except OSError:
+                continue  # unreadable: kept journaled, reported by the scan
+            if current not in (shown_hash, new_hash):
+                # the file changed since it last showed what the store knows: the person's
+                # edit wins; the write goes and the scan folds their file (three-way)
+                decided.append((entry_id, path, data, new_hash, False))
+                continue
+            touches = current is not None if data is None else current != new_hash
+            if touches and info is not None:
+                wait = self._busy_until(path, info, now_ms)
+                if wait is not None:
+                    waiting[entry_id] = wait  # kept journaled, nothing recorded
+                    continue
+            if touches and data is None:
+                assert info is not None
+                if not vlt.remove(self.vault, path, vlt.file_key(info)):
+                    waiting[entry_id] = now_ms + self.quiet_ms  # it changed meanwhile
+                    continue
+            elif touches:
+                assert data is not None
+                writes.append((path, data))
+                expected[os.fspath(path)] = None if info is None else vlt.file_key(info)
+            decided.append((entry_id, path, data, new_hash, True))
         if writes:
-            vlt.write_many(self.vault, writes, crash_hook=lambda: crash_point("mid_vault_write"),
-                           mtime_ns=settled_mtime_ns())
+            done = {os.fspath(p) for p in vlt.write_many(
+                self.vault, writes, crash_hook=lambda: crash_point("mid_vault_write"),
+                mtime_ns=settled_mtime_ns(self.quiet_ms), expected=expected)}
+            left = {os.fspath(p) for p, _data in writes} - done
+            if left:  # changed between the check and the rename: kept journaled
+                for d in [d for d in decided if os.fspath(d[1]) in left]:
+                    decided.remove(d)
+                    waiting[d[0]] = now_ms + self.quiet_ms
         crash_point("vault_written")
         with self.store.tx(durable=False) as conn:  # files flushed: if lost, redone (Store.tx)
             now_ns = time.time_ns()
             for entry_id, path, data, new_hash, ok in decided:
                 s = st.get_state_txn(conn, entry_id)
-                if data is not None and path.is_file() and not path.is_symlink():
-                    stat = path.stat()
-                    if ok:
+                if ok and data is not None:
+                    try:
+                        stat = path.lstat()
+                    except FileNotFoundError:  # removed since: the scan finds it gone
+                        s.file_size = s.file_mtime_ns = None
+                    else:
                         self.record_stat(s, stat.st_size, stat.st_mtime_ns, now_ns)
-                        # the file now shows this entry: a later edit of it is based on it
-                        shown, marker = self.shown(conn, s)
-                        if shown is None or md.file_hash(md.render(shown, marker)) != new_hash:
-                            shown = md.read_entry(self.vault, entry_id, data)[0]
-                        s.file_base = shown
-                elif data is None and ok:
+                    # the file now shows this entry: a later edit of it is based on it
+                    shown, marker = self.shown(conn, s)
+                    if shown is None or md.file_hash(md.render(shown, marker)) != new_hash:
+                        shown, marker = md.read_entry(self.vault, entry_id, data)
+                    s.file_base = shown
+                    s.shown_hash, s.shown_marker = new_hash, marker_tag(marker)
+                elif ok:
                     s.file_hash = s.file_size = s.file_mtime_ns = None
                     s.file_base = None
+                    s.shown_hash = s.shown_marker = None
                 st.put_state_txn(conn, s)
                 st.done_vault_write_txn(conn, entry_id)
 

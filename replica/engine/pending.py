@@ -7,7 +7,10 @@ next sync would send, found without changing anything.
            a running watcher's journal only where it saw changes: journal_scan.py); a file
            whose stat moved is read and hashed; a new hash is parsed (a parse error is a
            ``problem``, as sync reports it) and counts when its entry differs from the
-           synced one; a recorded file that is gone counts as a delete of a live entry
+           synced one; a recorded file that is gone counts as a delete of a live entry.
+           The sync's own rules (replica/engine/scan.py): a file still showing what it
+           showed while its journaled write waits is no edit; a held entry's file without
+           the marker is a resolution only when the marker was shown in it
       =
     ``Unpublished``: sorted entry ids, the problems, and whether the vault was scanned.
 
@@ -23,12 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from replica.engine.merge import same
+from replica.engine.markers import conflict_tag, special
+from replica.engine.merge import merge_entry, same
 from replica.store import store as st
 from replica.store.db import Conn
 from replica.vault import markdown as md
 from replica.vault.journal_scan import Journal, changes_txn
-from shared.entry import EntryError
+from shared.entry import Entry, EntryError
 
 LIST_LIMIT = 50  # entry ids listed; the count is always complete
 
@@ -40,6 +44,7 @@ class Unpublished:
     problems: list[md.Problem] = field(default_factory=list)  # only when scanned
 
     source: str = "scan"  # "scan", "journal" (a running watcher's) or "store" (no scan)
+    outbox: int = 0  # of ``entries``, those the store already holds as unpublished (dirty)
 
     def to_json(self, limit: int = LIST_LIMIT) -> dict[str, Any]:
         return {"count": len(self.entries), "entries": self.entries[:limit],
@@ -54,15 +59,15 @@ def unpublished_txn(conn: Conn, vault: Path, *, scan: bool = True,
     problems that scan found), checked instead of walking the vault
     (replica/vault/journal_scan.py)."""
     ids = set(st.dirty_ids_txn(conn))
+    outbox = len(ids)
     if not scan:
-        return Unpublished(sorted(ids), scanned=False, source="store")
-    # the store's own journaled writes not yet carried out are not local edits
-    writing = {r[0] for r in conn.exec_driver_sql("SELECT entry_id FROM vault_pending")}
+        return Unpublished(sorted(ids), scanned=False, source="store", outbox=outbox)
+    # the store's own journaled writes not yet carried out are not local edits, as long as
+    # their file still shows what it showed
+    writing = st.pending_ids_txn(conn)
     changes, source = changes_txn(conn, vault, journal)
     problems = list(changes.problems)
     for fs in changes.changed:
-        if fs.entry_id in writing:
-            continue
         s = st.get_state_txn(conn, fs.entry_id)
         try:
             data = fs.path.read_bytes()
@@ -70,23 +75,56 @@ def unpublished_txn(conn: Conn, vault: Path, *, scan: bool = True,
             if s.file_hash is not None and (st.live_version(s.synced) or s.held):
                 ids.add(fs.entry_id)
             continue
-        if md.file_hash(data) == s.file_hash:
+        h = md.file_hash(data)
+        if fs.entry_id in writing and h == s.shown_hash:
+            continue  # its journaled write waits for a quiet file: no edit
+        if h == s.file_hash and (h == s.shown_hash or fs.entry_id not in writing):
             continue  # touched, not changed
         try:
             entry, markers = md.read_entry(vault, fs.entry_id, data)
         except EntryError as e:
             problems.append(md.Problem(f"{fs.entry_id}.md", e.line, str(e), fs.entry_id))
             continue
-        if s.held:  # held in conflict: published once the person removed the marker
-            if not markers.get("conflict"):
+        if s.held:  # held in conflict: published once the person removed the marker that
+            # this file showed (else the sync merges it again, and may still hold it)
+            if not markers.get("conflict") and _held_publishes_txn(conn, s, entry):
                 ids.add(fs.entry_id)
             continue
-        moved_on = s.file_base is not None and not same(s.file_base, s.local)  # sync merges
-        if moved_on or st.live_version(entry) != st.live_version(s.synced):
+        if s.file_base is not None and not same(s.file_base, s.local):
+            # the store moved on since the file showed: the sync merges three-way, and
+            # publishes what merges cleanly (a conflict is held)
+            r = merge_entry(s.file_base, entry, s.local)
+            if r.clean and st.live_version(r.entry) != st.live_version(s.synced):
+                ids.add(fs.entry_id)
+        elif st.live_version(entry) != st.live_version(s.synced):
             ids.add(fs.entry_id)
-    for entry_id in changes.missing - changes.problem_ids() - writing:
+    for entry_id in changes.missing - changes.problem_ids():
         s = st.get_state_txn(conn, entry_id)
-        if st.live_version(s.synced) is not None or s.held:
+        if entry_id in writing and s.shown_hash is None:
+            continue  # a file still to be made: nothing was shown, nothing deleted
+        if s.held:
+            if _held_publishes_txn(conn, s, None):
+                ids.add(entry_id)
+        elif s.file_base is not None and not same(s.file_base, s.local):
+            # a delete of a version the store moved on from: merged, held when it conflicts
+            r = merge_entry(s.file_base, None, s.local)
+            if r.clean and st.live_version(r.entry) != st.live_version(s.synced):
+                ids.add(entry_id)
+        elif st.live_version(s.synced) is not None:
             ids.add(entry_id)
     problems.sort(key=lambda p: p.path)
-    return Unpublished(sorted(ids), scanned=True, problems=problems, source=source)
+    return Unpublished(sorted(ids), scanned=True, problems=problems, source=source,
+                       outbox=outbox)
+
+
+def _held_publishes_txn(conn: Conn, s: st.EntryState, ours: Entry | None) -> bool:
+    """Would the next sync publish the held entry ``s`` whose file now shows ``ours`` with
+    no marker (None: no file)? A resolution when the file showed the conflict's marker;
+    else merged again with theirs (replica/engine/scan.py), published when that is clean."""
+    c = st.get_conflict_txn(conn, s.id)
+    if c is None or s.shown_marker == conflict_tag(c):
+        return True
+    if special(c):
+        return False
+    r = merge_entry(c.base, ours, c.theirs)
+    return r.clean and st.live_version(r.entry) != st.live_version(s.synced)

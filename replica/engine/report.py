@@ -41,6 +41,10 @@ class SyncReport:
     # how the vault was looked at: "scan" (walked), "journal" (only where a running
     # watcher saw changes, replica/vault/journal_scan.py)
     scanned_by: str = ""
+    # vault writes left journaled because their file was being written (modified within
+    # the quiet period, or open for writing: replica/engine/ledger.py), entry id → when to
+    # try again (Unix ms); the next flush carries them out
+    waiting: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"pulled": self.pulled, "pushed": self.pushed, "batches": self.batches,
@@ -51,4 +55,6 @@ class SyncReport:
                 "content_screened": list(self.content_screened),
                 "version_blocked": list(self.version_blocked),
                 "republished": sorted(set(self.republished)),
-                "purged": list(self.purged), "scanned_by": self.scanned_by}
+                "purged": list(self.purged), "scanned_by": self.scanned_by,
+                "vault_waiting": sorted(self.waiting),
+                "vault_retry_at": min(self.waiting.values()) if self.waiting else None}

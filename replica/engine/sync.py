@@ -14,7 +14,9 @@ Invariants that make a SIGKILL at any point harmless:
 - a local change stays "dirty" (local != synced) until a receipt or a pulled batch makes the
   synced version equal to it, so nothing is lost and nothing is published twice;
 - vault writes are journaled in the same transaction that decides them and replayed by the
-  next run, unless a person edited the file in between (then their edit wins and is scanned).
+  next run, unless a person edited the file in between (then their edit wins and is scanned,
+  three-way against what the file showed); a write over a file being written waits in the
+  journal (``SyncReport.waiting``) and is retried by the next flush.
 
 The engine is made of parts, each in its own module, given to one another when built (no
 mixins): every part records what it decides through one ``Ledger``, the owner of the entry
@@ -66,7 +68,7 @@ class Replica:
     def __init__(self, *, space_id: str, replica_id: str, vault: Path, store: Store,
                  client: HubClient, key: Ed25519PrivateKey,
                  clock: Callable[[], int] = now_ms, progress: Progress | None = None,
-                 provenance: dict[str, str] | None = None):
+                 provenance: dict[str, str] | None = None, vault_quiet_ms: int | None = None):
         self.space_id = space_id
         self.vault = vault
         self.store = store
@@ -77,7 +79,9 @@ class Replica:
         # a running watcher's journal for the next scan (replica/vault/journal_scan.py);
         # None: walk
         self.journal: Journal | None = None
-        self.ledger = Ledger(vault, store, clock)
+        # vault_quiet_ms: how long a file must go unmodified before a sync writes over it
+        # (None: QUIRE_VAULT_QUIET_MS, replica/engine/ledger.py)
+        self.ledger = Ledger(vault, store, clock, vault_quiet_ms)
         self.snapshots = Snapshotter(self.ledger, client, space_id, progress)
         self.puller = Puller(self.ledger, client, self.snapshots, space_id=space_id,
                              replica_id=replica_id, progress=progress)
@@ -124,7 +128,7 @@ class Replica:
             self._exchange(report)
         except SpaceDeleted as e:  # stop only on the hub's signed word (replica/engine/deleted.py)
             raise deleted.verify(self.client.hub_keys, self.space_id, e) from e
-        self.flush_vault()
+        report.waiting = self.flush_vault()
         if report.purged:  # the dropped bytes leave the store's files (replica/engine/purge.py)
             compact_store(self.store.path)
         return report
@@ -161,6 +165,7 @@ class Replica:
         refused, never read as every page deleted (replica/vault/presence.py)."""
         fold_vault(self.ledger, report, walk, self.journal)
 
-    def flush_vault(self) -> None:
-        """Carry out journaled vault writes (``Ledger.flush_vault``)."""
-        self.ledger.flush_vault()
+    def flush_vault(self) -> dict[str, int]:
+        """Carry out journaled vault writes (``Ledger.flush_vault``); returns those that wait
+        for their file to be quiet (entry id → when to try again, Unix ms)."""
+        return self.ledger.flush_vault()

@@ -77,6 +77,11 @@ class EntryState:
     file_mtime_ns: int | None = None
     held: bool = False
     file_base: Entry | None = None
+    # what the file last showed (replica/store/schema.py): the hash of its bytes (None: no
+    # file) and, when they carried this replica's conflict marker, the theirs version it
+    # named ('' for none)
+    shown_hash: str | None = None
+    shown_marker: str | None = None
 
     @property
     def dirty(self) -> bool:

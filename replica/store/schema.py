@@ -12,6 +12,12 @@ META_DDL = """CREATE TABLE IF NOT EXISTS meta (
 
 # the entry the vault file was last written from or last read as: what a person's
 # edit of that file is based on (scan merges three-way when the store moved on)
+# shown_hash: the hash of the bytes the file last showed, as far as this store knows them
+# (written from, or read as; NULL: no file shown); shown_marker: those bytes carried this
+# replica's conflict marker, naming the version of theirs it showed ('' for none; NULL: no
+# marker). Set only where the file's content is known (a write done, a file read, a file
+# found missing), never when a write is only journaled: docs/decisions.md, "What the file
+# showed"
 # whether synced / local is a tombstone: with the versions and the file stat these make
 # the covering index below, so scans, dirty counts and the digest never read an entry
 ENTRIES_DDL = """CREATE TABLE IF NOT EXISTS entries (
@@ -27,6 +33,8 @@ ENTRIES_DDL = """CREATE TABLE IF NOT EXISTS entries (
 	file_base TEXT,
 	synced_deleted BOOLEAN,
 	local_deleted BOOLEAN,
+	shown_hash VARCHAR(64),
+	shown_marker VARCHAR(64),
 	PRIMARY KEY (id)
 )"""
 ENTRIES_COVER = ("CREATE INDEX IF NOT EXISTS entries_cover ON entries (id, synced_version,"

@@ -118,8 +118,16 @@ class Store:
 
     def conflicts(self) -> list[Conflict]:
         with self.engine.connect() as conn:
-            return [_conflict(r) for r in conn.execute(
-                "SELECT * FROM conflicts ORDER BY entry_id")]
+            return conflicts_txn(conn)
+
+    @contextmanager
+    def snapshot(self) -> Iterator[Conn]:
+        """A read-only transaction: every read in it sees the same commit (SQLite's read
+        snapshot, taken at its first read), whatever a sync commits meanwhile. Rolled back
+        at the end; it writes nothing."""
+        with self.engine.connect() as conn:
+            conn.connection.execute("BEGIN")
+            yield conn
 
     def outbox(self) -> list[dict[str, Any]]:
         with self.engine.connect() as conn:
@@ -184,6 +192,20 @@ def _upgrade_txn(conn: Conn) -> None:
         conn.exec_driver_sql(
             "UPDATE entries SET file_base = local WHERE file_hash IS NOT NULL AND NOT held"
             " AND id NOT IN (SELECT entry_id FROM vault_pending)")
+    if "shown_hash" not in cols:
+        for col in ("shown_hash", "shown_marker"):
+            conn.exec_driver_sql(f"ALTER TABLE entries ADD COLUMN {col} VARCHAR(64)")
+        # what the file showed: with no journaled write, what the store recorded of it (a
+        # held entry's file carries its marker); with one, the hash that write expected to
+        # replace, and no marker known (its removal is then never taken for a resolution)
+        conn.exec_driver_sql(
+            "UPDATE entries SET shown_hash = file_hash, shown_marker = CASE WHEN held THEN"
+            " (SELECT coalesce(c.theirs_version, '') FROM conflicts c"
+            " WHERE c.entry_id = entries.id) END"
+            " WHERE id NOT IN (SELECT entry_id FROM vault_pending)")
+        conn.exec_driver_sql(
+            "UPDATE entries SET shown_hash = (SELECT prev_hash FROM vault_pending v"
+            " WHERE v.entry_id = entries.id) WHERE id IN (SELECT entry_id FROM vault_pending)")
 
 
 def cached_digest_txn(conn: Conn) -> str:
@@ -196,6 +218,21 @@ def cached_digest_txn(conn: Conn) -> str:
     digest = digest_over_txn(conn, head_json)
     set_meta_txn(conn, DIGEST_KEY, {"head": head_json, "digest": digest})
     return digest
+
+
+def read_digest_txn(conn: Conn) -> str:
+    """``cached_digest_txn`` without writing: the cached digest, or computed (a read-only
+    transaction, ``Store.snapshot``)."""
+    head = head_txn(conn)
+    head_json = head.to_json() if head else None
+    cached = get_meta_txn(conn, DIGEST_KEY)
+    if cached is not None and cached.get("head") == head_json:
+        return str(cached["digest"])
+    return digest_over_txn(conn, head_json)
+
+
+def conflicts_txn(conn: Conn) -> list[Conflict]:
+    return [_conflict(r) for r in conn.execute("SELECT * FROM conflicts ORDER BY entry_id")]
 
 
 def digest_over_txn(conn: Conn, head_json: dict[str, Any] | None) -> str:
@@ -261,7 +298,7 @@ def _state(r: Any) -> EntryState:
     local = synced if r.local == SAME else stored_entry(r.local, r.local_version)
     base = local if r.file_base == SAME else stored_entry(r.file_base)
     return EntryState(r.id, synced, local, r.file_hash, r.file_size, r.file_mtime_ns,
-                      bool(r.held), base)
+                      bool(r.held), base, r.shown_hash, r.shown_marker)
 
 
 def _texts(s: EntryState) -> tuple[str | None, str | None, str | None]:
@@ -323,10 +360,18 @@ def file_stats_txn(conn: Conn) -> dict[str, tuple[str | None, int | None, int | 
 
 
 def pending_vault_writes_txn(conn: Conn) -> list[tuple[str, str | None, str | None]]:
-    """(entry id, content or None for a delete, hash of the file it replaces) per journaled
-    vault write, by entry id."""
-    return _rows(conn, "SELECT entry_id, content, prev_hash FROM vault_pending"
-                       " ORDER BY entry_id")
+    """(entry id, content or None for a delete, hash of the file it may replace) per
+    journaled vault write, by entry id: what the file last showed (the entry's
+    ``shown_hash``; when the store has none, what it had recorded of the file when the
+    write was journaled)."""
+    return _rows(conn, "SELECT v.entry_id, v.content, coalesce(e.shown_hash, v.prev_hash)"
+                       " FROM vault_pending v LEFT JOIN entries e ON e.id = v.entry_id"
+                       " ORDER BY v.entry_id")
+
+
+def pending_ids_txn(conn: Conn) -> set[str]:
+    """The entries with a journaled vault write not yet carried out."""
+    return {r[0] for r in _rows(conn, "SELECT entry_id FROM vault_pending")}
 
 
 def file_index_txn(conn: Conn) -> list[tuple[str, int | None, int | None]]:
@@ -358,20 +403,21 @@ def snapshot_index_txn(conn: Conn) -> dict[str, tuple[str | None, str | None, bo
 
 
 _INSERT = ("INSERT INTO entries (id, synced, synced_version, local, local_version, file_hash,"
-           " file_size, file_mtime_ns, held, file_base, synced_deleted, local_deleted)"
-           " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+           " file_size, file_mtime_ns, held, file_base, synced_deleted, local_deleted,"
+           " shown_hash, shown_marker) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 
 
 def insert_cloned_txn(conn: Conn, rows: list[tuple[str, str, str, str, int, int]]) -> None:
     """Insert entries a snapshot brought that this store has no row for, each with the file
     written from it: ``(id, canonical JSON, version, file hash, size, mtime)``; synced,
-    local and file base are the one entry (``SAME``). One statement (executemany on the
-    DBAPI cursor: plain tuples, no row objects)."""
+    local and file base are the one entry (``SAME``), and the file shows it. One statement
+    (executemany on the DBAPI cursor: plain tuples, no row objects)."""
     if rows:
         cur = conn.connection.cursor()
         try:
             cur.executemany(_INSERT, [(i, text, v, SAME, v, h, size, mtime, False, SAME,
-                                       False, False) for i, text, v, h, size, mtime in rows])
+                                       False, False, h, None)
+                                      for i, text, v, h, size, mtime in rows])
         finally:
             cur.close()
 
@@ -404,12 +450,13 @@ def _deleted(s: EntryState) -> dict[str, bool | None]:
 
 _StateRow = namedtuple("_StateRow", (  # what _state reads, by name
     "id", "synced", "synced_version", "local", "local_version", "file_hash", "file_size",
-    "file_mtime_ns", "held", "file_base"))
+    "file_mtime_ns", "held", "file_base", "shown_hash", "shown_marker"))
 _STATE_COLS = _StateRow._fields
 _GET_STATE = f"SELECT {', '.join(_STATE_COLS)} FROM entries WHERE id = ?"
 _UPDATE_STATE = ("UPDATE entries SET synced = ?, synced_version = ?, local = ?,"
                  " local_version = ?, file_hash = ?, file_size = ?, file_mtime_ns = ?,"
-                 " held = ?, file_base = ?, synced_deleted = ?, local_deleted = ? WHERE id = ?")
+                 " held = ?, file_base = ?, synced_deleted = ?, local_deleted = ?,"
+                 " shown_hash = ?, shown_marker = ? WHERE id = ?")
 
 
 def get_state_txn(conn: Conn, entry_id: str) -> EntryState:
@@ -418,14 +465,15 @@ def get_state_txn(conn: Conn, entry_id: str) -> EntryState:
 
 
 def put_state_txn(conn: Conn, s: EntryState) -> None:
-    if s.synced is None and s.local is None and s.file_hash is None:
+    if (s.synced is None and s.local is None and s.file_hash is None
+            and s.shown_hash is None):
         _run(conn, "DELETE FROM entries WHERE id = ?", (s.id,))
         return
     synced, local, base = _texts(s)
     d = _deleted(s)
     values = (synced, version_of(s.synced), local, version_of(s.local), s.file_hash,
               s.file_size, s.file_mtime_ns, s.held, base, d["synced_deleted"],
-              d["local_deleted"])
+              d["local_deleted"], s.shown_hash, s.shown_marker)
     if _run(conn, _UPDATE_STATE, (*values, s.id)) == 0:
         _run(conn, _INSERT, (s.id, *values))
 

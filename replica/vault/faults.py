@@ -58,6 +58,6 @@ def adopt_file_txn(conn: Conn, vault: Path, entry_id: str, path: str) -> None:
     s = st.get_state_txn(conn, entry_id)
     if s.local is None:
         s.local = entry
-        s.file_hash = md.file_hash(data)
+        s.file_hash = s.shown_hash = md.file_hash(data)
         s.file_base = entry
         st.put_state_txn(conn, s)

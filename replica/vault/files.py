@@ -9,14 +9,22 @@ Problem files are never published and never overwritten.
 
 Writing: ``write_atomic`` writes a temp file next to the target, fsyncs it and renames it
 over the target, so a crash leaves either the old or the new file, never half of one.
-Nothing here writes through a symlink or outside the vault.
+Nothing here writes through a symlink or outside the vault. ``write_many`` and ``remove``
+take what the caller last saw at each target (``file_key``) and leave a target alone that
+changed since, checked right before its rename or unlink: a rename over a file an editor is
+still writing would send the rest of that save into the unlinked file
+(docs/decisions.md, "What the file showed"). ``open_for_writing`` asks the kernel whether
+anyone holds a file open for writing (Linux leases).
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import signal
 import stat
-from collections.abc import Container
+import threading
+from collections.abc import Container, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -135,9 +143,78 @@ def write_atomic(vault: Path, path: Path, data: bytes,
     _fsync_dir(path.parent)
 
 
+FileKey = tuple[int, int, int, int]  # (inode, size, mtime, ctime): a file as last seen
+
+
+def file_key(info: os.stat_result) -> FileKey:
+    """What tells one state of a file from another: an editor's write moves its mtime and
+    ctime (and its size, mostly), a save by rename gives another inode."""
+    return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def key_at(path: str) -> FileKey | None:
+    """``file_key`` of what is at ``path`` now (not followed); None: nothing."""
+    try:
+        return file_key(os.lstat(path))
+    except FileNotFoundError:
+        return None
+
+
+_leases: bool | None = None  # None: not tried yet; False: this system refuses them
+
+
+def open_for_writing(path: Path | str) -> bool | None:
+    """Does any process hold ``path`` open for writing? Linux answers without a scan of
+    every process: a read lease (``F_SETLEASE F_RDLCK``) is refused with ``EAGAIN`` while a
+    writer has it open, and is released at once when granted. None: cannot tell (no leases
+    here, not our file, or a lease break signal this thread cannot ignore). A lease break
+    is signalled with SIGIO, whose default action ends the process: it is ignored first."""
+    global _leases
+    fcntl_mod: Any
+    try:
+        import fcntl as fcntl_mod
+    except ImportError:  # pragma: no cover - not a Unix
+        return None
+    setlease = getattr(fcntl_mod, "F_SETLEASE", None)
+    if setlease is None or _leases is False:
+        return None
+    if signal.getsignal(signal.SIGIO) is not signal.SIG_IGN:
+        if threading.current_thread() is not threading.main_thread():
+            return None  # only the main thread may change it (the watcher's does)
+        signal.signal(signal.SIGIO, signal.SIG_IGN)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+                     | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        fcntl_mod.fcntl(fd, setlease, fcntl_mod.F_RDLCK)
+    except OSError as e:
+        if e.errno == errno.EAGAIN:
+            return True
+        if e.errno in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
+            _leases = False  # the file system or kernel has no leases: mtime alone
+        return None  # EACCES (not our file), …: cannot tell
+    else:
+        fcntl_mod.fcntl(fd, setlease, fcntl_mod.F_UNLCK)
+        _leases = True
+        return False
+    finally:
+        os.close(fd)
+
+
+def ignore_lease_breaks() -> None:
+    """In the main thread of a process whose other threads write the vault (the watcher):
+    a lease ``open_for_writing`` takes may be broken by an editor opening the file, which
+    the kernel signals with SIGIO; ignored, so that it never ends the process."""
+    if hasattr(signal, "SIGIO") and signal.getsignal(signal.SIGIO) is signal.SIG_DFL:
+        signal.signal(signal.SIGIO, signal.SIG_IGN)
+
+
 def write_many(vault: Path, items: list[tuple[Any, bytes]], crash_hook: Any = None,
                *, exclusive: bool = False, mtime_ns: int | None = None,
-               flush_renames: bool = True) -> list[Any]:
+               flush_renames: bool = True,
+               expected: Mapping[str, FileKey | None] | None = None) -> list[Any]:
     """``write_atomic`` for many files at once, with the same guarantee (a crash leaves each
     file either old or new, and the renames are durable on return) for two flushes of the
     file system instead of two fsyncs a file (an fsync costs milliseconds: a clone of 100k
@@ -145,8 +222,10 @@ def write_many(vault: Path, items: list[tuple[Any, bytes]], crash_hook: Any = No
     flushed. ``exclusive``: leave alone (and do not return) a target that exists by the
     time it would be renamed over. ``mtime_ns``: given to each file before its rename (so a
     later edit of the file always changes it). ``flush_renames=False``: the caller flushes
-    the renames later (``sync_files``). Paths are ``Path`` objects or strings; returns
-    those written, as given."""
+    the renames later (``sync_files``). ``expected``: per target (``os.fspath``), the
+    ``file_key`` the caller decided on (None: no file there); a target that is no longer so
+    right before its rename is left alone (its temp file removed) and not returned. Paths
+    are ``Path`` objects or strings; returns those written, as given."""
     made: set[str] = set()  # folders known to be real folders inside the vault
     root = os.fspath(vault)
     todo: list[tuple[str, str, Any, bytes]] = []  # temp, target, target path, bytes
@@ -184,6 +263,10 @@ def write_many(vault: Path, items: list[tuple[Any, bytes]], crash_hook: Any = No
         for tmp, target, path, _data in todo:
             if exclusive and os.path.lexists(target):
                 os.unlink(tmp)
+                continue
+            if expected is not None and target in expected and (
+                    key_at(target) != expected[target]):
+                os.unlink(tmp)  # changed since it was checked (an editor still writing)
                 continue
             os.replace(tmp, target)
             done.append(path)
@@ -264,12 +347,16 @@ def sync_files(vault: Path, files: list[str], dirs_of: list[Any] | None = None) 
         _fsync_dir(Path(d))
 
 
-def remove(vault: Path, path: Path) -> None:
+def remove(vault: Path, path: Path, expected: FileKey | None = None) -> bool:
+    """Remove ``path`` (False: it was not there, or ``expected`` was given and the file is
+    no longer what it names)."""
     _safe_target(vault, path)
+    if expected is not None and key_at(os.fspath(path)) != expected:
+        return False
     try:
         path.unlink()
     except FileNotFoundError:
-        return
+        return False
     _fsync_dir(path.parent)
     # tidy empty folders left behind by nested slugs, never the vault itself or a kind folder
     d = path.parent
@@ -279,6 +366,7 @@ def remove(vault: Path, path: Path) -> None:
         except OSError:
             break
         d = d.parent
+    return True
 
 
 def _fsync_dir(d: Path) -> None:

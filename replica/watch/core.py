@@ -115,6 +115,9 @@ class SyncResult:
     # where its vault scan found files it cannot publish (relative paths): a scan by the
     # journal looks there again, as a walk would
     problem_paths: list[str] = field(default_factory=list)
+    # vault writes it left waiting for their file to be quiet (a person still saving it):
+    # when to try again (Unix ms; replica/engine/ledger.py); None: none waits
+    retry_at: int | None = None
 
 
 def refused(e: BaseException) -> bool:
@@ -192,6 +195,9 @@ class Watcher:
         self.rescan = False  # a local scan is due (the journal starts after one)
         self.problem_paths: list[str] = []  # where the last scan found problems
         self.walked_at: int | None = None  # start of the last sync that walked the vault
+        # a vault write waits for its file to be quiet: a local-only sync (its flush writes
+        # it) is due then
+        self.vault_retry_at: int | None = None
 
     # ------------------------------------------------------------ inputs
 
@@ -275,6 +281,8 @@ class Watcher:
         d = self.debounce.deadline()
         if d is not None:
             wakes.append(d)
+        if self.vault_retry_at is not None:
+            wakes.append(self.vault_retry_at)
         return min(wakes)
 
     def due(self) -> tuple[bool, bool]:
@@ -288,6 +296,8 @@ class Watcher:
             return True, True
         if self.debounce.due():
             return True, True
+        if self.vault_retry_at is not None and now >= self.vault_retry_at:
+            return True, True  # a vault write waited for its file: the flush tries again
         return False, False
 
     # ------------------------------------------------------------ the sync
@@ -308,6 +318,7 @@ class Watcher:
         scope = self._scope()
         self.rescan = False
         self.want_sync = False
+        self.vault_retry_at = None  # this sync flushes; what still waits, it says again
         started = self.clock()
         self.scans += 1 if by_edits else 0
         log.debug("sync start (local_only=%s)", local_only)
@@ -390,6 +401,7 @@ class Watcher:
             self.walked_at = started if walked else self.walked_at
         self.last_success = now
         self.last_error = None
+        self.vault_retry_at = res.retry_at
         if not res.skipped:
             self.head, self.outbox, self.conflicts = res.head, res.outbox, res.conflicts
             self.pending = list(res.pending)
@@ -476,6 +488,7 @@ class Watcher:
             "last_success": self.last_success,
             "last_error": self.last_error,
             "next_retry": self.retry_at,
+            "vault_retry": self.vault_retry_at,
             "outbox": self.outbox,
             "conflicts": self.conflicts,
             "head": ({"epoch": self.head.get("epoch"), "seq": seq} if self.head else None),

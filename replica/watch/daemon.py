@@ -275,6 +275,9 @@ def run_watch(home: Any, spaces: list[Any], settings: WatchSettings | None = Non
             r.inbox.put(("stop",))
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    from replica.vault.files import ignore_lease_breaks
+
+    ignore_lease_breaks()  # the syncs' threads ask the kernel who writes a file (leases)
     try:
         for space in spaces:
             running.append(start(home, space, settings, stop, serve))

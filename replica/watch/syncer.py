@@ -151,7 +151,7 @@ class SpaceSyncer:
                     rep.puller.apply_page_txn(conn, page, authors, report)
                 expected = {eid: content for eid, content, _prev in
                             store.pending_vault_writes()}
-                rep.flush_vault()
+                waiting = rep.flush_vault()
                 self._remember_writes(expected)
             except QuireError:
                 raise  # nothing applied (HubUnverified: the full sync pulls and checks)
@@ -161,7 +161,7 @@ class SpaceSyncer:
             service.write_status(self.space, report=None, error=None, role=None)
             last = page.changes[-1]
             return SyncResult({"epoch": head.epoch, "seq": last.seq, "digest": last.head},
-                              0, len(report.held))
+                              0, len(report.held), retry_at=_retry_at(waiting))
 
     def _remember_writes(self, expected: dict[str, str | None]) -> None:
         from replica.vault import markdown as md
@@ -247,8 +247,12 @@ class SpaceSyncer:
                 rep.flush_vault()  # makes a new vault; refuses one that is gone
                 rep.scan(scanned := SyncReport())
                 if not store.dirty_count() and not store.outbox():
+                    # what the scan decided to show (a conflict marker held again, a merge
+                    # written back) is written now, or waits for its file to be quiet
+                    waiting = rep.flush_vault()
                     return SyncResult(None, 0, len(store.conflicts()), skipped=True,
-                                      problem_paths=_problem_paths(scanned))
+                                      problem_paths=_problem_paths(scanned),
+                                      retry_at=_retry_at(waiting))
             try:  # the vault just scanned is not scanned again (one walk, not two)
                 report = rep.sync(scanned)
             except QuireError as e:
@@ -263,7 +267,8 @@ class SpaceSyncer:
                 pending = st.dirty_ids_txn(conn)
             return SyncResult(head.to_json() if head else None, len(pending),
                               len(store.conflicts()), pending=pending,
-                              problem_paths=_problem_paths(report))
+                              problem_paths=_problem_paths(report),
+                              retry_at=_retry_at(report.waiting))
         except QuireError:
             raise
         except Exception:
@@ -311,6 +316,11 @@ def _own_folder_txn(conn: Any, vault: Path, p: str, rel: str) -> bool:
                                                           f"{rel}/{de.path[len(p) + 1:]}"):
                     return False
     return True
+
+
+def _retry_at(waiting: dict[str, int]) -> int | None:
+    """When the first vault write that waits for its file to be quiet may be retried."""
+    return min(waiting.values()) if waiting else None
 
 
 def _problem_paths(report: Any) -> list[str]:

@@ -73,3 +73,14 @@ def test_every_setting_is_documented() -> None:
     text = _text("settings.md", "operations.md")
     missing = [f.name for f in fields(Settings) if f.name != "clock" and f"`{f.name}`" not in text]
     assert not missing, f"add these settings to docs/settings.md: {missing}"
+
+
+def test_every_replica_setting_is_documented() -> None:
+    from replica.engine.ledger import QUIET_ENV
+    from replica.watch.core import WatchSettings
+
+    text = _text("settings.md")
+    missing = [name for name in (QUIET_ENV,) if f"`{name}`" not in text]
+    assert not missing, f"add these replica settings to docs/settings.md: {missing}"
+    watch = _text("watch.md")
+    assert not [f.name for f in fields(WatchSettings) if f"`{f.name}`" not in watch]

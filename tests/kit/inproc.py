@@ -224,9 +224,14 @@ class Local:
     """One replica of a space: its store, vault, client and sync engine."""
 
     def __init__(self, root: Path, space: Space, name: str, device: Device, replica_id: str,
-                 *, durable: bool = True, wrap: Wrap | None = None):
+                 *, durable: bool = True, wrap: Wrap | None = None, vault_quiet_ms: int = 0):
         self.root, self.space, self.name, self.device = root, space, name, device
         self.durable, self.wrap = durable, wrap
+        # a test writes a file and syncs a millisecond later, as no person does: with the
+        # quiet period (QUIRE_VAULT_QUIET_MS, replica/engine/ledger.py) every write back to
+        # such a file would wait. The tests of the quiet period set it
+        # (tests/replica/test_save_races.py, tests/replica/engine/test_save_race_fuzz.py)
+        self.vault_quiet_ms = vault_quiet_ms
         self.vault = root / name / "vault"
         self.store = Store(root / name / "store.sqlite", durable=durable)
         # what this replica's client talks to: the hub's transport, or ``wrap`` of it
@@ -235,13 +240,15 @@ class Local:
         self.client = HubClient(BASE_URL, auth=device.auth, transport=self.transport,
                                 hub_key=space.hub.public_key)
         self.engine = Replica(space_id=space.id, replica_id=replica_id, vault=self.vault,
-                              store=self.store, client=self.client, key=device.key)
+                              store=self.store, client=self.client, key=device.key,
+                              vault_quiet_ms=vault_quiet_ms)
 
     def reopen(self, wrap: Wrap | None = None) -> Local:
         """The same replica in a fresh process: new store handle and client, same files,
         device and replica id (call after ``close``)."""
         return Local(self.root, self.space, self.name, self.device, self.engine.replica_id,
-                     durable=self.durable, wrap=wrap or self.wrap)
+                     durable=self.durable, wrap=wrap or self.wrap,
+                     vault_quiet_ms=self.vault_quiet_ms)
 
     def sync(self) -> SyncReport:
         return self.engine.sync()

@@ -11,6 +11,7 @@ import argparse
 import functools
 import importlib
 import json
+import re
 import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
@@ -570,6 +571,25 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+_TOKEN = re.compile(r"-[A-Za-z0-9_-]{31}")  # a claim token that starts with '-' (32 chars)
+
+
+def glue_tokens(argv: list[str]) -> list[str]:
+    """``--claim TOKEN`` for a token that starts with ``-`` (minted before tokens stopped
+    doing so: replica/conflicts/desk.py ``new_claim_token``), which argparse would read as
+    an option: joined into ``--claim=TOKEN``, the form docs/cli.md shows."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--claim" and i + 1 < len(argv) and _TOKEN.fullmatch(argv[i + 1]):
+            out.append(f"--claim={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(argv[i])
+        i += 1
+    return out
+
+
 @functools.cache  # once a process: a watcher serving commands parses again and again
 def _parser() -> argparse.ArgumentParser:
     return build_parser()  # (completion changes the parser it gets: a fresh one)
@@ -582,7 +602,7 @@ def main(argv: list[str] | None = None, served: Callable[[Any], None] | None = N
         return int(hub_cli.main(argv[1:]) or 0)
     out = Out("--json" in argv)
     try:
-        args = _parser().parse_args(argv)
+        args = _parser().parse_args(glue_tokens(argv))
         if served is not None:  # a watcher answers (replica/watch/server.py): may refuse
             served(args)
         return int(args.func(args, out))

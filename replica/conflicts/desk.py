@@ -313,7 +313,7 @@ class Desk:
                 raise ClaimHeld(f"packet {pid} is claimed by {r.agent} until {r.expires_at}",
                                 {"holder": r.agent, "expires_at": r.expires_at,
                                  "packet_id": pid})
-            token = secrets.token_urlsafe(24)
+            token = new_claim_token()
             conn.execute("INSERT OR REPLACE INTO claims (entry_id, token, agent, packet_id,"
                          " acquired_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
                          (c.entry_id, token, agent, pid, now, now + ttl_s * 1000))
@@ -492,6 +492,16 @@ class Desk:
                             results.items()},
                 "publish": "on the next sync" if any(e in res for e in results) else
                 "nothing to publish (the result equals the hub's version)"}
+
+
+def new_claim_token() -> str:
+    """A claim's token: 24 random bytes, URL-safe, never starting with ``-`` (one in 64
+    would, and ``--claim -x…`` reads as two options; replica/cli/main.py takes an older one
+    in either form)."""
+    while True:
+        token = secrets.token_urlsafe(24)
+        if not token.startswith("-"):
+            return token
 
 
 def _problems_error(problems: list[dict[str, Any]]) -> QuireError:

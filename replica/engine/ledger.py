@@ -41,9 +41,10 @@ from replica.engine.crash import crash_point
 from replica.engine.markers import conflict_marker, marker_tag
 from replica.engine.merge import merge_entry, same
 from replica.engine.report import SyncReport
-from replica.engine.resolutions import forget_resolutions_txn
+from replica.engine.resolutions import forget_resolutions_txn, merged_txn
 from replica.store import store as st
 from replica.store.db import Conn
+from replica.store.records import version_of
 from replica.store.store import Conflict, EntryState, Head, Store
 from replica.vault import created as clonefiles
 from replica.vault import faults as vaultfaults
@@ -295,6 +296,8 @@ class Ledger:
             if result.clean and s.local is not None and same(s.local, theirs):
                 self.absorbed[eid] = s.local
             if result.clean:
+                # a pending resolution merged with the pulled version stays the resolver's
+                merged_txn(conn, eid, version_of(s.local), version_of(result.entry))
                 s.local = result.entry
                 report.merged.append(eid)
             else:

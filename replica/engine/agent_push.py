@@ -34,7 +34,7 @@ from replica.engine.ledger import Ledger
 from replica.engine.merge import merge_entry, same
 from replica.engine.pull import Puller
 from replica.engine.purge import compact_store
-from replica.engine.push import MAX_OPS_PER_BATCH, MAX_ROUNDS, Publisher
+from replica.engine.push import MAX_OPS_PER_BATCH, Publisher, catch_up
 from replica.engine.report import SyncReport
 from replica.engine.resolutions import forget_resolutions_txn, plan_batch, resolutions_of
 from replica.engine.screened import allows_from, hold_back
@@ -230,17 +230,8 @@ class AgentPublisher:
                 return
             try:
                 receipt = self.client.push(self.space_id, batch)
-            except (HeadChanged, BaseMismatch):
-                rounds += 1
-                if rounds >= MAX_ROUNDS:
-                    raise
-                self.puller.pull(report)
-                continue
-            except (EpochChanged, SnapshotRequired):
-                rounds += 1
-                if rounds >= MAX_ROUNDS:
-                    raise
-                self.snapshots.snapshot(report)
+            except (HeadChanged, BaseMismatch, EpochChanged, SnapshotRequired) as e:
+                rounds = catch_up(e, rounds, self.puller, self.snapshots, report)
                 continue
             except (PolicyDenied, ContentScreened) as e:
                 # the hub judged otherwise than the local check (rules changed since the

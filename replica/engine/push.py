@@ -45,6 +45,21 @@ from shared.ids import new_id, portability_problem
 from shared.wire import Batch, Op, build_batch, parse_batch
 
 MAX_ROUNDS = 8  # push attempts per sync when the head keeps moving
+
+
+def catch_up(e: QuireError, rounds: int, puller: Puller, snapshots: Snapshotter,
+             report: SyncReport) -> int:
+    """A push the hub refused because its head moved (pull the gap) or its epoch did (take
+    a snapshot): catch up and return the rounds used; past ``MAX_ROUNDS``, raise ``e``.
+    The device's and an agent's publishers share it."""
+    rounds += 1
+    if rounds >= MAX_ROUNDS:
+        raise e
+    if isinstance(e, (EpochChanged, SnapshotRequired)):
+        snapshots.snapshot(report)
+    else:
+        puller.pull(report)
+    return rounds
 MAX_OPS_PER_BATCH = 500
 
 
@@ -212,17 +227,8 @@ class Publisher:
             crash_point("before_push")
             try:
                 receipt = self.client.push(self.space_id, batch)
-            except (HeadChanged, BaseMismatch):
-                rounds += 1
-                if rounds >= MAX_ROUNDS:
-                    raise
-                self.puller.pull(report)
-                continue
-            except (EpochChanged, SnapshotRequired):
-                rounds += 1
-                if rounds >= MAX_ROUNDS:
-                    raise
-                self.snapshots.snapshot(report)
+            except (HeadChanged, BaseMismatch, EpochChanged, SnapshotRequired) as e:
+                rounds = catch_up(e, rounds, self.puller, self.snapshots, report)
                 continue
             except VersionBlocked as e:
                 rounds += 1

@@ -21,8 +21,11 @@ from typing import Any
 import httpx2
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from replica.hubclient.ndjson import parse_answer
 from replica.machine.credentials import CredentialFile, Tokens
 from shared.dpop import make_proof
+from shared.errors import HubUnverified, QuireError
+from shared.jsonlimits import loads as bounded_loads
 from shared.signing import load_private
 
 REFRESH_MARGIN_S = 30  # refresh this long before the access token expires
@@ -87,9 +90,14 @@ class DPoPAuth(httpx2.Auth):
             resp = yield self._refresh_request()
             if resp.status_code != 200:
                 return False
-            data = resp.json()
-            self._tokens = Tokens(data["access_token"], data["refresh_token"],
-                                  int(data["expires_at"]), self._tokens.htu_base)
+            try:  # a hostile answer is refused here, never a KeyError or RecursionError
+                data = parse_answer(resp.content, "POST /v1/token")
+                tokens = Tokens(str(data["access_token"]), str(data["refresh_token"]),
+                                int(data["expires_at"]), self._tokens.htu_base)
+            except (ValueError, TypeError, KeyError) as e:
+                raise HubUnverified(f"POST /v1/token: not a token answer: {type(e).__name__}",
+                                    {"reason": "bad_token_answer"}) from None
+            self._tokens = tokens
             if self._credentials is not None:
                 self._credentials.save(self._tokens)
             return True
@@ -114,9 +122,9 @@ class DPoPAuth(httpx2.Auth):
 
 def _reason(response: httpx2.Response) -> str | None:
     try:
-        err = response.json().get("error") or {}
+        err = parse_answer(response.content, "401").get("error") or {}
         return (err.get("details") or {}).get("reason")
-    except (ValueError, AttributeError):
+    except (QuireError, ValueError, AttributeError):
         return None
 
 
@@ -143,7 +151,7 @@ def token_claims(token: str) -> dict[str, Any]:
 
     try:
         payload = token.split(".")[1]
-        doc = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        doc = bounded_loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
     except (IndexError, ValueError):
         return {}
     return doc if isinstance(doc, dict) else {}

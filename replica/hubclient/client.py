@@ -30,6 +30,7 @@ from replica.hubclient.ndjson import (
     MAX_LINE,
     check_entry_line,
     ndjson_lines,
+    parse_answer,
     parse_line,
 )
 from replica.trust.keypin import KeyPin
@@ -171,7 +172,7 @@ class HubClient:
     @staticmethod
     def _decode(resp: httpx2.Response, method: str, path: str) -> Any:
         try:
-            data = resp.json() if resp.content else None
+            data = parse_answer(resp.content, f"{method} {path}") if resp.content else None
         except ValueError:
             data = None
             if resp.status_code < 400:
@@ -334,7 +335,8 @@ class HubClient:
         ``authorization_pending`` that are not errors of ours."""
         try:
             resp = self._http.request("POST", path, json=body, headers={"DPoP": proof})
-            return resp.status_code, (resp.json() if resp.content else None)
+            return resp.status_code, (parse_answer(resp.content, f"POST {path}")
+                                      if resp.content else None)
         except (httpx2.TransportError, httpx2.StreamError) as e:
             raise TransferFailed(f"POST {path}: {type(e).__name__}: {e}") from e
         except ValueError as e:

@@ -1,5 +1,7 @@
 """The hub's NDJSON streams, line by line: split at ``\\n`` only, each line bounded and
 parsed (``parse_line``), and the check of one snapshot entry line (``check_entry_line``).
+A plain (not streamed) answer is parsed within the same limits (``parse_answer``): every
+JSON the client reads from a hub, error bodies and token answers included, is bounded.
 
 No HTTP here (replica/hubclient/client.py streams the bytes): the vault writers of a clone
 (replica/engine/clone_writers.py) check the entry lines they are handed with the same function the
@@ -54,6 +56,17 @@ def parse_line(line: bytes, where: str) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise TransferFailed(f"{where}: a line is not a JSON object")
     return obj
+
+
+def parse_answer(raw: bytes, where: str) -> Any:
+    """A plain answer's JSON (any value), within ``LINE_LIMITS``: a hub that nests an answer
+    100,000 deep gets ``HubUnverified`` (reason ``parse_limit``), never a RecursionError.
+    Raises ``ValueError`` for text that is not JSON (the caller says what that means)."""
+    try:
+        return bounded_loads(raw, LINE_LIMITS)
+    except JsonLimitError as e:
+        raise HubUnverified(f"{where}: the answer crosses a parse limit: {e}",
+                            {"reason": "parse_limit", "limit": e.what}) from None
 
 
 WHERE = "GET snapshot"

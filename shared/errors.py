@@ -230,6 +230,14 @@ class VaultMissing(LocalError):
     code = "vault_missing"
 
 
+class IgnoreFileInvalid(LocalError):
+    """The vault's ``.quireignore`` cannot be read or holds a pattern that is not valid: the
+    sync refuses before anything is published (replica/vault/ignore.py). ``details``: file,
+    line (or null), reason."""
+
+    code = "ignore_file_invalid"
+
+
 class HubUnverified(LocalError):
     """The hub (or something between it and us) sent what does not verify against the
     pinned hub key: a signature, a digest, the chain, the state root. Nothing was applied;

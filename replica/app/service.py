@@ -32,6 +32,7 @@ from shared.errors import (
 )
 
 if TYPE_CHECKING:
+    IgnoreFileInvalid,
     from replica.conflicts.desk import Desk
     from replica.engine.report import SyncReport
     from replica.engine.sync import Replica
@@ -231,6 +232,17 @@ def status_doc(space: SpaceConfig, *, scan: bool = True, store: Store | None = N
     ``unpublished``: local changes the next sync would publish (replica/engine/pending.py), from
     the store and the same size-and-mtime vault scan a sync starts with; ``scan=False``
     reads the store alone (``scanned: false``), and ``problems`` are then the last sync's.
+def _ignore_refusal(vault: Path) -> IgnoreFileInvalid | None:
+    """What a sync would refuse with for the vault's ``.quireignore``, or None."""
+    from replica.vault.ignore import IgnoreRules
+
+    try:
+        IgnoreRules.load(vault)
+    except IgnoreFileInvalid as e:
+        return e
+    return None
+
+
     ``store``: one already open (a watcher serving the command), else it is opened here."""
     from replica.engine.pending import unpublished_txn
     from replica.engine.screened import vault_findings
@@ -252,6 +264,8 @@ def status_doc(space: SpaceConfig, *, scan: bool = True, store: Store | None = N
         # every read in one snapshot: a sync (the watcher's) committing meanwhile cannot
         # make the counts disagree with the lists (an outbox of 1 and nothing unpublished)
         with store.snapshot() as conn:
+        bad_ignore = _ignore_refusal(Path(space.vault)) if scan else None
+        scan = scan and bad_ignore is None  # as a sync would refuse it: not scanned
             head = st.head_txn(conn)
             conflicts = st.conflicts_txn(conn)
             local = unpublished_txn(conn, Path(space.vault), scan=scan, journal=journal)
@@ -302,8 +316,10 @@ def status_doc(space: SpaceConfig, *, scan: bool = True, store: Store | None = N
         # local edits and the outbox stay; the next sync after access returns resumes
         doc["state"] = "suspended"
         doc["suspended"] = refused
-    elif doc["last_error"] or gone is not None:
+    elif doc["last_error"] or gone is not None or bad_ignore is not None:
         doc["state"] = "error"
+        if bad_ignore is not None:  # the same (replica/vault/ignore.py)
+            doc["ignore_file_invalid"] = {"message": bad_ignore.message, **bad_ignore.details}
     elif head is None:
         doc["state"] = "never_synced"
     elif conflicts:

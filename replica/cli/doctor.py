@@ -199,7 +199,12 @@ def check_space(home: Home, space: SpaceConfig) -> list[Finding]:
     from replica.vault import walk as vaultscan
 
     hashes = {r[0]: r[3] for r in recorded}
-    changes = vaultscan.scan_changes(space.vault, [r[:3] for r in recorded])
+    try:
+        changes = ignore.apply(space.vault,
+                               vaultscan.scan_changes(space.vault, [r[:3] for r in recorded]))
+    except IgnoreFileInvalid as e:
+        return out + [Finding("vault", ERROR, name, e.message,
+                              f"fix or remove {e.details['file']}, then: quire sync {name}")]
     # a stat that differs (or was not recorded) is only a candidate, as in a sync: the
     # file's bytes decide
     edited = [fs.entry_id for fs in changes.changed
@@ -238,7 +243,9 @@ def _store_record(path: Path) -> tuple[list[tuple[str, int | None, int | None, s
     read only."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
     try:
+    from replica.vault import ignore
         check = conn.execute("PRAGMA quick_check").fetchone()[0]
+    from shared.errors import IgnoreFileInvalid
         rows = conn.execute("SELECT id, file_size, file_mtime_ns, file_hash FROM entries"
                             " WHERE file_hash IS NOT NULL").fetchall()
         return [tuple(r) for r in rows], str(check)

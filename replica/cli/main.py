@@ -124,6 +124,16 @@ def _human_status(doc: dict[str, Any]) -> str:
     if doc.get("vault_missing"):
         lines.append(f"  vault missing: {doc['vault_missing']['message']}")
     if doc["last_error"]:
+    if doc.get("deletes_held"):  # replica/engine/mass_delete.py
+        from replica.engine.mass_delete import describe
+
+        lines.append(f"  deletes held: {describe(doc['deletes_held'])}")
+    if doc.get("ignore_file_invalid"):
+        lines.append(f"  ignore file: {doc['ignore_file_invalid']['message']}")
+    if doc.get("ignored") is not None:
+        lines.append(f"  ignored: {len(doc['ignored'])} file(s) left out (.quireignore, "
+                     "editor scratch)")
+        lines += [f"    {path}" for path in doc["ignored"]]
         e = doc["last_error"]
         lines.append(f"  last error: {e['code']}: {e['message']} ({when(e.get('at'))})")
     if doc.get("suspended"):
@@ -296,6 +306,10 @@ def cmd_verify(args: argparse.Namespace, out: Out) -> int:
     home = Home()
     doc = selfcheck.run(home, home.space(args.space), with_hub=args.hub)
     out.doc(doc, selfcheck.human(doc))
+    if getattr(args, "ignored", False):
+        from replica.vault.ignore import ignored_files
+
+        doc["ignored"] = ignored_files(Path(space.vault))
     return OK if doc["ok"] else UNVERIFIED
 
 
@@ -482,6 +496,9 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--install", action="store_true",
                    help="write the systemd user unit for this machine")
     w.add_argument("--uninstall", action="store_true", help="remove that unit")
+    st.add_argument("--ignored", action="store_true",
+                    help="list the vault files a sync leaves out (.quireignore, editor "
+                         "scratch and system files)")
     w.set_defaults(func=cmd_watch)
 
     d = sub.add_parser("demo", parents=[common],

@@ -38,6 +38,7 @@ from replica.store.db import Conn
 from replica.vault import files as vlt
 from replica.vault import markdown as md
 from replica.vault import walk as vaultscan
+from replica.vault.ignore import IgnoreRules
 
 MAX_PATHS = 10_000  # more changed paths than this: the whole walk costs about as much
 
@@ -68,11 +69,13 @@ def changes_txn(conn: Conn, vault: Path, journal: Journal | None,
                 walked: vaultscan.Walked | None = None) -> tuple[vaultscan.Changes, str]:
     """(what a walk of the vault finds against the store, "journal" or "scan": how);
     ``walked``: the walk already made (run ahead), else a walk is made here."""
+    rules = IgnoreRules.load(vault)  # before anything is read: a bad one refuses the run
     if journal is not None:
         found = scoped_txn(conn, vault, journal)
         if found is not None:
-            return found, "journal"
-    return vaultscan.scan_changes(vault, st.file_index_txn(conn), walked), "scan"
+            return (found if rules is None else rules.apply(found)), "journal"
+    found = vaultscan.scan_changes(vault, st.file_index_txn(conn), walked)
+    return (found if rules is None else rules.apply(found)), "scan"
 
 
 def scoped_txn(conn: Conn, vault: Path, journal: Journal) -> vaultscan.Changes | None:

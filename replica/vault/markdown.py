@@ -67,9 +67,20 @@ def path_entry_id(rel: str) -> tuple[str | None, str | None]:
     return entry_id, None
 
 
+# editor scratch and system files, skipped by name: Emacs lock and autosave files, JetBrains
+# safe-write files, Kate swap files, Office lock files, Windows thumbnails and folder
+# settings (Obsidian's .obsidian/ and .trash/, .DS_Store and vim's swap files are hidden)
+_SCRATCH_SUFFIXES = ("~", TMP_SUFFIX, "___jb_tmp___", "___jb_old___", ".kate-swp")
+_SCRATCH_NAMES = frozenset({"Thumbs.db", "ehthumbs.db", "desktop.ini", "Desktop.ini"})
+
+
 def ignored(name: str) -> bool:
-    # hidden files (editor swap files, .DS_Store, .git) and our own temp files
-    return name.startswith(".") or name.endswith(TMP_SUFFIX) or name.endswith("~")
+    """Is a file or folder of this name skipped by every walk, whatever the vault's
+    ``.quireignore`` says (replica/vault/ignore.py): hidden names (editor swap files,
+    .DS_Store, .git, .obsidian), our own temporary files, editor scratch and system files."""
+    return (name.startswith(".") or name.endswith(_SCRATCH_SUFFIXES)
+            or (len(name) > 1 and name[0] == "#" and name[-1] == "#")
+            or name.startswith("~$") or name in _SCRATCH_NAMES)
 
 
 def read_entry(vault: Path, entry_id: str, data: bytes) -> tuple[Entry, dict[str, Any]]:

@@ -266,6 +266,8 @@ def parse_markdown(entry_id: str, text: str, *, max_body: int = DEFAULT_MAX_BODY
 
     Unknown front-matter keys (say ``aliases`` from another editor) are kept under ``meta``.
     """
+    if text.startswith("\ufeff"):  # a byte-order mark (Windows editors): not content, and
+        text = text[1:]  # before it the front matter's fence would not be seen
     front: dict[str, Any] = {}
     body, raw = text, ""
     if text.startswith("---\n") or text.startswith("---\r\n") or text == "---":

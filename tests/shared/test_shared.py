@@ -211,3 +211,16 @@ def test_meta_over_the_limit_is_refused_with_or_without_the_text_length():
             assert len(canonical_meta) <= MAX_META_BYTES
             entry, _text, _seq = check_entry_line(line)
             assert validated_canonical_bytes(entry).decode() == canonical
+
+
+def test_a_byte_order_mark_does_not_hide_the_front_matter() -> None:
+    # on 0506cf5 a file saved with a BOM (Notepad, some Windows editors) was published with
+    # an empty title and its whole front matter as body text, silently
+    from shared.entry import parse_markdown
+
+    for newline in ("\n", "\r\n"):
+        text = "\ufeff" + newline.join(["---", "title: Deploy", "tags: [ops]", "---",
+                                         "the body", ""])
+        entry, _ = parse_markdown("page/deploy", text)
+        assert entry.title == "Deploy" and list(entry.tags) == ["ops"]
+        assert entry.body.replace("\r\n", "\n") == "the body\n"

@@ -22,7 +22,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from replica.machine.home import Home, HubConfig, SpaceConfig, space_lock, write_json
+from replica.machine.home import (
+    Home,
+    HubConfig,
+    SpaceConfig,
+    private_dir,
+    space_lock,
+    write_json,
+)
 from shared.errors import (
     Forbidden,
     InvalidRequest,
@@ -462,6 +469,7 @@ def join(home: Home, url: str, invite: str, *, vault: str | None, device: str | 
         key = load_private(known.key_path)
     else:
         key = new_private_key()
+        private_dir(hub_dir)  # 0700 up to the home folder, whatever the umask
         save_private(key, hub_dir / "device.pem")  # before redeeming: never lose the key
     creds = CredentialFile(hub_dir / "credential", hub_dir / "device.pem")
     auth = auth_for(creds.key_path, creds) if known is not None else None
@@ -544,7 +552,7 @@ def _take_space(home: Home, hub: HubConfig, space_info: dict[str, Any], vault: s
         replica_id = c.register_replica(space_id, hub.device_name)
     space = SpaceConfig(space_id, space_info["name"], hub.hub_id, replica_id, where,
                         space_info.get("role"), home.space_dir(space_id), hub.device_id)
-    space.dir.mkdir(parents=True, exist_ok=True)
+    private_dir(space.dir)
     space.save()
     say(f"joined space {space.name} as {space.role}; taking the first snapshot …")
     report, status = run_sync(home, space, progress(f"syncing {space.name}"))

@@ -1,6 +1,7 @@
 """``quire doctor``: what is wrong with this machine's Quire setup, and how to fix each thing.
 
-    home ──► key and credential files private (0600)?
+    home ──► key and credential files private (0600)? every other file of the home 0600
+             and every folder 0700 (stores, claims, status files)?
     each hub ──► reachable? same signing key as the one pinned at join? clocks agree?
     each space ──► store and vault where the configuration says, store readable,
                    vault files against the store's record (a quick verify: stat only),
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import sqlite3
 import stat
@@ -87,7 +89,47 @@ def check_permissions(home: Home) -> list[Finding]:
                     f"{path.name} has mode {mode:04o}: other users of this machine can read "
                     "this device's " + ("key" if path.suffix == ".pem" else "credential"),
                     f"chmod 600 {path}"))
-    return out
+    return out + check_home_private(home)
+
+
+def _is_secret(path: Path) -> bool:
+    return path.parent.parent.name == "hubs" and (
+        path.suffix == ".pem" or path.name.startswith("credential"))
+
+
+def check_home_private(home: Home) -> list[Finding]:
+    """Every folder and file of the home (hubs and spaces: stores, claims, status files)
+    that other users of the machine can reach: one finding with one command that fixes
+    them all (a home made by an older release, or copied with ``cp -r``)."""
+    if not home.root.is_dir():
+        return []
+    open_to_others: list[Path] = []
+    tops = [home.root / "hubs", home.root / "spaces"]
+    if stat.S_IMODE(home.root.stat().st_mode) & 0o077:
+        open_to_others.append(home.root)
+    for top in tops:
+        for folder, _dirs, files in os.walk(top):
+            d = Path(folder)
+            if stat.S_IMODE(d.lstat().st_mode) & 0o077:
+                open_to_others.append(d)
+            for name in files:
+                f = d / name
+                try:
+                    st = f.lstat()
+                except OSError:
+                    continue
+                if stat.S_ISREG(st.st_mode) and not _is_secret(f) and (
+                        stat.S_IMODE(st.st_mode) & 0o077):
+                    open_to_others.append(f)
+    if not open_to_others:
+        return []
+    names = [str(p.relative_to(home.root)) if p != home.root else "the home folder"
+             for p in open_to_others]
+    return [Finding(
+        "permissions", ERROR, str(home.root),
+        f"{len(open_to_others)} file(s) and folder(s) of this Quire home can be read by "
+        f"other users of this machine ({_names(names)}): the stores hold every entry of "
+        "their spaces", f"chmod -R go-rwx {shlex.quote(str(home.root))}")]
 
 
 # ---------------------------------------------------------------- hubs

@@ -21,7 +21,7 @@ import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from replica.machine.home import Home, HubConfig
+from replica.machine.home import Home, HubConfig, private_dir
 from shared.canonical import canonical_bytes
 from shared.errors import (
     AuditUnverified,
@@ -418,6 +418,7 @@ def cmd_login(args: argparse.Namespace, out: Any, home: Home) -> int:
 
             follow_pin(known, public_key)
         hub_dir = home.hub_dir(hub_id)
+        private_dir(hub_dir)  # 0700 up to the home folder, whatever the umask
         key_path = hub_dir / "device.pem"
         if key_path.exists() and known is not None and _refused(known, public_key):
             # this device was revoked (or its login is otherwise refused for good): its key

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from replica.machine.home import write_secret
+from replica.machine.home import private_dir, write_secret
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class CredentialFile:
 
     @contextmanager
     def lock(self) -> Iterator[None]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path.parent)
         fd = os.open(self.path.with_name("credential.lock"), os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)

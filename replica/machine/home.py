@@ -12,6 +12,10 @@ joined (store, vault path, status, lock).
         ├── store.sqlite              the local store (replica/store/store.py)
         ├── status.json               written at the end of every sync
         └── lock                      flock'd by the running sync
+
+Everything in it is private whatever the umask: folders are made 0700 (``private_dir``),
+files 0600 (``write_json``, ``write_secret``; the SQLite stores by ``replica/store/db.py``),
+and ``quire doctor`` finds anything readable by others (``replica/cli/doctor.py``).
 """
 
 from __future__ import annotations
@@ -36,7 +40,31 @@ def home_dir() -> Path:
     return Path(env) if env else Path(user_data_dir("quire", appauthor=False))
 
 
-def write_json(path: Path, data: Any, mode: int = 0o644, *, durable: bool = True) -> None:
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = 0o600
+
+
+def private_dir(path: Path) -> None:
+    """Make ``path`` and every missing folder above it, each 0700: a folder made with the
+    umask's mode (0755 under the common 022) lets every user of the machine list and read
+    a replica's stores and claims. An existing folder is left as it is (``quire doctor``
+    finds one that is not private)."""
+    missing = []
+    p = path
+    while not p.is_dir():
+        missing.append(p)
+        if p.parent == p:
+            break
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, PRIVATE_DIR)  # the umask can only clear bits of 0700
+        except FileExistsError:
+            pass
+
+
+def write_json(path: Path, data: Any, mode: int = PRIVATE_FILE, *, durable: bool = True
+               ) -> None:
     """Atomic JSON write (temp file + fsync + rename). ``durable=False`` (status files
     only: advisory, rewritten at the next sync or state change) skips the fsync: readers
     never see a half-written file, but after a power cut the file may be the previous
@@ -45,7 +73,7 @@ def write_json(path: Path, data: Any, mode: int = 0o644, *, durable: bool = True
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         json.dump(data, f, indent=2, sort_keys=True)
@@ -58,7 +86,7 @@ def write_json(path: Path, data: Any, mode: int = 0o644, *, durable: bool = True
 
 
 def write_secret(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -238,8 +266,8 @@ class Home:
 @contextmanager
 def space_lock(space: SpaceConfig, wait: bool = False) -> Iterator[None]:
     """The per-space lock (flock): one sync at a time; released when the process dies."""
-    space.dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(space.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    private_dir(space.dir)
+    fd = os.open(space.lock_path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))

@@ -27,6 +27,7 @@ processes (the conflict desk's claims).
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections import namedtuple
@@ -97,6 +98,21 @@ class Conn:
         return [r[0] for r in self.connection.execute(sql, tuple(params))]
 
 
+def make_private_file(path: Path) -> None:
+    """Create ``path`` 0600 (its folder 0700) if it does not exist yet: SQLite makes a new
+    database with the umask's mode (0644 under the common 022), readable by every user of
+    the machine, and makes its ``-wal`` and ``-shm`` files with the database's mode. An
+    empty file is a new database to SQLite. An existing file keeps its mode (``quire
+    doctor`` finds one that is not private)."""
+    if path.exists():
+        return
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass  # another process made it first
+
+
 class Database:
     """One SQLite file. Every ``connect()``/``begin()`` opens its own connection, runs the
     pragmas and closes it at the end: a process holds no connection between uses, unless
@@ -116,8 +132,12 @@ class Database:
         self._keep = 0
         self._idle: list[sqlite3.Connection] = []
         self._idle_lock = threading.Lock()
+        self._private = False  # the file made 0600 before SQLite first opens it
 
     def open(self) -> sqlite3.Connection:
+        if not self._private:
+            make_private_file(self.path)
+            self._private = True
         # "DEFERRED" is the driver's default mode by its documented name (its "" alias)
         raw = sqlite3.connect(str(self.path), check_same_thread=False,
                               isolation_level=None if self.immediate else "DEFERRED")

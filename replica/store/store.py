@@ -70,7 +70,7 @@ class Store:
     def __init__(self, path: Path, *, durable: bool = True):
         """``durable=False`` skips fsync (tests only: a crash may then lose the last commit)."""
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.engine = Database(path, (
             "PRAGMA journal_mode=WAL",
             "PRAGMA synchronous=FULL" if durable else "PRAGMA synchronous=OFF",

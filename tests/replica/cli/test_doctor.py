@@ -53,6 +53,44 @@ def test_a_device_key_readable_by_others_is_found_with_the_chmod_that_fixes_it(t
     assert not found(doctor(a.home)[1], "permissions")
 
 
+def _open_to_others(root: Path) -> list[str]:
+    out = []
+    for folder, _dirs, files in os.walk(root):
+        for p in [Path(folder), *(Path(folder) / f for f in files)]:
+            if p.lstat().st_mode & 0o077:
+                out.append(f"{oct(p.lstat().st_mode & 0o777)} {p.relative_to(root)}")
+    return out
+
+
+def test_a_replica_home_is_private_whatever_the_umask_and_doctor_finds_one_that_is_not(
+        team: CliTeam):
+    # a permissive umask: before, the home's folders were 0777 and its stores, status
+    # files and claims 0666 (0755 and 0644 under the common 022), readable by anyone here
+    old = os.umask(0)
+    try:
+        a = team.member("doc-umask")
+        a.write(Entry(id="page/secret-plan", title="Plan", body="not for other users\n"))
+        a.sync()
+        a.run("conflicts", "list", "--json", check=False)  # opens the desk's claims
+    finally:
+        os.umask(old)
+    assert _open_to_others(a.home) == []
+    names = {p.name for p in a.home.rglob("*")}
+    assert {"store.sqlite", "status.json", "space.json", "hub.json", "credential",
+            "claims.sqlite"} <= names, names
+    assert not found(doctor(a.home)[1], "permissions")
+    # a home made by an older release (or copied with cp -r): found, and the fix works
+    store = Home(a.home).spaces()[0].store_path
+    os.chmod(store, 0o644)
+    os.chmod(a.home, 0o755)
+    rc, doc = doctor(a.home)
+    (f,) = found(doc, "permissions")
+    assert rc == 3 and f["level"] == "error" and "store.sqlite" in f["message"], f
+    subprocess.run(f["fix"], shell=True, check=True)  # the fix, pasted, fixes it
+    assert _open_to_others(a.home) == []
+    assert not found(doctor(a.home)[1], "permissions")
+
+
 def test_a_watcher_that_died_is_found(team: CliTeam):
     a = team.member("doc-watch")
     env = dict(os.environ, QUIRE_HOME=str(a.home))

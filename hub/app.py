@@ -22,7 +22,7 @@ from hub.api.http import NulGuard, http_error_handler, quire_error_handler, unha
 from hub.api.observe import Observe
 from hub.api.reads import READ_ROUTES
 from hub.api.routes import ROUTES
-from hub.clientaddr import client_address, parse_trusted
+from hub.clientaddr import check_header, client_of, parse_trusted
 from hub.console import report_pages as reports
 from hub.console.admin_pages import CONSOLE_ADMIN
 from hub.console.pages import CONSOLE
@@ -136,8 +136,8 @@ class Hub:
             client = scope.get("client")
             headers = [(k.decode("latin-1"), v.decode("latin-1"))
                        for k, v in scope.get("headers", ())]
-            who = {"client": client_address(client[0] if client else None, headers,
-                                            parse_trusted(self.settings.trusted_proxies))}
+            who = {"client": client_of(client[0] if client else None, headers,
+                                       self.settings)}
         space = (scope.get("path_params") or {}).get("space")
         self.refusals.note(who, info.code, route, space, self.now())
 
@@ -177,6 +177,7 @@ class Hub:
 def create_app(settings: Settings, *, store: Store | None = None, key: HubKey | None = None,
                hooks: GuardHooks | None = None) -> Starlette:
     parse_trusted(settings.trusted_proxies)  # a bad trusted_proxies fails at start
+    check_header(settings.proxy_header)  # so does a proxy_header the hub cannot read
     store = store or Store(settings.database_url, pool_size=settings.db_pool_size)
     key_path = None if key is not None else settings.key_path
     key = key or HubKey.load(settings.key_path)

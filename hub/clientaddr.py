@@ -3,9 +3,13 @@
     TCP peer ──in trusted_proxies?── no ──> the peer (headers ignored: anyone can send them)
                      │ yes
                      v
-    Forwarded: for=… (RFC 7239) or else X-Forwarded-For, read right to left; each hop
-    that is itself a trusted proxy is skipped; the first one that is not is the client.
-    A hop that is not an address stops the walk at the last trusted hop.
+    the one header the proxy sets (``proxy_header``: X-Forwarded-For by default, or
+    Forwarded's for=… (RFC 7239), or X-Real-IP), read right to left; each hop that is
+    itself a trusted proxy is skipped; the first one that is not is the client. A hop that
+    is not an address stops the walk at the last trusted hop. Every other proxy header is
+    ignored: a proxy overwrites the header it sets, but passes the others on as the client
+    sent them (issue 29: nginx set X-Forwarded-For and passed a client's Forwarded, which
+    this module preferred, so any client picked its own address).
 
 ``quire hub serve`` runs uvicorn with ``proxy_headers=False``, so ``request.client`` is
 always the TCP peer and this module is the one place headers are read (uvicorn's default
@@ -19,6 +23,7 @@ import ipaddress
 import re
 from collections.abc import Iterable
 from functools import lru_cache
+from typing import Protocol
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -56,23 +61,34 @@ def _trusted(a: object, nets: tuple[Network, ...]) -> bool:
     return any(a in n for n in nets)
 
 
-def _hops(headers: Iterable[tuple[str, str]]) -> list[str]:
-    """Forwarded ``for=`` values if any Forwarded header came, else X-Forwarded-For."""
-    fwd: list[str] = []
-    xff: list[str] = []
+HEADERS = ("x-forwarded-for", "forwarded", "x-real-ip")  # values of ``proxy_header``
+
+
+def check_header(name: str) -> str:
+    """``proxy_header`` as the hub reads it; raises ValueError naming the choices."""
+    n = name.strip().lower()
+    if n not in HEADERS:
+        raise ValueError(f"proxy_header: {name!r} is not one of {', '.join(HEADERS)}")
+    return n
+
+
+def _hops(headers: Iterable[tuple[str, str]], header: str) -> list[str]:
+    """The hops named by ``header`` (lower case), every instance of it in order."""
+    hops: list[str] = []
     for name, value in headers:
-        n = name.lower()
-        if n == "forwarded":
+        if name.lower() != header:
+            continue
+        if header == "forwarded":
             for element in value.split(","):
                 m = _FOR.search(element)
-                fwd.append(m.group(2) if m else "")
-        elif n == "x-forwarded-for":
-            xff.extend(v for v in value.split(","))
-    return fwd if fwd else xff
+                hops.append(m.group(2) if m else "")
+        else:
+            hops.extend(value.split(","))
+    return hops
 
 
 def client_address(peer: str | None, headers: Iterable[tuple[str, str]],
-                   trusted: tuple[Network, ...]) -> str:
+                   trusted: tuple[Network, ...], header: str = "x-forwarded-for") -> str:
     """The address to key limits on (see the module docstring)."""
     if not peer:
         return "?"
@@ -80,7 +96,7 @@ def client_address(peer: str | None, headers: Iterable[tuple[str, str]],
     if p is None or not trusted or not _trusted(p, trusted):
         return peer
     last = peer
-    for hop in reversed(_hops(headers)):
+    for hop in reversed(_hops(headers, header)):
         a = _addr(hop)
         if a is None:
             return last
@@ -88,3 +104,15 @@ def client_address(peer: str | None, headers: Iterable[tuple[str, str]],
             return str(a)
         last = str(a)
     return last
+
+
+class ProxySettings(Protocol):
+    trusted_proxies: str
+    proxy_header: str
+
+
+def client_of(peer: str | None, headers: Iterable[tuple[str, str]],
+              settings: ProxySettings) -> str:
+    """``client_address`` with the hub's ``trusted_proxies`` and ``proxy_header``."""
+    return client_address(peer, headers, parse_trusted(settings.trusted_proxies),
+                          check_header(settings.proxy_header))

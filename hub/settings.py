@@ -27,7 +27,8 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8470
     public_url: str = ""  # the URL clients use (token audience); default http://host:port
-    trusted_proxies: str = ""  # addresses/networks whose X-Forwarded-For/Forwarded count
+    trusted_proxies: str = ""  # addresses/networks whose proxy_header names the client
+    proxy_header: str = "x-forwarded-for"  # the one header they set: or forwarded, x-real-ip
     max_body_bytes: int = 8 * 1024 * 1024
     max_ops: int = 1000
     max_entry_body: int = 1024 * 1024

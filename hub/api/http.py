@@ -24,7 +24,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from hub import logs
 from hub.access import Principal, authenticate_txn, verify_request
-from hub.clientaddr import client_address, parse_trusted
+from hub.clientaddr import client_of
 from hub.dpop import verify_proof
 from hub.tokens import AccessClaims
 from shared.canonical import loads_strict
@@ -256,6 +256,5 @@ async def claims_then_take(request: Request, limiter: Any
 
 def client_addr(request: Request) -> str:
     """The TCP peer, or the client a trusted proxy names (hub/clientaddr.py)."""
-    return client_address(request.client.host if request.client else None,
-                          request.headers.items(),
-                          parse_trusted(hub_of(request).settings.trusted_proxies))
+    return client_of(request.client.host if request.client else None,
+                     request.headers.items(), hub_of(request).settings)

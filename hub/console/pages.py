@@ -21,7 +21,7 @@ from starlette.staticfiles import StaticFiles
 
 from hub import admin, logs, reads, spaces
 from hub.api.http import hub_of
-from hub.clientaddr import client_address, parse_trusted
+from hub.clientaddr import client_of
 from hub.console import oidc, sessions
 from hub.console.http import (
     HEADERS,
@@ -105,8 +105,8 @@ async def oidc_start(request: Request) -> Response:
     if not oidc.configured(hub.settings):
         return page(request, "error.html", status=404, error=NotFound(
             "sign-in through an OpenID Connect provider is not configured on this hub"))
-    addr = client_address(request.client.host if request.client else None,
-                          request.headers.items(), parse_trusted(hub.settings.trusted_proxies))
+    addr = client_of(request.client.host if request.client else None,
+                     request.headers.items(), hub.settings)
     ok, _ = await call(hub.login_limiter.allow, addr)
     if not ok:
         return page(request, "error.html", status=429, error=RateLimited(

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from hub.clientaddr import client_address, parse_trusted
+from hub.clientaddr import check_header, client_address, parse_trusted
 from tests.kit.hubproc import init_hub, serve_hub
 
 T = parse_trusted("127.0.0.1, 10.0.0.0/8, ::1")
@@ -28,20 +28,37 @@ T = parse_trusted("127.0.0.1, 10.0.0.0/8, ::1")
     ("127.0.0.1", [("x-forwarded-for", "junk, 10.1.1.1")], "10.1.1.1"),
     ("127.0.0.1", [("x-forwarded-for", "10.1.1.1")], "10.1.1.1"),  # all trusted: leftmost
     ("127.0.0.1", [], "127.0.0.1"),
-    ("127.0.0.1", [("forwarded", 'for="[2001:db8::1]:4711";proto=https')], "2001:db8::1"),
-    ("127.0.0.1", [("forwarded", "for=6.6.6.6, for=192.0.2.60"),
-                   ("x-forwarded-for", "7.7.7.7")], "192.0.2.60"),  # Forwarded wins
     ("::1", [("x-forwarded-for", "192.0.2.1:5555")], "192.0.2.1"),
     ("testclient", [("x-forwarded-for", "1.2.3.4")], "testclient"),
+    # issue 29: a client's own Forwarded, passed on by a proxy that sets X-Forwarded-For,
+    # is not read (it was preferred, so a client picked its address)
+    ("127.0.0.1", [("forwarded", "for=6.6.6.6"), ("x-forwarded-for", "192.0.2.60")],
+     "192.0.2.60"),
+    ("127.0.0.1", [("forwarded", "for=6.6.6.6")], "127.0.0.1"),
+    ("127.0.0.1", [("x-real-ip", "6.6.6.6")], "127.0.0.1"),
 ])
 def test_client_address(peer: str, headers: list[tuple[str, str]], want: str) -> None:
     assert client_address(peer, headers, T) == want
+
+
+@pytest.mark.parametrize("header,headers,want", [
+    ("forwarded", [("forwarded", 'for="[2001:db8::1]:4711";proto=https')], "2001:db8::1"),
+    ("forwarded", [("forwarded", "for=6.6.6.6, for=192.0.2.60"),
+                   ("x-forwarded-for", "7.7.7.7")], "192.0.2.60"),
+    ("forwarded", [("x-forwarded-for", "7.7.7.7")], "127.0.0.1"),  # only the one header
+    ("x-real-ip", [("x-real-ip", "192.0.2.7"), ("x-forwarded-for", "7.7.7.7")], "192.0.2.7"),
+])
+def test_only_the_configured_proxy_header_is_read(header: str, headers: list[tuple[str, str]],
+                                                  want: str) -> None:
+    assert client_address("127.0.0.1", headers, T, check_header(header)) == want
 
 
 def test_untrusted_peer_headers_ignored_by_default() -> None:
     assert client_address("127.0.0.1", [("x-forwarded-for", "1.2.3.4")], ()) == "127.0.0.1"
     with pytest.raises(ValueError, match="trusted_proxies"):
         parse_trusted("10.0.0.0/8, localhost")
+    with pytest.raises(ValueError, match="proxy_header"):
+        check_header("x-client-ip")
 
 
 def _redeem_attempts(url: str, n: int, xff: list[str]) -> tuple[int, float]:

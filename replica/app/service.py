@@ -32,6 +32,7 @@ from replica.machine.home import (
 )
 from shared.errors import (
     Forbidden,
+    IgnoreFileInvalid,
     InvalidRequest,
     NotJoined,
     QuireError,
@@ -39,7 +40,6 @@ from shared.errors import (
 )
 
 if TYPE_CHECKING:
-    IgnoreFileInvalid,
     from replica.conflicts.desk import Desk
     from replica.engine.report import SyncReport
     from replica.engine.sync import Replica
@@ -232,13 +232,6 @@ def refusal(err: dict[str, Any] | None) -> dict[str, Any] | None:
     return {"reason": reason, "message": err.get("message"), "since": err.get("at")}
 
 
-def status_doc(space: SpaceConfig, *, scan: bool = True, store: Store | None = None
-               ) -> dict[str, Any]:
-    """The space's status from its store, its vault and the last sync's status file.
-
-    ``unpublished``: local changes the next sync would publish (replica/engine/pending.py), from
-    the store and the same size-and-mtime vault scan a sync starts with; ``scan=False``
-    reads the store alone (``scanned: false``), and ``problems`` are then the last sync's.
 def _ignore_refusal(vault: Path) -> IgnoreFileInvalid | None:
     """What a sync would refuse with for the vault's ``.quireignore``, or None."""
     from replica.vault.ignore import IgnoreRules
@@ -250,6 +243,13 @@ def _ignore_refusal(vault: Path) -> IgnoreFileInvalid | None:
     return None
 
 
+def status_doc(space: SpaceConfig, *, scan: bool = True, store: Store | None = None
+               ) -> dict[str, Any]:
+    """The space's status from its store, its vault and the last sync's status file.
+
+    ``unpublished``: local changes the next sync would publish (replica/engine/pending.py), from
+    the store and the same size-and-mtime vault scan a sync starts with; ``scan=False``
+    reads the store alone (``scanned: false``), and ``problems`` are then the last sync's.
     ``store``: one already open (a watcher serving the command), else it is opened here."""
     from replica.engine.pending import unpublished_txn
     from replica.engine.screened import vault_findings
@@ -264,6 +264,8 @@ def _ignore_refusal(vault: Path) -> IgnoreFileInvalid | None:
 
         gone = vault_presence.missing(Path(space.vault), store) if scan else None
         scan = scan and gone is None  # a vault that is gone: the store alone, and say so
+        bad_ignore = _ignore_refusal(Path(space.vault)) if scan else None
+        scan = scan and bad_ignore is None  # as a sync would refuse it: not scanned
         if scan:  # a running watcher's journal, when valid, stands in for the walk
             from replica.ipc import journal as watcher_journal
 
@@ -271,8 +273,6 @@ def _ignore_refusal(vault: Path) -> IgnoreFileInvalid | None:
         # every read in one snapshot: a sync (the watcher's) committing meanwhile cannot
         # make the counts disagree with the lists (an outbox of 1 and nothing unpublished)
         with store.snapshot() as conn:
-        bad_ignore = _ignore_refusal(Path(space.vault)) if scan else None
-        scan = scan and bad_ignore is None  # as a sync would refuse it: not scanned
             head = st.head_txn(conn)
             conflicts = st.conflicts_txn(conn)
             local = unpublished_txn(conn, Path(space.vault), scan=scan, journal=journal)
@@ -312,9 +312,14 @@ def _ignore_refusal(vault: Path) -> IgnoreFileInvalid | None:
             "role": saved.get("role", space.role),
             "store_digest": digest,
             "usage": usage,
+            # the last sync held local deletes back as a mass delete, still unpublished
+            # (replica/engine/mass_delete.py): quire sync --confirm-deletes publishes them
+            "deletes_held": saved.get("deletes_held") if outbox else None,
         }
         if gone is not None:  # what the next sync would refuse with (replica/vault/presence.py)
             doc["vault_missing"] = {"message": gone.message, **gone.details}
+        if bad_ignore is not None:  # the same (replica/vault/ignore.py)
+            doc["ignore_file_invalid"] = {"message": bad_ignore.message, **bad_ignore.details}
     finally:
         store.close()
     refused = refusal(doc["last_error"])
@@ -325,8 +330,6 @@ def _ignore_refusal(vault: Path) -> IgnoreFileInvalid | None:
         doc["suspended"] = refused
     elif doc["last_error"] or gone is not None or bad_ignore is not None:
         doc["state"] = "error"
-        if bad_ignore is not None:  # the same (replica/vault/ignore.py)
-            doc["ignore_file_invalid"] = {"message": bad_ignore.message, **bad_ignore.details}
     elif head is None:
         doc["state"] = "never_synced"
     elif conflicts:
@@ -356,6 +359,8 @@ def write_status(space: SpaceConfig, *, report: SyncReport | None, error: QuireE
         "policy_denied": report.policy_denied if report else prev.get("policy_denied", []),
         "content_screened": report.content_screened if report else prev.get(
             "content_screened", []),
+        # local deletes held back as a mass delete (replica/engine/mass_delete.py)
+        "deletes_held": report.deletes_held if report else prev.get("deletes_held"),
     }
     write_json(space.status_path, doc, durable=False)  # advisory: no fsync
 
@@ -364,15 +369,18 @@ def write_status(space: SpaceConfig, *, report: SyncReport | None, error: QuireE
 
 
 def run_sync(home: Home, space: SpaceConfig, progress: Progress = NO_PROGRESS, *,
-             sleep: Callable[[float], None] | None = None
+             sleep: Callable[[float], None] | None = None, confirm_deletes: bool = False
              ) -> tuple[SyncReport, dict[str, Any]]:
     """One locked sync of ``space``; status is written whatever happens. A vault write that
     waits for its file to be quiet (a person still saving it) is waited for once, at most
     the quiet period, then tried again; one still waiting is reported (``vault_waiting``)
-    and written by the next sync. ``sleep``: how to wait (tests pass their own)."""
+    and written by the next sync. ``sleep``: how to wait (tests pass their own).
+    ``confirm_deletes``: publish deletes above the mass-delete threshold (else held:
+    replica/engine/mass_delete.py)."""
     with space_lock(space), _walk_ahead(space) as walk:
         update, stop = progress
         rep, client, store = open_replica(home, space, update)
+        rep.confirm_deletes = confirm_deletes
         report = None
         try:
             from replica.app.rejoin import ensure_current_replica

@@ -238,7 +238,9 @@ def check_space(home: Home, space: SpaceConfig) -> list[Finding]:
     if check != "ok":
         out.append(Finding("store", ERROR, name, f"the store of {name} is damaged: {check}",
                            f"move {space.store_path} aside and join again; keep the vault"))
+    from replica.vault import ignore
     from replica.vault import walk as vaultscan
+    from shared.errors import IgnoreFileInvalid
 
     hashes = {r[0]: r[3] for r in recorded}
     try:
@@ -285,9 +287,7 @@ def _store_record(path: Path) -> tuple[list[tuple[str, int | None, int | None, s
     read only."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
     try:
-    from replica.vault import ignore
         check = conn.execute("PRAGMA quick_check").fetchone()[0]
-    from shared.errors import IgnoreFileInvalid
         rows = conn.execute("SELECT id, file_size, file_mtime_ns, file_hash FROM entries"
                             " WHERE file_hash IS NOT NULL").fetchall()
         return [tuple(r) for r in rows], str(check)

@@ -14,6 +14,7 @@ import json
 import re
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NoReturn
 
 from replica.app import service
@@ -123,7 +124,6 @@ def _human_status(doc: dict[str, Any]) -> str:
     lines += _screened_lines(doc.get("content_screened") or [], "  screened: ")
     if doc.get("vault_missing"):
         lines.append(f"  vault missing: {doc['vault_missing']['message']}")
-    if doc["last_error"]:
     if doc.get("deletes_held"):  # replica/engine/mass_delete.py
         from replica.engine.mass_delete import describe
 
@@ -134,6 +134,7 @@ def _human_status(doc: dict[str, Any]) -> str:
         lines.append(f"  ignored: {len(doc['ignored'])} file(s) left out (.quireignore, "
                      "editor scratch)")
         lines += [f"    {path}" for path in doc["ignored"]]
+    if doc["last_error"]:
         e = doc["last_error"]
         lines.append(f"  last error: {e['code']}: {e['message']} ({when(e.get('at'))})")
     if doc.get("suspended"):
@@ -223,7 +224,8 @@ def cmd_spaces(args: argparse.Namespace, out: Out) -> int:
 def cmd_sync(args: argparse.Namespace, out: Out) -> int:
     home = Home()
     space = home.space(args.space)
-    report, status = args.run_sync(home, space, out.progress(f"syncing {space.name}"))
+    report, status = args.run_sync(home, space, out.progress(f"syncing {space.name}"),
+                                   confirm_deletes=args.confirm_deletes)
     r = report.to_json()
     human = [f"synced {space.name}: pulled {r['pulled']} batch(es), pushed {r['pushed']} "
              f"change(s) in {r['batches']} batch(es)" + (" (snapshot)" if r["snapshot"] else "")]
@@ -245,6 +247,10 @@ def cmd_sync(args: argparse.Namespace, out: Out) -> int:
                              "  kept back (content_screened): ")
     human += [f"  held (version_blocked): {b['message']}"
               for b in r.get("version_blocked") or []]
+    if r.get("deletes_held"):  # replica/engine/mass_delete.py
+        from replica.engine.mass_delete import describe
+
+        human.append(f"  {describe(r['deletes_held'])}")
     for pg in r.get("purged") or []:  # replica/engine/purge.py
         human.append(f"  purged by an admin: {pg['id']} ({pg['reason']})"
                      + ("; your unpublished edit is kept, held" if pg["held"] else ""))
@@ -293,6 +299,10 @@ def cmd_status(args: argparse.Namespace, out: Out) -> int:
     doc = dict(overall(service.status_doc(space, scan=not args.fast, store=args.store),
                        watcher),
                watcher=watcher)
+    if getattr(args, "ignored", False):
+        from replica.vault.ignore import ignored_files
+
+        doc["ignored"] = ignored_files(Path(space.vault))
     out.doc(doc, "\n".join([_human_status(doc), *human_watcher(doc["watcher"])]))
     return exitcodes.for_status(doc) if args.strict else exitcodes.OK
 
@@ -306,10 +316,6 @@ def cmd_verify(args: argparse.Namespace, out: Out) -> int:
     home = Home()
     doc = selfcheck.run(home, home.space(args.space), with_hub=args.hub)
     out.doc(doc, selfcheck.human(doc))
-    if getattr(args, "ignored", False):
-        from replica.vault.ignore import ignored_files
-
-        doc["ignored"] = ignored_files(Path(space.vault))
     return OK if doc["ok"] else UNVERIFIED
 
 
@@ -329,7 +335,8 @@ def cmd_watch(args: argparse.Namespace, out: Out) -> int:
         return 0
     from replica.watch.daemon import run_watch
 
-    return run_watch(home, spaces, say=out.say, serve=main)  # replica/watch/server.py
+    return run_watch(home, spaces, say=out.say, serve=main,  # replica/watch/server.py
+                     notify=args.notify)
 
 
 def cmd_admin(args: argparse.Namespace, out: Out) -> int:
@@ -468,6 +475,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     sy = sub.add_parser("sync", parents=[common], help="scan the vault, pull, merge, push")
     sy.add_argument("space", nargs="?", metavar="SPACE", help="space id or name")
+    sy.add_argument("--confirm-deletes", action="store_true",
+                    help="publish local deletes above the mass-delete threshold (held "
+                         "otherwise: docs/replica.md, \"Mass deletes\")")
     sy.set_defaults(func=cmd_sync, run_sync=service.run_sync)  # a watcher serving: its own
 
     st = sub.add_parser("status", parents=[common],
@@ -479,6 +489,9 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--fast", action="store_true",
                     help="do not scan the vault: unpublished from the store alone "
                          "(\"scanned\": false)")
+    st.add_argument("--ignored", action="store_true",
+                    help="list the vault files a sync leaves out (.quireignore, editor "
+                         "scratch and system files)")
     st.set_defaults(func=cmd_status, store=None)
 
     ve = sub.add_parser("verify", parents=[common],
@@ -496,9 +509,9 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--install", action="store_true",
                    help="write the systemd user unit for this machine")
     w.add_argument("--uninstall", action="store_true", help="remove that unit")
-    st.add_argument("--ignored", action="store_true",
-                    help="list the vault files a sync leaves out (.quireignore, editor "
-                         "scratch and system files)")
+    w.add_argument("--notify", action="store_true",
+                   help="also raise a desktop notification for each pull, conflict and "
+                        "refusal (notify-send; skipped where it is not installed)")
     w.set_defaults(func=cmd_watch)
 
     d = sub.add_parser("demo", parents=[common],

@@ -81,6 +81,9 @@ class Publisher:
         self.replica_id = replica_id  # named in every batch
         self.key = key
         self.provenance = provenance
+        # local deletes above the mass-delete threshold, not confirmed: kept back, local
+        # (replica/engine/mass_delete.py; set by the sync before each push)
+        self.held_deletes: set[str] = set()
 
     def _build_ops(self, report: SyncReport | None = None) -> list[Op]:
         ops = []
@@ -98,7 +101,7 @@ class Publisher:
             return guardrails
 
         for s in self.store.dirty_states().values():
-            if s.held or not s.dirty:
+            if s.held or not s.dirty or s.id in self.held_deletes:
                 continue
             base = s.synced.version if s.synced is not None else None
             if s.local is None or s.local.deleted:

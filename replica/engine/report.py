@@ -45,6 +45,9 @@ class SyncReport:
     # the quiet period, or open for writing: replica/engine/ledger.py), entry id → when to
     # try again (Unix ms); the next flush carries them out
     waiting: dict[str, int] = field(default_factory=dict)
+    # local deletes held back as a mass delete (replica/engine/mass_delete.py): {"count",
+    # "of", "reason", "entries", "more"}; None: none held
+    deletes_held: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"pulled": self.pulled, "pushed": self.pushed, "batches": self.batches,
@@ -56,5 +59,5 @@ class SyncReport:
                 "version_blocked": list(self.version_blocked),
                 "republished": sorted(set(self.republished)),
                 "purged": list(self.purged), "scanned_by": self.scanned_by,
-                "vault_waiting": sorted(self.waiting),
+                "vault_waiting": sorted(self.waiting), "deletes_held": self.deletes_held,
                 "vault_retry_at": min(self.waiting.values()) if self.waiting else None}

@@ -41,7 +41,7 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from replica.engine import blocked, deleted
+from replica.engine import blocked, deleted, mass_delete
 from replica.engine.clone import Snapshotter
 from replica.engine.crash import crash_point
 from replica.engine.ledger import Ledger
@@ -76,6 +76,10 @@ class Replica:
         self.key = key
         self.clock = clock
         self.provenance = provenance
+        # publish local deletes above the mass-delete threshold (``quire sync
+        # --confirm-deletes``); else they are held (replica/engine/mass_delete.py)
+        self.confirm_deletes = False
+        self.delete_threshold = mass_delete.Threshold.from_env()
         # a running watcher's journal for the next scan (replica/vault/journal_scan.py);
         # None: walk
         self.journal: Journal | None = None
@@ -143,6 +147,9 @@ class Replica:
                 blocked.absorbed(conn, self.client, self.space_id, self.ledger.absorbed,
                                  self.clock(), self.ledger.schedule_write_txn, report)
         crash_point("after_pull")
+        with self.store.snapshot() as conn:  # too many deletes at once: held, not published
+            self.publisher.held_deletes, report.deletes_held = mass_delete.held_txn(
+                conn, self.delete_threshold, self.confirm_deletes)
         self.publisher.push(report)
         if report.batches:
             self.confirm()

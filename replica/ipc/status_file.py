@@ -57,6 +57,9 @@ def overall(doc: dict[str, Any], watcher: dict[str, Any] | None) -> dict[str, An
     return out
 
 
+RECENT_SHOWN = 5  # the watcher's last lines shown by a human `quire status`
+
+
 def _ago(ms: Any, now: float) -> str:
     if not isinstance(ms, int):
         return "never"
@@ -81,4 +84,11 @@ def human_watcher(w: dict[str, Any] | None) -> list[str]:
     e = w.get("last_error")
     if e:
         lines.append(f"  watcher error: {e.get('code')}: {e.get('message')}")
+    recent = [a for a in w.get("activity") or [] if isinstance(a, dict)][-RECENT_SHOWN:]
+    if recent:  # what it said last (replica/watch/activity.py), newest last
+        from shared.humanize import stamp
+
+        lines.append("  watcher said:")
+        lines += [f"    {stamp(a['at'], seconds=True) if isinstance(a.get('at'), int) else '?'}"
+                  f"  {a.get('text')}" for a in recent]
     return lines

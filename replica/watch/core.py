@@ -43,6 +43,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from replica.engine.deleted import VerifiedDeletion
+from replica.watch.activity import RECENT, Line
 from replica.watch.pacing import Backoff, Debouncer
 from shared.errors import (
     Forbidden,
@@ -118,6 +119,8 @@ class SyncResult:
     # vault writes it left waiting for their file to be quiet (a person still saving it):
     # when to try again (Unix ms; replica/engine/ledger.py); None: none waits
     retry_at: int | None = None
+    # what it did, for people (replica/watch/activity.py): pulls, pushes, conflicts, refusals
+    lines: list[Line] = field(default_factory=list)
 
 
 def refused(e: BaseException) -> bool:
@@ -149,6 +152,8 @@ class Watcher:
     on_refused: Callable[[str, str], None] | None = None
     # on_cookie(name, journal): acknowledge a reader inside this process (replica/ipc/journal.py)
     on_cookie: Callable[[str, dict[str, Any]], None] | None = None
+    # tell(line): say what happened, for people (replica/watch/activity.py's Teller)
+    tell: Callable[[Line], None] | None = None
 
     def __post_init__(self) -> None:
         s = self.settings
@@ -198,6 +203,9 @@ class Watcher:
         # a vault write waits for its file to be quiet: a local-only sync (its flush writes
         # it) is due then
         self.vault_retry_at: int | None = None
+        self.activity: list[dict[str, Any]] = []  # the last lines told, newest last
+        self.told_error: str | None = None  # a failure told once, not at every retry
+        self.vault_gone = False  # the files thread said the vault folder is gone
 
     # ------------------------------------------------------------ inputs
 
@@ -242,9 +250,37 @@ class Watcher:
             if not up and self.stream_up:
                 self.next_poll_at = now  # we may have missed heads: poll at once
             self.stream_up = up
+        elif kind == "vault":  # the files thread: the vault folder is gone, or back
+            self._vault(msg[1], now)
         elif kind == "refused":  # the stream said access is gone
             self._suspend(msg[1], msg[2] if len(msg) > 2 else "access refused")
         self._status()
+
+    def _vault(self, what: str, now: int) -> None:
+        """The vault folder went away (removed, moved, a disk unmounted) or came back: the
+        files thread re-arms its watch on the folder that is there now (daemon.py). Syncs
+        meanwhile refuse a vault that is gone (vault_missing); once it is back, the sync
+        waiting in backoff runs at once and rescans the whole vault."""
+        if what == "gone" and not self.vault_gone:
+            self.vault_gone = True
+            self._tell(Line("vault", f"the vault folder is gone ({self.vault}): nothing is "
+                                     "published or written until it is back"))
+        elif what == "back":
+            self.vault_gone = False
+            self._tell(Line("vault", f"the vault folder is back ({self.vault}): watching it "
+                                     "again"))
+            self.walked_at = None  # the next sync walks it all
+            if self.retry_at is not None and not self.suspended:
+                self.retry_at = now
+
+    def _tell(self, line: Line) -> None:
+        self.activity = (self.activity + [{"at": self.clock(), "kind": line.kind,
+                                           "text": line.text}])[-RECENT:]
+        if self.tell is not None:
+            try:
+                self.tell(line)
+            except Exception:  # noqa: BLE001 - saying it must never stop the watcher
+                log.exception("could not tell %s", line.kind)
 
     def _keep_changes(self, h: dict[str, Any]) -> None:
         """Remember the change lines a head event carried (by seq, one epoch)."""
@@ -401,7 +437,10 @@ class Watcher:
             self.walked_at = started if walked else self.walked_at
         self.last_success = now
         self.last_error = None
+        self.told_error = None
         self.vault_retry_at = res.retry_at
+        for line in res.lines:
+            self._tell(line)
         if not res.skipped:
             self.head, self.outbox, self.conflicts = res.head, res.outbox, res.conflicts
             self.pending = list(res.pending)
@@ -441,6 +480,10 @@ class Watcher:
                            "retryable": bool(getattr(e, "retryable", True)),
                            "details": dict(e.details) if isinstance(e, QuireError) else {}}
         log.warning("sync failed (%s: %s); retrying in %d ms", code, message, delay)
+        if code != self.told_error and not (code == "vault_missing" and self.vault_gone):
+            self.told_error = code  # told once; the retries are in the log and the status
+            self._tell(Line("error", f"sync failed: {code}: {message} (retrying; nothing "
+                                     "local is lost)"))
         self._status()
 
     def _deleted(self, e: VerifiedDeletion) -> None:
@@ -448,6 +491,8 @@ class Watcher:
         log.warning("%s: this space's watcher stops", e.message)
         if self.on_refused is not None:  # `quire status` says so after the watcher is gone
             self.on_refused(e.code, e.message)
+        self._tell(Line("refusal", f"{e.message}: this space's watcher stops; everything "
+                                   "local is kept"))
         self.deleted = True
         self.state = "deleted"
         self.last_error = {"code": e.code, "message": e.message, "at": self.clock(),
@@ -463,6 +508,9 @@ class Watcher:
                         code, message)
             if self.on_refused is not None:
                 self.on_refused(code, message)
+            self._tell(Line("refusal", f"refused by the hub ({code}: {message}): suspended; "
+                                       "everything local is kept and publishes once access "
+                                       "returns"))
         self.suspended = True
         self.state = "suspended"
         self.retry_at = now + self.settings.suspended_retry_ms
@@ -505,6 +553,7 @@ class Watcher:
             "scans": self.scans,
             "unpublished": self.unpublished(),
             "journal": self.journal(JOURNAL_PROBLEMS_MAX),
+            "activity": list(self.activity),
         }
 
     def unpublished(self, limit: int = 50) -> dict[str, Any]:

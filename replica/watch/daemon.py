@@ -1,6 +1,7 @@
 """``quire watch``: the watcher's threads around its decision core (replica/watch/core.py).
 
     files thread  (watchfiles/inotify on the vault) ──► ("local", n, paths) ─┐
+                  (the vault folder gone, back)     ──► ("vault", gone|back) ─┤
     stream thread (the hub's /events SSE stream)   ──► ("remote", head)     ─┼─► inbox
     signal handler (SIGINT/SIGTERM)                ──► ("stop",)           ─┘     │
                                                                                   ▼
@@ -12,7 +13,9 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import stat
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +26,7 @@ from replica.ipc.journal import BOARDS, COOKIE, Board
 from replica.ipc.lock import WatchLock, lock_path, status_path
 from replica.machine.home import write_json
 from replica.vault import journal_scan
+from replica.watch.activity import Teller
 from replica.watch.core import Watcher, WatchSettings, refused
 from replica.watch.pacing import Backoff
 from replica.watch.server import SocketServer
@@ -54,40 +58,103 @@ def _journaled(vault: str, p: str) -> bool:
 # watchfiles does not report (notify's overflow event has no path): rescan the whole vault
 OVERFLOW_HINT = 1000
 VAULT_WAIT_S = 1.0  # how often a watcher whose vault is gone looks for it again
+VAULT_CHECK_S = 0.5  # how often a watched vault is checked to be the folder watched
+
+
+def _identity(vault: Path) -> tuple[int, int] | None:
+    """(device, inode) of the vault folder; None when there is no folder there."""
+    try:
+        s = os.stat(vault)
+    except OSError:
+        return None
+    return (s.st_dev, s.st_ino) if stat.S_ISDIR(s.st_mode) else None
+
+
+class _Until:
+    """The stop event of one watch of the vault (watchfiles asks ``is_set`` every step):
+    set when the watcher stops, or when the folder at the vault's path is no longer the
+    one watched. inotify watches an inode, not a path: a vault removed and put back (a
+    copy, a restored backup, a re-mounted disk) is a new folder its watch never sees, and
+    without this the watcher went on as if nothing had happened, blind to every edit."""
+
+    def __init__(self, stop: threading.Event, vault: Path, ident: tuple[int, int] | None):
+        self.stop, self.vault, self.ident = stop, vault, ident
+        self.moved = False
+        self.next_check = 0.0
+
+    def is_set(self) -> bool:
+        if self.stop.is_set() or self.moved:
+            return True
+        now = time.monotonic()
+        if now >= self.next_check:
+            self.next_check = now + VAULT_CHECK_S
+            self.moved = _identity(self.vault) != self.ident
+        return self.moved
 
 
 def files_thread(vault: Path, inbox: queue.Queue[tuple[Any, ...]],
                  stop: threading.Event, step_ms: int = 10) -> None:
     """Vault file events (inotify through watchfiles) → ``("local", n, paths)``; a
     reader's cookie file → ``("cookie", name)``; ``("armed",)`` once events flow (our own
-    cookie came back), ``("files_down",)`` when watching stops (the journal has a gap)."""
+    cookie came back), ``("files_down",)`` when watching stops (the journal has a gap).
+    The vault folder gone → ``("vault", "gone")``, watched again once a folder is back at
+    its path → ``("vault", "back")`` (then ``("armed",)`` again)."""
+    gone = False
+    while True:
+        # a vault that is gone (moved, a disk not mounted) is waited for, never made here:
+        # the syncs refuse it meanwhile (vault_missing, replica/vault/presence.py)
+        while (ident := _identity(vault)) is None:
+            if not gone:
+                gone = True
+                inbox.put(("vault", "gone"))
+            if stop.wait(VAULT_WAIT_S):
+                inbox.put(("files_down",))
+                return
+        if gone:
+            gone = False
+            log.info("the vault folder is back: watching it again")
+            inbox.put(("vault", "back"))
+        until = _Until(stop, vault, ident)
+        failed = _watch_once(vault, inbox, until, step_ms)
+        if stop.is_set():
+            return
+        if _identity(vault) == ident:  # watching failed on the folder still there
+            if failed:
+                return
+            continue
+        log.info("the vault folder is gone or was replaced: re-arming its file watch")
+        gone = True
+        inbox.put(("vault", "gone"))
+
+
+def _watch_once(vault: Path, inbox: queue.Queue[tuple[Any, ...]], until: _Until,
+                step_ms: int) -> bool:
+    """Watch the vault folder that is there now until ``until`` is set; True when watching
+    failed (logged). Ends with ``("files_down",)``: the journal has a gap."""
     from watchfiles import Change, watch
 
-    # a vault that is gone (moved, a disk not mounted) is waited for, never made here: the
-    # syncs refuse it meanwhile (vault_missing, replica/vault/presence.py); a join made it
-    while not vault.is_dir():
-        if stop.wait(VAULT_WAIT_S):
-            inbox.put(("files_down",))
-            return
     armed = threading.Event()
     mine = f"{COOKIE}armed-{os.getpid()}-{id(inbox)}"
 
     def arm() -> None:  # watchfiles arms inotify inside the generator: poke until it sees
         path = vault / mine
-        while not armed.is_set() and not stop.is_set():
+        while not armed.is_set() and not until.is_set():
             try:
                 path.write_bytes(b"")
             except OSError:
                 pass
             armed.wait(0.2)
-        path.unlink(missing_ok=True)
+        try:
+            path.unlink(missing_ok=True)
+        except OSError:
+            pass
 
     threading.Thread(target=arm, name="files-arm", daemon=True).start()
     try:
         # watchfiles yields once a step passed with no new change (or ``debounce`` after
         # the first): the watcher's own debounce then decides when to publish
         root = os.fspath(vault)
-        for changes in watch(vault, stop_event=stop, debounce=50, step=step_ms,
+        for changes in watch(vault, stop_event=until, debounce=50, step=step_ms,
                              raise_interrupt=False):
             # every path a walk would look at, files and folders (the journal), and the
             # entry files in a folder just made (they may have raised no event of their own)
@@ -108,8 +175,12 @@ def files_thread(vault: Path, inbox: queue.Queue[tuple[Any, ...]],
                         inbox.put(("armed",))
                     elif name != mine:
                         inbox.put(("cookie", name))
+        return False
     except Exception:  # the polling fallback still publishes local edits
+        if _identity(vault) != until.ident:
+            return False  # the folder went away under the watch: the caller re-arms
         log.exception("vault watching stopped")
+        return True
     finally:
         armed.set()
         inbox.put(("files_down",))
@@ -201,9 +272,10 @@ class Running:
 
 
 def start(home: Any, space: Any, settings: WatchSettings, stop: threading.Event,
-          serve: Callable[..., int] | None = None) -> Running:
+          serve: Callable[..., int] | None = None, teller: Teller | None = None) -> Running:
     """Take the space's watcher lock and start its threads; with ``serve`` (the CLI's
-    ``main``), answer ``quire status``/``sync`` on the space's socket (replica/watch/server.py)."""
+    ``main``), answer ``quire status``/``sync`` on the space's socket (replica/watch/server.py);
+    ``teller`` says what happens (replica/watch/activity.py)."""
 
     lock = WatchLock(lock_path(space))
     inbox: queue.Queue[tuple[Any, ...]] = queue.Queue()
@@ -216,7 +288,8 @@ def start(home: Any, space: Any, settings: WatchSettings, stop: threading.Event,
                           durable=False),  # advisory, rewritten at every change
                       settings=settings, on_resume=kick.set, apply=syncer.apply,
                       own=syncer.own_writes, vault=os.fspath(space.vault),
-                      on_refused=lambda code, message: _record_refusal(space, code, message))
+                      on_refused=lambda code, message: _record_refusal(space, code, message),
+                      tell=teller.tell if teller is not None else None)
     lock.acquire(watcher.started_at)
     hub = home.hub(space.hub_id)
 
@@ -258,9 +331,11 @@ def _record_refusal(space: Any, code: str, message: str) -> None:
 
 
 def run_watch(home: Any, spaces: list[Any], settings: WatchSettings | None = None,
-              say: Callable[[str], None] = print, serve: Callable[..., int] | None = None
-              ) -> int:
-    """``quire watch``: watch every space given until SIGINT/SIGTERM."""
+              say: Callable[[str], None] = print, serve: Callable[..., int] | None = None,
+              notify: bool = False) -> int:
+    """``quire watch``: watch every space given until SIGINT/SIGTERM; one line per pull,
+    push, conflict and refusal on ``say`` and in each space's ``watch.log``, and with
+    ``notify`` a desktop notification where one is available (replica/watch/activity.py)."""
     import signal
 
     logging.basicConfig(level=os.environ.get("QUIRE_LOG_LEVEL", "WARNING").upper(),
@@ -280,7 +355,8 @@ def run_watch(home: Any, spaces: list[Any], settings: WatchSettings | None = Non
     ignore_lease_breaks()  # the syncs' threads ask the kernel who writes a file (leases)
     try:
         for space in spaces:
-            running.append(start(home, space, settings, stop, serve))
+            teller = Teller(space.name, Path(space.dir) / "watch.log", say=say, notify=notify)
+            running.append(start(home, space, settings, stop, serve, teller))
             say(f"watching {space.name} ({space.vault})")
         while not stop.is_set():
             stop.wait(1.0)

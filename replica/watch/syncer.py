@@ -18,6 +18,7 @@ from typing import Any
 from replica.app import service
 from replica.machine.home import space_lock
 from replica.store import store as st
+from replica.watch import activity
 from replica.watch.core import SyncResult
 from shared.errors import QuireError
 
@@ -41,6 +42,9 @@ class SpaceSyncer:
         # the watcher's thread and served syncs (replica/watch/server.py) share the open
         # replica, client and store: one of them at a time
         self.mutex = threading.RLock()
+        # the store's last history row told about (replica/watch/activity.py): rows after
+        # it are what the next sync pulled and pushed
+        self._told_n: int | None = None
 
     def _open(self) -> tuple[Any, Any, Any]:
 
@@ -51,7 +55,39 @@ class SpaceSyncer:
             # first commit (replica/store/db.py), and no checkpoint of the WAL (fsyncs)
             # when the last one would close
             self._parts[2].engine.keep_open(4)
+            if self._told_n is None:
+                self._told_n = self._last_n(self._parts[2])
         return self._parts
+
+    @staticmethod
+    def _last_n(store: Any) -> int:
+        with store.engine.connect() as conn:
+            return int(conn.scalar("SELECT COALESCE(MAX(n), 0) FROM history"))
+
+    def _lines(self, store: Any, report: Any) -> list[activity.Line]:
+        """What the sync that just ended pulled, pushed and held, for people: the history
+        rows it added (pages by name, who) and its report (conflicts, refusals, deletes held
+        back). Never raises: a line is not worth a failed sync."""
+        try:
+            with store.engine.connect() as conn:
+                rows = [r._asdict() for r in conn.execute(
+                    "SELECT * FROM history WHERE n > ? ORDER BY n", (self._told_n or 0,))]
+                touched = {e for r in rows for e in activity.entry_ids(r)}
+                deleted = [e for e in touched
+                           if st.live_version(st.get_state_txn(conn, e).synced) is None]
+            if rows:
+                self._told_n = int(rows[-1]["n"])
+            hub = self.home.hub(self.space.hub_id)
+            names = store.get_meta(activity.PEOPLE)  # as `quire log` last asked the hub
+            return activity.sync_lines(rows, report.to_json(),
+                                       replica_id=self.space.replica_id,
+                                       me=hub.user_id if hub else None, deleted=deleted,
+                                       names=names if isinstance(names, dict) else None)
+        except Exception:  # noqa: BLE001 - see the docstring
+            import logging
+
+            logging.getLogger("quire.watch").exception("could not describe the sync")
+            return []
 
     def open_store(self) -> Any:
         """The store the watcher keeps open (a served status reads it), or None before
@@ -59,8 +95,8 @@ class SpaceSyncer:
         parts = self._parts
         return parts[2] if parts is not None else None
 
-    def run_served(self, home: Any, space: Any, progress: Any = service.NO_PROGRESS
-                   ) -> tuple[Any, dict[str, Any]]:
+    def run_served(self, home: Any, space: Any, progress: Any = service.NO_PROGRESS, *,
+                   confirm_deletes: bool = False) -> tuple[Any, dict[str, Any]]:
         """``service.run_sync`` for a ``quire sync`` the watcher serves: the same steps,
         status file and result, on the open replica, after the watcher's sync in flight."""
         from replica.ipc import journal
@@ -79,6 +115,7 @@ class SpaceSyncer:
 
                     ensure_current_replica(space, home.hub(space.hub_id), rep)
                     rep.journal = scope
+                    rep.confirm_deletes = confirm_deletes  # the watcher's own: never
                     report = rep.sync()
                 except QuireError as e:
                     service.write_status(space, report=None, error=e, role=rep.role)
@@ -88,6 +125,7 @@ class SpaceSyncer:
                     raise
                 finally:
                     rep.journal = None
+                    rep.confirm_deletes = False
                 service.write_status(space, report=report, error=None, role=rep.role)
                 from replica.conflicts.report import report_after_sync
 
@@ -161,7 +199,8 @@ class SpaceSyncer:
             service.write_status(self.space, report=None, error=None, role=None)
             last = page.changes[-1]
             return SyncResult({"epoch": head.epoch, "seq": last.seq, "digest": last.head},
-                              0, len(report.held), retry_at=_retry_at(waiting))
+                              0, len(report.held), retry_at=_retry_at(waiting),
+                              lines=self._lines(store, report))
 
     def _remember_writes(self, expected: dict[str, str | None]) -> None:
         from replica.vault import markdown as md
@@ -252,7 +291,8 @@ class SpaceSyncer:
                     waiting = rep.flush_vault()
                     return SyncResult(None, 0, len(store.conflicts()), skipped=True,
                                       problem_paths=_problem_paths(scanned),
-                                      retry_at=_retry_at(waiting))
+                                      retry_at=_retry_at(waiting),
+                                      lines=self._lines(store, scanned))
             try:  # the vault just scanned is not scanned again (one walk, not two)
                 report = rep.sync(scanned)
             except QuireError as e:
@@ -268,7 +308,8 @@ class SpaceSyncer:
             return SyncResult(head.to_json() if head else None, len(pending),
                               len(store.conflicts()), pending=pending,
                               problem_paths=_problem_paths(report),
-                              retry_at=_retry_at(report.waiting))
+                              retry_at=_retry_at(report.waiting),
+                              lines=self._lines(store, report))
         except QuireError:
             raise
         except Exception:

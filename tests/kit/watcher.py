@@ -36,14 +36,16 @@ class WatchProc:
     """``quire watch`` for ``m``; ``prelude``: Python run in the watcher's process before the
     CLI starts (to change what the machine's SQLite does, say)."""
 
-    def __init__(self, m: CliMember, env: dict[str, str] | None = None, prelude: str = ""):
+    def __init__(self, m: CliMember, env: dict[str, str] | None = None, prelude: str = "",
+                 args: tuple[str, ...] = ()):
         self.member = m
         e = {**os.environ, "QUIRE_HOME": str(m.home), **WATCH_ENV, **(env or {})}
         e.pop("QUIRE_TEST_CRASH_AT", None)
         self.log = m.home.parent / "watch.log"
         self._f = open(self.log, "ab")  # noqa: SIM115 - closed in stop()
         python, flag, main = QUIRE
-        self.proc = subprocess.Popen([python, flag, prelude + main, "watch"], cwd=REPO, env=e,
+        self.proc = subprocess.Popen([python, flag, prelude + main, "watch", *args], cwd=REPO,
+                                     env=e,
                                      stdout=self._f, stderr=subprocess.STDOUT)
 
     @property

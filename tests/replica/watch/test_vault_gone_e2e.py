@@ -47,3 +47,35 @@ def test_a_watcher_whose_vault_is_moved_away_deletes_nothing_and_resumes(
         assert w.stop() == 0
     ann.sync()
     assert all(ann.read(f"page/p{i}") is not None for i in range(3))
+
+
+def test_a_vault_removed_and_restored_under_a_watcher_publishes_the_next_edit(
+        shared_hub: tuple[HubHandle, Path], tmp_path: Path) -> None:
+    """``rm -rf`` of the vault, then a copy put back (a new folder, a new inode): the
+    watcher's file watch was on the old folder. Before the re-arm (0506cf5) the watcher went
+    back to ``idle`` and never saw an edit again: this test timed out waiting for it."""
+    import shutil
+
+    team = _team(*shared_hub, tmp_path)
+    ann, bob = team.members("ann", "bob")
+    ann.write(_entry("page/p0", "page 0\n"))
+    ann.sync()
+    bob.sync()
+    w = WatchProc(bob)
+    try:
+        w.wait_ready()
+        backup = tmp_path / "bob-backup"
+        shutil.copytree(bob.vault, backup)
+        shutil.rmtree(bob.vault)
+        wait_for(lambda: "vault folder is gone" in w.log.read_text(), DEADLINE,
+                 lambda: w.log.read_text()[-2000:])
+        shutil.copytree(backup, bob.vault)
+        wait_for(lambda: "vault folder is back" in w.log.read_text()
+                 and w.status().get("journal", {}).get("valid") is True, DEADLINE,
+                 lambda: w.log.read_text()[-2000:] + str(w.status()))
+        bob.write(_entry("page/p1", "written after the vault came back\n"))
+        wait_for(lambda: (ann.sync(), _has(ann, "page/p1",
+                                           "written after the vault came back\n"))[1],
+                 DEADLINE, lambda: w.log.read_text()[-2000:] + str(w.status()), step=0.5)
+    finally:
+        assert w.stop() == 0

@@ -61,6 +61,16 @@ async def signin_start(request: Request) -> Response:
     if not same_origin(request):
         return page(request, "error.html", status=403,
                     error=Forbidden("this form was sent from another site"))
+    # every start stores a device login and a session: limited per client address, in the
+    # same bucket as the API's device logins (device_codes_per_min)
+    addr = client_of(request.client.host if request.client else None,
+                     request.headers.items(), hub.settings)
+    ok, wait = await call(hub.login_limiter.allow, addr)
+    if not ok:
+        refused = page(request, "error.html", status=429, error=RateLimited(
+            "too many sign-ins from this address; wait a minute and retry"))
+        refused.headers["Retry-After"] = str(wait)
+        return refused
     secret, user_code = await call(sessions.start, hub.store, hub.settings, hub.now())
     resp = redirect("/console/signin/wait")
     secure = hub.settings.url.startswith("https:")
@@ -86,6 +96,10 @@ async def signin_wait(request: Request) -> Response:
     if done:
         resp = redirect("/console/spaces")
         resp.delete_cookie(CODE_COOKIE, path="/console/signin")
+        if done != secret:  # signed in just now, under a new secret (session fixation)
+            resp.set_cookie(sessions.COOKIE, done, max_age=hub.settings.console_session_ttl,
+                            path="/console", httponly=True, samesite="strict",
+                            secure=hub.settings.url.startswith("https:"))
         return resp
     return page(request, "wait.html", user_code=request.cookies.get(CODE_COOKIE, ""),
                 interval=hub.settings.device_code_interval)

@@ -6,6 +6,8 @@
              resume()  on each visit of the waiting page: once a signed-in device of the
                        member approved the code, the login is redeemed with a proof signed
                        by that key; the session is then bound to the new device and its user
+                       under a new secret (the browser's cookie is replaced): a secret
+                       planted in a browser before sign-in (session fixation) signs no one in
     or       start_signed_in()  after an OpenID Connect sign-in (hub/console/oidc.py): the same
                        kind of session and device, bound to the user at once
     visit    principal_txn()  session -> (user, device), re-read as they are now
@@ -94,20 +96,22 @@ def start(store: Store, settings: Any, now: int) -> tuple[str, str]:
 
 
 def resume(store: Store, key: Any, settings: Any, secret: str, session: Session, now: int
-           ) -> bool:
-    """Finish a pending sign-in if its code was approved; False while it waits."""
+           ) -> str | None:
+    """Finish a pending sign-in if its code was approved: returns the session's secret from
+    now on (a new one: the caller replaces the cookie; the waiting secret is dead), or None
+    while it waits. A session signed in already keeps its secret."""
     if session.signed_in:
-        return True
+        return secret
     try:
         out = grants.redeem_device_code(
             store, key, settings, {"device_code": session.device_code},
             jwk_thumbprint(public_b64(device_key(secret))), now)
     except AuthorizationPending:
-        return False
-
+        return None
+    rotated = SECRET_PREFIX + secrets.token_urlsafe(32)
     store.run_write(lambda conn: cs.bind_txn(conn, session.id, out["user_id"],
-                                             out["device_id"]))
-    return True
+                                             out["device_id"], secret_hash(rotated)))
+    return rotated
 
 
 def start_signed_in(store: Store, user_id: str, now: int, ttl_s: int, via: dict[str, Any]

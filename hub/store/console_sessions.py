@@ -15,8 +15,8 @@ _INSERT = Sql("INSERT INTO console_sessions (id, token_hash, device_code, create
               "expires_at) VALUES (:id, :h, :dc, :now, :exp)")
 _INSERT_BOUND = Sql("INSERT INTO console_sessions (id, token_hash, user_id, device_id, "
                     "created_at, expires_at) VALUES (:id, :h, :u, :d, :now, :exp)")
-_BIND = Sql("UPDATE console_sessions SET user_id = :u, device_id = :d, device_code = NULL "
-            "WHERE id = :id AND device_id IS NULL")
+_BIND = Sql("UPDATE console_sessions SET user_id = :u, device_id = :d, device_code = NULL, "
+            "token_hash = :h WHERE id = :id AND device_id IS NULL")
 _REVOKE = Sql("UPDATE console_sessions SET revoked_at = :now WHERE id = :id")
 _REVOKE_DEVICE = Sql("UPDATE devices SET revoked_at = :now WHERE id = :d AND revoked_at IS NULL")
 _DEVICE_USER = Sql("SELECT d.user_id, u.name, u.is_owner FROM devices d "
@@ -40,8 +40,11 @@ def insert_bound_txn(conn: Connection, *, id: str, token_hash: str, user_id: str
                              "now": now, "exp": expires_at})
 
 
-def bind_txn(conn: Connection, session_id: str, user_id: str, device_id: str) -> None:
-    _BIND.run(conn, {"u": user_id, "d": device_id, "id": session_id})
+def bind_txn(conn: Connection, session_id: str, user_id: str, device_id: str,
+             token_hash: str) -> None:
+    """Sign the session in, under a new secret (``token_hash``): the one it had while it
+    waited stops working."""
+    _BIND.run(conn, {"u": user_id, "d": device_id, "id": session_id, "h": token_hash})
 
 
 def revoke_txn(conn: Connection, session_id: str, device_id: str | None, now: int) -> None:

@@ -25,13 +25,19 @@ def _csrf(html: str) -> str:
     return m.group(1)
 
 
-def sign_in(h: dict[str, Any], approver: Any) -> Any:
-    """A browser (its own cookie jar) signs in, approved by ``approver``'s device."""
+def sign_in(h: dict[str, Any], approver: Any, keep_waiting_secret: bool = False) -> Any:
+    """A browser (its own cookie jar) signs in, approved by ``approver``'s device
+    (``keep_waiting_secret``: its session secret before sign-in is kept as
+    ``browser.waiting_secret``)."""
     from starlette.testclient import TestClient
+
+    from hub.console import sessions
 
     browser = TestClient(h["app"], base_url=h["settings"].url.rstrip("/"))
     r = browser.post("/console/signin", headers=_origin(h), follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"] == "/console/signin/wait", r.text
+    if keep_waiting_secret:
+        browser.waiting_secret = browser.cookies[sessions.COOKIE]
     wait = browser.get("/console/signin/wait")
     code = re.search(r"quire devices approve ([A-Z0-9-]+)", wait.text)
     assert code, wait.text

@@ -7,7 +7,9 @@
               this device's key, as this member, base = each entry's version now (so an
               entry that changes meanwhile is refused with base_mismatch, not overwritten);
               provenance says which seq it reverts
-    block()   with ``--block``: the versions the revert took away (entry id + the exact
+    block()   with ``--block``: first a dry run of the block (space admins only: an
+              editor's ``--block`` is refused before the revert is published); after the
+              revert, the versions it took away (entry id + the exact
               version SEQ wrote; deletions are not blocked) are recorded on the hub as
               blocked (POST …/blocks, audited): the guard refuses them from then on
               (``version_blocked``) and a replica that still holds one as a local edit

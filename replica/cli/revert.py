@@ -29,6 +29,10 @@ def run(args: argparse.Namespace, out: Any, client: Any, hub: Any) -> None:
     lines += [f"  conflict {c['id']} (changed since, at seq {c['changed_seq']}; left as is)"
               for c in p.conflicts]
     lines += [f"  same     {u} (already as before)" for u in p.unchanged]
+    if args.block and not args.dry_run and p.ops and p.reverted_versions():
+        # blocking is for space admins: asked first (a dry run of the block, every check
+        # on the hub), so a refused block leaves nothing published either
+        block(client, args.space, p, dry_run=True)
     if not args.dry_run:
         from shared.signing import load_private
 

@@ -81,6 +81,26 @@ def test_a_viewer_cannot_revert(team) -> None:  # type: ignore[no-untyped-def]
     assert alice.read("page/a").body == "a1\n"
 
 
+def test_an_editors_revert_with_block_is_refused_before_anything_is_published(team) -> None:  # type: ignore[no-untyped-def]
+    """Blocking is for space admins: an editor's ``--block`` is refused up front. Before,
+    the revert was published and only then was the block refused (``forbidden``, exit 5,
+    with the revert already in the history)."""
+    alice = team.member("alice")
+    alice.write(_page("page/a", "a1\n"))
+    alice.sync()
+    alice.write(_page("page/a", "a2 (bad)\n"))
+    bad_seq = alice.sync()["head"]["seq"]
+    before = team.batches(alice)
+    p = quire(alice.home, "admin", "revert", team.space["name"], str(bad_seq), "--block",
+              "--json", check=False)
+    assert p.returncode == 5 and "forbidden" in p.stdout, (p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr
+    assert team.batches(alice) == before  # nothing published
+    # without --block the editor's revert goes through the guard as before
+    done = qjson(alice.home, "admin", "revert", team.space["name"], str(bad_seq))
+    assert done["receipt"]["seq"] == len(before) + 1
+
+
 def test_block_keeps_the_reverted_version_from_returning(team) -> None:  # type: ignore[no-untyped-def]
     """``--block``: bob pulled the bad version and writes it back after the revert (an
     agent re-applying what it remembers); carol was offline with the same bad content as

@@ -25,6 +25,7 @@ from replica.app.agent_grant import DEFAULT_TTL_S as DEFAULT_GRANT_TTL_S
 from replica.app.remote_reads import AT_HUB, remote_read, remote_search
 from replica.conflicts.packets import DEFAULT_TTL_S
 from replica.mcp.calls import QuireMCP, _result
+from replica.mcp.page_tools import PAGE_TOOLS, register
 from replica.mcp.session import READ_CHARS, SEARCH_LIMIT, Session
 from replica.mcp.text import INSTRUCTIONS, INTRO
 
@@ -50,18 +51,29 @@ def build_server(session: Session) -> MCPServer:
         return _result(session, session.sync)
 
     @mcp.tool(description="Recall: full-text search over titles, tags and bodies of the local "
-                          "replica (all words must match). Returns ids, titles, scores and short "
-                          "snippets; read an entry for its full text. Works offline.")
-    def search(query: Annotated[str, Field(description="words to look for", min_length=1,
-                                           max_length=500)],
+                          "replica. Every word must match; \"a phrase\" in double quotes "
+                          "matches as written; OR between groups matches either (deploy "
+                          "\"blue button\" OR rollback). since/until (YYYY-MM-DD, until "
+                          "included) keep entries last changed in that range. Returns ids, "
+                          "titles, scores and short snippets; page with offset = "
+                          "next.offset; read an entry for its full text. Works offline.")
+    def search(query: Annotated[str, Field(description="words, \"phrases\", OR",
+                                           min_length=1, max_length=500)],
                limit: Annotated[int, Field(description="at most this many results",
                                            ge=1, le=SEARCH_LIMIT)] = 10,
                kind: Annotated[str | None, Field(description="only this kind, e.g. skill, "
                                                  "guardrail, page")] = None,
-               at_hub: Annotated[bool, Field(description=AT_HUB)] = False) -> CallToolResult:
+               since: Annotated[str | None, Field(description="changed on or after this "
+                                                  "date (YYYY-MM-DD)", max_length=40)] = None,
+               until: Annotated[str | None, Field(description="changed on or before this "
+                                                  "date (YYYY-MM-DD)", max_length=40)] = None,
+               offset: Annotated[int, Field(ge=0, description="next.offset")] = 0,
+               at_hub: Annotated[bool, Field(description=AT_HUB + " (every word only)")]
+               = False) -> CallToolResult:
         if at_hub:
             return _result(session, lambda: remote_search(session, query, limit, kind))
-        return _result(session, lambda: session.search(query, limit, kind))
+        return _result(session, lambda: pages.search(query, limit, kind, since, until,
+                                                     offset))
 
     @mcp.tool(description="Read one entry (title, tags, links, meta, body, version). Long bodies "
                           "come in slices: pass offset to continue while 'more' is true. "
@@ -178,6 +190,7 @@ def build_server(session: Session) -> MCPServer:
                          claim_token: Annotated[str, Field(min_length=1)]) -> CallToolResult:
         return _result(session, lambda: session.conflict_release(packet, claim_token))
 
+    pages = register(mcp, session)  # delete, history, links, edit, … (page_tools.py)
     _refuse_unknown_arguments(mcp)
     return mcp
 
@@ -193,7 +206,8 @@ def _refuse_unknown_arguments(mcp: MCPServer) -> None:
 
 
 TOOLS = ("status", "sync", "search", "read", "write", "bootstrap_world_model", "conflicts_list",
-         "conflict_show", "conflict_claim", "conflict_resolve", "conflict_release")
+         "conflict_show", "conflict_claim", "conflict_resolve", "conflict_release",
+         *PAGE_TOOLS)
 
 
 def serve(space: str | None = None, agent: str | None = None, *, write: bool = False,

@@ -273,6 +273,8 @@ class Session:
         doc["agent_changes"] = [c.to_json() for c in mine.values()][:50]
         doc["agent_unpublished"] = len(mine) + len(pending_resolutions(space, self.agent))
         doc["agent_last_error"] = self.last_error
+        # this session's own state: "pending" while any change of yours is unpublished
+        doc["agent_state"] = "pending" if doc["agent_unpublished"] else "ok"
         return doc
 
     def sync(self) -> dict[str, Any]:
@@ -343,6 +345,9 @@ class Session:
         s, c, mine = _state_and_conflict(space, entry_id, self.agent)
         entry = None
         if mine is not None:  # your own unpublished write, over the replica's
+            if mine.entry.deleted:
+                raise NotFound(f"{entry_id} is deleted by you (not yet published; "
+                               "revert_local undoes it)")
             entry = mine.entry
         elif path.is_file() and not path.is_symlink():
             try:

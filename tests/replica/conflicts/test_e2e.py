@@ -231,6 +231,17 @@ async def _agent_session(alice: CliMember) -> dict[str, Any]:
             "conflict_resolve": {"packet": pid, "digest": "d", "resolution": "maybe"},
             "conflict_release": {"packet": "page/claim", "claim_token": "not-mine"},
             "bootstrap_world_model": {"space": "", "max_bytes": 1},
+            "delete": {"entry_id": "page/none"},
+            "revert_local": {"entry_ids": ["page/deploy"], "all": True},
+            "restore": {"entry_id": "page/deploy", "seq": -1},
+            "history": {"entry_id": "Not An Id"},
+            "activity": {"limit": 0},
+            "list_entries": {"kind": "page", "folder": "skill/x"},
+            "read_many": {"entry_ids": []},
+            "read_lines": {"entry_id": "page/deploy", "start": 0},
+            "edit": {"entry_id": "page/deploy", "replace_text": {"old": "zzz-absent",
+                                                                 "new": "x"}},
+            "links": {"entry_id": "page/deploy", "direction": "sideways"},
         }
         assert set(invalid) == set(TOOLS)
         for name, args in invalid.items():

@@ -257,7 +257,7 @@ class PageTools:
                   **({"yours": True} if e in mine else {})} for e in ids[:limit]]
         kept = fit(items)
         more = len(kept) < len(ids)
-        return {"entries": kept, "total": len(ids) + (0 if after is None else 0),
+        return {"entries": kept, "total": len(ids),  # matching entries after ``after``
                 "next": {"after": kept[-1]["id"]} if more and kept else None}
 
     def _mine(self) -> dict[str, Any]:

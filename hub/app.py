@@ -18,7 +18,13 @@ from starlette.routing import Mount
 
 from hub import logs
 from hub import screening as screen
-from hub.api.http import NulGuard, http_error_handler, quire_error_handler, unhandled_error_handler
+from hub.api.http import (
+    AnswerHeaders,
+    NulGuard,
+    http_error_handler,
+    quire_error_handler,
+    unhandled_error_handler,
+)
 from hub.api.observe import Observe
 from hub.api.reads import READ_ROUTES
 from hub.api.routes import ROUTES
@@ -221,6 +227,7 @@ def create_app(settings: Settings, *, store: Store | None = None, key: HubKey | 
     })
     app.state.hub = hub
     app.add_middleware(NulGuard)  # inside Observe: its refusals are logged and counted
+    app.add_middleware(AnswerHeaders)  # nosniff on every answer (hub/api/http.py)
     app.add_middleware(Observe, metrics=hub.metrics, routes=served, on_done=hub.refused)
     return app
 

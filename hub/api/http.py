@@ -44,8 +44,35 @@ class JSON(JSONResponse):
         return json.dumps(content, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
+# headers every answer carries (the API's, the console's, errors and files): no browser
+# may guess another type than the one sent (a JSON answer read as HTML or script)
+ANSWER_HEADERS = ((b"x-content-type-options", b"nosniff"),)
+
+
+class AnswerHeaders:
+    """ASGI middleware: ``ANSWER_HEADERS`` on every answer, unless it set them itself."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                have = {k.lower() for k, _ in message.get("headers", ())}
+                message["headers"] = [*message.get("headers", ()),
+                                      *((k, v) for k, v in ANSWER_HEADERS if k not in have)]
+            await send(message)
+
+        await self.app(scope, receive, send_with)
+
+
 def error_response(exc: QuireError) -> Response:
-    headers = {}
+    # also sent by the last-resort handler, outside every middleware
+    headers = {k.decode(): v.decode() for k, v in ANSWER_HEADERS}
     if "retry_after" in exc.details:
         headers["Retry-After"] = str(exc.details["retry_after"])
     return JSON(exc.to_wire(), status_code=exc.status, headers=headers)

@@ -4,8 +4,9 @@ table below and the body schemas the hub reads with (shared/schemas.py).
     ROUTES (paths, methods) ─┐
     OPS (summary, body, response, status, query) ─┼─> document() ─> /v1/openapi.json
     shared.schemas REQUESTS / RESPONSES / ERROR ──┘
-                                                     /v1/docs: hub/api/static/docs.html
-                                                     renders it (no CDN, no build)
+                                                     /v1/docs: docs_page() renders it
+                                                     into hub/api/static/docs.html (escaped,
+                                                     no script, no CDN: a strict CSP)
 
 ``tests/hub/api/test_openapi.py`` checks every route has an entry here, every request schema's
 fields are the ones the handler reads, and the document is valid OpenAPI 3.1.
@@ -13,7 +14,12 @@ fields are the ones the handler reads, and the document is valid OpenAPI 3.1.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import html
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from shared import PROTOCOL_VERSION
@@ -267,3 +273,54 @@ def document(routes: list[Any]) -> dict[str, Any]:
                 "type": "apiKey", "in": "header", "name": "Authorization",
                 "description": "`Authorization: DPoP <access token>` plus a `DPoP` proof "
                                "header signed by the device key (RFC 9449)"}}}}
+
+
+# ---------------------------------------------------------------- the page at /v1/docs
+
+_PAGE = Path(__file__).with_name("static") / "docs.html"
+
+
+def _deref(schemas: dict[str, Any], s: Any) -> Any:
+    ref = s.get("$ref") if isinstance(s, dict) else None
+    return schemas.get(ref.rsplit("/", 1)[-1]) if isinstance(ref, str) else s
+
+
+def docs_page(doc: dict[str, Any]) -> tuple[str, str]:
+    """The document as an HTML page, rendered here (escaped) so the page runs no script at
+    all: ``(html, csp)``, where the CSP allows nothing but the page's own style block (by
+    its hash) and no framing."""
+    e = html.escape
+    schemas = doc["components"]["schemas"]
+    parts = []
+    for path, item in doc["paths"].items():
+        for method, op in item.items():
+            body = [f'<details><summary><span class="m">{e(method.upper())}</span>'
+                    f'<span class="p">{e(path)}</span> <span class="s">{e(op["summary"])}'
+                    f'</span></summary>',
+                    f'<p>{e(op["description"])}{" (DPoP credential)" if op.get("security") else ""}'
+                    '</p>']
+            if op.get("parameters"):
+                body.append("<p>Parameters: " + ", ".join(
+                    f'{e(p["name"])} ({e(p["in"])})' for p in op["parameters"]) + "</p>")
+            if op.get("requestBody"):
+                schema = _deref(schemas, op["requestBody"]["content"]["application/json"]
+                                ["schema"])
+                body.append(f"<p>Request body:</p><pre>{e(json.dumps(schema, indent=2))}</pre>")
+            for status, r in op["responses"].items():
+                media = next(iter(r.get("content") or {}), "")
+                body.append(f"<p>{e(status)} {e(media)}: {e(r['description'])}</p>")
+                if media == "application/json" and status < "400":
+                    schema = _deref(schemas, r["content"][media]["schema"])
+                    body.append(f"<pre>{e(json.dumps(schema, indent=2))}</pre>")
+            parts.append("\n".join(body) + "</details>")
+    parts.append(f'<h2>Error</h2><pre>{e(json.dumps(schemas["Error"], indent=2))}</pre>')
+    info = doc["info"]
+    shell = _PAGE.read_text(encoding="utf-8")
+    page = shell.replace("{info}", e(f"{info['description']} (OpenAPI {doc['openapi']}, "
+                                     f"protocol {info['version']})")).replace(
+        "{ops}", "\n".join(parts))
+    style = shell[shell.index("<style>") + 7:shell.index("</style>")]
+    digest = base64.b64encode(hashlib.sha256(style.encode()).digest()).decode()
+    csp = (f"default-src 'none'; style-src 'sha256-{digest}'; frame-ancestors 'none'; "
+           "base-uri 'none'; form-action 'none'")
+    return page, csp

@@ -53,7 +53,8 @@ def test_docs_page_is_shipped_and_loads_nothing_from_elsewhere(team: WireTeam) -
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
     assert "openapi.json" in r.text
     assert not re.search(r"(src|href)=\"(https?:)?//", r.text)  # no CDN
-    assert "default-src 'self'" in r.headers["content-security-policy"]
+    assert "default-src 'none'" in r.headers["content-security-policy"]  # no script at all
+    assert "<script" not in r.text
 
 
 @pytest.fixture

@@ -233,15 +233,19 @@ class PageTools:
         prefix = _prefix(kind, folder)
         rows = pages.history_rows(self._space(), entry_id=None, before=before,
                                   limit=limit)
+        scanned = len(rows)
+        last_n = rows[-1]["n"] if rows else None  # where the next page starts, filtered or not
         if prefix:
             for r in rows:
                 r["entries"] = [e for e in r["entries"] if e.startswith(prefix)]
             rows = [r for r in rows if r["entries"] or r["kind"] == "snapshot"]
         items = self._changes(rows)
         kept = fit(items)
-        scanned_all = len(kept) == len(items) and len(rows) < limit
-        return {"changes": kept,
-                "next": None if scanned_all or not kept else {"before": kept[-1]["cursor"]},
+        if len(kept) < len(items):
+            nxt: dict[str, Any] | None = {"before": kept[-1]["cursor"]}
+        else:
+            nxt = {"before": last_n} if scanned == limit and last_n is not None else None
+        return {"changes": kept, "next": nxt,
                 "source": "this replica's applied batches, newest first (works offline)"}
 
     # ------------------------------------------------------------ lists and reads

@@ -131,11 +131,13 @@ def parse_rule(body: dict[str, Any]) -> dict[str, Any]:
         raise InvalidRequest("who must be viewer, editor, admin, agents, agent:NAME (one "
                              "agent, a name as delegations take it) or a user id")
     if not (isinstance(actions, list) and actions
-            and all(a in policy.ACTIONS for a in actions) and len(set(actions)) == len(actions)):
-        raise InvalidRequest("actions must be a non-empty list of create, update, delete")
+            and all(a in policy.RULE_ACTIONS for a in actions)
+            and len(set(actions)) == len(actions)):
+        raise InvalidRequest("actions must be a non-empty list of create, update, delete, "
+                             "bulk_delete")
     if not (isinstance(entries, str) and GLOB.match(entries)):
         raise InvalidRequest("entries must be a glob on entry ids, e.g. guardrail/*")
-    ordered = [a for a in policy.ACTIONS if a in actions]
+    ordered = [a for a in policy.RULE_ACTIONS if a in actions]
     return {"effect": effect, "who": who, "actions": ordered, "entries": entries}
 
 

@@ -69,6 +69,7 @@ from hub.store.guard_reads import (
     prepare_context_read,
 )
 from hub.store.principals import role_txn
+from hub.store.quotas_sql import live_counts_txn, usage_row_txn
 from hub.store.rules import list_rules_txn, rules_of, rules_read
 from hub.store.spaces_sql import SpaceRow, advance_head_and_audit_txn, get_space_txn
 from hub.store.sql import notify_txn, pipelined, read_together
@@ -271,17 +272,27 @@ def prepare_txn(conn: Any, batch: Batch, principal: Principal, space_ref: str,
     rules = pre.rules if pre is not None else list_rules_txn(conn, space.id)
     changes, claims = policy.judge_txn(conn, space.id, batch.ops, current)
     check_rules(changes, rules, principal, role)
+    if principal.agent is not None:  # an agent's mass delete (shared/policy.py bulk_deletes)
+        check_rules(policy.bulk_deletes(changes, _live_count_txn(conn, space.id) if
+                                        policy.needs_live_count(changes) else None),
+                    rules, principal, role)
     # revert --block (hub/blocks.py)
     if pre is None:
         blocks.check_txn(conn, space.id, batch.ops)
     elif pre.blocked is not None:
         blocks.check_rows(batch.ops, pre.blocked)
-    screen.check_txn(conn, space.id, batch.ops, screening)
+    screen.check_txn(conn, space.id, batch.ops, screening, batch.provenance)
     return principal, Prepared(space.id, space.epoch, space.rules_version, role,
                                dev.public_key, canonical_str(batch.to_wire()),
                                tuple(canonical_str(op.entry.to_dict()) for op in batch.ops),
                                tuple(policy.key_digest_of(op.entry) for op in batch.ops),
                                claims, tuple(rules) if claims else ()), None
+
+
+def _live_count_txn(conn: Any, space_id: str) -> int:
+    """The space's live pages as its quota row counts them (counted when it has none)."""
+    row = usage_row_txn(conn, space_id)
+    return int(row["entries"]) if row is not None else live_counts_txn(conn, space_id)[0]
 
 
 def known_head_txn(conn: Any, space: SpaceRow, seq: int, digest: str) -> bool:

@@ -22,13 +22,16 @@ from shared.entry import Entry, make_entry
 from shared.ids import split_entry_id
 from shared.policy import (
     ACTIONS,
+    BULK_DELETE,
     DEFAULT_RULES,
     EFFECTS,
     ROLES,
+    RULE_ACTIONS,
     Actor,
     Change,
     Rule,
     at_least,
+    bulk_deletes,
     change_of,
     denied_by_applying,
     denied_changes,
@@ -36,6 +39,7 @@ from shared.policy import (
     effective_rules,
     guardrail_key,
     key_takeovers,
+    needs_live_count,
     op_action,
     role_rank,
     rule_agent,
@@ -43,10 +47,11 @@ from shared.policy import (
     taken_key,
 )
 
-__all__ = ["ACTIONS", "DEFAULT_RULES", "EFFECTS", "ROLES", "Actor", "Change", "Rule",
-           "at_least", "change_of", "changes_txn", "denied_by_applying", "denied_changes",
+__all__ = ["ACTIONS", "BULK_DELETE", "DEFAULT_RULES", "EFFECTS", "ROLES", "RULE_ACTIONS",
+           "Actor", "Change", "Rule",
+           "at_least", "bulk_deletes", "change_of", "changes_txn", "denied_by_applying", "denied_changes",
            "denied_ops", "effective_rules", "judge_txn", "key_digest", "key_digest_of",
-           "op_action", "role_rank", "rule_agent", "rule_applies", "takeover_reads",
+           "needs_live_count", "op_action", "role_rank", "rule_agent", "rule_applies", "takeover_reads",
            "takeovers_of"]
 
 

@@ -47,7 +47,11 @@ from shared.entry import SEVERITIES, Entry, guardrail_rank
 from shared.ids import split_entry_id
 
 ROLES = ("viewer", "editor", "admin")
-ACTIONS = ("create", "update", "delete")
+ACTIONS = ("create", "update", "delete")  # what one op does
+# what a rule may name: the ops' actions, and ``bulk_delete``: each delete of a batch that
+# deletes more pages than ``BULK_DELETE`` allows at once (``bulk_deletes``), denied to
+# agents by default
+RULE_ACTIONS = (*ACTIONS, "bulk_delete")
 EFFECTS = ("allow", "deny")
 WEAKENS = "weakens"  # a rule's ``when``: it matches only ops that weaken a guardrail
 AGENT_PREFIX = "agent:"  # a rule's ``who`` naming one agent: ``agent:NAME``
@@ -88,7 +92,52 @@ class Rule:
 DEFAULT_RULES: tuple[Rule, ...] = (
     Rule("default:guardrails-additive", "deny", "editor", ("update", "delete"), "guardrail/*",
          when=WEAKENS, source="default"),
+    # an agent deleting many pages at once is the mass delete a person's replica holds for
+    # confirmation (replica/engine/mass_delete.py); an agent has nobody to confirm, so the
+    # hub refuses it unless a space rule allows the agent ``bulk_delete``
+    Rule("default:agents-no-bulk-delete", "deny", "agents", ("bulk_delete",), "*",
+         source="default"),
 )
+
+
+@dataclass(frozen=True)
+class BulkDelete:
+    """How many deletes in one batch are a bulk delete: more than ``pages``, or more than
+    ``share`` of the space's live pages when more than ``min_pages`` (the replica's default
+    mass-delete threshold, replica/engine/mass_delete.py)."""
+
+    pages: int = 50
+    share: float = 0.25
+    min_pages: int = 10
+
+    def exceeded(self, deletes: int, live: int) -> str | None:
+        if deletes > self.pages:
+            return f"more than {self.pages} pages"
+        if deletes > self.min_pages and deletes > self.share * live:
+            return f"more than {self.share:.0%} of the space"
+        return None
+
+
+BULK_DELETE = BulkDelete()
+
+
+def bulk_deletes(changes: list[Change], live: int | None,
+                 limit: BulkDelete = BULK_DELETE) -> list[Change]:
+    """A ``bulk_delete`` change for each delete of a batch whose deletes are more than
+    ``limit`` allows at once (``live``: the space's live pages before it, read only when the
+    share could decide; None: not read), else none."""
+    deletes = [c for c in changes if c.action == "delete" and c.taker is None]
+    why = limit.exceeded(len(deletes), live if live is not None else len(deletes) * 4 + 1)
+    if why is None:
+        return []
+    return [Change(c.entry_id, "bulk_delete", reason=f"{len(deletes)} deletes in one batch, "
+                                                     f"{why}") for c in deletes]
+
+
+def needs_live_count(changes: list[Change], limit: BulkDelete = BULK_DELETE) -> bool:
+    """Could the space's size decide whether ``changes`` are a bulk delete?"""
+    n = sum(1 for c in changes if c.action == "delete" and c.taker is None)
+    return limit.min_pages < n <= limit.pages
 
 
 def effective_rules(space_rules: list[dict[str, Any]]) -> list[Rule]:
@@ -279,6 +328,10 @@ def denial(rules: list[Rule], change: Change) -> dict[str, str] | None:
         why = (f"{change.entry_id}: {change.action} {change.reason}; guardrails are "
                f"additive, only admins may weaken one unless a space rule allows it "
                f"(rule {rule.id})")
+    elif change.action == "bulk_delete":
+        why = (f"{change.entry_id}: {change.reason}: a bulk delete, which the space rules do "
+               f"not let this agent make (rule {rule.id}; an admin may allow it with a rule "
+               "allowing bulk_delete)")
     else:
         why = f"the space rules do not let you {change.action} {change.entry_id} (rule {rule.id})"
     return {"id": change.entry_id, "action": change.action, "rule": rule.id, "reason": why}

@@ -34,7 +34,8 @@ def test_guardrails_are_additive_locally_and_at_the_hub(hub: HubProcess,  # noqa
         q(home, "join", hub.url, "--invite", code, "--vault", str(tmp_path / f"{name}-vault"),
           "--device", name)
     eff = q(owner, "admin", "rules", "list", "team")["effective"]
-    assert [(r["id"], r["effect"], r["when"]) for r in eff] == [(DEFAULT, "deny", "weakens")]
+    assert [(r["id"], r["effect"], r.get("when")) for r in eff] == [
+        (DEFAULT, "deny", "weakens"), ("default:agents-no-bulk-delete", "deny", None)]
 
     av = tmp_path / "ann-vault"
     write_guard(av, "warn")
@@ -64,7 +65,8 @@ def test_guardrails_are_additive_locally_and_at_the_hub(hub: HubProcess,  # noqa
              "editor", "--entries", "guardrail/*")["rule"]
     assert rule["effect"] == "allow"
     eff = q(owner, "admin", "rules", "list", "team")["effective"]
-    assert [(r["id"], r["source"]) for r in eff] == [(DEFAULT, "default"), (rule["id"], "space")]
+    assert [(r["id"], r["source"]) for r in eff] == [
+        (DEFAULT, "default"), ("default:agents-no-bulk-delete", "default"), (rule["id"], "space")]
     res = q(ann, "sync")
     assert res["sync"]["policy_denied"] == [] and res["sync"]["pushed"] == 1, res
     last = hub_batches(owner, space["id"])[-1]

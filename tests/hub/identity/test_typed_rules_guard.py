@@ -76,7 +76,8 @@ def test_space_allow_rule_lets_editors_weaken(team_db: WireTeam) -> None:
     # the effective rules show the default and the space's allow
     listed = t.owner.get(f"/v1/spaces/{t.space}/rules").json()
     assert [(x["id"], x["effect"], x["source"]) for x in listed["effective"]] == [
-        (DEFAULT, "deny", "default"), (r.json()["rule"]["id"], "allow", "space")]
+        (DEFAULT, "deny", "default"), ("default:agents-no-bulk-delete", "deny", "default"),
+        (r.json()["rule"]["id"], "allow", "space")]
 
 
 def test_delete_then_create_is_an_update(team_db: WireTeam) -> None:

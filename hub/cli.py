@@ -26,7 +26,7 @@ def _fail(args: argparse.Namespace, code: str, message: str) -> int:
         print(json.dumps({"error": {"code": code, "message": message, "details": {}}}))
     else:
         print(f"error: {message}", file=sys.stderr)
-    return 1
+    return 2 if code == "usage" else 1
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -276,7 +276,15 @@ def cmd_restore(args: argparse.Namespace) -> int:
         return _fail(args, "hub_serving", f"a hub process serves {s.data_dir}; stop it "
                      "first (restore changes what it serves)")
     try:
-        doc = restore.restore(s, args.backup, s.clock(), dry_run=args.dry_run)
+        if args.lost_data:
+            if args.backup:
+                return _fail(args, "usage", "--lost-data restores the database in place: "
+                             "give no BACKUP (put the backup in the database's place first)")
+            doc = restore.restore_lost(s, s.clock(), dry_run=args.dry_run)
+        elif not args.backup:
+            return _fail(args, "usage", "name the BACKUP to restore (or --lost-data)")
+        else:
+            doc = restore.restore(s, args.backup, s.clock(), dry_run=args.dry_run)
     except BackupError as e:
         return _fail(args, e.code, e.message)
     finally:
@@ -525,6 +533,10 @@ def build_parser(prog: str = "quire hub") -> argparse.ArgumentParser:
     email.add_argument("--clear", action="store_true", help="remove the user's email")
     return p
 
+    restore.add_argument("--lost-data", action="store_true",
+                         help="the data folder or database was lost and a backup put in its "
+                              "place: start every space's new epoch from it, announced as a "
+                              "restore (members then run 'quire accept-restore')")
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)

@@ -38,7 +38,9 @@ from hub.store import migrate
 from hub.store.db import Store
 from hub.store.hub_state import hub_state_txn
 from hub.store.restore_sql import (
+    backup_taken_at_txn,
     entry_rows_txn,
+    forget_backup_mark_txn,
     hub_id_txn,
     replace_entries_txn,
     space_heads_txn,
@@ -146,9 +148,66 @@ def restore(settings: Settings, source: str, now: int, *, dry_run: bool = False
             store.dispose()
 
 
+LOST_REASON = "restore from backup (hub data lost)"
+
+
+def restore_lost(settings: Settings, now: int, *, dry_run: bool = False) -> dict[str, Any]:
+    """The hub's database *is* a backup: the data folder (or database) was lost and the
+    backup put back in its place (docs/operations.md, "If the data folder is lost"). Every
+    space's content as it is becomes a new epoch announced as a restore whose
+    ``restored_from`` is the space's head in that backup, which is also where the old epoch
+    ends: replicas that synced after the backup hold more than the hub, refuse it as a
+    rollback until their member accepts the restore (``quire accept-restore``), then
+    republish what they hold from after that point (replica/engine/restored.py)."""
+    if migrate.current(settings.database_url) != migrate.alembic_head():
+        raise BackupError("migration_required", "this hub's database is not at the schema "
+                          f"head; run 'quire hub migrate --data {settings.data_dir}' first")
+    key = HubKey.load(settings.key_path)
+    store = Store(settings.database_url, pool_size=1)
+    try:
+        with store.read() as conn:
+            if hub_state_txn(conn) is None:
+                raise BackupError("not_initialized", "the hub's database holds no hub: put "
+                                  "the backup in its place first (docs/operations.md)")
+            ours = _heads(conn)
+            taken_at = backup_taken_at_txn(conn)
+        plan = [cur for cur in sorted(ours.values(), key=lambda c: c["name"])
+                if not cur["deleted"]]
+        kept = [dict(cur, why="deleted (restore it first to restore into it)")
+                for cur in ours.values() if cur["deleted"]]
+        doc: dict[str, Any] = {"dry_run": dry_run, "lost_data": True,
+                               "backup": {"taken_at": taken_at}, "restored": [],
+                               "kept": kept, "not_on_hub": []}
+        point = {c["id"]: {"epoch": c["epoch"], "seq": c["seq"], "digest": c["digest"]}
+                 for c in plan}
+        if dry_run:
+            doc["restored"] = [{"space": c["id"], "name": c["name"], "epoch": None,
+                                "previous": c, "restored_from": point[c["id"]]}
+                               for c in plan]
+            return doc
+        for cur in plan:
+            reads.catch_up(store, cur["id"])
+        with store.read() as conn:
+            rows = {cur["id"]: entry_rows_txn(conn, cur["id"]) for cur in plan}
+
+        def txn(conn: Any) -> list[dict[str, Any]]:
+            done = [_restore_space_txn(conn, key, cur, cur, rows[cur["id"]], now, taken_at,
+                                       reason=LOST_REASON) for cur in plan]
+            forget_backup_mark_txn(conn)  # a database of record now, not a backup
+            audit.record_hub_txn(conn, at=now, action="hub.restore", actor=ACTOR,
+                                 details={"backup_taken_at": taken_at, "lost_data": True,
+                                          "spaces": [d["space"] for d in done]})
+            return done
+
+        doc["restored"] = store.run_write(txn) if plan else []
+        return doc
+    finally:
+        store.dispose()
+
+
 def _restore_space_txn(conn: Any, key: HubKey, cur: dict[str, Any], b: dict[str, Any],
-                       rows: list[dict[str, Any]], now: int, taken_at: int | None
-                       ) -> dict[str, Any]:
+                       rows: list[dict[str, Any]], now: int, taken_at: int | None,
+                       reason: str = REASON) -> dict[str, Any]:
     space = get_space_txn(conn, cur["id"], lock=True)
     assert space is not None
     epoch = new_id(now)
@@ -159,12 +218,12 @@ def _restore_space_txn(conn: Any, key: HubKey, cur: dict[str, Any], b: dict[str,
         if not r["deleted"]])
     recount_txn(conn, space.id)
     point = {"epoch": b["epoch"], "seq": b["seq"], "digest": b["digest"]}
-    signed_state.epoch_statement_txn(conn, key, space, epoch, REASON, now,
+    signed_state.epoch_statement_txn(conn, key, space, epoch, reason, now,
                                      restored_from=point)
     set_head_txn(conn, space.id, 0, genesis_digest(space.id, epoch), epoch=epoch)
     live = sum(1 for r in rows if not r["deleted"])
     details = {"previous": space.epoch, "previous_seq": space.head_seq, "epoch": epoch,
-               "reason": REASON, "restored_from": point, "entries": live,
+               "reason": reason, "restored_from": point, "entries": live,
                "backup_taken_at": taken_at}
     audit.record_space_txn(conn, space, at=now, action="space.restore", actor=ACTOR,
                            details=details)

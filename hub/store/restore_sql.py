@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, inspect, select, text
 from sqlalchemy.engine import Connection
 
 from hub.store.schema import entries, hub_state, spaces
@@ -37,3 +37,19 @@ def replace_entries_txn(conn: Connection, space_id: str, rows: list[dict[str, An
     conn.execute(delete(entries).where(entries.c.space_id == space_id))
     if rows:
         conn.execute(entries.insert(), rows)
+
+
+def backup_taken_at_txn(conn: Connection) -> int | None:
+    """When the backup this database was made from was taken (``quire hub backup`` marks
+    its copies with a ``quire_backup`` row, hub/backup.py); None when it carries no mark
+    (a ``pg_dump``, or a database that was never a backup)."""
+    if not inspect(conn).has_table("quire_backup"):
+        return None
+    row = conn.execute(text("SELECT taken_at FROM quire_backup")).first()
+    return int(row[0]) if row is not None else None
+
+
+def forget_backup_mark_txn(conn: Connection) -> None:
+    """Drop the ``quire_backup`` mark: the database is the hub's own again."""
+    if inspect(conn).has_table("quire_backup"):
+        conn.execute(text("DROP TABLE quire_backup"))

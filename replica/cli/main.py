@@ -607,6 +607,9 @@ _TOKEN = re.compile(r"-[A-Za-z0-9_-]{31}")  # a claim token that starts with '-'
 def glue_tokens(argv: list[str]) -> list[str]:
     """``--claim TOKEN`` for a token that starts with ``-`` (minted before tokens stopped
     doing so: replica/conflicts/desk.py ``new_claim_token``), which argparse would read as
+    from replica.cli.accept_restore import add_parser as add_accept_restore_parser
+
+    add_accept_restore_parser(sub, common)
     an option: joined into ``--claim=TOKEN``, the form docs/cli.md shows."""
     out: list[str] = []
     i = 0
@@ -643,6 +646,8 @@ def main(argv: list[str] | None = None, served: Callable[[Any], None] | None = N
             print(f"error: {e.message} [{e.code}]", file=sys.stderr)
             if e.details:
                 print(f"  details: {json.dumps(e.details, ensure_ascii=False)}", file=sys.stderr)
+            if e.code in exitcodes.UNREACHABLE_CODES:
+                print(f"  {exitcodes.KEPT}", file=sys.stderr)
         return exitcodes.for_error_code(e.code)
     except OSError as e:
         err = LocalError(f"{type(e).__name__}: {e}")

@@ -23,6 +23,7 @@ from replica.engine.crash import crash_point
 from replica.engine.ledger import Ledger, settled_mtime_ns
 from replica.engine.purge import drop_purged_txn, purged_by
 from replica.engine.report import Progress, SyncReport
+from replica.engine.restored import ACCEPTED_RESTORE
 from replica.hubclient.client import HubClient
 from replica.store import store as st
 from replica.store.db import Conn
@@ -60,9 +61,11 @@ class Snapshotter:
             raise HubUnverified("snapshot does not start with its head")
         signed = self.client.verified_head(first.get("head"), self.space_id)
         # epoch statements: signed when made, by the key then
+        accepted = self.ledger.store.get_meta(ACCEPTED_RESTORE)  # quire accept-restore
         parsed, path = verify.snapshot_path(self.client.hub_keys, self.space_id,
                                             self.ledger.store.head(), signed,
-                                            first.get("epochs"), fresh)
+                                            first.get("epochs"), fresh,
+                                            accepted if isinstance(accepted, str) else None)
         if path:
             self._restore = (parsed, restored.restore_point(path))
         return signed, purged_by(path)

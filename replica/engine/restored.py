@@ -28,6 +28,10 @@ from replica.store.db import Conn
 from shared.errors import QuireError
 from shared.signed import EpochStatement, epoch_path
 
+# store meta: the epoch of a restore the member accepted although it ends before this
+# replica's head (the hub lost its data: replica/trust/verify.py ``snapshot_path``)
+ACCEPTED_RESTORE = "accepted_restore"
+
 
 def restore_point(path: list[EpochStatement]) -> EpochStatement | None:
     """The last restore statement on the replica's path to the hub's epoch, if any."""

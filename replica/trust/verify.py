@@ -235,11 +235,17 @@ def check_authors(hub_key: Keys, changes: Iterable[Any], authors: Authors) -> No
 
 
 def snapshot_path(keys: Keys, space_id: str, local: st.Head | None, signed: SignedHead,
-                  epochs: Any, fresh: SignedHead | None
+                  epochs: Any, fresh: SignedHead | None, accepted: str | None = None
                   ) -> tuple[list[EpochStatement], list[EpochStatement]]:
     """A snapshot's signed head must be in this replica's epoch and not behind its head, or
     in a later epoch that hub-signed statements lead to from ours. Returns every statement
-    parsed and the path from our epoch (both empty in the same epoch or a new replica)."""
+    parsed and the path from our epoch (both empty in the same epoch or a new replica).
+
+    One exception, never taken by itself: a hub that lost its data and was restored from a
+    backup (hub/restore.py ``restore_lost``) ends our epoch where the backup ends, before
+    our head. Its statement says so (``restored_from`` is where the old epoch ends); it is
+    refused (``restore_behind``) until the member accepts that very epoch
+    (``accepted``, from ``quire accept-restore``: replica/app/accept_restore.py)."""
     epochs = epochs or []
     if not isinstance(epochs, list) or len(epochs) > 10_000:
         raise HubUnverified("snapshot epoch statements are not a list")
@@ -254,9 +260,25 @@ def snapshot_path(keys: Keys, space_id: str, local: st.Head | None, signed: Sign
     elif local is not None:
         parsed = [parse_epoch_statement(keys, e, space=space_id) for e in epochs]
         path = epoch_path(parsed, local.epoch, signed.epoch)
-        if path[0].previous_seq < local.seq:
-            raise HubUnverified("the epoch statement ends the old epoch before this "
-                                "replica's head", dict(behind, local_seq=local.seq))
+        first = path[0]
+        if first.previous_seq < local.seq:
+            lost = first.restored_from == (first.previous, first.previous_seq,
+                                           first.previous_digest)
+            if lost and accepted == first.epoch:
+                pass  # the member accepted this restore: republish (restored.py)
+            elif lost:
+                raise HubUnverified(
+                    f"the hub says it lost its data and was restored from a backup that "
+                    f"ends at seq {first.previous_seq}, before this replica's seq "
+                    f"{local.seq}: nothing was applied. If the hub's operator confirms the "
+                    f"restore, accept it (what you hold from after the backup is then "
+                    f"published again): quire accept-restore {space_id}",
+                    dict(behind, reason="restore_behind", local_seq=local.seq,
+                         epoch=first.epoch, restored_at=first.at,
+                         next=f"quire accept-restore {space_id}"))
+            else:
+                raise HubUnverified("the epoch statement ends the old epoch before this "
+                                    "replica's head", dict(behind, local_seq=local.seq))
     if fresh is not None and fresh.epoch == signed.epoch and signed.seq < fresh.seq:
         raise HubUnverified("the snapshot is behind the head the hub just signed",
                             dict(behind, head_seq=fresh.seq))

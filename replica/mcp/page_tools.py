@@ -219,14 +219,18 @@ class PageTools:
         versions = doc.get("versions") or []
         names = self._names_for({str(v["author"]["user"]) for v in versions
                                  if (v.get("author") or {}).get("user")})
+        epoch = (doc.get("head") or {}).get("epoch")
+        # restore reads the current epoch at a seq: an older epoch's seq means another state
         items = [{"seq": v["seq"], "at": pages.local_time(v.get("accepted_at")),
                   **self._who(v.get("author"), names), "version": v["version"],
-                  "deleted": v["deleted"],
+                  "deleted": v["deleted"], "restorable": v.get("epoch") == epoch
+                  and not v["deleted"],
                   "tool": (v.get("provenance") or {}).get("tool")} for v in versions]
         kept = fit(items)
         return {"id": entry_id, "changes": kept, "head": doc.get("head"), "at_hub": True,
                 "truncated": len(kept) < len(items),
-                "restore_with": "restore with entry_id and a seq listed here"}
+                "restore_with": "restore with entry_id and the seq of a version marked "
+                                "restorable"}
 
     def activity(self, limit: int = 20, before: int | None = None, kind: str | None = None,
                  folder: str | None = None) -> dict[str, Any]:

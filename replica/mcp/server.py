@@ -22,7 +22,7 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from replica.app.agent_grant import DEFAULT_TTL_S as DEFAULT_GRANT_TTL_S
-from replica.app.remote_reads import AT_HUB, remote_read, remote_search
+from replica.app.remote_reads import AT_HUB, remote_read
 from replica.conflicts.packets import DEFAULT_TTL_S
 from replica.mcp.calls import QuireMCP, _result
 from replica.mcp.page_tools import PAGE_TOOLS, register
@@ -71,7 +71,8 @@ def build_server(session: Session) -> MCPServer:
                at_hub: Annotated[bool, Field(description=AT_HUB + " (every word only)")]
                = False) -> CallToolResult:
         if at_hub:
-            return _result(session, lambda: remote_search(session, query, limit, kind))
+            return _result(session, lambda: pages.hub_search(query, limit, kind, since,
+                                                             until, offset))
         return _result(session, lambda: pages.search(query, limit, kind, since, until,
                                                      offset))
 

@@ -87,6 +87,9 @@ def cmd_init(args: argparse.Namespace) -> int:
     finally:
         store.dispose()
     key = HubKey.create(s.key_path)
+    from hub import database_of_record
+
+    database_of_record.note(s)  # which database this folder's hub keeps its data in
     _store_record(s, public_url=public_url, key_id=key.kid)
     inv = _owner_invite(s)
     url = s.url
@@ -303,6 +306,12 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     from hub.store import migrate
 
     s = _settings(args)
+    before, head = migrate.current(s.database_url), migrate.alembic_head()
+    if before is not None and before not in migrate.known_revisions():
+        return _fail(args, "schema_newer",
+                     f"the database is at schema revision {before}, which this release does "
+                     f"not know (its newest is {head}): it was migrated by a newer Quire. "
+                     "Run that release (or newer); nothing was changed")
     migrate.upgrade(s.database_url)
     _out(args, {"revision": migrate.current(s.database_url)},
          f"database at revision {migrate.current(s.database_url)}")
@@ -549,3 +558,9 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+    if args.cmd != "init":  # never open (or create) a database that is not the hub's
+        from hub import database_of_record
+
+        refused = database_of_record.refusal(_settings(args))
+        if refused is not None:
+            return _fail(args, *refused)

@@ -72,6 +72,11 @@ def _revisions() -> dict[str, tuple[str, ...]]:
     return out
 
 
+def known_revisions() -> set[str]:
+    """Every schema revision this release has a migration for."""
+    return set(_revisions())
+
+
 def alembic_head() -> str | None:
     """The newest revision: the one no other revision comes after (Alembic's own answer
     when the files do not form one line)."""

@@ -61,6 +61,8 @@ class Settings:
     space_max_bytes: int = 4 * 1024**3  # bytes of a space's live entries
     space_max_history_bytes: int = 16 * 1024**3  # bytes of a space's batches
     hub_max_bytes: int = 0  # entries + history of all spaces (0: none)
+    replicas_per_device: int = 100  # live replicas one device registers in a space (0: none)
+    conflict_reports_per_member: int = 1000  # conflicts one member's replicas report, a space
     delegation_ttl_max: int = 24 * 3600
     device_code_ttl: int = 600  # seconds a device login (RFC 8628) may wait for approval
     device_code_interval: int = 5  # seconds between polls the hub asks for

@@ -30,6 +30,7 @@ from hub.store.db import Store
 from hub.store.hub_state import hub_state_txn, insert_hub_state_txn
 from hub.store.invites import insert_invite_txn, invite_by_hash_txn, use_invite_txn
 from hub.store.principals import (
+    count_live_replicas_txn,
     device_by_id_txn,
     insert_device_txn,
     insert_replica_txn,
@@ -50,7 +51,7 @@ from hub.store.spaces_sql import (
     set_head_txn,
 )
 from shared.digest import genesis_digest
-from shared.errors import Forbidden, InvalidRequest, Unauthorized
+from shared.errors import Forbidden, InvalidRequest, QuotaExceeded, Unauthorized
 from shared.ids import is_id, is_space_name, new_id
 from shared.signing import load_public
 
@@ -269,12 +270,23 @@ def hub_info(conn: Any, key: HubKey, url: str | None = None) -> dict[str, Any]:
 
 
 def register_replica(store: Store, p: Principal, space_ref: str, body: dict[str, Any],
-                     now: int) -> dict[str, Any]:
+                     now: int, *, max_replicas: int = 0) -> dict[str, Any]:
+    """A new replica of the space for the caller's device. At most ``max_replicas`` live
+    ones per device and space (0: no limit): each is a row, and each may hold a conflict
+    report, so a device that registers in a loop is refused (``quota_exceeded``) rather
+    than stored."""
     name = body.get("name", "replica")
     _require(isinstance(name, str) and 0 < len(name) <= 100, "name must be 1-100 characters")
 
     def txn(conn: Any) -> dict[str, Any]:
         space, _ = space_access_txn(conn, p, space_ref, "viewer", lock=True)
+        if max_replicas and p.device_id and count_live_replicas_txn(
+                conn, space.id, p.device_id) >= max_replicas:
+            raise QuotaExceeded(
+                f"this device already has {max_replicas} live replicas of space "
+                f"{space.name}; an admin can revoke the ones no longer used (quire admin "
+                "replicas list, quire admin replicas revoke SPACE ID)",
+                {"limit": max_replicas, "measure": "replicas", "space": space.id})
         replica_id = new_id(now)
         insert_replica_txn(conn, id=replica_id, space_id=space.id, device_id=p.device_id,
                            name=name, created_at=now)

@@ -74,7 +74,8 @@ async def readyz(request: Request) -> Response:
     except Unavailable:
         raise
     except Exception as e:  # the database is down or unreachable
-        raise Unavailable(f"database not reachable: {type(e).__name__}") from e
+        raise Unavailable(f"database not reachable: {type(e).__name__}",
+                          {"reason": "database"}) from e
     return JSON({"ok": True})
 
 
@@ -325,7 +326,8 @@ async def register_replica(request: Request) -> Response:
     hub = hub_of(request)
     body = await read_json(request, SMALL_BODY, allowed=fields("replica_register"))
     out = await run_in_threadpool(spaces.register_replica, hub.store, p,
-                                  request.path_params["space"], body, hub.now())
+                                  request.path_params["space"], body, hub.now(),
+                                  max_replicas=hub.settings.replicas_per_device)
     return JSON(out, status_code=201)
 
 
@@ -463,7 +465,8 @@ async def conflict_report(request: Request) -> Response:
     body = await read_json(request, reports.MAX_BODY, allowed=fields("conflict_report"))
     return JSON(await run_in_threadpool(
         reports.put_report, hub.store, p, request.path_params["space"],
-        request.path_params["replica"], body, hub.now()))
+        request.path_params["replica"], body, hub.now(),
+        max_rows=hub.settings.conflict_reports_per_member))
 
 
 async def bump_epoch(request: Request) -> Response:

@@ -38,10 +38,12 @@ async def _space(request: Request, p: Any) -> tuple[str, dict[str, Any], str]:
 async def conflicts_page(request: Request, p: Any) -> Response:
     hub = hub_of(request)
     ref, sp, role = await _space(request, p)
-    out = await call(conflict_reports.list_reports, hub.store, p, ref)
+    n = request.query_params.get("page", "1")
+    out = await call(conflict_reports.list_reports, hub.store, p, ref,
+                     int(n) if n.isdigit() and len(n) < 9 else 1)
     return page(request, "conflicts.html", me=p, space=sp, role=role,
-                conflicts=out["conflicts"],
-                entries=len({c["entry"] for c in out["conflicts"]}))
+                conflicts=out["conflicts"], total=out["total"], entries=out["entries"],
+                at=out["page"], pages=out["pages"])
 
 
 @signed_in

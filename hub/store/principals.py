@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from sqlalchemy import and_, insert, select, update
+from sqlalchemy import and_, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from hub.store.schema import devices, members, refresh_tokens, replicas, users
@@ -172,6 +172,14 @@ def get_replica_txn(conn: Connection, replica_id: str) -> ReplicaRow | None:
 
 def insert_replica_txn(conn: Connection, **values: Any) -> None:
     conn.execute(insert(replicas).values(**values))
+
+
+def count_live_replicas_txn(conn: Connection, space_id: str, device_id: str) -> int:
+    """Replicas ``device_id`` registered in the space and no admin revoked."""
+    return int(conn.execute(
+        select(func.count()).select_from(replicas)
+        .where(replicas.c.space_id == space_id, replicas.c.device_id == device_id,
+               replicas.c.revoked_at.is_(None))).scalar_one())
 
 
 def list_replicas_txn(conn: Connection, space_id: str) -> list[dict[str, Any]]:

@@ -1,7 +1,8 @@
 """``quire hub serve --workers N``: N hub processes on one listening socket.
 
     quire hub serve (supervisor) ── binds HOST:PORT once, forks N workers, forwards SIGTERM/
-       │                            SIGINT to them, and stops them all when one exits
+       │                            SIGINT to them, and starts again one that exits by
+       │                            itself (the others keep serving; a crash loop stops all)
        ├─ worker 0: create_app() → uvicorn on the shared socket, /metrics on METRICS_PORT
        ├─ worker 1: create_app() → uvicorn on the shared socket, /metrics on METRICS_PORT+1
        └─ …         (the kernel hands each new connection to one of them)
@@ -22,12 +23,18 @@ the worker after the fork; the supervisor only holds the socket and the serving 
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import socket
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
+
+from hub import logs
+
+log = logging.getLogger("quire.hub.workers")
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -41,26 +48,20 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def supervise(n: int, worker: Callable[[int], int]) -> int:
-    """Fork ``n`` workers running ``worker(index)``; 0 when they all ended on a signal we
-    forwarded, 1 when one exited on its own (the others are then stopped too: a service
-    manager restarts the whole set)."""
+RESTARTS = 5  # a worker that dies this many times within RESTART_WINDOW: a crash loop
+RESTART_WINDOW = 60.0  # seconds
+
+
+def supervise(n: int, worker: Callable[[int], int],
+              clock: Callable[[], float] = time.monotonic) -> int:
+    """Fork ``n`` workers running ``worker(index)`` and keep ``n`` running: a worker that
+    exits by itself (a crash, an out-of-memory kill) is started again in its slot while the
+    others keep serving. 0 when they all ended on a signal we forwarded; 1 after a crash
+    loop (``RESTARTS`` exits of workers within ``RESTART_WINDOW``: the others are stopped
+    and a service manager restarts the whole set, as for one process)."""
     children: dict[int, int] = {}
     for i in range(n):
-        pid = os.fork()
-        if pid == 0:  # the worker: its own signal handling (uvicorn installs it)
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            code = 1
-            try:
-                code = worker(i)
-            except BaseException as e:  # noqa: BLE001 - report, then leave with a status
-                print(f"hub worker {i} failed: {e!r}", file=sys.stderr, flush=True)
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
-        children[pid] = i
+        children[_fork(i, worker)] = i
     stopping = False
 
     def forward(sig: int, frame: Any) -> None:
@@ -75,6 +76,7 @@ def supervise(n: int, worker: Callable[[int], int]) -> int:
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
     failed = False
+    exits: list[float] = []
     while children:
         try:
             pid, status = os.wait()
@@ -82,11 +84,36 @@ def supervise(n: int, worker: Callable[[int], int]) -> int:
             break
         except InterruptedError:
             continue
-        children.pop(pid, None)
-        if not stopping:  # a worker ended by itself: stop the set
+        i = children.pop(pid, -1)
+        if stopping or i < 0:
+            continue
+        now = clock()
+        exits = [t for t in exits if now - t < RESTART_WINDOW] + [now]
+        code = os.waitstatus_to_exitcode(status)
+        if len(exits) >= RESTARTS:  # a crash loop: restarting would only spin
             failed = True
-            print(f"hub worker (pid {pid}) exited with status "
-                  f"{os.waitstatus_to_exitcode(status)}; stopping the others",
-                  file=sys.stderr, flush=True)
+            logs.event(log, "worker.crash_loop", logging.ERROR, worker=i, pid=pid,
+                       status=code, exits=len(exits), window_s=RESTART_WINDOW)
             forward(signal.SIGTERM, None)
+            continue
+        logs.event(log, "worker.restart", logging.WARNING, worker=i, pid=pid, status=code)
+        children[_fork(i, worker)] = i
     return 1 if failed else 0
+
+
+def _fork(i: int, worker: Callable[[int], int]) -> int:
+    """Start worker ``i``; its pid (in the parent)."""
+    pid = os.fork()
+    if pid == 0:  # the worker: its own signal handling (uvicorn installs it)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        code = 1
+        try:
+            code = worker(i)
+        except BaseException as e:  # noqa: BLE001 - report, then leave with a status
+            logs.event(log, "worker.failed", logging.ERROR, worker=i, error=repr(e))
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    return pid

@@ -52,6 +52,7 @@ LONG_FILES = {
     "tests/replica/engine/test_sync_props_two.py": 100, "tests/hub/test_concurrency_e2e.py": 50,
     "tests/replica/engine/test_sync_props.py": 70, "tests/replica/engine/test_purge_e2e.py": 60,
     "tests/replica/engine/test_save_race_fuzz.py": 60,
+    "tests/e2e/test_save_race_fuzz_e2e.py": 50,
     "tests/replica/trust/test_key_rotation_e2e.py": 50, "tests/replica/trust/test_hostile_cli.py": 40,
     "tests/replica/watch/test_hostile_watch.py": 40, "tests/replica/test_e2e.py": 40,
     "tests/replica/conflicts/test_e2e.py": 40, "tests/replica/cli/test_revert_e2e.py": 35,

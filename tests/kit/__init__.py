@@ -19,6 +19,8 @@
     hostile_proxy  the same lies as an HTTP proxy in front of a real hub process
     watcher        ``quire watch`` subprocesses (``WatchProc``) and ``wait_for``
     sse            a reader of the hub's event stream
+    editor         a person at a vault saving in every editor style (``Person``) and the
+                   ledger the save-race fuzzes' oracle checks (``Ledger``, ``tokens``)
 
 Fixtures live in the kit module of their tier; a folder's ``conftest.py`` imports the ones
 its tests use (a conftest's fixtures apply to its folder and below).

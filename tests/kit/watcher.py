@@ -39,8 +39,9 @@ class WatchProc:
     def __init__(self, m: CliMember, env: dict[str, str] | None = None, prelude: str = "",
                  args: tuple[str, ...] = ()):
         self.member = m
-        e = {**os.environ, "QUIRE_HOME": str(m.home), **WATCH_ENV, **(env or {})}
-        e.pop("QUIRE_TEST_CRASH_AT", None)
+        # a crash point only when the test names one (``env``), never inherited
+        e = {k: v for k, v in os.environ.items() if k != "QUIRE_TEST_CRASH_AT"}
+        e.update({"QUIRE_HOME": str(m.home), **WATCH_ENV, **(env or {})})
         self.log = m.home.parent / "watch.log"
         self._f = open(self.log, "ab")  # noqa: SIM115 - closed in stop()
         python, flag, main = QUIRE

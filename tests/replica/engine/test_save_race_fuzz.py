@@ -20,7 +20,8 @@ Every body line is a token (``tk<replica>x<n>``, seeds ``sd<entry>x<line>``): an
 replaces one line's token, so what each write did and what its author saw are sets of tokens.
 The person reads the file right before saving (an editor that noticed the file changed on
 disk): what the file showed is what they saw. A token that ends nowhere and that nobody saw
-is a write lost or overwritten unseen; the test fails with the seed to replay it.
+is a write lost or overwritten unseen; the test fails with the seed to replay it. The person
+and the ledger are tests/kit/editor.py's (shared with tests/e2e/test_save_race_fuzz_e2e.py).
 
 Settings: ``QUIRE_FUZZ_SECONDS`` (default 60: seeds run until it is spent),
 ``QUIRE_FUZZ_SEEDS`` (stop after this many seeds), ``QUIRE_FUZZ_SEED`` (replay one seed),
@@ -31,13 +32,10 @@ printed (``-s`` shows them).
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
 from random import Random
 from typing import Any
 
@@ -47,11 +45,10 @@ import pytest
 from replica.engine import crash
 from replica.machine.home import SpaceConfig
 from replica.vault import files as vlt
-from replica.vault import markdown as md
 from replica.watch.syncer import SpaceSyncer
 from shared.digest import genesis_digest
-from shared.entry import Entry
 from shared.errors import QuireError
+from tests.kit.editor import Ledger, Person, tokens
 from tests.kit.inproc import InprocHub, Local, Space, scratch_dir
 
 SECONDS = float(os.environ.get("QUIRE_FUZZ_SECONDS", "60"))
@@ -60,9 +57,7 @@ SEED = os.environ.get("QUIRE_FUZZ_SEED")
 STEPS = int(os.environ.get("QUIRE_FUZZ_STEPS", "60"))
 REPLICAS = 3
 PAGES = ("page/p0", "page/p1", "page/p2")
-LINES = 6
 QUIET_MS = 5000  # long: a sync never outlasts it, so whether a write waits is the seed's
-TOKEN = re.compile(rb"\b(?:tk\d+x\d+|sd\d+x\d+)\b")
 STYLES = ("atomic", "in_place", "two_writes")
 POINTS = ("after_scan", "after_pull", "before_vault_write", "mid_vault_write",
           "vault_written")
@@ -71,10 +66,6 @@ PATHS = ("cli", "watcher", "remote", "fast")
 
 class Killed(BaseException):
     """A sync killed at a crash point: unwinds without cleanup, like SIGKILL in-process."""
-
-
-def tokens(data: bytes) -> set[str]:
-    return {t.decode() for t in TOKEN.findall(data)}
 
 
 # ---------------------------------------------------------------- the hub, failing
@@ -105,176 +96,6 @@ class Faulty(httpx2.BaseTransport):
 
     def close(self) -> None:
         pass
-
-
-# ---------------------------------------------------------------- what people did
-
-
-@dataclass
-class Ledger:
-    """The oracle's record: every token written, every token a person removed while seeing
-    it, and the counts a run reports."""
-
-    written: dict[str, str] = field(default_factory=dict)  # token -> "r1 edit page/p0 …"
-    seen_removed: set[str] = field(default_factory=set)
-    counts: dict[str, int] = field(default_factory=dict)
-    written_total: int = 0
-    faults: int = 0  # requests the hub failed
-
-    def count(self, what: str) -> None:
-        self.counts[what] = self.counts.get(what, 0) + 1
-
-
-@dataclass
-class HalfSave:
-    path: Path
-    data: bytes
-    cut: int
-    fd: int = -1
-
-
-class Person:
-    """The person at one replica's vault: reads a file right before changing it."""
-
-    def __init__(self, i: int, local: Local, book: Ledger, rng: Random):
-        self.i, self.local, self.book, self.rng = i, local, book, rng
-        self.n = 0
-        self.half: HalfSave | None = None
-
-    def _token(self) -> str:
-        self.n += 1
-        return f"tk{self.i}x{self.n}"
-
-    def files(self) -> list[str]:
-        out = []
-        for p in sorted(self.local.vault.rglob("*.md")):
-            eid = p.relative_to(self.local.vault).as_posix()[:-3]
-            if self.half is None or p != self.half.path:
-                out.append(eid)
-        return out
-
-    def act(self, what: str, eid: str | None = None) -> None:
-        """One action by name on ``eid`` (or a random file); nothing when it cannot be."""
-        if what == "finish":
-            self.finish()
-            return
-        if what == "create":
-            self.create()
-            return
-        files = self.files()
-        if what == "resolve" and eid is None:  # a file that shows a marker, if any
-            files = [f for f in files if b"\nquire:" in self.local.path(f).read_bytes()]
-        if eid is None or eid not in files:
-            if not files:
-                return
-            eid = self.rng.choice(files)
-        path = self.local.path(eid)
-        try:
-            data = path.read_bytes()
-        except OSError:
-            return
-        if what == "delete":
-            path.unlink()
-            self.book.seen_removed |= tokens(data) | self._theirs_shown(eid, data)
-            self.book.count("delete")
-        elif what == "rename":
-            new = f"page/mv{self.i}x{self._token()[2:]}"
-            target = self.local.path(new)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.rename(path, target)
-            # a held file moved away resolves its conflict by a delete, as a delete does
-            self.book.seen_removed |= self._theirs_shown(eid, data)
-            self.book.count("rename")
-        elif what == "resolve":
-            self.resolve(eid, path, data)
-        elif what == "half":
-            if self.half is None:
-                self.start_half(eid, path, data)
-        else:
-            self.save(eid, path, data, what)
-
-    def _edit(self, eid: str, data: bytes) -> bytes | None:
-        have = sorted(tokens(data))
-        if not have:
-            return None
-        old = self.rng.choice(have)
-        new = self._token()
-        self.book.written[new] = f"r{self.i} edit {eid} ({old} -> {new})"
-        self.book.seen_removed.add(old)
-        return re.sub(rb"\b" + old.encode() + rb"\b", new.encode(), data)
-
-    def save(self, eid: str, path: Path, data: bytes, style: str) -> None:
-        out = self._edit(eid, data)
-        if out is None:
-            return
-        self.book.count(f"save {style}")
-        if style == "atomic":
-            tmp = path.with_name(f".{path.name}.swp")
-            tmp.write_bytes(out)
-            os.replace(tmp, path)
-        elif style == "in_place":
-            with open(path, "wb") as f:
-                f.write(out)
-        else:  # two writes, no pause
-            with open(path, "wb") as f:
-                f.write(out[: len(out) // 2])
-                f.flush()
-                f.write(out[len(out) // 2:])
-
-    def start_half(self, eid: str, path: Path, data: bytes) -> None:
-        out = self._edit(eid, data)
-        if out is None:
-            return
-        body = out.index(b"\n---\n") + 5 if b"\n---\n" in out else len(out) // 2
-        cut = self.rng.randint(body, max(body, len(out) - 1))
-        self.half = HalfSave(path, out, cut)
-        self.half.fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
-        os.write(self.half.fd, out[:cut])
-        self.book.count("save half-written")
-
-    def finish(self) -> None:
-        if self.half is not None:
-            os.write(self.half.fd, self.half.data[self.half.cut:])
-            os.close(self.half.fd)
-            self.half = None
-
-    def create(self) -> None:
-        eid = f"page/new{self.i}x{self._token()[2:]}"
-        body = ""
-        for _ in range(LINES):
-            t = self._token()
-            self.book.written[t] = f"r{self.i} create {eid}"
-            body += t + "\n"
-        self.local.write(Entry(id=eid, title=eid, body=body))
-        self.book.count("create")
-
-    def _theirs_shown(self, eid: str, data: bytes) -> set[str]:
-        """The tokens of the version of theirs a conflict marker in ``data`` names (the
-        person can read it: ``quire conflicts show``); a marker naming an older theirs than
-        the one held showed them nothing newer."""
-        try:
-            markers = md.read_entry(self.local.vault, eid, data)[1]
-        except Exception:  # noqa: BLE001 - half written, or not an entry: no marker
-            return set()
-        named = (markers.get("conflict") or {}).get("theirs_version")
-        for c in self.local.store.conflicts():
-            if (named and c.entry_id == eid and c.theirs is not None
-                    and not c.theirs.deleted and c.theirs.version == named):
-                return tokens(c.theirs.body.encode())
-        return set()
-
-    def resolve(self, eid: str, path: Path, data: bytes) -> None:
-        """Remove the ``quire`` block: the person takes the file as it is, dropping what of
-        theirs they do not keep (seen)."""
-        try:
-            entry, markers = md.read_entry(self.local.vault, eid, data)
-        except Exception:  # noqa: BLE001 - not a file a person can resolve
-            return
-        if not markers.get("conflict"):
-            return
-        self.book.seen_removed |= self._theirs_shown(eid, data)
-        path.write_bytes(md.render(entry))
-        self.book.count("resolve")
 
 
 # ---------------------------------------------------------------- a replica and its paths
@@ -379,10 +200,7 @@ def run_seed(hub: InprocHub, seed: int, steps: Steps, book: Ledger) -> None:
             nodes.append(Node(i, local, book, rng))
         first = nodes[0].local
         for k, eid in enumerate(PAGES):
-            first.write(Entry(id=eid, title=eid,
-                              body="".join(f"sd{k}x{j}\n" for j in range(LINES))))
-            for j in range(LINES):
-                book.written[f"sd{k}x{j}"] = f"seed edit {eid}"
+            first.write(book.seed_page(k, eid))
         for node in nodes:
             node.local.sync()
         for n in range(STEPS):
@@ -502,14 +320,8 @@ def check(nodes: list[Node], space: Space, book: Ledger) -> tuple[list[str], lis
                 mine = node.local.read(eid)
                 assert mine is not None and mine.version == entry.version, (
                     f"r{node.i}'s {eid} is not the hub's")
-    missing = [t for t in book.written
-               if t not in final and t not in held and t not in book.seen_removed]
-    # overwritten: its entry is live (another token holds its line); lost: no trace
-    over = [t for t in missing if book.written[t].split()[2] in live]
-    lost = [t for t in missing if t not in over]
     book.written_total += len(book.written)
-    return ([f"{t}: {book.written[t]}" for t in lost],
-            [f"{t}: {book.written[t]}" for t in over])
+    return book.missing(final, held, set(live))
 
 
 # ---------------------------------------------------------------- the test

@@ -139,13 +139,16 @@ class Hub:
             if info.agent:
                 who["agent"] = info.agent
         else:
-            client = scope.get("client")
-            headers = [(k.decode("latin-1"), v.decode("latin-1"))
-                       for k, v in scope.get("headers", ())]
-            who = {"client": client_of(client[0] if client else None, headers,
-                                       self.settings)}
+            who = {"client": self.client_address(scope)}
         space = (scope.get("path_params") or {}).get("space")
         self.refusals.note(who, info.code, route, space, self.now())
+
+    def client_address(self, scope: dict[str, Any]) -> str:
+        """The request's client as the rate limits see it (hub/clientaddr.py)."""
+        client = scope.get("client")
+        headers = [(k.decode("latin-1"), v.decode("latin-1"))
+                   for k, v in scope.get("headers", ())]
+        return client_of(client[0] if client else None, headers, self.settings)
 
     def flush_refusals(self) -> int:
         return self.refusals.flush(self.store, self.now())
@@ -228,7 +231,8 @@ def create_app(settings: Settings, *, store: Store | None = None, key: HubKey | 
     app.state.hub = hub
     app.add_middleware(NulGuard)  # inside Observe: its refusals are logged and counted
     app.add_middleware(AnswerHeaders)  # nosniff on every answer (hub/api/http.py)
-    app.add_middleware(Observe, metrics=hub.metrics, routes=served, on_done=hub.refused)
+    app.add_middleware(Observe, metrics=hub.metrics, routes=served, on_done=hub.refused,
+                       client=hub.client_address)
     return app
 
 

@@ -7,7 +7,8 @@
             ──► response end: one ``access`` line (method, route template, status, error
                 code and reason, duration, principal ids) and the request latency histogram;
                 ``on_done`` (the app: a refused attempt is counted for the audit log,
-                hub/refusals.py)
+                hub/refusals.py); the client's address as the rate limits see it
+                (hub/clientaddr.py), and the user and device of a console session too
 
 Never the raw path's secrets: the line carries the route template (``/v1/invites/{invite}
 /revoke``), not the path, and no query string or header values.
@@ -32,20 +33,26 @@ STREAMS = ("/events",)  # long-lived: their duration is not a request latency
 
 class Observe:
     def __init__(self, app: Any, *, metrics: Any, routes: list[Any],
-                 on_done: Any = None):
+                 on_done: Any = None, client: Any = None):
         self.app = app
         self.on_done = on_done
         self.metrics = metrics
         self.routes = routes
-        self._by_endpoint: dict[Any, list[Any]] = {}
-        for r in routes:
-            self._by_endpoint.setdefault(getattr(r, "endpoint", None), []).append(r)
+        self.client = client  # scope -> the client's address as the limits see it
+        # endpoint -> (route, its whole path template): routes inside a Mount (the console)
+        # are listed with the mount's prefix, so their lines name them
+        self._by_endpoint: dict[Any, list[tuple[Any, str]]] = {}
+        for r, path in _flat(routes, ""):
+            self._by_endpoint.setdefault(getattr(r, "endpoint", None), []).append((r, path))
 
     def template(self, scope: dict[str, Any]) -> str:
         found = self._by_endpoint.get(scope.get("endpoint"), [])
         if len(found) == 1:
-            return str(found[0].path)
-        for r in found or self.routes:
+            return found[0][1]
+        for r, path in found:
+            if r.matches(scope)[0] == Match.FULL:
+                return path
+        for r in self.routes:
             if r.matches(scope)[0] == Match.FULL:
                 return str(r.path)
         return "(unmatched)"
@@ -80,9 +87,16 @@ class Observe:
             route = self.template(scope)
             if status >= 400 and info.code is None:
                 info.code = "internal" if status >= 500 else "http_error"
+            client = None
+            if self.client is not None:
+                try:
+                    client = self.client(scope)
+                except Exception:  # noqa: BLE001 - an address must never break a response
+                    client = None
             logs.event(log, "access", method=scope.get("method"), route=route, status=status,
                        code=info.code, reason=info.reason, duration_ms=round(elapsed * 1000, 2),
-                       user=info.user, device=info.device, agent=info.agent, **info.extra)
+                       user=info.user, device=info.device, agent=info.agent, client=client,
+                       **info.extra)
             if not route.endswith(STREAMS):
                 self.metrics.request_seconds.labels(
                     method=scope.get("method", "?"), route=route,
@@ -93,3 +107,15 @@ class Observe:
                 except Exception:  # noting a refusal must never break a response
                     log.exception("after-response hook failed")
             logs.unbind(token)
+
+
+def _flat(routes: list[Any], prefix: str) -> list[tuple[Any, str]]:
+    """Every route with its whole path template, mounts opened (``/console/signin``)."""
+    out: list[tuple[Any, str]] = []
+    for r in routes:
+        inner = getattr(r, "routes", None)
+        if inner and not hasattr(r, "endpoint"):
+            out += _flat(list(inner), prefix + str(r.path))
+        else:
+            out.append((r, prefix + str(getattr(r, "path", ""))))
+    return out

@@ -22,7 +22,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from hub import spaces
+from hub import logs, spaces
 from hub.api.http import hub_of
 from hub.console import sessions
 from shared.errors import Forbidden, NotFound, QuireError, Unauthorized
@@ -94,6 +94,9 @@ def signed_in(fn: Handler) -> Callable[[Request], Awaitable[Response]]:
             p = await run_in_threadpool(sessions.principal, hub.store, session, hub.now())
         except Unauthorized:
             return redirect("/console/signin")
+        info = logs.current()  # the member on the request's access line (hub/logs.py)
+        if info is not None:
+            info.user, info.device = p.user_id, p.device_id
         try:
             return await fn(request, p)
         except QuireError as e:

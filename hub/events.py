@@ -48,6 +48,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from hub import logs
+
 log = logging.getLogger("quire.hub.events")
 
 CHANNEL = "quire_events"
@@ -92,8 +94,8 @@ class ChangeCache:
             try:
                 got = await load(lo, hi)
             except Exception:  # noqa: BLE001 - a bare head is always a correct answer
-                log.debug("could not read changes %s..%s of %s", lo + 1, hi, space,
-                          exc_info=True)
+                logs.event(log, "event_lines_unread", logging.DEBUG, exc_info=True,
+                           space=space, first=lo + 1, last=hi)
             finally:  # also when this stream is cancelled: nobody waits forever
                 for seq, fut in mine.items():
                     line = got.get(seq)
@@ -271,14 +273,14 @@ class Broker:
             with psycopg.connect(self.pg_dsn, autocommit=True, connect_timeout=5) as conn:
                 conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, self.payload(kind, data)))
         except Exception:  # streams still re-check access periodically
-            log.exception("could not send %s notification", kind)
+            logs.event(log, "notify_failed", logging.ERROR, exc_info=True, kind=kind)
 
     def _on_notification(self, payload: str) -> None:
         try:
             msg = json.loads(payload)
             kind = msg.pop("k")
         except (ValueError, KeyError, TypeError, AttributeError):
-            log.warning("ignoring malformed notification %r", payload[:200])
+            logs.event(log, "notification_malformed", logging.WARNING, payload=payload[:200])
             return
         at = msg.get("at")
         if kind == "head" and isinstance(at, int) and self.on_notify_lag is not None:
@@ -302,11 +304,14 @@ class Broker:
                         for n in conn.notifies(timeout=0.25):
                             self._on_notification(n.payload)
             except Exception as e:
+                was_listening = self.listening.is_set()
                 self.listening.clear()
                 if self._stop.is_set():
                     break
-                log.warning("LISTEN connection lost (%s); reconnecting in %.1fs",
-                            type(e).__name__, delay)
+                if was_listening:  # the database may be gone: every stream re-checks now
+                    self._deliver_threadsafe(Event("poke"))
+                logs.event(log, "listen_lost", logging.WARNING, error=type(e).__name__,
+                           retry_s=round(delay, 1))
                 self._stop.wait(delay)
                 delay = min(delay * 2, 5.0)
         self.listening.clear()

@@ -27,6 +27,7 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import generate_latest
 
+from hub import logs
 from hub.logs import reason_of as refusal_reason  # noqa: F401 - the reason label
 
 log = logging.getLogger("quire.hub.metrics")
@@ -84,10 +85,10 @@ class Metrics:
         try:
             self._server, _ = start_http_server(port, addr=host, registry=self.registry)
         except OSError as e:
-            log.warning("metrics listener not started",
-                        extra={"quire": {"host": host, "port": port, "error": str(e)}})
+            logs.event(log, "metrics_listener_failed", logging.WARNING, host=host, port=port,
+                       error=str(e))
             return False
-        log.info("metrics listener", extra={"quire": {"host": host, "port": port}})
+        logs.event(log, "metrics_listener", host=host, port=port)
         return True
 
     def stop(self) -> None:

@@ -105,7 +105,7 @@ class Observe:
                 try:
                     self.on_done(scope, route, info)
                 except Exception:  # noting a refusal must never break a response
-                    log.exception("after-response hook failed")
+                    logs.event(log, "after_response_failed", logging.ERROR, exc_info=True)
             logs.unbind(token)
 
 

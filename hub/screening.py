@@ -1,9 +1,10 @@
 """Screening at publication, the hub's half (docs/security.md "Screening"): the guard's
 check and the admins' allows.
 
-    guard.prepare_txn ─> check_txn(conn, space, ops, rules)
+    guard.prepare_txn ─> check_txn(conn, space, ops, rules, provenance)
                             shared.screening.screen_entries(the entries the batch writes)
-                            minus the allows of those entry versions (screening_allows)
+                            minus the allows of those entry versions (screening_allows),
+                            plus screen_provenance(the batch's provenance)
                             └─ any left: ContentScreened, every finding in the details;
                                nothing is written
     POST /v1/spaces/{space}/screening/allows   allow()   space admins, audited
@@ -76,14 +77,17 @@ def _row(r: Any) -> dict[str, Any]:
             "created_by": r.created_by, "created_at": r.created_at}
 
 
-def check_txn(conn: Any, space_id: str, ops: Sequence[Any], config: Config = DEFAULT
-              ) -> None:
-    """Refuse the batch when what it writes holds a finding no allow covers."""
+def check_txn(conn: Any, space_id: str, ops: Sequence[Any], config: Config = DEFAULT,
+              provenance: dict[str, str] | None = None) -> None:
+    """Refuse the batch when what it writes holds a finding no allow covers, or its
+    provenance holds a secret (no allow covers those: the replica withholds such a field
+    before signing, replica/engine/screened.py)."""
     findings = screening.screen_entries((op.entry for op in ops), injection=config.injection)
-    if not findings:
+    in_provenance = screening.screen_provenance(provenance)
+    if not findings and not in_provenance:
         return
-    allows = allows_txn(conn, space_id, [f.entry for f in findings])
-    left = [f for f in findings if not screening.allowed(f, allows)]
+    allows = allows_txn(conn, space_id, [f.entry for f in findings]) if findings else []
+    left = [f for f in findings if not screening.allowed(f, allows)] + in_provenance
     if left:
         raise ContentScreened(screening.message(left), screening.details(left))
 

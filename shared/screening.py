@@ -22,66 +22,14 @@ filters, baselines, files and network verifiers are not used.
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import importlib
-import math
 import re
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from shared import secretscan
 from shared.entry import Entry, to_markdown
-
-# rule name -> detect-secrets plugin (format detectors; no keyword or bare-entropy plugins:
-# they flag ordinary prose and digests): module, class
-_PLUGINS = (
-    ("private_key", "private_key", "PrivateKeyDetector"),
-    ("aws_access_key", "aws", "AWSKeyDetector"),
-    ("azure_storage_key", "azure_storage_key", "AzureStorageKeyDetector"),
-    ("basic_auth_url", "basic_auth", "BasicAuthDetector"),
-    ("discord_token", "discord", "DiscordBotTokenDetector"),
-    ("github_token", "github_token", "GitHubTokenDetector"),
-    ("gitlab_token", "gitlab_token", "GitLabTokenDetector"),
-    ("jwt", "jwt", "JwtTokenDetector"),
-    ("mailchimp_key", "mailchimp", "MailchimpDetector"),
-    ("npm_token", "npm", "NpmDetector"),
-    ("openai_key", "openai", "OpenAIDetector"),
-    ("pypi_token", "pypi_token", "PypiTokenDetector"),
-    ("sendgrid_key", "sendgrid", "SendGridDetector"),
-    ("slack_token", "slack", "SlackDetector"),
-    ("square_oauth", "square_oauth", "SquareOAuthDetector"),
-    ("stripe_key", "stripe", "StripeDetector"),
-    ("telegram_token", "telegram_token", "TelegramBotTokenDetector"),
-    ("twilio_key", "twilio", "TwilioKeyDetector"),
-)
-
-
-@functools.cache
-def secret_patterns() -> tuple[tuple[str, tuple[re.Pattern[str], ...]], ...]:
-    """(rule, the plugin's ``denylist`` patterns) per detector. detect-secrets is imported
-    on the first screening, not with this module: importing it costs a ``quire`` process
-    about 0.2 s (it pulls in requests and yaml), which a command that screens nothing (a
-    status, a no-op sync, a hub that has not published yet) should not pay."""
-    out = []
-    for rule, module, cls in _PLUGINS:
-        plugin = getattr(importlib.import_module(f"detect_secrets.plugins.{module}"), cls)()
-        out.append((rule, tuple(plugin.denylist)))
-    return tuple(out)
-
-
-# ``name = value`` / ``name: value`` (quoted or not), value at least 20 token characters
-# ``name = value`` / ``name: value`` (quoted or not), value at least 20 token characters;
-# found from the operator (rare) and the value, then the name is read just before it: a scan
-# starting from every name-like word costs half of all screening
-_ASSIGN_VALUE = re.compile(r"(?::=|=>|:|=)[ \t]*[\"'`]?(?P<value>[A-Za-z0-9+/=_\-.~]{20,})")
-_ASSIGN_NAME = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]{0,63})[\"']?[ \t]*$")
-_SECRETISH = re.compile(r"(?i)(secret|token|passw|pwd|api[_-]?key|apikey|access[_-]?key|"
-                        r"private[_-]?key|auth|credential|session|cookie|bearer|signing)")
-_B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=_-.~"
-B64_LIMIT = 4.5  # bits per character: what detect-secrets' Base64HighEntropyString uses
-SECRETISH_LIMIT = 3.5  # a secret-named assignment (hex keys top out at 4.0)
 
 # instruction-injection markers, checked in guardrail/* and skill/* entries; a hub adds its
 # own with the setting ``screening_injection`` (one regular expression a line)
@@ -117,14 +65,6 @@ def fingerprint(rule: str, text: str) -> str:
     return hashlib.sha256(f"{rule}\0{text}".encode()).hexdigest()[:16]
 
 
-def entropy(s: str) -> float:
-    """Shannon entropy in bits per character (detect-secrets' measure)."""
-    if not s:
-        return 0.0
-    n = len(s)
-    return -sum(c / n * math.log2(c / n) for c in Counter(s).values())
-
-
 def compile_injection(extra: Iterable[str] = ()) -> tuple[tuple[str, re.Pattern[str]], ...]:
     """The default markers plus a hub's own (``injection_custom_N``)."""
     rules = [(name, re.compile(rx)) for name, rx in INJECTION_RULES]
@@ -136,66 +76,32 @@ def compile_injection(extra: Iterable[str] = ()) -> tuple[tuple[str, re.Pattern[
 DEFAULT_INJECTION = compile_injection()
 
 
-def _assignments(text: str) -> Iterable[tuple[int, str, str]]:
-    """(offset, name, value) of each ``name = value`` in ``text``."""
-    for m in _ASSIGN_VALUE.finditer(text):
-        head = text[max(0, m.start() - 80):m.start()]
-        n = _ASSIGN_NAME.search(head)
-        if n is not None:
-            yield m.start() - len(head) + n.start(), n.group("name"), m.group("value")
-
-
-def _high_entropy(name: str, value: str) -> bool:
-    if value.startswith(("http", "www.", "/", "./", "../", "~/")) or \
-            "/" in value.strip("/") and "." in value:
-        return False  # a URL or a path
-    if all(c.isalpha() or c in "-_./" for c in value):
-        return False  # words joined by separators (a slug, a relative path)
-    limit = SECRETISH_LIMIT if _SECRETISH.search(name) else B64_LIMIT
-    return entropy(value) > limit
-
-
-def _matched(m: re.Match[str]) -> str:
-    """What a detect-secrets pattern found: its first non-empty group, else the match
-    (their ``analyze_string`` yields the same)."""
-    return next((g for g in m.groups() if g), m.group(0))
-
-
 def screen_text(text: str, *, injection: Sequence[tuple[str, re.Pattern[str]]] = ()
                 ) -> list[tuple[int, str, str]]:
-    """(line, rule, fingerprint) for each finding in ``text``, in line order.
-
-    Each pattern runs once over the whole text (C speed) and a match is placed on the line
-    it starts on (lines end at a newline); none of the detectors' patterns crosses one."""
-    found: set[tuple[int, str, str]] = set()
-
-    def line(pos: int) -> int:  # matches are rare: count only for them
-        return text.count("\n", 0, pos) + 1
-
-    for rule, patterns in secret_patterns():
-        for rx in patterns:
-            for m in rx.finditer(text):
-                found.add((line(m.start()), rule, _matched(m)))
-    formats = {n for n, _, _ in found}
-    for pos, name, value in _assignments(text):
-        if _high_entropy(name, value) and (n := line(pos)) not in formats:
-            found.add((n, "high_entropy_assignment", value))
+    """(line, rule, fingerprint) for each finding in ``text``, in line order: the secrets
+    ``shared.secretscan`` finds, and the injection markers, both over the text with its
+    invisible characters removed and its compatibility forms folded (its lines kept)."""
+    view = secretscan.plain(text)
+    found = {(view.count("\n", 0, off) + 1, rule, secret)
+             for off, rule, secret in secretscan.scan(text)}
     for rule, rx in injection:
-        for m in rx.finditer(text):
-            found.add((line(m.start()), rule, m.group(0).lower()))
+        for m in rx.finditer(view):
+            found.add((view.count("\n", 0, m.start()) + 1, rule, m.group(0).lower()))
     return sorted((line, rule, fingerprint(rule, txt)) for line, rule, txt in found)
 
 
-def _strings(v: Any) -> Iterable[str]:
+def _strings(v: Any, keys: list[str]) -> Iterable[str]:
+    """The string values of ``v`` in order (a secret cut over two fields stays in one
+    piece when joined); its keys go to ``keys``."""
     if isinstance(v, str):
         yield v
     elif isinstance(v, dict):
         for k, x in v.items():
-            yield str(k)
-            yield from _strings(x)
+            keys.append(str(k))
+            yield from _strings(x, keys)
     elif isinstance(v, (list, tuple)):
         for x in v:
-            yield from _strings(x)
+            yield from _strings(x, keys)
 
 
 def screen_entry(entry: Entry, *, injection: Sequence[tuple[str, re.Pattern[str]]] | None
@@ -209,8 +115,9 @@ def screen_entry(entry: Entry, *, injection: Sequence[tuple[str, re.Pattern[str]
         return []
     rules = (DEFAULT_INJECTION if injection is None else injection) \
         if entry.kind in INJECTION_KINDS else ()
-    raw = "\n".join([entry.title, *entry.tags, *entry.links, *_strings(entry.meta),
-                     entry.body])
+    keys: list[str] = []
+    raw = "\n".join([entry.title, *entry.tags, *entry.links, *_strings(entry.meta, keys),
+                     entry.body, *keys])
     quick = screen_text(raw, injection=rules)
     if not quick:
         return []
@@ -219,6 +126,17 @@ def screen_entry(entry: Entry, *, injection: Sequence[tuple[str, re.Pattern[str]
     # what only the raw strings show (a value YAML escaped): reported on line 1
     placed += sorted({(1, rule, fp) for _, rule, fp in quick if (rule, fp) not in seen})
     return [Finding(entry.id, line, rule, fp, entry.version) for line, rule, fp in placed]
+
+
+def screen_provenance(provenance: dict[str, str] | None) -> list[Finding]:
+    """Findings in a batch's provenance (its free text goes into the space's history with
+    the batch): one a field, named ``provenance.FIELD`` in place of an entry, line 1."""
+    out: list[Finding] = []
+    for key, value in sorted((provenance or {}).items()):
+        if isinstance(value, str):
+            out += [Finding(f"provenance.{key}", 1, rule, fp)
+                    for _, rule, fp in screen_text(value)]
+    return out
 
 
 def screen_entries(entries: Iterable[Entry], *,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from replica.engine.screened import withhold_secrets
 from replica.store import store as st
 from replica.store.db import Conn
 from replica.store.store import Store
@@ -25,13 +26,14 @@ from shared.wire import MAX_PROVENANCE_VALUE, Op
 def plan_batch(store: Store, ops: list[Op], provenance: dict[str, str] | None
                ) -> tuple[list[Op], dict[str, str] | None]:
     """Pick the next batch's ops and provenance: resolutions go out first, in a batch of
-    their own per resolving agent (its packets in ``note``)."""
+    their own per resolving agent (its packets in ``note``). A provenance field that holds
+    a secret goes out withheld (replica/engine/screened.py)."""
     res = store.get_meta("resolutions") or {}
     # only the resolved version itself: an edit made after the resolution is not the agent's
     mine = [op for op in ops if op.entry_id in res
             and res[op.entry_id].get("version") in (None, op.entry.version)]
     if not mine:
-        return ops, provenance
+        return ops, withhold_secrets(provenance)
     first = res[mine[0].entry_id]
     group = [op for op in mine if res[op.entry_id].get("agent") == first.get("agent")]
     # a resolution merged cleanly with a version pulled since keeps its attribution, noted
@@ -40,7 +42,7 @@ def plan_batch(store: Store, ops: list[Op], provenance: dict[str, str] | None
     prov = dict(provenance or {})  # its agent, if any, is the publishing principal's own
     prov["tool"] = "quire conflict resolve"
     prov["note"] = ("resolved " + " ".join(packets))[:MAX_PROVENANCE_VALUE]
-    return group, prov
+    return group, withhold_secrets(prov)
 
 
 def merged_txn(conn: Conn, entry_id: str, resolved: str | None, merged: str | None) -> None:

@@ -12,6 +12,9 @@ by mistake.
     status (replica/app/service.py)
       vault_findings(vault, unpublished ids): the findings of the edits the next sync
       would publish, read from the vault files, nothing sent
+    every batch's provenance (replica/engine/resolutions.py, plan_batch)
+      withhold_secrets(provenance): a field with a finding (QUIRE_SESSION holding a token,
+      a note quoting a key) goes out as WITHHELD; the edits still publish
 
 The hub still screens (its own injection markers may be more): a refusal it answers keeps
 the edit too (a permanent refusal: the batch is dropped, the edit stays dirty).
@@ -69,6 +72,21 @@ def allows_from(client: HubClient, space_id: str) -> Callable[[], list[dict[str,
         except QuireError:  # unreachable or an older hub: nothing counts as allowed
             return []
     return get
+
+
+WITHHELD = "(withheld: looked like a secret)"
+
+
+def withhold_secrets(provenance: dict[str, str] | None) -> dict[str, str] | None:
+    """``provenance`` with each field screening finds a secret in replaced by WITHHELD (the
+    hub refuses a batch whose provenance holds one: content_screened)."""
+    if not provenance:
+        return provenance
+    from shared import screening
+
+    found = {f.entry.removeprefix("provenance.") for f in
+             screening.screen_provenance(provenance)}
+    return {k: WITHHELD if k in found else v for k, v in provenance.items()}
 
 
 def vault_findings(vault: Path, entry_ids: Sequence[str]) -> list[dict[str, Any]]:

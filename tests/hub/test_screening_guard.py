@@ -64,3 +64,27 @@ def test_secret_refused_allowed_once_by_an_admin(team: WireTeam) -> None:
     (g,) = _screened(ed.publish(t.space, [newer]))  # another version: screened again
     assert g["version"] == newer.entry.version and g["fingerprint"] == f["fingerprint"]
     assert t.viewer.get(path).status_code == 200  # members read allows
+
+
+def test_a_secret_in_a_batchs_provenance_is_refused(team: WireTeam) -> None:
+    """A provenance field is free text signed with the batch and kept in the space's history
+    (``quire log``, the audit): a key written there is refused like one in a page. (On
+    0506cf5 the batch was accepted and the key stored.)"""
+    from shared.ids import new_id
+    from shared.wire import build_batch
+
+    t, ed = team, team.editor
+    key = "sk-ant-api03-" + "Zq8Lw2Nx7Vb1Ty6Kp3Hs9Dm5Fg0JcR4tY7uI1oP3aS5dF8gH2jK4lZ6xC9vB" \
+        "0nM3qW5eR7tY9uI2oP4aS6dF8gH1jK3lZ5xC7vB9nM2qW4eAA"
+    h = ed.head(t.space)
+    b = build_batch(ed.key, batch_id=new_id(), replica_id=ed.replica(t.space),
+                    space=h["space"], epoch=h["epoch"], parent_seq=h["seq"],
+                    parent_digest=h["digest"], ops=[put("page/eval")],
+                    provenance={"tool": "eval", "note": f"ran with {key}"})
+    r = ed.post(f"/v1/spaces/{t.space}/batches", b.to_wire())
+    assert r.status_code == 422, r.text
+    err = r.json()["error"]
+    assert err["code"] == "content_screened" and key not in r.text
+    assert [(f["entry"], f["rule"]) for f in err["details"]["findings"]] == [
+        ("provenance.note", "anthropic_key")]
+    assert ed.head(t.space)["digest"] == h["digest"]  # nothing written

@@ -19,12 +19,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 # assembled from parts: no literal secret in the repository
 SAMPLES = {
-    "private_key": "-----BEGIN " + "OPENSSH PRIVATE KEY-----",
+    "private_key": "-----BEGIN " + "OPENSSH PRIVATE KEY----- "
+                   "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAAB",
     "aws_access_key": "key id " + "AKIA" + "Z3MSJV4WW7BZYXQP" + " for CI",
     "github_token": "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
-    "slack_token": "xoxb-" + "1234567890-abcdefghij",
+    "slack_token": "xoxb-" + "2846105937-5820461739-Tq8ZrLw2Nx7Vb1Ty6Kp3Hs9D",
     "stripe_key": "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc",
-    "basic_auth_url": "clone https://deploy:" + "hunter2pass@git.example.com/x.git",
+    "basic_auth_url": "clone https://deploy:" + "Tr0ub4dor7x@git.example.com/x.git",
     "high_entropy_assignment": "API_TOKEN=" + "q8Zr4Lw2Nx7Vb1Ty6Kp3Hs9Dm5Fg0Jc",
 }
 

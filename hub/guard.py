@@ -281,7 +281,7 @@ def prepare_txn(conn: Any, batch: Batch, principal: Principal, space_ref: str,
         blocks.check_txn(conn, space.id, batch.ops)
     elif pre.blocked is not None:
         blocks.check_rows(batch.ops, pre.blocked)
-    screen.check_txn(conn, space.id, batch.ops, screening)
+    screen.check_txn(conn, space.id, batch.ops, screening, batch.provenance)
     return principal, Prepared(space.id, space.epoch, space.rules_version, role,
                                dev.public_key, canonical_str(batch.to_wire()),
                                tuple(canonical_str(op.entry.to_dict()) for op in batch.ops),

@@ -26,6 +26,7 @@ from hub.store.identity import (
     get_delegation_txn,
     insert_delegation_txn,
     list_delegations_txn,
+    live_delegations_txn,
     revoke_delegation_txn,
     revoke_device_refresh_txn,
 )
@@ -50,7 +51,7 @@ from hub.store.rules import delete_rule_txn, insert_rule_txn, list_rules_txn
 from hub.store.spaces_sql import bump_rules_version_txn
 from hub.tokens import issue_access_token
 from shared.canonical import canonical_str
-from shared.errors import Forbidden, InvalidRequest, NotFound
+from shared.errors import Forbidden, InvalidRequest, NotFound, QuotaExceeded
 from shared.ids import is_id, new_id
 from shared.signing import jwk_thumbprint
 
@@ -411,6 +412,23 @@ def parse_ttl(v: Any, maximum: int) -> int:
     return v
 
 
+def check_delegation_bounds_txn(conn: Any, settings: Settings, user_id: str, agent: str,
+                                now: int) -> None:
+    """A member holds at most ``delegations_per_agent`` live delegations to one agent and
+    ``delegations_per_member`` in all: each is a row, a token and an audit event, and a loop
+    that mints (a script, an agent host restarting ``quire mcp``) must stop somewhere. A
+    session's renewal mints then revokes, so it needs one spare place."""
+    per_agent, total = live_delegations_txn(conn, user_id, agent, now)
+    for n, limit, what in ((per_agent, settings.delegations_per_agent, f"agent {agent}"),
+                           (total, settings.delegations_per_member, "your agents")):
+        if limit and n >= limit:
+            raise QuotaExceeded(
+                f"you hold {n} live delegations for {what}, the most this hub allows; revoke "
+                "the ones no longer used (quire delegate list, quire delegate revoke ID) or "
+                "wait for them to expire",
+                {"limit": limit, "measure": "delegations", "live": n, "agent": agent})
+
+
 def create_delegation(store: Store, key: HubKey, settings: Settings, p: Principal,
                       body: dict[str, Any], now: int) -> dict[str, Any]:
     """Mint a token for an agent on the calling device: one space, read or write, bound to
@@ -433,6 +451,7 @@ def create_delegation(store: Store, key: HubKey, settings: Settings, p: Principa
         dev = device_by_id_txn(conn, p.device_id)
         if dev is None:
             raise NotFound("the calling device no longer exists")
+        check_delegation_bounds_txn(conn, settings, p.user_id, agent, now)
         d = {"id": new_id(now), "agent": agent, "space_id": space.id, "scope": scope}
         expires = now + ttl * 1000
         insert_delegation_txn(conn, id=d["id"], user_id=p.user_id, device_id=p.device_id,

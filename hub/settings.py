@@ -64,6 +64,8 @@ class Settings:
     replicas_per_device: int = 100  # live replicas one device registers in a space (0: none)
     conflict_reports_per_member: int = 1000  # conflicts one member's replicas report, a space
     delegation_ttl_max: int = 24 * 3600
+    delegations_per_agent: int = 10  # live delegations of one member to one agent (0: none)
+    delegations_per_member: int = 100  # live delegations of one member, every agent (0: none)
     device_code_ttl: int = 600  # seconds a device login (RFC 8628) may wait for approval
     device_code_interval: int = 5  # seconds between polls the hub asks for
     console_session_ttl: int = 4 * 3600  # seconds a console (browser) sign-in lasts

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import and_, insert, select, update
+from sqlalchemy import and_, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from hub.store.schema import delegations, device_codes, refresh_tokens, spaces
@@ -62,6 +62,17 @@ def list_delegations_txn(conn: Connection, *, user_id: str | None = None,
              "space_name": r.space_name, "agent": r.agent, "scope": r.scope,
              "created_at": r.created_at, "expires_at": r.expires_at,
              "revoked_at": r.revoked_at} for r in rows]
+
+
+def live_delegations_txn(conn: Connection, user_id: str, agent: str, now: int
+                         ) -> tuple[int, int]:
+    """(live delegations of ``user_id`` to ``agent``, live delegations of ``user_id``):
+    not revoked and not expired."""
+    live = and_(delegations.c.user_id == user_id, delegations.c.revoked_at.is_(None),
+                delegations.c.expires_at > now)
+    r = conn.execute(select(
+        func.count().filter(delegations.c.agent == agent), func.count()).where(live)).one()
+    return int(r[0]), int(r[1])
 
 
 def revoke_delegation_txn(conn: Connection, delegation_id: str, now: int) -> int:

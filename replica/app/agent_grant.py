@@ -8,6 +8,9 @@
                         revoke the old one (the member's list shows one live grant)
     hub says delegation_revoked ──► revoked for good: every later call fails with
                         ``unauthorized`` (reason ``delegation_revoked``); never re-minted
+    session ends    ──► release(): the delegation it holds is revoked (best effort: one
+                        that could not be is still bounded by its lifetime and by the
+                        hub's delegations_per_agent)
 
 An exported delegation (``QUIRE_DELEGATION_TOKEN``, from ``quire delegate create``) is
 used as it is instead (``ExportedGrant``): checked the same way, never renewed.
@@ -123,6 +126,17 @@ class AgentGrant:
                 f"the delegation of agent {self.agent} on this space was revoked; this MCP "
                 "session no longer acts for it (local changes are kept). A member can start "
                 "'quire mcp' again if the agent should continue.", dict(self.stopped))
+
+    def release(self) -> None:
+        """The session ends: revoke the delegation it holds, so no live token outlives it.
+        Best effort (the hub may be unreachable): never raises."""
+        g, self.grant = self.grant, None
+        if g is None or g.expires_at <= self._now_ms():
+            return
+        try:
+            self._revoke(g.id)
+        except Exception:  # noqa: BLE001 - it expires anyway; the session is over
+            pass
 
     def describe(self) -> dict[str, Any]:
         g = self.grant

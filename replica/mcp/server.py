@@ -216,4 +216,8 @@ def serve(space: str | None = None, agent: str | None = None, *, write: bool = F
     """Run the server on stdin/stdout until the client closes it. The session acts as its
     agent under its own delegation (replica/app/agent_grant.py); without an agent name, or
     with a space it cannot fix, it never starts (``AgentRequired``, a usage error)."""
-    build_server(Session(space, agent, write=write, ttl_s=ttl_s, model=model)).run("stdio")
+    session = Session(space, agent, write=write, ttl_s=ttl_s, model=model)
+    try:
+        build_server(session).run("stdio")
+    finally:
+        session.close()  # its delegation ends with it

@@ -127,6 +127,12 @@ class Session:
                 self.grant = grant_for(self.home, space, self.agent, write=write,
                                        ttl_s=ttl_s)
 
+    def close(self) -> None:
+        """The session ends (its host closed it): a delegation it minted is revoked; an
+        exported one is the member's to keep or revoke."""
+        if isinstance(self.grant, AgentGrant):
+            self.grant.release()
+
     def before_call(self, tool: str, client: str | None = None) -> None:
         """Run before every tool: the delegation is checked (a revocation stops the session
         here) and the next publication's provenance names the tool and the MCP client."""

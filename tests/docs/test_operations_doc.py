@@ -88,8 +88,10 @@ def test_every_block_is_run_or_listed_with_a_reason() -> None:
     assert seen == set(NOT_RUN), set(NOT_RUN) - seen
 
 
-# run by tests/docs/test_lost_data_restore.py, on a hub whose data folder it removes
-LOST_DATA = ("# Data folder lost", "# On each member's machine")
+# run by tests/docs/test_lost_data_restore.py, on a hub whose data folder it removes, and
+# by tests/docs/test_pg_setup_doc.py (a role and database of the server's own)
+LOST_DATA = ("# Data folder lost", "# On each member's machine",
+             "# PostgreSQL role and database")
 
 
 def _applies(body: str, backend: str) -> bool:

@@ -29,6 +29,7 @@ from typing import Any
 
 from replica.cli import exitcodes
 from replica.machine.home import Home, HubConfig, SpaceConfig
+from replica.vault.presence import PRESENCE_FILE
 from shared.humanize import duration, now_ms, when
 
 ERROR, WARN, INFO = "error", "warn", "info"
@@ -223,10 +224,11 @@ def check_space(home: Home, space: SpaceConfig) -> list[Finding]:
     if not space.vault.is_dir():
         out.append(Finding(
             "vault", ERROR, name, f"the vault of {name} is not at {space.vault} (moved or "
-                                  "deleted)",
-            f"move it back to {space.vault}; or let the next sync write it again: "
-            f"mkdir -p {space.vault} && quire sync {name} (edits that were only in the "
-            "missing folder are lost)"))
+                                  "deleted): syncs refuse it (vault_missing), nothing is "
+                                  "published. If it was moved, move it back; else write it "
+                                  "again from the store (edits that were only in the lost "
+                                  "folder are gone)",
+            _rebuild(space)))
     if not store_ok or not space.vault.is_dir():
         return out
     try:
@@ -259,18 +261,38 @@ def check_space(home: Home, space: SpaceConfig) -> list[Finding]:
             f"{len(edited)} file(s) of {name} changed in the vault since the store last "
             f"recorded them ({_names(edited)}): not published yet",
             f"quire sync {name} (or keep a watcher running: quire watch {name})"))
-    if changes.missing:
+    if changes.missing and len(changes.missing) == len(recorded) and not (
+            space.vault / PRESENCE_FILE).is_file():
+        out.append(Finding(  # replica/vault/presence.py: the next sync refuses it
+            "vault", ERROR, name,
+            f"the vault of {name} at {space.vault} holds none of the space's "
+            f"{len(recorded)} recorded pages and no {PRESENCE_FILE} (an empty folder, a disk "
+            "not mounted?): syncs refuse it (vault_missing). If the disk is not mounted, "
+            "mount it; else write the pages again from the store",
+            _rebuild(space)))
+    elif changes.missing:
+        from replica.engine.mass_delete import Threshold
+
+        held = Threshold.from_env().exceeded(len(changes.missing), len(recorded))
+        then = (f"the next sync holds these deletes ({held} at once) until quire sync "
+                f"{shlex.quote(name)} --confirm-deletes" if held else
+                "the next sync deletes them for everyone")
         out.append(Finding(
             "vault", WARN, name,
             f"{len(changes.missing)} file(s) of {name} the store recorded are gone from the "
-            f"vault ({_names(changes.missing)}): the next sync deletes them for everyone",
-            f"if that is not what you want, restore the files before syncing (quire "
-            f"conflicts, docs/replica.md); otherwise: quire sync {name}"))
+            f"vault ({_names(changes.missing)}): {then}. To put them back (a file that "
+            "differs is never overwritten):",
+            _rebuild(space)))
     for p in changes.problems:
         out.append(Finding("vault", WARN, name,
                            f"{p.path}{':' + str(p.line) if p.line else ''}: {p.reason}",
                            "fix or remove the file; it is never published as it is"))
     return out
+
+
+def _rebuild(space: SpaceConfig) -> str:
+    """The command that writes the vault's recorded pages back (replica/app/rebuild.py)."""
+    return f"quire vault rebuild {shlex.quote(space.name)}"
 
 
 def _hash_of(path: Path) -> str | None:

@@ -523,6 +523,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="check this machine's setup; every finding says how to fix it")
     dr.set_defaults(func=cmd_doctor)
 
+    from replica.cli.vault_cmd import add_parsers as add_vault_parsers  # vault rebuild
+
+    add_vault_parsers(sub, common)
+
     co = sub.add_parser("completion", parents=[common],
                         help="shell completion: print the script, or --install it")
     co.add_argument("shell", choices=["bash", "zsh", "fish"])

@@ -71,6 +71,14 @@ def check(vault: Path, store: Any) -> None:
     _make(vault, marker)
 
 
+def make(vault: Path) -> None:
+    """Make the vault folder and its presence file (``quire vault rebuild``: the store is
+    writing the pages back, so the folder is the vault again)."""
+    marker = os.path.join(os.fspath(vault), PRESENCE_FILE)
+    if not os.path.isfile(marker):
+        _make(vault, marker)
+
+
 def on_disk_txn(conn: Any) -> list[str]:
     """The entries whose file the store believes is in the vault: recorded with its stat,
     or about to be overwritten by a journaled write. (An entry whose first file is still a

@@ -93,9 +93,9 @@ class ChangeCache:
             got: dict[int, str] = {}
             try:
                 got = await load(lo, hi)
-            except Exception:  # noqa: BLE001 - a bare head is always a correct answer
-                logs.event(log, "event_lines_unread", logging.DEBUG, exc_info=True,
-                           space=space, first=lo + 1, last=hi)
+            except Exception as e:  # noqa: BLE001 - a bare head is always a correct answer
+                logs.event(log, "event_lines_unread", logging.DEBUG, space=space,
+                           first=lo + 1, last=hi, error=repr(e))
             finally:  # also when this stream is cancelled: nobody waits forever
                 for seq, fut in mine.items():
                     line = got.get(seq)
@@ -273,7 +273,7 @@ class Broker:
             with psycopg.connect(self.pg_dsn, autocommit=True, connect_timeout=5) as conn:
                 conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, self.payload(kind, data)))
         except Exception:  # streams still re-check access periodically
-            logs.event(log, "notify_failed", logging.ERROR, exc_info=True, kind=kind)
+            logs.failure(log, "notify_failed", kind=kind)
 
     def _on_notification(self, payload: str) -> None:
         try:

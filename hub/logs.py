@@ -60,14 +60,18 @@ def unbind(token: contextvars.Token[RequestInfo | None]) -> None:
     _current.reset(token)
 
 
-def event(logger: logging.Logger, name: str, level: int = logging.INFO, *,
-          exc_info: bool = False, **fields: Any) -> None:
-    """Log one structured event (``name``) with ``fields`` (None values are dropped);
-    ``exc_info``: with the traceback of the exception being handled (a bug's, never an
-    expected outage's)."""
+def event(logger: logging.Logger, name: str, level: int = logging.INFO, **fields: Any) -> None:
+    """Log one structured event (``name``) with ``fields`` (None values are dropped)."""
     if logger.isEnabledFor(level):
-        logger.log(level, name, exc_info=exc_info,
-                   extra={"quire": {k: v for k, v in fields.items() if v is not None}})
+        logger.log(level, name, extra={"quire": {k: v for k, v in fields.items()
+                                                 if v is not None}})
+
+
+def failure(logger: logging.Logger, name: str, **fields: Any) -> None:
+    """``event`` at error level with the traceback of the exception being handled: a bug's,
+    never an expected outage's (those are warnings without one)."""
+    logger.error(name, exc_info=True,
+                 extra={"quire": {k: v for k, v in fields.items() if v is not None}})
 
 
 def reason_of(details: dict[str, Any]) -> str:

@@ -105,7 +105,7 @@ class Observe:
                 try:
                     self.on_done(scope, route, info)
                 except Exception:  # noting a refusal must never break a response
-                    logs.event(log, "after_response_failed", logging.ERROR, exc_info=True)
+                    logs.failure(log, "after_response_failed")
             logs.unbind(token)
 
 

@@ -94,6 +94,7 @@ async def signin_wait(request: Request) -> Response:
     except QuireError as e:
         return page(request, "error.html", status=401, error=e)
     if done:
+        await call(_log_signin, hub, done, "device_approval")
         resp = redirect("/console/spaces")
         resp.delete_cookie(CODE_COOKIE, path="/console/signin")
         if done != secret:  # signed in just now, under a new secret (session fixation)
@@ -103,6 +104,19 @@ async def signin_wait(request: Request) -> Response:
         return resp
     return page(request, "wait.html", user_code=request.cookies.get(CODE_COOKIE, ""),
                 interval=hub.settings.device_code_interval)
+
+
+def _log_signin(hub: Any, secret: str, method: str) -> None:
+    """One ``console_signin`` line for a sign-in that succeeded (who, which device, how);
+    the request's access line carries the same user and device (hub/api/observe.py)."""
+    session = sessions.find(hub.store, secret, hub.now())
+    if session is None:
+        return
+    info = logs.current()
+    if info is not None:
+        info.user, info.device = session.user_id, session.device_id
+    logs.event(log, "console_signin", method=method, user=session.user_id,
+               device=session.device_id)
 
 
 def _oidc_refused(request: Request, e: oidc.Refused) -> Response:
@@ -145,6 +159,7 @@ async def oidc_callback(request: Request) -> Response:
                                    request.query_params)
     except oidc.Refused as e:
         return _oidc_refused(request, e)
+    await call(_log_signin, hub, secret, "oidc")
     # a page, not a redirect: after the provider's cross-site redirect a SameSite=Strict
     # cookie is only sent on a navigation this page starts (its meta refresh or link)
     resp = page(request, "signed_in.html")

@@ -22,7 +22,13 @@ def _access(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
 def test_console_requests_name_their_route_member_and_client(
         hub_app: dict[str, Any], caplog: pytest.LogCaptureFixture) -> None:
     team = members(hub_app)
-    browser = sign_in(hub_app, team["owner"])
+    with caplog.at_level(logging.INFO, logger="quire.hub"):
+        browser = sign_in(hub_app, team["owner"])
+    # a successful sign-in is logged (before: absent from the log)
+    signins = [r.quire for r in caplog.records  # type: ignore[attr-defined]
+               if r.getMessage() == "console_signin"]
+    assert len(signins) == 1 and signins[0]["user"] == team["owner"].user_id
+    assert signins[0]["method"] == "device_approval" and signins[0]["device"]
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="quire.hub.access"):
         assert browser.get("/console/spaces").status_code == 200

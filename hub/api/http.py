@@ -96,7 +96,9 @@ async def http_error_handler(request: Request, exc: Exception) -> Response:
 
 
 async def unhandled_error_handler(request: Request, exc: Exception) -> Response:
-    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    # the traceback, tied to the request's access line by its request id; not the raw path
+    # (it may carry an invite code), which the access line names by its route template
+    logs.failure(log, "unhandled_error", method=request.method, error=type(exc).__name__)
     return error_response(Internal("internal error; the hub logged it"))
 
 

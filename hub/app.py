@@ -41,10 +41,10 @@ from hub.refusals import CODES as REFUSAL_CODES
 from hub.refusals import Refusals
 from hub.settings import Settings
 from hub.sharedlimits import SharedJti, StreamSlots, limiter
-from hub.store.db import Store
+from hub.store.db import OUTAGE_ERRORS, Store, outage
 from hub.store.sharedlimits_sql import PgShared
 from hub.tokens import TokenCache
-from shared.errors import QuireError
+from shared.errors import QuireError, Unavailable
 
 log = logging.getLogger("quire.hub")
 
@@ -220,11 +220,27 @@ def create_app(settings: Settings, *, store: Store | None = None, key: HubKey | 
 
         return handle
 
+    on_quire_error = noted(quire_error_handler)
+
+    async def on_database_error(request: Any, exc: Exception) -> Any:
+        """The database is down, unreachable or overloaded: 503 ``unavailable`` (retryable),
+        one warning line and no traceback. Any other database error is a bug: re-raised, it
+        takes the unhandled-error path (500 ``internal``, logged with its traceback)."""
+        reason = outage(exc)
+        if reason is None:
+            raise exc
+        logs.event(log, "database_unavailable", logging.WARNING, error=reason,
+                   path=request.url.path)
+        return await on_quire_error(request, Unavailable(
+            "the hub's database is unavailable; nothing was changed, retry later",
+            {"reason": "database"}))
+
     served = [*ROUTES, *READ_ROUTES,
               Mount("/console/admin", routes=[*reports.ADMIN_ROUTES, *CONSOLE_ADMIN.routes]),
               Mount("/console", routes=[*reports.ROUTES, *CONSOLE.routes])]
     app = Starlette(routes=served, lifespan=lifespan, exception_handlers={
-        QuireError: noted(quire_error_handler),
+        QuireError: on_quire_error,
+        **{cls: on_database_error for cls in OUTAGE_ERRORS},
         HTTPException: noted(http_error_handler),
         Exception: noted(unhandled_error_handler),
     })

@@ -25,7 +25,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from hub import audit
+from hub import audit, logs
+from hub.store.db import outage
 
 log = logging.getLogger("quire.hub")
 
@@ -110,8 +111,13 @@ class Refusals:
 
         try:
             return int(store.run_write(txn))
-        except Exception:
-            log.exception("refused attempts could not be written to the audit log; kept")
+        except Exception as e:
+            reason = outage(e)
+            if reason is None:
+                log.exception("refused attempts could not be written to the audit log; kept")
+            else:  # the database is down: an expected state, not a bug (no traceback)
+                logs.event(log, "refusals_kept", logging.WARNING, error=reason,
+                           why="database unavailable; written at the next flush")
             self._restore(counts, overflow, since)
             return 0
 

@@ -16,6 +16,10 @@ Event stream (``GET /v1/spaces/{space}/events``, ``text/event-stream``)::
     event: revoked
     data: {"code", "message"}          (then the hub closes the stream)
 
+    event: unavailable
+    data: {"code": "unavailable", "message"}   (a re-check could not reach the database;
+                                       once per outage; the stream stays open)
+
     : keepalive                        (a comment, every ``events_keepalive_ms``)
 
 The first event is the current head, unless ``Last-Event-ID`` already names it (a resumed
@@ -65,6 +69,8 @@ from shared.errors import (
 )
 
 REFUSED = (Unauthorized, Forbidden, NotFound, SpaceDeleted)
+UNAVAILABLE = {"code": "unavailable",
+               "message": "the hub's database is unavailable; syncs fail until it is back"}
 CHANGES_MAX_COUNT = 16  # batches a head event may carry (more: a bare head, the client pulls)
 CHANGES_MAX_BYTES = 64 * 1024  # their total size
 _LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
@@ -291,6 +297,7 @@ async def events(request: Request) -> Response:
         metrics.streams_open.inc()
         sent: tuple[str, int] | None = resume
         ended = "client"  # why the stream ended (quire_event_stream_disconnects_total)
+        told_unavailable = False  # an ``unavailable`` event went out since the last check
         try:
             yield "retry: 1000\n\n"
 
@@ -360,10 +367,17 @@ async def events(request: Request) -> Response:
                         return
                     except Exception:
                         # database unreachable: keep the stream, check again later; heads
-                        # go out bare (no content without a check)
+                        # go out bare (no content without a check). The caller is told once
+                        # (an idle watcher would otherwise say "ok" through an outage): it
+                        # syncs, gets 503 unavailable, and retries on its own pace
+                        if not told_unavailable:
+                            told_unavailable = True
+                            metrics.events_sent.labels(type="unavailable").inc()
+                            chunks.append(_sse("unavailable", UNAVAILABLE))
                         for h in heads:
                             chunks += head_events(h)
                     else:  # the head read now covers every head event of this wake
+                        told_unavailable = False
                         for h in heads:  # keep the commit time this process heard of
                             if (h["epoch"], h["seq"]) == (head["epoch"], head["seq"]):
                                 head["at"] = h.get("at")

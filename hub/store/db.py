@@ -24,9 +24,11 @@ from sqlalchemy.exc import (
     DBAPIError,
     DisconnectionError,
     IntegrityError,
+    InterfaceError,
     OperationalError,
     SQLAlchemyError,
 )
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 log = logging.getLogger("quire.hub.store")
 T = TypeVar("T")
@@ -104,6 +106,24 @@ def _retryable(exc: BaseException) -> bool:
         code = getattr(getattr(exc, "orig", None), "sqlstate", None)
         return code in ("40001", "40P01")
     return False
+
+
+# What a database that is down, unreachable, shutting down, full or overloaded raises: the
+# request may succeed later, so the hub answers 503 ``unavailable`` (hub/app.py), not 500.
+# A bug in a statement (ProgrammingError, IntegrityError, DataError) is none of these.
+OUTAGE_ERRORS: tuple[type[BaseException], ...] = (DBAPIError, DisconnectionError, PoolTimeout)
+
+
+def outage(exc: BaseException) -> str | None:
+    """Why ``exc`` means the database is unavailable now (a short reason for the log and
+    the answer: never the driver's whole message, which may name hosts), else None."""
+    if isinstance(exc, (DisconnectionError, PoolTimeout)):
+        return type(exc).__name__
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        orig = getattr(exc, "orig", None)
+        code = getattr(orig, "sqlstate", None)
+        return f"{type(orig or exc).__name__}" + (f" ({code})" if code else "")
+    return None
 
 
 class Store:

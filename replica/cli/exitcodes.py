@@ -42,6 +42,10 @@ REFUSED_CODES = frozenset({"unauthorized", "forbidden", "not_found", "space_dele
 UNVERIFIED_CODES = frozenset({"hub_unverified", "hub_key_unchained", "stale_head", "audit_unverified",
                               "audit_truncated", "audit_rewritten"})
 
+# what a person is told with exit 4: nothing is lost, nothing to do but wait
+KEPT = ("nothing local is lost: your edits are kept in the vault and publish at the next "
+        "sync; retry later (exit 4)")
+
 # status ``state`` values that are not "all done" but not a failure either
 ATTENTION_STATES = frozenset({"conflicts", "problems", "pending", "never_synced"})
 

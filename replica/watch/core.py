@@ -252,6 +252,8 @@ class Watcher:
             self.stream_up = up
         elif kind == "vault":  # the files thread: the vault folder is gone, or back
             self._vault(msg[1], now)
+        elif kind == "unavailable":  # the stream said the hub cannot reach its database:
+            self.want_sync = True  # find out by syncing (503: backoff, retried on its own)
         elif kind == "refused":  # the stream said access is gone
             self._suspend(msg[1], msg[2] if len(msg) > 2 else "access refused")
         self._status()

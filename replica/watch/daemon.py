@@ -205,7 +205,7 @@ def stream_thread(make_client: Callable[[], Any], space_id: str,
                   inbox: queue.Queue[tuple[Any, ...]], stop: threading.Event,
                   kick: threading.Event, settings: WatchSettings) -> None:
     """The hub's event stream → ``("remote", head)``, ``("stream", up|down, error)``,
-    ``("refused", code, message)``; reconnects with its own paced backoff. A head event
+    ``("refused", code, message)``, ``("unavailable", message)``; reconnects with its own paced backoff. A head event
     whose signed head does not verify with the pinned key ends the stream (``error``:
     ``hub_unverified``, shown as the status's ``stream_error``): an unsigned claim is not
     even a hint to sync."""
@@ -231,6 +231,8 @@ def stream_thread(make_client: Callable[[], Any], space_id: str,
                         inbox.put(("remote", data))
                     elif kind == "epoch":
                         inbox.put(("remote", {"epoch": data.get("epoch"), "seq": 0}))
+                    elif kind == "unavailable":  # the hub cannot reach its database
+                        inbox.put(("unavailable", data.get("message", "hub unavailable")))
                     elif kind == "revoked":
                         inbox.put(("refused", data.get("code", "forbidden"),
                                    data.get("message", "access revoked")))

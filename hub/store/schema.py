@@ -224,6 +224,8 @@ device_codes = Table(
     Column("device_key", String(64), nullable=False),
     Column("created_at", BigInteger, nullable=False),
     Column("expires_at", BigInteger, nullable=False),
+    # the client address the login was started from, shown before approval (0023)
+    Column("requested_from", String(64), nullable=True),
     Column("approved_by", ID, nullable=True),  # the user whose new device this becomes
     Column("approved_at", BigInteger, nullable=True),
     Column("used_at", BigInteger, nullable=True),  # tokens issued: never again

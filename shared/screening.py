@@ -1,12 +1,17 @@
 """Content screening (docs/security.md, "Screening"): find secrets, and
-instruction-injection markers in guardrails and skills, in the entries a batch writes.
+instruction-injection markers in guardrails and skills, in the entries a batch writes and
+in its provenance.
 
-    screen_ops(ops)                       the guard (hub/guard.py, before anything is written)
-      └─ screen_entry(entry)              and the replica's push path (replica/engine/push.py,
-           ├─ to_markdown(entry) lines      replica/engine/screened.py: kept locally, reported)
-           ├─ secret_patterns()            detect-secrets' format detectors, in-process
-           ├─ high_entropy_assignment      ``name = value`` with a random-looking value
-           └─ injection markers            guardrail/* and skill/* only (INJECTION_RULES)
+    screen_entries(entries)               the guard (hub/screening.py, before anything is
+      └─ screen_entry(entry)              written) and the replica's push path
+           ├─ the raw strings first        (replica/engine/screened.py: kept locally,
+           │    screen_text(raw)            reported); most entries stop here, clean
+           └─ a finding: to_markdown(entry), screened again to place it on its line
+    screen_text(text)
+      ├─ shared.secretscan.scan(text)     key formats, prose, normalized and decoded views
+      └─ injection markers                guardrail/* and skill/* only (INJECTION_RULES),
+                                          over the text with invisible characters removed
+    screen_provenance(provenance)         each field as ``provenance.FIELD``
 
 A finding names the entry, the line of its vault file (front matter included, as the
 person sees it), the rule, and a fingerprint: the SHA-256 of rule and matched text, cut
@@ -14,10 +19,6 @@ to 16 hex digits. The matched text itself is never in a finding: findings travel
 details, logs and status files. Only the entries a batch writes are screened (tombstones
 have no content), so the cost of a publication grows with what it changes, not with the
 space.
-
-detect-secrets is used as a library of detectors: each plugin's patterns (``denylist``, what
-its ``analyze_string`` runs) over the entry's text, in-process; its global settings,
-filters, baselines, files and network verifiers are not used.
 """
 
 from __future__ import annotations
@@ -169,6 +170,9 @@ def details(findings: Sequence[Finding]) -> dict[str, Any]:
 def message(findings: Sequence[Finding]) -> str:
     f = findings[0]
     more = f" and {len(findings) - 1} more" if len(findings) > 1 else ""
+    if f.entry.startswith("provenance."):
+        return (f"the batch was refused: its {f.entry} looks like a secret ({f.rule}){more}; "
+                "send the batch without it (no allow covers provenance)")
     return (f"the batch was refused: {f.entry} line {f.line} looks like a secret or an "
             f"instruction injection ({f.rule}){more}; remove it, or ask an admin to allow "
             "this version (quire admin screening allow)")

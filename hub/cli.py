@@ -321,9 +321,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     import logging
 
-    from hub import logs, record
-    from hub.app import create_app
-    from hub.store import migrate
+    from hub import logs
 
     s = _settings(args)
     logs.setup(s.log_level, s.log_format)
@@ -338,6 +336,29 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return _fail(args, "workers_need_postgresql",
                      "--workers above 1 needs PostgreSQL (--db postgresql://…); a SQLite hub "
                      "is served by one process")
+    from hub import workers as w
+
+    try:  # the port first: a busy one is reported before anything else happens
+        sock = w.bind(s.host, s.port)
+    except OSError as e:
+        return _fail(args, "port_in_use",
+                     f"cannot listen on {s.host}:{s.port} ({e.strerror or e}): another hub or "
+                     "program uses it; stop it, or serve on another port with --port N")
+    try:
+        return _serve(args, s, log, sock)
+    finally:
+        sock.close()
+
+
+def _serve(args: argparse.Namespace, s: Settings, log: Any, sock: Any) -> int:
+    """``serve`` once its port is bound (``sock``, handed to uvicorn or the workers)."""
+    import logging
+
+    from hub import logs, record
+    from hub.app import create_app
+    from hub.store import migrate
+
+    workers = args.workers
     rev = migrate.current(s.database_url)
     head = migrate.alembic_head()
     from hub.keyrotation import finish_interrupted, next_path
@@ -376,23 +397,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
     logs.event(log, "serving", data=str(s.data_dir), host=s.host, port=s.port,
                public_url=s.url, key_id=hub.key.kid, schema=head, workers=workers)
     if workers > 1:
-        return _serve_workers(s, app, workers)
+        return _serve_workers(s, app, workers, sock)
     if s.metrics_port >= 0:
         hub.metrics.serve(s.metrics_host, s.metrics_listen_port)
     print(f"quire hub serving {s.data_dir} on http://{s.host}:{s.port}", flush=True)
-    serve_until_signal(app, s.host, s.port)
+    serve_until_signal(app, s.host, s.port, sockets=[sock])
     hub.metrics.stop()
     return 0
 
 
-def _serve_workers(s: Settings, started: Any, workers: int) -> int:
+def _serve_workers(s: Settings, started: Any, workers: int, sock: Any) -> int:
     """``--workers N``: the checks above ran once here; every worker builds its own app
     after the fork (connections and threads never cross a fork; hub/workers.py)."""
     from hub import workers as w
     from hub.app import create_app
 
     started.state.hub.store.dispose()
-    sock = w.bind(s.host, s.port)
     print(f"quire hub serving {s.data_dir} on http://{s.host}:{s.port} "
           f"({workers} workers)", flush=True)
 
@@ -405,10 +425,7 @@ def _serve_workers(s: Settings, started: Any, workers: int) -> int:
         hub.metrics.stop()
         return 0
 
-    try:
-        return w.supervise(workers, worker)
-    finally:
-        sock.close()
+    return w.supervise(workers, worker)
 
 
 def _purge(s: Settings) -> list[dict[str, Any]]:
@@ -522,9 +539,13 @@ def build_parser(prog: str = "quire hub") -> argparse.ArgumentParser:
                                          "revocations, roles, rules and audit log. Replicas "
                                          "republish what they hold from after the backup.")
     common(restore)
-    restore.add_argument("backup", metavar="BACKUP",
+    restore.add_argument("backup", metavar="BACKUP", nargs="?",
                          help="a file from 'quire hub backup', or the URL of a database "
                               "restored with pg_restore")
+    restore.add_argument("--lost-data", action="store_true",
+                         help="the data folder or database was lost and a backup put in its "
+                              "place: start every space's new epoch from it, announced as a "
+                              "restore (members then run 'quire accept-restore')")
     restore.add_argument("--dry-run", action="store_true",
                          help="show what would be restored; change nothing")
     common(sub.add_parser("gc", help="purge deleted spaces past their retention",
@@ -542,15 +563,17 @@ def build_parser(prog: str = "quire hub") -> argparse.ArgumentParser:
     email.add_argument("--clear", action="store_true", help="remove the user's email")
     return p
 
-    restore.add_argument("--lost-data", action="store_true",
-                         help="the data folder or database was lost and a backup put in its "
-                              "place: start every space's new epoch from it, announced as a "
-                              "restore (members then run 'quire accept-restore')")
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.data is not None:
         args.data = Path(args.data)
+    if args.cmd != "init":  # never open (or create) a database that is not the hub's
+        from hub import database_of_record
+
+        refused = database_of_record.refusal(_settings(args))
+        if refused is not None:
+            return _fail(args, *refused)
     return {"init": cmd_init, "serve": cmd_serve, "migrate": cmd_migrate,
             "enroll": cmd_enroll, "record": cmd_record, "email": cmd_email, "key": cmd_key,
             "backup": cmd_backup, "restore": cmd_restore, "gc": cmd_gc}[args.cmd](args)
@@ -558,9 +581,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-    if args.cmd != "init":  # never open (or create) a database that is not the hub's
-        from hub import database_of_record
-
-        refused = database_of_record.refusal(_settings(args))
-        if refused is not None:
-            return _fail(args, *refused)

@@ -29,6 +29,7 @@ from typing import Any
 from hub.access import Principal, space_access_txn
 from hub.store import read_index as ri
 from hub.store.db import Store
+from hub.store.principals import list_members_txn
 from hub.store.spaces_sql import get_space_txn
 from shared.entry import make_entry, tombstone
 from shared.errors import InvalidRequest, NotFound
@@ -273,6 +274,17 @@ def history(store: Store, p: Principal, space_ref: str, entry_id: str, limit: in
     if not out:
         raise NotFound(f"no history for {entry_id}")
     return {"head": _head(*state), "id": entry_id, "versions": out}
+
+
+def people(store: Store, p: Principal, space_ref: str) -> dict[str, Any]:
+    """The display names of the space's members, for any member: what a replica shows
+    instead of user ids (``quire log``, a sync's lines). Names only: roles and whether an
+    account is active stay with admins (``GET …/members``)."""
+    with store.read() as conn:
+        space, _ = space_access_txn(conn, p, space_ref, "viewer")
+        rows = list_members_txn(conn, space.id)
+    return {"head": _head(space.epoch, space.head_seq),
+            "people": [{"user_id": r["user_id"], "name": r["name"]} for r in rows]}
 
 
 def batch(store: Store, p: Principal, space_ref: str, *, seq: int, epoch: str | None

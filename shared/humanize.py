@@ -1,9 +1,11 @@
 """Times as people read them, for human output (``--json`` keeps Unix milliseconds).
 
-    when(expires_at, now)  ->  "in 6 days, 2026-12-07 14:02 UTC"  /  "3 hours ago, …"
+    when(expires_at, now)  ->  "in 6 days, 2026-12-07 15:02 CET"  /  "3 hours ago, …"
     duration(ms)           ->  "6 days", "3 hours", "45 s", "120 ms"
 
-Pure functions: the caller passes ``now`` (milliseconds), so tests need no clock.
+Times are shown in the local time zone (``TZ`` is respected), with its abbreviation;
+``--json`` keeps Unix milliseconds, which are UTC. Pure functions but for the zone: the
+caller passes ``now`` (milliseconds), so tests need no clock.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def stamp(ms: int, *, seconds: bool = False) -> str:
-    """``2026-12-07 14:02 UTC`` (``14:02:09`` with ``seconds``)."""
-    fmt = "%Y-%m-%d %H:%M:%S UTC" if seconds else "%Y-%m-%d %H:%M UTC"
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime(fmt)
+def stamp(ms: int, *, seconds: bool = False, utc: bool = False) -> str:
+    """``2026-12-07 15:02 CET`` in the local time zone (``14:02:09`` with ``seconds``;
+    ``2026-12-07 14:02 UTC`` with ``utc``)."""
+    fmt = "%Y-%m-%d %H:%M:%S %Z" if seconds else "%Y-%m-%d %H:%M %Z"
+    at = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return (at if utc else at.astimezone()).strftime(fmt)
 
 
 def duration(ms: int) -> str:
@@ -36,7 +40,8 @@ def duration(ms: int) -> str:
 
 
 def when(ms: int | None, now: int | None = None, *, never: str = "never") -> str:
-    """``in 6 days, 2026-12-07 14:02 UTC`` or ``3 hours ago, 2026-11-30 11:02 UTC``."""
+    """``in 6 days, 2026-12-07 15:02 CET`` or ``3 hours ago, 2026-11-30 12:02 CET`` (the
+    local time zone)."""
     if not isinstance(ms, int) or isinstance(ms, bool):
         return never
     now = now_ms() if now is None else now

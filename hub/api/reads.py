@@ -6,6 +6,7 @@
     GET /v1/spaces/{space}/diff      ?id=&from=&to=&epoch=      between two seqs
     GET /v1/spaces/{space}/search    ?q=&limit=                 every word, at the head
     GET /v1/spaces/{space}/batch     ?seq=&epoch=               what one batch changed
+    GET /v1/spaces/{space}/people                               members' display names
 
 Entry ids hold a slash, so they travel as the ``id`` query parameter.
 """
@@ -73,6 +74,10 @@ def _diff(store: Any, p: Any, space: str, qp: Any) -> dict[str, Any]:
                       epoch=reads.parse_epoch(qp.get("epoch")))
 
 
+def _people(store: Any, p: Any, space: str, qp: Any) -> dict[str, Any]:
+    return reads.people(store, p, space)
+
+
 def _batch(store: Any, p: Any, space: str, qp: Any) -> dict[str, Any]:
     seq = reads.parse_seq(qp.get("seq"))
     if seq is None or seq < 1:
@@ -94,4 +99,5 @@ READ_ROUTES = [
           methods=["GET"]),
     Route("/v1/spaces/{space}/search", _handler({"q", "limit"}, _search), methods=["GET"]),
     Route("/v1/spaces/{space}/batch", _handler({"seq", "epoch"}, _batch), methods=["GET"]),
+    Route("/v1/spaces/{space}/people", _handler(set(), _people), methods=["GET"]),
 ]

@@ -11,7 +11,7 @@ from urllib.parse import quote
 from replica.machine.home import Home
 from shared.errors import NotJoined
 
-WHAT = ("entry", "history", "diff", "search", "batch", "entries")
+WHAT = ("entry", "history", "diff", "search", "batch", "entries", "people")
 
 
 def ask(home: Home, space_ref: str | None, what: str, params: dict[str, Any],
@@ -22,16 +22,23 @@ def ask(home: Home, space_ref: str | None, what: str, params: dict[str, Any],
     from replica.app import service
 
     assert what in WHAT, what
-    space = home.space(space_ref)
-    if client is None:
-        hub = home.hub(space.hub_id)
-        if hub is None:
+    try:
+        space = home.space(space_ref)
+        ref, hub = space.space_id, home.hub(space.hub_id)
+        if hub is None and client is None:
             raise NotJoined(f"space {space.name} belongs to a hub this machine no longer "
                             "knows")
+    except NotJoined:
+        if space_ref is None or client is not None:
+            raise
+        # a space this member has not cloned here (an owner's or admin's machine): the
+        # hub this machine is signed in to answers for it, by name or id, as for a member
+        ref, hub = space_ref, home.default_hub()
+    if client is None:
+        assert hub is not None
         client = service.open_client(hub)
     with client:
-        return dict(client.admin_get(f"/v1/spaces/{quote(space.space_id, safe='')}/{what}",
-                                     params))
+        return dict(client.admin_get(f"/v1/spaces/{quote(ref, safe='')}/{what}", params))
 
 
 # ---------------------------------------------------------------- MCP (the at_hub option)

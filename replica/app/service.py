@@ -118,16 +118,39 @@ def follow_pin(known: HubConfig, offered: str) -> None:
         c.follow_key_chain()
 
 
+def hub_url(url: str) -> str:
+    """``replica/hubclient/client.py`` ``hub_url``: a URL as typed, made the client's."""
+    from replica.hubclient.client import hub_url as normal
+
+    return normal(url)
+
+
 def describe_hub(url: str) -> tuple[dict[str, Any], str, str]:
     """``GET /v1/hub`` (no credential): the document, the hub id and the key it offers."""
     from replica.hubclient.client import HubClient
+    from shared.errors import NotFound, TransferFailed
 
     with HubClient(url) as anon:
-        info = anon.hub_info()
+        try:
+            info = anon.hub_info()
+        except (NotFound, TransferFailed) as e:
+            if isinstance(e, TransferFailed) and "not JSON" not in e.message:
+                raise  # unreachable: exit 4, the message names the URL
+            raise not_a_hub(url, e) from e
+    if not isinstance(info, dict):
+        raise not_a_hub(url, None)
     hub_id, public_key = info.get("hub_id"), info.get("public_key")
     if not isinstance(hub_id, str) or not isinstance(public_key, str):
-        raise InvalidRequest("the hub did not describe itself (GET /v1/hub)")
+        raise not_a_hub(url, None)
     return info, hub_id, public_key
+
+
+def not_a_hub(url: str, e: QuireError | None) -> InvalidRequest:
+    """Something answers at ``url``, but not as a Quire hub (a wrong path or port)."""
+    why = f" ({e.message})" if e is not None else ""
+    return InvalidRequest(f"{url} does not answer as a Quire hub (GET {url}/v1/hub{why}): "
+                          "check the URL, e.g. http://127.0.0.1:8470; nothing was changed",
+                          {"reason": "not_a_hub", "url": url})
 
 
 def repin(home: Home, url: str, fingerprint: str) -> dict[str, Any]:
@@ -137,7 +160,7 @@ def repin(home: Home, url: str, fingerprint: str) -> dict[str, Any]:
     record'; the keys pinned before stay trusted for what they signed."""
     from shared.signing import key_id
 
-    url = url.rstrip("/")
+    url = hub_url(url)
     info, hub_id, offered = describe_hub(url)
     known = home.hub(hub_id)
     if known is None:
@@ -466,7 +489,7 @@ def join(home: Home, url: str, invite: str, *, vault: str | None, device: str | 
     from replica.machine.credentials import CredentialFile
     from shared.signing import load_private, new_private_key, public_b64, save_private
 
-    url = url.rstrip("/")
+    url = hub_url(url)
     info, hub_id, public_key = describe_hub(url)
     known = home.hub(hub_id)
     device_name = device or (known.device_name if known else socket.gethostname()[:100]
@@ -524,7 +547,7 @@ def join_space(home: Home, url: str, space_ref: str, *, vault: str | None,
     """``quire join URL --space NAME``: a space the member already belongs to, on a device
     signed in to the hub (``quire login``, or an earlier join): no invite. Registers a
     replica for this device and takes the first snapshot, as a join with an invite does."""
-    url = url.rstrip("/")
+    url = hub_url(url)
     hub = next((h for h in home.hubs() if h.url.rstrip("/") == url), None)
     if hub is None:
         raise NotJoined(f"this machine is not signed in to {url}: run 'quire login {url}' "

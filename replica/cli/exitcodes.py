@@ -50,8 +50,12 @@ KEPT = ("nothing local is lost: your edits are kept in the vault and publish at 
 ATTENTION_STATES = frozenset({"conflicts", "problems", "pending", "never_synced"})
 
 
-def for_error_code(code: str | None) -> int:
-    """The exit code of a command that failed with the error ``code``."""
+def for_error_code(code: str | None, details: Mapping[str, Any] | None = None) -> int:
+    """The exit code of a command that failed with the error ``code``: a ``not_found``
+    this machine found by itself (``details.where: "local"``: a page its vault does not
+    have) is an error (1), not the hub refusing (5)."""
+    if code == "not_found" and (details or {}).get("where") == "local":
+        return ERROR
     if code == "usage":
         return USAGE
     if code in UNREACHABLE_CODES:

@@ -400,17 +400,15 @@ def _refused(known: HubConfig, public_key: str) -> bool:
 
 def cmd_login(args: argparse.Namespace, out: Any, home: Home) -> int:
     """RFC 8628 on the new machine: show a code, poll until a signed-in device approves."""
+    from replica.app.service import describe_hub, hub_url
     from replica.hubclient.client import HubClient
     from replica.machine.credentials import CredentialFile
     from shared.dpop import make_proof
     from shared.signing import load_private, new_private_key, public_b64, save_private
 
-    url = args.url.rstrip("/")
+    url = hub_url(args.url)
     with HubClient(url) as anon:
-        info = anon.hub_info()
-        hub_id, public_key = info.get("hub_id"), info.get("public_key")
-        if not isinstance(hub_id, str) or not isinstance(public_key, str):
-            raise InvalidRequest("the hub did not describe itself (GET /v1/hub)")
+        info, hub_id, public_key = describe_hub(url)
         htu_base = str(info.get("url") or url).rstrip("/")
         known = home.hub(hub_id)
         if known is not None:  # a rotated key is followed; any other is refused

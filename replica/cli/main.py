@@ -92,10 +92,9 @@ def _human_status(doc: dict[str, Any]) -> str:
     from shared.humanize import when
 
     h = doc["head"]
-    lines = [f"space {doc['space']['name']} ({doc['space']['id']})  state: "
-             f"{state(doc['state'])}",
+    lines = [f"space {doc['space']['name']}  state: {state(doc['state'])}",
              f"  vault:  {doc['vault']}",
-             "  head:   " + (f"epoch {h['epoch']} seq {h['seq']} {h['digest'][:12]}" if h
+             "  head:   " + (f"seq {h['seq']} {h['digest'][:12]}" if h
                               else "none (never synced)"),
              f"  outbox: {doc['outbox']} unpublished local change(s) in the store",
              f"  last sync: {when(doc.get('last_sync'))}"
@@ -227,8 +226,15 @@ def cmd_sync(args: argparse.Namespace, out: Out) -> int:
     report, status = args.run_sync(home, space, out.progress(f"syncing {space.name}"),
                                    confirm_deletes=args.confirm_deletes)
     r = report.to_json()
-    human = [f"synced {space.name}: pulled {r['pulled']} batch(es), pushed {r['pushed']} "
-             f"change(s) in {r['batches']} batch(es)" + (" (snapshot)" if r["snapshot"] else "")]
+    from replica.app import changelog  # what it pulled and pushed, page by page, by name
+
+    pulled = sum(len(c["ops"]) for c in report.changes if c["direction"] == "pulled")
+    human = [f"synced {space.name}: pulled {pulled} change(s), pushed {r['pushed']} "
+             f"change(s)" + (" (snapshot)" if r["snapshot"] else "")]
+    if report.changes:
+        human += changelog.lines(report.changes, changelog.names_for(home, space,
+                                                                     report.changes),
+                                 changelog.me(home, space), prefix="  ")
     for e in r["merged"]:
         human.append(f"  merged: {e}")
     # every held entry, not only those this sync held: the state says conflicts until each
@@ -347,7 +353,7 @@ def cmd_admin(args: argparse.Namespace, out: Out) -> int:
     with open_client(hub) as c:
         if args.noun == "space" and args.verb == "create":
             res = c.create_space(args.name)
-            out.doc(res, f"created space {res['space']['name']} ({res['space']['id']})\n"
+            out.doc(res, f"created space {res['space']['name']}\n"
                          f"next: quire admin invite create {res['space']['name']} "
                          "--role editor")
         elif args.noun == "space" and args.verb == "list":
@@ -599,6 +605,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_parsers(sub, common)
     add_read_parsers(sub, common)
+    from replica.cli.pages import add_parsers as add_page_parsers  # log, diff, deleted, restore
+
+    add_page_parsers(sub, common)
     from replica.cli.repin import add_parser as add_repin_parser
 
     add_repin_parser(sub, common)
@@ -627,6 +636,21 @@ def glue_tokens(argv: list[str]) -> list[str]:
     return out
 
 
+def closed_pipe() -> int:
+    """The reader of our output went away (``quire log | head``): stop quietly, exit 0.
+    Whatever is still buffered goes to /dev/null, so the interpreter's last flush at exit
+    cannot fail again with a traceback."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no real stdout (a test's capture): nothing to redirect
+        pass
+    return exitcodes.OK
+
+
 @functools.cache  # once a process: a watcher serving commands parses again and again
 def _parser() -> argparse.ArgumentParser:
     return build_parser()  # (completion changes the parser it gets: a fresh one)
@@ -636,7 +660,10 @@ def main(argv: list[str] | None = None, served: Callable[[Any], None] | None = N
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "hub":
         hub_cli = importlib.import_module("hub.cli")  # lazily: the replica never imports hub
-        return int(hub_cli.main(argv[1:]) or 0)
+        try:
+            return int(hub_cli.main(argv[1:]) or 0)
+        except BrokenPipeError:
+            return closed_pipe()
     out = Out("--json" in argv)
     try:
         args = _parser().parse_args(glue_tokens(argv))
@@ -652,7 +679,9 @@ def main(argv: list[str] | None = None, served: Callable[[Any], None] | None = N
                 print(f"  details: {json.dumps(e.details, ensure_ascii=False)}", file=sys.stderr)
             if e.code in exitcodes.UNREACHABLE_CODES:
                 print(f"  {exitcodes.KEPT}", file=sys.stderr)
-        return exitcodes.for_error_code(e.code)
+        return exitcodes.for_error_code(e.code, e.details)
+    except BrokenPipeError:
+        return closed_pipe()
     except OSError as e:
         err = LocalError(f"{type(e).__name__}: {e}")
         if out.json:

@@ -38,7 +38,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _head(doc: dict[str, Any]) -> str:
-    return f"(at seq {doc['head']['seq']} of epoch {doc['head']['epoch']})"
+    return f"(at seq {doc['head']['seq']})"
 
 
 def cmd_read(args: argparse.Namespace, out: Any) -> int:
@@ -99,7 +99,7 @@ def _read_local(args: argparse.Namespace, out: Any) -> int:
     path = entry_path(space.vault, args.entry)
     if not path.exists():
         from shared.errors import NotFound
-        raise NotFound(f"no file for {args.entry} in {space.vault}")
+        raise NotFound(f"no file for {args.entry} in {space.vault}", {"where": "local"})
     text = path.read_text("utf-8")
     out.doc({"id": args.entry, "path": str(path), "text": text}, text.rstrip("\n"))
     return 0

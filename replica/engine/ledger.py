@@ -37,6 +37,7 @@ from collections.abc import Callable, Container
 from pathlib import Path
 from typing import Any
 
+from replica.engine import changes
 from replica.engine.crash import crash_point
 from replica.engine.markers import conflict_marker, marker_tag
 from replica.engine.merge import merge_entry, same
@@ -312,7 +313,8 @@ class Ledger:
     # ------------------------------------------------------------ push → store
 
     @staticmethod
-    def apply_receipt_txn(conn: Conn, batch: Batch, receipt: dict[str, Any]) -> bool:
+    def apply_receipt_txn(conn: Conn, batch: Batch, receipt: dict[str, Any],
+                          report: SyncReport | None = None) -> bool:
         """Record an accepted batch; True when the local head moved onto it.
 
         The head moves only when the receipt's link from the local head verifies (the batch
@@ -327,6 +329,9 @@ class Ledger:
             st.save_receipt_txn(conn, batch.batch_id, receipt)
             st.drop_outbox_txn(conn, batch.batch_id)
             return True
+        # what it changed, page by page, before its versions become the synced ones
+        detail = changes.record_txn(conn, [op.entry_id for op in batch.ops],
+                                    [op.entry for op in batch.ops], batch.provenance)
         for op in batch.ops:
             s = st.get_state_txn(conn, op.entry_id)
             s.synced = op.entry
@@ -339,7 +344,13 @@ class Ledger:
                                kind="push", entries=[op.entry_id for op in batch.ops],
                                batch_id=batch.batch_id, replica_id=batch.replica_id,
                                batch_digest=batch.digest,
-                               accepted_at=receipt.get("accepted_at"))
+                               accepted_at=receipt.get("accepted_at"), detail=detail)
+            if report is not None:
+                report.changes.append(changes.change(
+                    "pushed", epoch=batch.epoch, seq=seq, at=receipt.get("accepted_at"),
+                    author=None, own=True, detail=detail))
+        else:  # the pull that brings it applies it as a no-op: the detail waits for it
+            st.set_meta_txn(conn, changes.pushed_key(batch.batch_id), detail)
         st.save_receipt_txn(conn, batch.batch_id, receipt)
         st.drop_outbox_txn(conn, batch.batch_id)
         forget_resolutions_txn(conn, [op.entry_id for op in batch.ops])

@@ -10,6 +10,7 @@ after our head, a snapshot is taken instead (replica/engine/clone.py).
 
 from __future__ import annotations
 
+from replica.engine import changes
 from replica.engine.clone import Snapshotter
 from replica.engine.ledger import Ledger
 from replica.engine.report import Progress, SyncReport
@@ -113,6 +114,16 @@ class Puller:
 
     def _apply_change_txn(self, conn: Conn, change: Change, report: SyncReport) -> None:
         batch = change.batch
+        ids = [op.entry_id for op in batch.ops]
+        # what it changed, page by page, read before it changes anything; our own batch
+        # rebased by the hub was summarized at its receipt (replica/engine/changes.py)
+        detail = (st.get_meta_txn(conn, changes.pushed_key(batch.batch_id))
+                  if batch.replica_id == self.replica_id else None)
+        if detail is not None:
+            st.drop_meta_txn(conn, changes.pushed_key(batch.batch_id))
+        else:
+            detail = changes.record_txn(conn, ids, [op.entry for op in batch.ops],
+                                        batch.provenance)
         for op in batch.ops:
             # the batch provenance rides along: conflict packets show which agent wrote theirs
             self.ledger.merge_remote_txn(
@@ -125,7 +136,11 @@ class Puller:
                            kind="batch", entries=[op.entry_id for op in batch.ops],
                            batch_id=batch.batch_id, replica_id=batch.replica_id,
                            batch_digest=batch.digest, author=change.author,
-                           accepted_at=change.accepted_at)
+                           accepted_at=change.accepted_at, detail=detail)
+        own = batch.replica_id == self.replica_id
+        report.changes.append(changes.change(
+            "pushed" if own else "pulled", epoch=batch.epoch, seq=change.seq, at=change.accepted_at,
+            author=change.author, own=own, detail=detail))
         if batch.replica_id == self.replica_id:
             # our own batch, accepted while we were not listening: it is published (a
             # batch of ours no longer in the outbox deletes nothing; another replica's

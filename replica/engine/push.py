@@ -205,7 +205,7 @@ class Publisher:
         except (HeadChanged, BaseMismatch, EpochChanged, SnapshotRequired):
             return
         with self.store.tx() as conn:
-            moved = self.ledger.apply_receipt_txn(conn, batch, receipt)
+            moved = self.ledger.apply_receipt_txn(conn, batch, receipt, report)
         report.pushed += len(batch.ops)
         report.batches += 1
         if not moved:  # accepted on a later head: pull the gap, which ends with this batch
@@ -251,7 +251,7 @@ class Publisher:
                 raise
             crash_point("after_push_before_receipt")
             with self.store.tx() as conn:
-                if not self.ledger.apply_receipt_txn(conn, batch, receipt):
+                if not self.ledger.apply_receipt_txn(conn, batch, receipt, report):
                     landed.append((batch, receipt))
             crash_point("after_receipt")
             report.pushed += len(batch.ops)

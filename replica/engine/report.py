@@ -48,6 +48,9 @@ class SyncReport:
     # local deletes held back as a mass delete (replica/engine/mass_delete.py): {"count",
     # "of", "reason", "entries", "more"}; None: none held
     deletes_held: dict[str, Any] | None = None
+    # what this sync pulled and pushed, batch by batch, page by page (replica/engine/
+    # changes.py ``change``): the lines a sync and the watcher print
+    changes: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"pulled": self.pulled, "pushed": self.pushed, "batches": self.batches,
@@ -59,5 +62,5 @@ class SyncReport:
                 "version_blocked": list(self.version_blocked),
                 "republished": sorted(set(self.republished)),
                 "purged": list(self.purged), "scanned_by": self.scanned_by,
-                "vault_waiting": sorted(self.waiting), "deletes_held": self.deletes_held,
+                "vault_waiting": sorted(self.waiting), "deletes_held": self.deletes_held, "changes": list(self.changes),
                 "vault_retry_at": min(self.waiting.values()) if self.waiting else None}

@@ -38,6 +38,7 @@ from shared.digest import verify_chain
 from shared.entry import Entry
 from shared.errors import (
     HubUnverified,
+    InvalidRequest,
     LocalError,
     QuireError,
     StaleHead,
@@ -119,6 +120,22 @@ def parse_changes(lines: Iterator[dict[str, Any]], *,
     return ChangesPage(changes, head_seq, more is True, signed)
 
 
+def hub_url(url: str) -> str:
+    """A hub URL as people type it, made the one the client uses: spaces and a trailing
+    ``/`` or ``/v1`` (the API's prefix, which the client adds itself) dropped. A URL without
+    ``http://`` or ``https://`` is refused with the URL to try (``invalid_request``, reason
+    ``bad_url``): guessing the scheme could send a credential in the clear."""
+    u = url.strip().rstrip("/")
+    if u.lower().endswith("/v1"):
+        u = u[:-3].rstrip("/")
+    scheme, sep, rest = u.partition("://")
+    if not sep or scheme.lower() not in ("http", "https") or not rest:
+        raise InvalidRequest(f"{url!r} is not a hub URL: give its scheme and address, e.g. "
+                             f"https://{rest or u} (or http://{rest or u} on this machine or "
+                             "a trusted network)", {"reason": "bad_url", "url": url})
+    return f"{scheme.lower()}://{rest}"
+
+
 @functools.cache
 def _verified_tls() -> ssl.SSLContext:
     return httpx2.create_ssl_context()  # the system's CAs (SSL_CERT_FILE, ... honoured)
@@ -166,8 +183,14 @@ class HubClient:
         try:
             resp = self._http.request(method, path, json=body, params=params, headers=headers)
         except (httpx2.TransportError, httpx2.StreamError) as e:
-            raise TransferFailed(f"{method} {path}: {type(e).__name__}: {e}") from e
+            raise self.unreachable(method, path, e) from e
         return self._decode(resp, method, path)
+
+    def unreachable(self, method: str, path: str, e: Exception) -> TransferFailed:
+        """The hub could not be reached: the message names its URL (exit 4, and the CLI
+        adds that nothing local is lost: docs/cli.md, "Exit codes")."""
+        return TransferFailed(f"could not reach the hub at {self.base_url} ({method} {path}: "
+                              f"{type(e).__name__}: {e})", {"url": self.base_url})
 
     @staticmethod
     def _decode(resp: httpx2.Response, method: str, path: str) -> Any:
@@ -215,7 +238,7 @@ class HubClient:
                 if not saw_end:
                     raise TransferFailed(f"GET {path}: stream cut before its end line")
         except (httpx2.TransportError, httpx2.StreamError) as e:
-            raise TransferFailed(f"GET {path}: {type(e).__name__}: {e}") from e
+            raise self.unreachable("GET", path, e) from e
 
     # ------------------------------------------------------------ hub and identity
 
@@ -338,7 +361,7 @@ class HubClient:
             return resp.status_code, (parse_answer(resp.content, f"POST {path}")
                                       if resp.content else None)
         except (httpx2.TransportError, httpx2.StreamError) as e:
-            raise TransferFailed(f"POST {path}: {type(e).__name__}: {e}") from e
+            raise self.unreachable("POST", path, e) from e
         except ValueError as e:
             raise TransferFailed(f"POST {path}: response is not JSON") from e
 
@@ -538,7 +561,7 @@ class HubClient:
                         elif k in ("event", "id"):
                             ev[k] = v
         except (httpx2.TransportError, httpx2.StreamError) as e:
-            raise TransferFailed(f"GET {path}: {type(e).__name__}: {e}") from e
+            raise self.unreachable("GET", path, e) from e
         raise TransferFailed(f"GET {path}: the event stream ended")
 
 

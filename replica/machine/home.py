@@ -248,7 +248,7 @@ class Home:
             if len(spaces) == 1:
                 return spaces[0]
             if not spaces:
-                raise NotJoined("no space joined: run 'quire join URL --invite CODE'")
+                raise NotJoined("no space joined on this machine: " + self._join_advice())
             raise NotJoined("several spaces joined; name one",
                             {"spaces": [s.name for s in spaces]})
         by_id = [s for s in spaces if s.space_id == ref]
@@ -260,7 +260,19 @@ class Home:
         if len(by_name) > 1:
             raise NotJoined(f"space name {ref!r} is ambiguous; use its id",
                             {"ids": [s.space_id for s in by_name]})
-        raise NotJoined(f"no joined space named {ref!r}")
+        raise NotJoined(f"no joined space named {ref!r} on this machine: "
+                        + self._join_advice(ref))
+
+    def _join_advice(self, name: str | None = None) -> str:
+        """The next step that works: a machine signed in to a hub (the team lead who
+        created the space, a member's second machine) joins by name, no invite needed."""
+        hubs = self.hubs()
+        if not hubs:
+            return "run 'quire join URL --invite CODE'"
+        url = hubs[0].url if len(hubs) == 1 else "URL"
+        return (f"a space you are a member of: 'quire join {url} --space "
+                f"{name or 'NAME'}' ('quire admin space list' lists them); with an invite "
+                f"code: 'quire join {url} --invite CODE'")
 
 
 @contextmanager

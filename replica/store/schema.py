@@ -115,8 +115,11 @@ HISTORY_DDL = """CREATE TABLE IF NOT EXISTS history (
 	accepted_at BIGINT,
 	kind VARCHAR(16) NOT NULL,
 	entries TEXT NOT NULL,
+	detail TEXT,
 	PRIMARY KEY (n)
 )"""
+# detail: what the batch changed, page by page, for people (replica/engine/changes.py):
+# ids, actions, line counts, field names and the provenance; never a title or a body
 
 CONFLICTS_DDL = """CREATE TABLE IF NOT EXISTS conflicts (
 	entry_id VARCHAR(300) NOT NULL,

@@ -176,6 +176,9 @@ class Store:
 
 def _upgrade_txn(conn: Conn) -> None:
     """Bring a store made by an older version up to this schema (idempotent)."""
+    hist = {r[1] for r in conn.exec_driver_sql("PRAGMA table_info(history)")}
+    if hist and "detail" not in hist:  # batches applied before have no detail: ids only
+        conn.exec_driver_sql("ALTER TABLE history ADD COLUMN detail TEXT")
     cols = {r[1] for r in conn.exec_driver_sql("PRAGMA table_info(entries)")}
     if not cols:
         return  # a new store: create_all makes it
@@ -282,6 +285,10 @@ def set_meta_txn(conn: Conn, key: str, value: Any) -> None:
     # one statement where a delete and an insert ran (meta has no triggers)
     _run(conn, "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
          (key, json.dumps(value)))
+
+
+def drop_meta_txn(conn: Conn, key: str) -> None:
+    _run(conn, "DELETE FROM meta WHERE key = ?", (key,))
 
 
 def head_txn(conn: Conn) -> Head | None:
@@ -496,12 +503,29 @@ def drop_outbox_txn(conn: Conn, batch_id: str) -> None:
 def add_history_txn(conn: Conn, *, epoch: str, seq: int, head: str, kind: str,
                     entries: list[str], batch_id: str | None = None,
                     replica_id: str | None = None, batch_digest: str | None = None,
-                    author: dict[str, Any] | None = None, accepted_at: int | None = None
-                    ) -> None:
+                    author: dict[str, Any] | None = None, accepted_at: int | None = None,
+                    detail: dict[str, Any] | None = None) -> None:
     _run(conn, "INSERT INTO history (epoch, seq, head, kind, entries, batch_id, replica_id,"
-               " batch_digest, author, accepted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+               " batch_digest, author, accepted_at, detail)"
+               " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
          (epoch, seq, head, kind, json.dumps(entries), batch_id, replica_id, batch_digest,
-          None if author is None else json.dumps(author), accepted_at))
+          None if author is None else json.dumps(author), accepted_at,
+          None if detail is None else json.dumps(detail)))
+
+
+def history_page_txn(conn: Conn, *, before_n: int | None = None, limit: int = 200
+                     ) -> list[dict[str, Any]]:
+    """History rows newest first (``n`` below ``before_n``), JSON columns decoded."""
+    sql = "SELECT * FROM history" + (" WHERE n < ?" if before_n is not None else "")
+    rows = conn.execute(sql + " ORDER BY n DESC LIMIT ?",
+                        ((before_n,) if before_n is not None else ()) + (limit,))
+    out = []
+    for r in rows:
+        d = r._asdict()
+        for col in ("entries", "author", "detail"):
+            d[col] = json.loads(d[col]) if d.get(col) else None
+        out.append(d)
+    return out
 
 
 def save_receipt_txn(conn: Conn, batch_id: str, receipt: dict[str, Any]) -> None:

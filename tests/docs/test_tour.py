@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -54,10 +55,17 @@ def _explain(report: dict) -> str:
             + "\n".join(bad.get("shown") or []))
 
 
+ULID = re.compile(r"\b[0-9a-hjkmnp-tv-z]{26}\b")  # an id (shared/ids.py), in any case
+
+
 def test_readme_tour_runs_as_written() -> None:
     report = run_tour(REPO / "README.md")
     assert report["ok"], _explain(report)
     assert len(report["run"]) == report["steps"] >= 15
+    # people read names, never ids (issue 31): no id in any step's human output
+    shown = {r["line"]: ULID.findall(str(r.get("output") or "").lower())
+             for r in report["run"]}
+    assert not any(shown.values()), {line: ids for line, ids in shown.items() if ids}
 
 
 def test_readme_tour_runs_on_another_port_without_network_namespaces() -> None:

@@ -6,8 +6,8 @@
                    ──check──► exit status 0 and the output matches what the README shows
 
 What is substituted, and nothing else: ``qi_…`` in a command is the most recent invite code
-a previous step printed and no step used yet; ``$EDITOR`` is a script that writes a small
-page into the file it is given. In the shown output ``…`` stands for any text within a line,
+a previous step printed and no step used yet. A line starting with ``> `` right under a
+command continues it (the lines of a here-document), as a shell shows them. In the shown output ``…`` stands for any text within a line,
 and a line holding only ``…`` for any number of lines; blank lines are not compared. A
 command ending in ``&`` runs in the background (until the tour ends); a background
 ``quire hub serve`` counts as started when its ``/readyz`` answers.
@@ -36,10 +36,6 @@ from pathlib import Path
 import httpx2
 
 CODE = re.compile(r"\bqi_[A-Za-z0-9_-]{20,}")
-EDITOR = """#!/bin/sh
-mkdir -p "$(dirname "$1")"
-printf -- '---\\ntitle: Deploy\\ntags: [ops]\\n---\\nDeploy from main with make deploy; never on a Friday.\\n' > "$1"
-"""
 STEP_DEADLINE = 120.0
 
 
@@ -81,6 +77,8 @@ def parse(text: str, heading: str) -> list[Step]:
             continue
         if ln.startswith("$ "):
             steps.append(Step(no, ln[2:]))
+        elif ln.startswith("> ") and steps and not steps[-1].shown:
+            steps[-1].command += "\n" + ln[2:]  # a continuation line (a here-document)
         elif steps:
             steps[-1].shown.append(ln)
     return steps
@@ -118,11 +116,8 @@ class Tour:
         (root / "home").mkdir()
         self.state = root / "state"
         self.state.mkdir()
-        editor = root / "editor.sh"
-        editor.write_text(EDITOR)
-        editor.chmod(0o755)
         self.env = {"HOME": str(root / "home"), "PATH": f"{bindir}:/usr/bin:/bin",
-                    "EDITOR": str(editor), "LANG": "C.UTF-8", "TERM": "dumb",
+                    "LANG": "C.UTF-8", "TERM": "dumb",
                     "NO_COLOR": "1"}
         (self.state / "env").write_text("")
         (self.state / "cwd").write_text(str(self.work))

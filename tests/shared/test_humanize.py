@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from shared.humanize import duration, stamp, when
@@ -19,7 +21,29 @@ def test_durations_in_the_largest_unit(ms: int, text: str) -> None:
     assert duration(ms) == text
 
 
-def test_when_says_how_far_and_the_utc_time() -> None:
+@pytest.fixture
+def zone(monkeypatch: pytest.MonkeyPatch):
+    """Set the process's local time zone (TZ), restored afterwards."""
+    def use(tz: str) -> None:
+        monkeypatch.setenv("TZ", tz)
+        time.tzset()
+    yield use
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_human_times_are_in_the_local_time_zone(zone) -> None:
+    """Before: every human time was UTC whatever TZ said."""
+    zone("Europe/Paris")
+    assert stamp(1_796_652_120_000) == "2026-12-07 15:02 CET"
+    assert when(1_796_652_120_000, 1_796_652_120_000 - DAY).endswith("15:02 CET")
+    assert stamp(1_796_652_120_000, utc=True) == "2026-12-07 14:02 UTC"
+    zone("America/New_York")
+    assert stamp(1_796_652_120_000, seconds=True) == "2026-12-07 09:02:00 EST"
+
+
+def test_when_says_how_far_and_the_time(zone) -> None:
+    zone("UTC")
     assert stamp(1_796_652_120_000) == "2026-12-07 14:02 UTC"
     assert when(1_796_652_120_000, 1_796_652_120_000 - 6 * DAY) == (
         "in 6 days, 2026-12-07 14:02 UTC")

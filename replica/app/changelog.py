@@ -91,8 +91,8 @@ def me(home: Home, space: SpaceConfig) -> str | None:
 def _row_change(row: dict[str, Any], replica_id: str) -> dict[str, Any] | None:
     from replica.engine.changes import change
 
-    if row["kind"] not in ("batch", "push"):
-        return None  # a snapshot: no change of its own
+    if row["kind"] not in ("batch", "push") and not row["detail"]:
+        return None  # a snapshot: no change of its own (one after a purge says what went)
     own = row["replica_id"] == replica_id
     detail = row["detail"] or {"ops": [{"id": e, "action": "changed"}
                                        for e in row["entries"] or []]}
@@ -196,6 +196,9 @@ def who(c: dict[str, Any], names: dict[str, str], me: str | None) -> str:
     """The member's display name (``you`` for this member when the hub has not said it),
     with the agent that wrote it on their behalf."""
     user = (c.get("author") or {}).get("user")
+    if user is None and not c.get("own") and any(o.get("action") == "purged"
+                                                 for o in c.get("ops") or []):
+        return "an admin"  # a purge: the epoch statement names no member
     if c.get("own") or (user is not None and user == me):
         name = names.get(user or me or "") or "you"
     else:

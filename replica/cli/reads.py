@@ -52,10 +52,7 @@ def cmd_read(args: argparse.Namespace, out: Any) -> int:
 
     if args.history:
         doc = ask("history", {"id": args.entry})
-        lines = [f"{v['seq']:>6}  {'deleted' if v['deleted'] else v['version'][:12]}  "
-                 f"{v['author']['user']}" + (f" agent {v['author']['agent']}"
-                                             if v["author"].get("agent") else "")
-                 for v in doc["versions"]]
+        lines = [] if out.json else _history_lines(doc, ask)
         out.doc(doc, "\n".join([f"{args.entry} {_head(doc)}", *lines]))
     elif args.diff:
         a, _, b = args.diff.partition(":")
@@ -73,6 +70,28 @@ def cmd_read(args: argparse.Namespace, out: Any) -> int:
         out.doc(doc, f"# {entry.get('title') or args.entry}  {_head(doc)}\n\n"
                      f"{entry.get('body', '')}")
     return 0
+
+
+def _history_lines(doc: dict[str, Any], ask: Any) -> list[str]:
+    """One line per version, newest first: seq, local time, the member's display name
+    (the hub's ``people``; "a member" when it does not know them) and the agent; no ids."""
+    from shared.errors import QuireError
+    from shared.humanize import stamp
+
+    try:
+        names = {p["user_id"]: p["name"] for p in ask("people", {}).get("people") or []}
+    except QuireError:
+        names = {}
+    lines = []
+    for v in doc["versions"]:
+        a = v.get("author") or {}
+        who = names.get(a.get("user") or "") or "a member"
+        if a.get("agent"):
+            who += f" for agent {a['agent']}"
+        at = stamp(v["accepted_at"]) if isinstance(v.get("accepted_at"), int) else ""
+        lines.append(f"{v['seq']:>6}  {at}  {'deleted' if v['deleted'] else 'version'} "
+                     f"{'' if v['deleted'] else v['version'][:12]}  {who}".rstrip())
+    return lines
 
 
 def cmd_search(args: argparse.Namespace, out: Any) -> int:

@@ -151,8 +151,20 @@ class Snapshotter:
                 # made in another epoch: it can never be accepted; its changes are still
                 # dirty in the store and go out in a new batch
                 st.drop_outbox_txn(conn, row["batch_id"])
+        detail = None
+        if report.purged:  # an admin's purge brought us here: the log says what went
+            from replica.engine import changes
+
+            reasons = sorted({str(p["reason"]) for p in report.purged})
+            detail = {"ops": [{"id": p["id"], "action": "purged"} for p in report.purged],
+                      "provenance": {"note": "; ".join(reasons)[:500]} if reasons else None}
+            report.changes.append(changes.change(
+                "pulled", epoch=new_head.epoch, seq=new_head.seq, at=self.ledger.clock(),
+                author=None, own=False, detail=detail))
         st.add_history_txn(conn, epoch=new_head.epoch, seq=new_head.seq,
-                           head=new_head.digest, kind="snapshot", entries=sorted(seen))
+                           head=new_head.digest, kind="snapshot", entries=sorted(seen),
+                           accepted_at=self.ledger.clock() if detail else None,
+                           detail=detail)
 
     def _snapshot_chunk_txn(self, conn: Conn, lines: list[bytes], writer: Any,
                             seen: set[str], report: SyncReport) -> None:

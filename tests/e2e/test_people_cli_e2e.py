@@ -124,3 +124,14 @@ def test_log_sync_diff_deleted_restore_name_people_and_publish_one_page(
     assert missing.returncode == 1 and '"not_found"' in missing.stdout
     last = qjson(bob, "sync")
     assert last["sync"]["changes"][-1]["ops"][0]["action"] == "edited"
+
+    # the hub's per-page history names people with local times too (before: user ids)
+    hist = _no_ids(quire(bob, "read", "page/deploy", "--remote", "--history",
+                         env=PARIS).stdout)
+    assert "Bob Example for agent scout" in hist and " CET  " in hist
+
+    # an admin's purge reaches the log as what went, and why (no content is kept)
+    quire(owner, "admin", "purge", team.space["name"], "page/new-name", "--reason", "leaked")
+    purged = _no_ids(quire(bob, "sync").stdout)
+    assert "an admin  purged page/new-name  ['leaked']" in purged, purged
+    assert "an admin  purged page/new-name" in quire(bob, "log", "-n", "1").stdout

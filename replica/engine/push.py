@@ -10,6 +10,18 @@ pull brings. See the invariants in replica/engine/sync.py's docstring.
 On ``version_blocked`` (an admin reverted that version and blocked it) the edits the
 refusal names are held as conflicts, not republished, not lost (replica/engine/blocked.py); the
 rest of the batch is built again and sent.
+
+A refusal the local check could not foresee holds back only what it names, for this sync,
+the way the local check does (kept dirty in the store and the vault, reported under
+``policy_denied``), and the rest of the batch is built again and sent (``hub_refused``):
+
+    policy_denied   the ops ``details.denied`` names (the hub judges on state the replica
+                    lacks: after an epoch bump a snapshot carries no tombstones, so a
+                    re-create looks like a create here and is an update on the hub)
+    quota_exceeded  entries or bytes: the changes that grow the measure past the room the
+                    refusal states (``limit - usage``), in the batch's order; an edit that
+                    does not grow it is never held back by it (rule ``quota:entries``,
+                    ``quota:bytes``). History bytes grow with any batch: nothing to hold back
 """
 
 from __future__ import annotations
@@ -32,12 +44,15 @@ from replica.store import store as st
 from replica.store.store import EntryState
 from shared import policy
 from shared.entry import Entry, tombstone
+from shared.entry import validated_canonical_bytes as canonical_bytes
 from shared.errors import (
     BaseMismatch,
     EpochChanged,
     HeadChanged,
     HubUnverified,
+    PolicyDenied,
     QuireError,
+    QuotaExceeded,
     SnapshotRequired,
     VersionBlocked,
 )
@@ -84,6 +99,9 @@ class Publisher:
         # local deletes above the mass-delete threshold, not confirmed: kept back, local
         # (replica/engine/mass_delete.py; set by the sync before each push)
         self.held_deletes: set[str] = set()
+        # changes the hub refused in this sync (policy_denied, quota_exceeded), by entry id:
+        # held back from the batches built after the refusal, reported (``hub_refused``)
+        self.refused: dict[str, dict[str, Any]] = {}
 
     def _build_ops(self, report: SyncReport | None = None) -> list[Op]:
         ops = []
@@ -101,7 +119,7 @@ class Publisher:
             return guardrails
 
         for s in self.store.dirty_states().values():
-            if s.held or not s.dirty or s.id in self.held_deletes:
+            if s.held or not s.dirty or s.id in self.held_deletes or s.id in self.refused:
                 continue
             base = s.synced.version if s.synced is not None else None
             if s.local is None or s.local.deleted:
@@ -122,9 +140,67 @@ class Publisher:
         # content screening, as the guard will (replica/engine/screened.py): kept back, reported
         ops, screened = hold_back(ops, allows_from(self.client, self.space_id))
         if report is not None:
-            report.policy_denied = denied
+            report.policy_denied = denied + list(self.refused.values())
             report.content_screened = screened
         return ops
+
+    def hub_refused(self, batch: Batch, e: QuireError) -> bool:
+        """Hold back the changes of ``batch`` that the hub's refusal ``e`` names (rules) or
+        that grow past the room a quota refusal states; True when something new is held
+        back (the rest can be sent again), False when nothing is (``e`` stands)."""
+        details = e.details or {}
+        if isinstance(e, PolicyDenied):
+            ids = {op.entry_id for op in batch.ops}
+            held = {str(d["id"]): dict(d, message=f"{d.get('reason')}; the hub refused it; "
+                                                  "kept locally, not published")
+                    for d in details.get("denied") or []
+                    if isinstance(d, dict) and d.get("id") in ids}
+        elif isinstance(e, QuotaExceeded):
+            held = self._over_quota(batch, details)
+        else:
+            held = {}
+        fresh = {k: v for k, v in held.items() if k not in self.refused}
+        self.refused.update(fresh)
+        return bool(fresh)
+
+    def _over_quota(self, batch: Batch, d: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        quota, limit, usage = d.get("quota"), d.get("limit"), d.get("usage")
+        if quota not in ("entries", "bytes") or not (
+                isinstance(limit, int) and isinstance(usage, int)):
+            return {}
+        states = self.store.dirty_states()
+
+        def size(e: Entry | None) -> int:
+            return 0 if e is None or e.deleted else len(canonical_bytes(e))
+
+        grows = []
+        for op in batch.ops:
+            s = states.get(op.entry_id)
+            old = s.synced if s is not None and s.synced is not None and \
+                not s.synced.deleted else None
+            new = None if op.entry.deleted else op.entry
+            if quota == "entries":
+                grows.append((op, (new is not None) - (old is not None)))
+            else:
+                grows.append((op, size(new) - size(old)))
+        room = limit - usage - sum(g for _, g in grows if g < 0)  # what shrinks frees room
+        held: dict[str, dict[str, Any]] = {}
+        for op, g in grows:
+            if g <= 0:
+                continue
+            if g <= room:
+                room -= g
+                continue
+            action = "create" if quota == "entries" else "grow"
+            held[op.entry_id] = {
+                "id": op.entry_id, "action": action, "rule": f"quota:{quota}",
+                "reason": f"over the {d.get('scope', 'space')}'s {quota} quota ({limit}, "
+                          f"{usage} in use)",
+                "message": f"over the {d.get('scope', 'space')}'s {quota} quota ({limit}, "
+                           f"{usage} in use); kept locally, not published: remove or shrink "
+                           "other pages, or ask an admin to raise it (quire admin space "
+                           "quota)"}
+        return held
 
     @staticmethod
     def _local_denial(access: dict[str, Any], s: EntryState, op: Op,
@@ -214,6 +290,7 @@ class Publisher:
 
     def push(self, report: SyncReport) -> None:
         rounds = 0
+        self.refused = {}
         landed: list[tuple[Batch, dict[str, Any]]] = []  # accepted beyond the local head
         while True:
             batch = self._next_batch(report)
@@ -233,6 +310,13 @@ class Publisher:
             except (HeadChanged, BaseMismatch, EpochChanged, SnapshotRequired) as e:
                 rounds = catch_up(e, rounds, self.puller, self.snapshots, report)
                 continue
+            except (PolicyDenied, QuotaExceeded) as e:
+                rounds += 1
+                with self.store.tx() as conn:
+                    st.drop_outbox_txn(conn, batch.batch_id)
+                if not self.hub_refused(batch, e) or rounds >= MAX_ROUNDS:
+                    raise
+                continue  # the rest goes in the next batch; these stay dirty, reported
             except VersionBlocked as e:
                 rounds += 1
                 with self.store.tx() as conn:  # replica/engine/blocked.py

@@ -122,11 +122,12 @@ def test_cli_sets_and_shows_quotas_and_status_shows_usage(
     usage = q(ann, "status")["usage"]
     assert (usage["entries"], usage["quota"]["entries"]) == (2, 2), usage
     write_page(vault, "three", "3")
-    res = q(ann, "sync", check=False)
-    assert res["error"]["code"] == "quota_exceeded", res
-    assert res["error"]["details"] == {"scope": "space", "quota": "entries", "limit": 2,
-                                       "usage": 2, "after": 3}, res
-    assert q(ann, "status")["last_error"]["code"] == "quota_exceeded"
+    write_page(vault, "one", "1, edited")
+    res = q(ann, "sync", check=False)  # exit 3: the new page is held back, not the edit
+    assert res["sync"]["pushed"] == 1, res
+    [held] = res["sync"]["policy_denied"]
+    assert (held["id"], held["rule"]) == ("page/three", "quota:entries"), held
+    assert "quota" in held["message"] and "quire admin space quota" in held["message"]
     assert (vault / "page" / "three.md").exists()  # kept locally
     shown = q(owner, "admin", "space", "show", "team")
     assert (shown["entries"], shown["quota"]["entries"]) == (2, 2), shown

@@ -8,8 +8,8 @@
     itself a trusted proxy is skipped; the first one that is not is the client. A hop that
     is not an address stops the walk at the last trusted hop. Every other proxy header is
     ignored: a proxy overwrites the header it sets, but passes the others on as the client
-    sent them (issue 29: nginx set X-Forwarded-For and passed a client's Forwarded, which
-    this module preferred, so any client picked its own address).
+    sent them (nginx set X-Forwarded-For and passed a client's Forwarded, which this module
+    preferred, so any client picked its own address: docs/decisions.md, D119).
 
 ``quire hub serve`` runs uvicorn with ``proxy_headers=False``, so ``request.client`` is
 always the TCP peer and this module is the one place headers are read (uvicorn's default

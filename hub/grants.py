@@ -5,9 +5,15 @@
   rotates it (a new one in the same family); presenting one that was already rotated means
   two parties hold it, so the whole family is revoked (RFC 9700 §4.14.2) and audited.
   A proof by the device key is required: a stolen refresh credential alone is useless.
-- device authorization grant (RFC 8628) for a member's second machine: ``start_device``,
+- device authorization grant (RFC 8628) for a member's second machine: ``start_device``
+  (records the requesting address), ``preview_device`` (what the approver is shown first:
+  the name as requested and as it will be, the address, the time, the code),
   ``approve_device`` (from a signed-in device), ``redeem_device_code`` (the polling
   machine, with a proof by the key it registered). Codes are single use and expire.
+  The requester picks the name, so a name that reads like one of the approver's active
+  devices (``name_skeleton``: case, width, look-alike letters, punctuation) is given a
+  distinct one, ``<name> (2)``, … (device-approval phishing, docs/decisions.md D120);
+  names with control or invisible characters are refused.
 
 Refresh credentials are 256-bit random secrets stored as SHA-256 (see hub/access.py).
 """
@@ -15,6 +21,7 @@ Refresh credentials are 256-bit random secrets stored as SHA-256 (see hub/access
 from __future__ import annotations
 
 import secrets
+import unicodedata
 from typing import Any
 
 from hub import audit
@@ -27,12 +34,13 @@ from hub.store.identity import (
     device_code_by_txn,
     insert_device_code_txn,
     insert_refresh_txn,
+    name_device_code_txn,
     refresh_by_hash_txn,
     revoke_refresh_family_txn,
     use_device_code_txn,
     use_refresh_txn,
 )
-from hub.store.principals import device_by_id_txn, insert_device_txn
+from hub.store.principals import device_by_id_txn, insert_device_txn, list_devices_txn
 from hub.tokens import issue_access_token
 from shared.errors import Forbidden, InvalidRequest, QuireError, Unauthorized
 from shared.ids import new_id
@@ -117,12 +125,62 @@ def normalize_user_code(code: Any) -> str:
     return "".join(ch for ch in code.upper() if ch.isalnum())
 
 
-def start_device(store: Store, settings: Settings, body: dict[str, Any], now: int
-                 ) -> dict[str, Any]:
-    """RFC 8628 §3.1-3.2: a device code for the new machine and a short user code."""
-    name, device_key = body.get("device_name", "device"), body.get("device_key")
+def shown_user_code(code: str) -> str:
+    return code[:4] + "-" + code[4:]
+
+
+# letters of other scripts that read as Latin ones (the common look-alikes; NFKC already
+# folds full-width and compatibility forms)
+_LOOKALIKE = str.maketrans({
+    "а": "a", "е": "e", "о": "o", "р": "p", "с": "c", "у": "y", "х": "x", "і": "i",
+    "ј": "j", "ѕ": "s", "ԁ": "d", "ɡ": "g", "һ": "h", "к": "k", "м": "m", "т": "t",
+    "в": "b", "н": "h", "ο": "o", "α": "a", "ι": "i", "κ": "k", "τ": "t", "ρ": "p",
+    "ν": "v", "ε": "e", "0": "o", "1": "l", "|": "l"})
+
+
+def name_skeleton(name: str) -> str:
+    """What a device name reads as: NFKC, case-folded, look-alike letters folded, accents
+    and everything but letters and digits dropped. Two names with one skeleton look alike."""
+    folded = unicodedata.normalize("NFKC", name).casefold().translate(_LOOKALIKE)
+    plain = unicodedata.normalize("NFKD", folded)
+    return "".join(ch for ch in plain if ch.isalnum())
+
+
+def check_device_name(name: Any) -> str:
+    """1-100 characters, none of them control, format (bidi overrides, zero-width, soft
+    hyphen) or separators other than the space, and not blank: a name people read."""
     if not (isinstance(name, str) and 0 < len(name) <= 100):
         raise InvalidRequest("device_name must be 1-100 characters")
+    bad = [ch for ch in name if unicodedata.category(ch)[0] in "CZ" and ch != " "]
+    if bad or not name.strip():
+        raise InvalidRequest("device_name must be printable text (no control, invisible or "
+                             "direction-changing characters)",
+                             {"field": "device_name"})
+    return name
+
+
+def distinct_name_txn(conn: Any, user_id: str, requested: str) -> tuple[str, str | None]:
+    """The name a device requested, or ``<name> (N)`` when it reads like one of the user's
+    active devices; and the name of the device it reads like (None when distinct)."""
+    active = [d["name"] for d in list_devices_txn(conn, user_id) if d["revoked_at"] is None]
+    skeletons = {name_skeleton(n): n for n in active}
+    like = skeletons.get(name_skeleton(requested))
+    if like is None:
+        return requested, None
+    n = 2
+    while True:
+        candidate = f"{requested[:92]} ({n})"
+        if name_skeleton(candidate) not in skeletons:
+            return candidate, like
+        n += 1
+
+
+def start_device(store: Store, settings: Settings, body: dict[str, Any], now: int,
+                 client: str | None = None) -> dict[str, Any]:
+    """RFC 8628 §3.1-3.2: a device code for the new machine and a short user code.
+    ``client``: the address it came from (hub/clientaddr.py), shown to the approver."""
+    name, device_key = check_device_name(body.get("device_name", "device")), body.get(
+        "device_key")
     try:
         load_public(device_key)  # type: ignore[arg-type]  # checked right here
     except (ValueError, TypeError) as e:
@@ -134,36 +192,66 @@ def start_device(store: Store, settings: Settings, body: dict[str, Any], now: in
         insert_device_code_txn(conn, id=new_id(now), device_code_hash=secret_hash(device_code),
                                user_code_hash=secret_hash(user_code), device_name=name,
                                device_key=device_key, created_at=now,
-                               expires_at=now + settings.device_code_ttl * 1000)
+                               expires_at=now + settings.device_code_ttl * 1000,
+                               requested_from=(client or "")[:64] or None)
 
     store.run_write(txn)
-    shown = user_code[:4] + "-" + user_code[4:]
-    return {"device_code": device_code, "user_code": shown,
+    return {"device_code": device_code, "user_code": shown_user_code(user_code),
             "verification_uri": settings.url.rstrip("/") + "/v1/device",
             "expires_in": settings.device_code_ttl, "interval": settings.device_code_interval}
 
 
-def approve_device(store: Store, p: Principal, body: dict[str, Any], now: int
-                   ) -> dict[str, Any]:
-    """A signed-in device of the member approves the user code shown on the new machine."""
+def _pending_txn(conn: Any, p: Principal, body: dict[str, Any], now: int) -> Any:
+    """The pending device login a user code names, for a signed-in (not delegated) device."""
     if p.delegation_id is not None:
         raise Forbidden("delegated credentials cannot approve device logins",
                         {"reason": "delegated"})
     user_code = normalize_user_code(body.get("user_code"))
+    row = device_code_by_txn(conn, user_code_hash=secret_hash(user_code))
+    if row is None or row.expires_at <= now:
+        raise Forbidden("no pending device login with this code (expired or mistyped)",
+                        {"reason": "unknown_user_code"})
+    if row.approved_at is not None:
+        raise Forbidden("this code was already approved", {"reason": "code_used"})
+    return row, user_code
+
+
+def _described(row: Any, user_code: str, name: str, like: str | None) -> dict[str, Any]:
+    return {"user_code": shown_user_code(user_code), "requested_name": row.device_name,
+            "device_name": name, "renamed": like is not None, "like": like,
+            "requested_from": row.requested_from, "requested_at": row.created_at,
+            "expires_at": row.expires_at, "jkt": jwk_thumbprint(row.device_key)}
+
+
+def preview_device(store: Store, p: Principal, body: dict[str, Any], now: int
+                   ) -> dict[str, Any]:
+    """What approving this code would do, shown before the approver confirms: the name as
+    requested and as it will be (``renamed``, ``like``: the device it reads like), the
+    address and time of the request, the code to compare. Changes nothing."""
+    with store.read() as conn:
+        row, user_code = _pending_txn(conn, p, body, now)
+        name, like = distinct_name_txn(conn, p.user_id, row.device_name)
+        return _described(row, user_code, name, like)
+
+
+def approve_device(store: Store, p: Principal, body: dict[str, Any], now: int
+                   ) -> dict[str, Any]:
+    """A signed-in device of the member approves the user code shown on the new machine;
+    the new device gets a name distinct from the member's active devices."""
 
     def txn(conn: Any) -> dict[str, Any]:
-        row = device_code_by_txn(conn, user_code_hash=secret_hash(user_code))
-        if row is None or row.expires_at <= now:
-            raise Forbidden("no pending device login with this code (expired or mistyped)",
-                            {"reason": "unknown_user_code"})
-        if row.approved_at is not None or not approve_device_code_txn(conn, row.id,
-                                                                       p.user_id, now):
+        row, user_code = _pending_txn(conn, p, body, now)
+        name, like = distinct_name_txn(conn, p.user_id, row.device_name)
+        if not approve_device_code_txn(conn, row.id, p.user_id, now):
             raise Forbidden("this code was already approved", {"reason": "code_used"})
+        name_device_code_txn(conn, row.id, name)
+        out = _described(row, user_code, name, like)
         audit.record_hub_txn(conn, at=now, action="device.approve", actor=p.actor(),
-                             details={"code": row.id, "device_name": row.device_name,
-                                      "jkt": jwk_thumbprint(row.device_key)})
-        return {"approved": True, "device_name": row.device_name,
-                "jkt": jwk_thumbprint(row.device_key)}
+                             details={"code": row.id, "device_name": name,
+                                      "requested_name": row.device_name,
+                                      "requested_from": row.requested_from,
+                                      "jkt": out["jkt"]})
+        return dict(out, approved=True)
 
     return store.run_write(txn)
 
@@ -199,7 +287,8 @@ def redeem_device_code(store: Store, key: HubKey, settings: Settings, body: dict
                              details={"code": row.id, "device_name": row.device_name})
         out = issue_tokens_txn(conn, key, settings, user_id=row.approved_by,
                                device_id=device_id, device_key=row.device_key, now=now)
-        return dict(out, user_id=row.approved_by, device_id=device_id)
+        return dict(out, user_id=row.approved_by, device_id=device_id,
+                    device_name=row.device_name)
 
     out = store.run_write(txn)
     if isinstance(out, QuireError):

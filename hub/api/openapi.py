@@ -193,6 +193,10 @@ OPS: dict[tuple[str, str], Op] = {
                                           "tokens to the device key; no access token."),
     ("POST", "/v1/device/code"): Op("start a device login (RFC 8628)", "object",
                                     "device_start", 201, auth=False),
+    ("POST", "/v1/device/preview"): Op(
+        "what approving a device login would do: name as requested and as it will be, "
+        "requesting address and time", "object", "device_approve",
+        description="Changes nothing; counted with approvals (per user)."),
     ("POST", "/v1/device/approve"): Op("approve a device login by its user code", "object",
                                        "device_approve"),
     ("GET", "/v1/spaces/{space}/events"): Op(

@@ -142,8 +142,20 @@ async def device_start(request: Request) -> Response:
     hub = hub_of(request)
     await rate_limit(hub.login_limiter, client_addr(request), "device logins")
     body = await read_json(request, SMALL_BODY, allowed=fields("device_start"))
-    out = await run_in_threadpool(grants.start_device, hub.store, hub.settings, body, hub.now())
+    out = await run_in_threadpool(grants.start_device, hub.store, hub.settings, body, hub.now(),
+                                  client_addr(request))
     return JSON(out, status_code=201, headers={"Cache-Control": "no-store"})
+
+
+async def device_preview(request: Request) -> Response:
+    """What approving a user code would do (name, address, time), before the approver
+    confirms; counted with approvals, as both tell whether a code exists."""
+    p = await principal(request)
+    hub = hub_of(request)
+    await rate_limit(hub.approve_limiter, p.user_id, "approval attempts")
+    body = await read_json(request, SMALL_BODY, allowed=fields("device_approve"))
+    return JSON(await run_in_threadpool(grants.preview_device, hub.store, p, body, hub.now()),
+                headers={"Cache-Control": "no-store"})
 
 
 async def device_approve(request: Request) -> Response:
@@ -292,6 +304,7 @@ ADMIN_ROUTES = [
         methods=["GET"]),
     Route("/v1/token", token, methods=["POST"]),
     Route("/v1/device/code", device_start, methods=["POST"]),
+    Route("/v1/device/preview", device_preview, methods=["POST"]),
     Route("/v1/device/approve", device_approve, methods=["POST"]),
 ]
 

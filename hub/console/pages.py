@@ -19,7 +19,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from hub import admin, logs, reads, spaces
+from hub import admin, grants, logs, reads, spaces
 from hub.api.http import hub_of
 from hub.clientaddr import client_of
 from hub.console import oidc, sessions
@@ -71,7 +71,7 @@ async def signin_start(request: Request) -> Response:
             "too many sign-ins from this address; wait a minute and retry"))
         refused.headers["Retry-After"] = str(wait)
         return refused
-    secret, user_code = await call(sessions.start, hub.store, hub.settings, hub.now())
+    secret, user_code = await call(sessions.start, hub.store, hub.settings, hub.now(), addr)
     resp = redirect("/console/signin/wait")
     secure = hub.settings.url.startswith("https:")
     resp.set_cookie(sessions.COOKIE, secret, max_age=hub.settings.console_session_ttl,
@@ -320,6 +320,43 @@ async def device_revoke(request: Request, p: Any) -> Response:
     return redirect("/console/devices")
 
 
+@signed_in
+async def device_approve(request: Request, p: Any) -> Response:
+    """Approve a new machine's device login by its code: first what it is (the name as
+    requested and as it will be, the address and time of the request, the code to
+    compare), then only the confirming POST approves (as ``quire devices approve``)."""
+    hub = hub_of(request)
+    form = await checked_form(request)
+    ok, wait = await call(hub.approve_limiter.allow, p.user_id)
+    if not ok:  # per user, as the API: user codes are short, so guesses are what it bounds
+        refused = page(request, "error.html", status=429, me=p, error=RateLimited(
+            "too many approval attempts; wait a few seconds and retry"))
+        refused.headers["Retry-After"] = str(wait)
+        return refused
+    body = {"user_code": form.get("code", "")}
+    if form.get("confirm") != "yes":
+        seen = await call(grants.preview_device, hub.store, p, body, hub.now())
+        name = repr(seen["requested_name"])
+        if seen["renamed"]:
+            name += (f" (you already have a device {seen['like']!r}: this one will be "
+                     f"{seen['device_name']!r})")
+        return page(request, "confirm.html", me=p, title="Approve a new device",
+                    intro="the machine showing this code becomes a device of yours, with "
+                          "access to every space you are in. Approve only a machine you are "
+                          "at yourself, never one someone asked you to. Nothing has changed "
+                          "yet.",
+                    action=request.url.path, fields={"code": seen["user_code"]},
+                    button="Confirm approve", back="/console/devices", lists=[],
+                    facts=[("Code", f"{seen['user_code']} (compare it with the code on "
+                                    "the new machine)"),
+                           ("Name", name),
+                           ("Requested from", seen["requested_from"] or "unknown"),
+                           ("Requested", when(seen["requested_at"])),
+                           ("Code expires", when(seen["expires_at"]))])
+    await call(grants.approve_device, hub.store, p, body, hub.now())
+    return redirect("/console/devices")
+
+
 CONSOLE = Mount("/console", routes=[
     Route("/", home, methods=["GET"]),
     Route("/signin", signin_page, methods=["GET"]),
@@ -337,6 +374,7 @@ CONSOLE = Mount("/console", routes=[
     Route("/spaces/{space}/invites", invite_create, methods=["POST"]),
     Route("/spaces/{space}/rules", rule_add, methods=["POST"]),
     Route("/devices", devices_page, methods=["GET"]),
+    Route("/devices/approve", device_approve, methods=["POST"]),
     Route("/devices/{device}/revoke", device_revoke, methods=["POST"]),
     Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
 ])

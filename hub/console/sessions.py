@@ -83,11 +83,14 @@ def find(store: Store, secret: str | None, now: int) -> Session | None:
     return Session(sid, user_id, device_id, device_code, int(expires_at))
 
 
-def start(store: Store, settings: Any, now: int) -> tuple[str, str]:
-    """A new pending session: (secret for the cookie, user code to approve)."""
+def start(store: Store, settings: Any, now: int, client: str | None = None
+          ) -> tuple[str, str]:
+    """A new pending session: (secret for the cookie, user code to approve); ``client``:
+    the browser's address, shown to the approver."""
     secret = SECRET_PREFIX + secrets.token_urlsafe(32)
     login = grants.start_device(store, settings, {
-        "device_name": "console (browser)", "device_key": public_b64(device_key(secret))}, now)
+        "device_name": "console (browser)", "device_key": public_b64(device_key(secret))}, now,
+        client)
 
     store.run_write(lambda conn: cs.insert_txn(
         conn, id=new_id(now), token_hash=secret_hash(secret), device_code=login["device_code"],

@@ -102,6 +102,12 @@ def approve_device_code_txn(conn: Connection, code_id: str, user_id: str, now: i
     return res.rowcount == 1
 
 
+def name_device_code_txn(conn: Connection, code_id: str, name: str) -> None:
+    """The name the approval gave (distinct from the approver's devices)."""
+    conn.execute(update(device_codes).where(device_codes.c.id == code_id)
+                 .values(device_name=name))
+
+
 def use_device_code_txn(conn: Connection, code_id: str, device_id: str, now: int) -> bool:
     """Single use, enforced here: only the first token request for a code succeeds."""
     res = conn.execute(update(device_codes).where(and_(device_codes.c.id == code_id,

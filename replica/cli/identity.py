@@ -372,10 +372,63 @@ def cmd_delegate(args: argparse.Namespace, out: Any, client: Any) -> int:
     return 0
 
 
+class ConfirmationNeeded(QuireError):
+    """``quire devices approve`` where nobody can answer its question: exit 2 (usage)."""
+
+    code = "usage"
+    status = 0
+
+
+def approval_text(seen: dict[str, Any]) -> str:
+    """What ``quire devices approve`` shows before asking (the hub's preview)."""
+    name = seen.get("device_name")
+    lines = ["A new machine asks to become a device of yours, with access to every space "
+             "you are in:",
+             f"  code:          {seen.get('user_code')}  (the code the new machine shows: "
+             "compare them)",
+             f"  name:          {seen.get('requested_name')!r}"]
+    if seen.get("renamed"):
+        lines.append(f"                 you already have a device {seen.get('like')!r}: this "
+                     f"one will be {name!r}")
+    lines += [f"  requested from {seen.get('requested_from') or 'an unknown address'}, "
+              f"{_when(seen.get('requested_at'))}",
+              f"  the code expires {_when(seen.get('expires_at'))}",
+              "Approve only a machine you are at yourself, never one someone asked you to."]
+    return "\n".join(lines)
+
+
+def _confirmed(args: argparse.Namespace, out: Any, text: str) -> bool:
+    if args.yes:
+        return True
+    import sys
+
+    if out.json or not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise ConfirmationNeeded(
+            "approving a device needs a confirmation: run 'quire devices approve CODE' on a "
+            "terminal, or add --yes once you checked the name, address and time "
+            "(quire devices approve CODE --yes)", {"reason": "confirmation_required"})
+    out.say(text)
+    try:
+        answer = input("Approve this device? [y/N] ")
+    except EOFError:
+        answer = ""
+    return answer.strip().lower() in ("y", "yes")
+
+
 def cmd_devices(args: argparse.Namespace, out: Any, client: Any) -> int:
+    """Show the pending device login (name, address, time, code), ask, then approve."""
+    from replica.cli import exitcodes
+
     with client as c:
+        seen = c.admin_post("/v1/device/preview", {"user_code": args.code})
+        text = approval_text(seen)
+        if not _confirmed(args, out, text):
+            out.doc(dict(seen, approved=False), "not approved: nothing changed")
+            return exitcodes.ERROR
         res = c.admin_post("/v1/device/approve", {"user_code": args.code})
-    out.doc(res, f"approved the login of {res.get('device_name')!r}")
+    shown = "" if not args.yes or out.json else text + "\n"
+    out.doc(res, f"{shown}approved: {res.get('device_name')!r} is now a device of yours "
+                 "(revoke it with 'quire admin devices revoke DEVICE_ID' if it is not yours)")
     return 0
 
 
@@ -458,6 +511,8 @@ def cmd_login(args: argparse.Namespace, out: Any, home: Home) -> int:
                 continue
             raise from_wire(status, res) if err.get("code") != "authorization_pending" else \
                 Unauthorized("the login code expired before it was approved")
+    # the name the approval gave (another if the member already has a device like it)
+    device_name = res.get("device_name") or device_name
     hub = HubConfig(hub_id, url, public_key, info.get("key_id"), res.get("user_id"),
                     res.get("device_id"), device_name, hub_dir,
                     *((known.key_history, known.key_chain) if known else ()))
@@ -492,6 +547,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser, parser_class: Any) ->
     dev.required = True
     ap = dev.add_parser("approve", parents=[common], help="approve the code 'quire login' shows")
     ap.add_argument("code", metavar="CODE")
+    ap.add_argument("--yes", action="store_true",
+                    help="approve without asking (scripts: check the name and address first)")
     ap.add_argument("--hub", metavar="URL")
 
     lg = sub.add_parser("login", parents=[common],

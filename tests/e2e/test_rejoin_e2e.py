@@ -34,7 +34,7 @@ def login(home: Path, owner: Path, url: str, device: str) -> dict[str, str]:
     try:
         assert proc.stdout is not None
         first = json.loads(proc.stdout.readline())
-        q(owner, "devices", "approve", first["user_code"])
+        q(owner, "devices", "approve", first["user_code"], "--yes")
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:

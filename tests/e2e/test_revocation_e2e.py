@@ -111,7 +111,7 @@ def test_second_machine_logs_in_with_a_code_approved_from_a_signed_in_device(
     try:
         assert login.stdout is not None
         first = json.loads(login.stdout.readline())
-        approved = q(owner, "devices", "approve", first["user_code"])
+        approved = q(owner, "devices", "approve", first["user_code"], "--yes")
         assert approved["device_name"] == "laptop2"
         out, err = login.communicate(timeout=60)
     finally:
@@ -126,5 +126,5 @@ def test_second_machine_logs_in_with_a_code_approved_from_a_signed_in_device(
     assert {d["name"] for d in devices} == {"owner", "laptop2"}
     assert done["device_id"] in {d["id"] for d in devices}
     # a code works once
-    again = q(owner, "devices", "approve", first["user_code"], check=False)
+    again = q(owner, "devices", "approve", first["user_code"], "--yes", check=False)
     assert again["error"]["code"] == "forbidden"

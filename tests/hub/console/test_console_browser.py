@@ -167,7 +167,7 @@ def test_admin_and_member_work_through_the_console(hub: dict[str, Any], browser:
 
     # the member signs in, approving the browser from their own CLI as docs/console.md says
     def member_approves(c: str) -> None:
-        quire(home, "devices", "approve", c, "--json")
+        quire(home, "devices", "approve", c, "--yes", "--json")
 
     member = sign_in(browser, hub, member_approves, "member",
                      viewport={"width": 390, "height": 844}, bypass_csp=True)

@@ -35,7 +35,7 @@ def browser_for(t: CliTeam, m: CliMember) -> httpx2.Client:
     assert r.status_code == 303, r.text
     code = re.search(r"quire devices approve ([A-Z0-9-]+)", b.get("/console/signin/wait").text)
     assert code
-    qjson(m.home, "devices", "approve", code.group(1))
+    qjson(m.home, "devices", "approve", code.group(1), "--yes")
     assert b.get("/console/signin/wait").headers["location"] == "/console/spaces"
     return b
 

@@ -131,8 +131,14 @@ def deleted(space: SpaceConfig) -> dict[str, Any]:
 def _history(home: Home, space: SpaceConfig, entry_id: str) -> list[dict[str, Any]]:
     from replica.app.remote_reads import ask
 
-    return list(ask(home, space.space_id, "history", {"id": entry_id, "limit": 500})
-                ["versions"])
+    try:
+        doc = ask(home, space.space_id, "history", {"id": entry_id, "limit": 500})
+    except NotFound as e:
+        if not e.message.startswith("no history"):
+            raise  # the space itself: the hub refuses this member (exit 5)
+        raise NotFound(f"{entry_id} was never in {space.name}: nothing to restore",
+                       {"reason": "no_history", "where": "local"}) from e
+    return list(doc["versions"])
 
 
 def pick_version(versions: list[dict[str, Any]], *, seq: int | None = None,

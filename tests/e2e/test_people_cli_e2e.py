@@ -122,6 +122,8 @@ def test_log_sync_diff_deleted_restore_name_people_and_publish_one_page(
     # a local read of a page the vault does not have: not_found, exit 1 (before: 5)
     missing = quire(bob, "read", "page/none", "--json", check=False)
     assert missing.returncode == 1 and '"not_found"' in missing.stdout
+    never = quire(bob, "restore", "page/never", "--json", check=False)
+    assert never.returncode == 1 and '"no_history"' in never.stdout
     last = qjson(bob, "sync")
     assert last["sync"]["changes"][-1]["ops"][0]["action"] == "edited"
 

@@ -58,12 +58,12 @@ def refusal(s: Settings) -> tuple[str, str] | None:
         return ("database_not_configured",
                 f"the hub in {s.data_dir} keeps its data in {record.get('backend')} "
                 f"({record.get('url')}), and no database is set here: set QUIRE_HUB_DB_URL "
-                "first, e.g. 'set -a; . /etc/quire/hub.env; set +a' (docs/operations.md, "
-                "Install); nothing was changed")
+                "first, e.g. 'set -a; . /etc/quire/hub.env; set +a' (see "
+                "docs/operations.md, \"Install\"); nothing was changed")
     if s.key_path.exists() and not (s.data_dir / "hub.db").exists():
         return ("database_missing",
                 f"the hub in {s.data_dir} has no hub.db and no database is set: if its data "
                 "is in PostgreSQL, set QUIRE_HUB_DB_URL (e.g. 'set -a; . /etc/quire/hub.env; "
-                "set +a'); if hub.db was lost, see docs/operations.md, \"If the data folder "
-                "is lost\"; nothing was created")
+                "set +a'); if hub.db was lost, see "
+                "docs/operations.md, \"If the data folder is lost\"; nothing was created")
     return None

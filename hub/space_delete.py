@@ -9,6 +9,9 @@
     every other space endpoint ─> hub/access.py space_access_txn: ``space_deleted`` (410)
          for members, the statement in its details (a replica stops on it, verified; it
          never deletes anything); the guard re-checks under the space lock
+    GET …/head?nonce=N ─> fresh_refusal(): the statement signed again over the caller's
+         nonce, the only form a replica believes (a statement captured while the space was
+         deleted, replayed after a restore, carries no nonce of the replica's: refused)
     purge_expired(store, now, retention_days)   ``quire hub gc`` and every hub start:
          each space deleted ``space_retention_days`` ago or more loses every row that
          names it (every table with a ``space_id`` column, its audit chain), then the
@@ -34,10 +37,22 @@ from hub.store.space_delete_sql import (
 )
 from hub.store.spaces_sql import deleted_statement_txn
 from shared.canonical import canonical_str
-from shared.errors import Forbidden, InvalidRequest
+from shared.errors import Forbidden, InvalidRequest, SpaceDeleted
 from shared.signed import DELETION_DOMAIN, deletion_body, sign_statement
 
 DAY_MS = 24 * 3600 * 1000
+
+
+def fresh_refusal(key: HubKey, e: SpaceDeleted, nonce: str) -> SpaceDeleted:
+    """``e`` (the refusal of a deleted space) with its statement signed now, over the
+    caller's ``nonce``: freshness for a replica that is about to stop on it."""
+    st = e.details.get("statement")
+    if not isinstance(st, dict):
+        return e
+    body = deletion_body(space=st["space"], name=st["name"], deleted_at=st["deleted_at"],
+                         purge_after=st["purge_after"], nonce=nonce)
+    return SpaceDeleted(e.message, dict(e.details, statement=sign_statement(
+        key.private, DELETION_DOMAIN, body)))
 
 
 def _owner(p: Principal) -> None:

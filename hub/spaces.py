@@ -25,6 +25,7 @@ from hub.grants import issue_tokens_txn
 from hub.keys import HubKey
 from hub.quotas import HubQuotas, usage_doc_txn
 from hub.settings import Settings
+from hub.space_delete import fresh_refusal
 from hub.store.batches import count_live_entries_txn
 from hub.store.db import Store
 from hub.store.hub_state import hub_state_txn, insert_hub_state_txn
@@ -51,7 +52,7 @@ from hub.store.spaces_sql import (
     set_head_txn,
 )
 from shared.digest import genesis_digest
-from shared.errors import Forbidden, InvalidRequest, QuotaExceeded, Unauthorized
+from shared.errors import Forbidden, InvalidRequest, QuotaExceeded, SpaceDeleted, Unauthorized
 from shared.ids import is_id, is_space_name, new_id
 from shared.signing import load_public
 
@@ -301,13 +302,19 @@ def head(store: Store, key: HubKey, p: Principal, space_ref: str, now: int,
          nonce: str | None = None, state_root: bool = True,
          quota: HubQuotas | None = None) -> dict[str, Any]:
     """The signed head (with the state root, and over ``nonce`` when the caller sent one:
-    a freshness proof), plus the caller's role and applying rules (not signed)."""
-    with store.read() as conn:
-        space, role = space_access_txn(conn, p, space_ref, "viewer")
-        rules = list_rules_txn(conn, space.id)
-        root = signed_state.current_root_txn(conn, space.id, state_root)
-        usage = None if quota is None else usage_doc_txn(conn, quota, space.id)
-        tips = signed_state.audit_tips_txn(conn, space)
+    a freshness proof), plus the caller's role and applying rules (not signed). A deleted
+    space's refusal carries its statement signed over ``nonce`` too (hub/space_delete.py)."""
+    try:
+        with store.read() as conn:
+            space, role = space_access_txn(conn, p, space_ref, "viewer")
+            rules = list_rules_txn(conn, space.id)
+            root = signed_state.current_root_txn(conn, space.id, state_root)
+            usage = None if quota is None else usage_doc_txn(conn, quota, space.id)
+            tips = signed_state.audit_tips_txn(conn, space)
+    except SpaceDeleted as e:
+        if nonce is None:
+            raise
+        raise fresh_refusal(key, e, nonce) from None
     signed = signed_state.signed_head(key, space=space.id, epoch=space.epoch,
                                       seq=space.head_seq, digest=space.head_digest, root=root,
                                       at=now, nonce=nonce, tips=tips)

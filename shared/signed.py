@@ -7,7 +7,7 @@
     epoch statement    {space, epoch, previous, previous_seq, previous_digest, reason, at
                         [, purged: entry ids a purge removed]}
                                                                           EPOCH_DOMAIN
-    space deletion     {space, name, deleted_at, purge_after}            DELETION_DOMAIN
+    space deletion     {space, name, deleted_at, purge_after, nonce?}    DELETION_DOMAIN
 
 Each is a JSON object with a ``signature`` member over the canonical JSON of the others,
 under its own domain (a signature of one kind never verifies as another). Parsers here are
@@ -286,24 +286,35 @@ class DeletionStatement:
     name: str
     deleted_at: int
     purge_after: int
+    nonce: str | None = None  # signed over a caller's nonce: fresh, not a replay
 
 
 DELETION_FIELDS = {"space", "name", "deleted_at", "purge_after"}
 
 
-def deletion_body(*, space: str, name: str, deleted_at: int, purge_after: int
-                  ) -> dict[str, Any]:
-    return {"space": space, "name": name, "deleted_at": deleted_at,
-            "purge_after": purge_after}
+def deletion_body(*, space: str, name: str, deleted_at: int, purge_after: int,
+                  nonce: str | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"space": space, "name": name, "deleted_at": deleted_at,
+                            "purge_after": purge_after}
+    if nonce is not None:
+        body["nonce"] = nonce
+    return body
 
 
-def parse_deletion_statement(hub_key: Keys, obj: Any, *, space: str) -> DeletionStatement:
-    body = verified_body(hub_key, DELETION_DOMAIN, obj, DELETION_FIELDS, set(),
+def parse_deletion_statement(hub_key: Keys, obj: Any, *, space: str,
+                             nonce: str | None = None) -> DeletionStatement:
+    """A deletion statement for ``space``; with ``nonce``, one signed over exactly that
+    nonce (a statement captured earlier and replayed after a restore is not fresh:
+    ``HubUnverified``, reason ``stale``)."""
+    body = verified_body(hub_key, DELETION_DOMAIN, obj, DELETION_FIELDS, {"nonce"},
                          "space deletion statement")
     if not (isinstance(body["name"], str) and _int(body["deleted_at"])
             and _int(body["purge_after"])):
         raise HubUnverified("space deletion statement has a field of the wrong form")
     if body["space"] != space:
         raise HubUnverified("space deletion statement is for another space")
+    if nonce is not None and body.get("nonce") != nonce:
+        raise HubUnverified("space deletion statement is not signed over our nonce: it may "
+                            "be a replay of an old one", {"reason": "stale"})
     return DeletionStatement(body["space"], body["name"], body["deleted_at"],
-                             body["purge_after"])
+                             body["purge_after"], body.get("nonce"))

@@ -308,7 +308,7 @@ def sync_agent(rep: Replica, publisher: AgentPublisher) -> SyncReport:
                                  rep.clock(), rep.ledger.schedule_write_txn, report)
         publisher.push(report)
     except SpaceDeleted as e:  # stop only on the hub's signed word (replica/engine/deleted.py)
-        raise deleted.verify(rep.client.hub_keys, rep.space_id, e) from e
+        raise deleted.confirm(rep.client, rep.space_id, e) from e
     rep.flush_vault()
     if report.purged:  # the dropped bytes leave the store's files (replica/engine/purge.py)
         compact_store(rep.store.path)

@@ -2,8 +2,11 @@
 replica takes it: verified, then stopped, nothing local touched.
 
     hub answers ``space_deleted`` (410) to a pull or a push
-      └─ verify(): the hub-signed deletion statement in its details, for this space, under
-                   the pinned hub key (shared/signed.py parse_deletion_statement)
+      └─ confirm(): asked again, ``GET …/head?nonce=N`` with a nonce made now; the answer
+         must be ``space_deleted`` too, and verify(): its hub-signed deletion statement,
+         for this space, under the pinned hub key, signed over exactly N (shared/signed.py
+         parse_deletion_statement). A statement the hub really signed while the space was
+         deleted, captured and replayed after a restore, carries no nonce of ours: refused
            ├─ verifies ─> ``VerifiedDeletion``: the sync stops; status says suspended
            │              (reason space_deleted); a watcher stops watching the space
            └─ does not ─> ``HubUnverified``: an answer anyone between us and the hub
@@ -18,6 +21,8 @@ shared/errors.ERROR_CLASSES), so only this check can produce it.
 
 from __future__ import annotations
 
+from typing import Any
+
 from shared.errors import HubUnverified, QuireError, SpaceDeleted
 from shared.humanize import when
 from shared.signed import Keys, parse_deletion_statement
@@ -27,11 +32,30 @@ class VerifiedDeletion(SpaceDeleted):
     """``space_deleted`` whose hub-signed statement verified for this space."""
 
 
-def verify(hub_keys: Keys, space_id: str, e: SpaceDeleted) -> QuireError:
-    """The error a sync raises for the hub's ``space_deleted`` answer ``e``; ``hub_keys``:
-    the pinned key chain (a deletion signed before a key rotation still verifies)."""
+def confirm(client: Any, space_id: str, e: SpaceDeleted) -> QuireError:
+    """The error a sync raises for the hub's ``space_deleted`` answer ``e``: confirmed by a
+    fresh refusal (a head asked for over a new nonce), then verified; any other answer to
+    that head means ``e`` was not the hub's word now (``HubUnverified``)."""
+    from replica.trust.verify import new_nonce
+
+    nonce = new_nonce()
     try:
-        st = parse_deletion_statement(hub_keys, e.details.get("statement"), space=space_id)
+        client.head(space_id, nonce=nonce)
+    except SpaceDeleted as fresh:
+        return verify(client.hub_keys, space_id, fresh, nonce)
+    return HubUnverified("the hub answered space_deleted, but a head it signed just now says "
+                         "the space is live; nothing was changed",
+                         {"reason": "deletion_unverified"})
+
+
+def verify(hub_keys: Keys, space_id: str, e: SpaceDeleted, nonce: str | None = None
+           ) -> QuireError:
+    """The error a sync raises for the hub's ``space_deleted`` answer ``e``; ``hub_keys``:
+    the pinned key chain (a deletion signed before a key rotation still verifies);
+    ``nonce``: the statement must be signed over it (``confirm``)."""
+    try:
+        st = parse_deletion_statement(hub_keys, e.details.get("statement"), space=space_id,
+                                      nonce=nonce)
     except HubUnverified as bad:
         return HubUnverified("the hub answered space_deleted without a valid hub-signed "
                              "deletion statement for this space; nothing was changed",

@@ -131,7 +131,7 @@ class Replica:
         try:
             self._exchange(report)
         except SpaceDeleted as e:  # stop only on the hub's signed word (replica/engine/deleted.py)
-            raise deleted.verify(self.client.hub_keys, self.space_id, e) from e
+            raise deleted.confirm(self.client, self.space_id, e) from e
         report.waiting = self.flush_vault()
         if report.purged:  # the dropped bytes leave the store's files (replica/engine/purge.py)
             compact_store(self.store.path)

@@ -8,10 +8,10 @@ conflict, refusal, held deletes and vault event, in the local time zone, pages b
           <space dir>/watch.log (0600, one old file kept at 1 MiB) ◄─────────────────┤
           notify-send (``--notify``; skipped when it is not installed) ◄─────────────┘
 
-``sync_lines`` is pure: a table of history rows and a report in, lines out. Who wrote a
-pulled batch: the author's display name when the hub sends one, "you" for this member's
-other devices, else "a teammate"; the agent on whose behalf is added. Ids never appear
-(they are in ``--json`` outputs and in ``quire log``).
+Pulls and pushes are said in ``quire log``'s words (``change_lines``: replica/app/changelog.py,
+from the report's ``changes``: who by display name and for which agent, what happened to
+each page); ``sync_lines`` falls back to the history rows a sync added (pages by name) when
+a report does not describe them. Ids never appear (they are in ``--json`` outputs).
 """
 
 from __future__ import annotations
@@ -69,6 +69,27 @@ def who(author: Mapping[str, Any] | None, me: str | None,
     return f"{person} (agent {agent})" if agent else person
 
 
+def change_lines(changes: list[dict[str, Any]], names: Mapping[str, str],
+                 me: str | None) -> list[Line]:
+    """What a sync pulled and pushed, batch by batch, in the words of ``quire log`` and
+    ``quire sync`` (replica/app/changelog.py ``who``, ``what``, ``provenance``): ``pulled
+    from Bob for agent scout: edited page/deploy (+1 -0 lines), created page/new (2
+    lines)``; five pages named, then "and N more"."""
+    from replica.app import changelog
+
+    out = []
+    for c in changes:
+        ops = [changelog.what(o) for o in c.get("ops") or []]
+        more = f" and {len(ops) - NAMED} more" if len(ops) > NAMED else ""
+        what = (", ".join(ops[:NAMED]) + more) or "no change"
+        if c.get("direction") == "pushed":
+            out.append(Line("push", f"pushed: {what}{changelog.provenance(c)}"))
+        else:
+            out.append(Line("pull", f"pulled from {changelog.who(c, dict(names), me)}: "
+                                    f"{what}{changelog.provenance(c)}"))
+    return out
+
+
 def sync_lines(rows: list[Mapping[str, Any]], report: Mapping[str, Any], *,
                replica_id: str | None, me: str | None,
                deleted: Iterable[str] = (), names: Mapping[str, str] | None = None
@@ -80,6 +101,9 @@ def sync_lines(rows: list[Mapping[str, Any]], report: Mapping[str, Any], *,
     gone = set(deleted)
     out: list[Line] = []
     pushed: list[str] = []
+    if report.get("changes"):  # described page by page (replica/engine/changes.py)
+        out += change_lines(list(report["changes"]), names or {}, me)
+        rows = [r for r in rows if r.get("kind") == "snapshot"]
     for r in rows:
         entries = entry_ids(r)
         if r.get("kind") == "push" or (r.get("kind") == "batch"

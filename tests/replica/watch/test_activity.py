@@ -155,3 +155,23 @@ def test_without_notify_send_the_notification_is_silently_skipped(
     t = Teller("team", None, say=said.append, notify=True)
     t.tell(Line("pull", "pulled page/b"))
     assert t.notifier is None and len(said) == 1
+
+
+def test_pulls_and_pushes_are_said_in_quire_logs_words() -> None:
+    """With the report's ``changes`` (replica/engine/changes.py), the shared formatter of
+    ``quire log`` and ``quire sync`` (replica/app/changelog.py) says who and what."""
+    changes = [
+        {"direction": "pulled", "author": {"user": BOB, "agent": "scout"}, "own": False,
+         "ops": [{"id": "page/a", "action": "edited", "added": 1, "removed": 0},
+                 {"id": "page/b", "action": "deleted"}], "provenance": None},
+        {"direction": "pushed", "author": None, "own": True,
+         "ops": [{"id": f"page/n{i}", "action": "created", "added": 2} for i in range(7)],
+         "provenance": None},
+    ]
+    got = sync_lines([_row("batch", ["page/a", "page/b"], BOB)], {"changes": changes},
+                     replica_id="r-me", me=ME, names={BOB: "Bob"})
+    assert [(line.kind, line.text) for line in got] == [
+        ("pull", "pulled from Bob for agent scout: edited page/a (+1 -0 lines), deleted page/b"),
+        ("push", "pushed: created page/n0 (2 lines), created page/n1 (2 lines), created "
+                 "page/n2 (2 lines), created page/n3 (2 lines), created page/n4 (2 lines) "
+                 "and 2 more")]

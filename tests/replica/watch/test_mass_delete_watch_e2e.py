@@ -39,8 +39,8 @@ def test_rm_of_every_page_under_a_watcher_waits_for_confirm_deletes(
         w.wait_ready()
         for i in range(3):  # a small delete publishes as usual
             bob.path(f"page/p{i:03}").unlink()
-        wait_for(lambda: "pushed page/p000 (deleted), page/p001 (deleted), page/p002 "
-                         "(deleted)" in w.log.read_text(), DEADLINE,
+        wait_for(lambda: "pushed: deleted page/p000, deleted page/p001, deleted page/p002"
+                         in w.log.read_text(), DEADLINE,
                  lambda: w.log.read_text()[-2000:])
         for p in bob.vault.iterdir():
             if not p.name.startswith("."):

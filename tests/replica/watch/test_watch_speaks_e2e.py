@@ -50,10 +50,11 @@ def test_the_watcher_says_what_it_pulled_pushed_and_held_and_notifies(
         ann.write(_entry("page/deploy", "line one\nline two by ann\n"))
         ann.write(_entry("page/new", "made by ann\n"))
         ann.sync()
-        wait_for(lambda: "pulled page/deploy, page/new from " in w.log.read_text(),
+        wait_for(lambda: re.search(r"pulled from \S+: edited page/deploy \(\+1 -0 lines\), "
+                                   r"created page/new \(1 line\)", w.log.read_text()),
                  DEADLINE, lambda: w.log.read_text()[-2000:])
         assert _has(bob, "page/new", "made by ann\n")
-        wait_for(lambda: "pulled page/deploy" in record.read_text()
+        wait_for(lambda: "edited page/deploy" in record.read_text()
                  if record.exists() else False, DEADLINE, "no notification")
         assert record.read_text().splitlines()[:2] == ["--app-name=Quire",
                                                        f"Quire: {team.name}"]
@@ -79,7 +80,7 @@ def test_the_watcher_says_what_it_pulled_pushed_and_held_and_notifies(
     text = w.log.read_text()
     space = Home(bob.home).spaces()[0]
     kept = (Path(space.dir) / "watch.log").read_text()
-    assert "pulled page/deploy, page/new from " in kept
+    assert "created page/new (1 line)" in kept
     assert "conflict: page/deploy is held" in kept
     assert oct((Path(space.dir) / "watch.log").stat().st_mode & 0o777) == "0o600"
     said = [ln for ln in text.splitlines() if team.name + ":" in ln]

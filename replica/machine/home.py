@@ -214,7 +214,11 @@ class Home:
         return hubs[0]
 
     def hub_by_url(self, url: str) -> HubConfig:
-        url = url.rstrip("/")
+        """A joined hub by its URL (as typed: a trailing ``/`` or ``/v1`` is dropped) or
+        its id."""
+        url = url.strip().rstrip("/")
+        if url.lower().endswith("/v1"):
+            url = url[:-3].rstrip("/")
         for h in self.hubs():
             if h.url == url or h.hub_id == url:
                 return h

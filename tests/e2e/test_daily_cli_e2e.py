@@ -33,6 +33,8 @@ def test_team_lead_reads_a_space_not_cloned_here_and_status_names_the_join_that_
     assert f"quire join {hub.url} --space {space}" in named.stderr, named.stderr
     # the owner's machine reads and searches the space at the hub without cloning it
     found = qjson(owner, "search", "anything", "--remote", "--space", space)
+    listed = qjson(owner, "admin", "--hub", hub.url + "/v1/", "space", "list")["spaces"]
+    assert space in [s["name"] for s in listed]  # --hub as typed, with the API's /v1
     assert found["total"] == 0 and found["head"]["seq"] == 0
     people = qjson(owner, "read", "page/none", "--remote", "--space", space, check=False)
     assert people["error"]["code"] == "not_found"  # the hub answered: no such page

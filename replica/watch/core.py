@@ -205,6 +205,8 @@ class Watcher:
         self.vault_retry_at: int | None = None
         self.activity: list[dict[str, Any]] = []  # the last lines told, newest last
         self.told_error: str | None = None  # a failure told once, not at every retry
+        # the held mass delete last told: every later sync holds it again, said once
+        self.told_held: str | None = None
         self.vault_gone = False  # the files thread said the vault folder is gone
 
     # ------------------------------------------------------------ inputs
@@ -441,8 +443,12 @@ class Watcher:
         self.last_error = None
         self.told_error = None
         self.vault_retry_at = res.retry_at
+        held = next((ln.text for ln in res.lines if ln.kind == "deletes_held"), None)
         for line in res.lines:
-            self._tell(line)
+            if line.kind != "deletes_held" or line.text != self.told_held:
+                self._tell(line)
+        if not res.skipped or held is not None:
+            self.told_held = held
         if not res.skipped:
             self.head, self.outbox, self.conflicts = res.head, res.outbox, res.conflicts
             self.pending = list(res.pending)

@@ -175,3 +175,15 @@ def test_pulls_and_pushes_are_said_in_quire_logs_words() -> None:
         ("push", "pushed: created page/n0 (2 lines), created page/n1 (2 lines), created "
                  "page/n2 (2 lines), created page/n3 (2 lines), created page/n4 (2 lines) "
                  "and 2 more")]
+
+
+def test_a_held_mass_delete_is_told_once_not_at_every_sync_that_holds_it() -> None:
+    held = Line("deletes_held", "holding 60 deletes of the space's 60 pages (…)")
+    w, told, _ = _watcher([SyncResult({"epoch": "e", "seq": 1}, 60, 0, lines=[held]),
+                           SyncResult({"epoch": "e", "seq": 2}, 60, 0, lines=[held]),
+                           SyncResult({"epoch": "e", "seq": 3}, 0, 0),
+                           SyncResult({"epoch": "e", "seq": 4}, 60, 0, lines=[held])])
+    for _ in range(4):
+        w.want_sync = True
+        w.tick()
+    assert [t.kind for t in told] == ["deletes_held", "deletes_held"]  # again after a clear

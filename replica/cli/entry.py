@@ -25,7 +25,12 @@ REPLY_TIMEOUT = {"status": 120.0, "sync": 3600.0}  # s: a served sync may pull a
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    code = served(argv, os.environ)
+    try:
+        code = served(argv, os.environ)
+    except BrokenPipeError:  # ``quire status | head`` answered by a watcher
+        devnull = os.open(os.devnull, os.O_WRONLY)  # the last flush at exit goes nowhere
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0  # quietly, as replica/cli/main.py ``closed_pipe``
     if code is not None:
         return code
     from replica.cli.main import main as run_here

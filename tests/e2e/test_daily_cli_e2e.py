@@ -70,6 +70,34 @@ def test_a_closed_pipe_ends_the_command_quietly(tmp_path: Path) -> None:
     assert p.returncode == 0 and p.stderr == "", p.stderr
 
 
+def test_a_closed_pipe_ends_a_command_a_watcher_answers_quietly(tmp_path: Path) -> None:
+    """The same through the watcher's socket (replica/cli/entry.py prints its reply)."""
+    import tempfile
+    from types import SimpleNamespace
+
+    from replica.watch.server import SocketServer
+
+    home = tempfile.mkdtemp(prefix="quire-pipe-")  # short: a socket path has a length cap
+    server = SocketServer(Path(home), SimpleNamespace(space_id="sp_" + "a" * 26, name="t"),
+                          syncer=None, run=lambda argv, served=None: print("x" * 100_000) or 0)
+    assert server.start()
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        p = subprocess.run([*QUIRE[:-1], "import sys; from replica.cli.entry import main; "
+                                         "sys.exit(main())", "status"],
+                           stdout=write, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                           timeout=60, env=dict(os.environ, QUIRE_HOME=home,
+                                                QUIRE_WATCHER_SOCKET="require"))
+    finally:
+        os.close(write)
+        server.stop()
+        import shutil
+
+        shutil.rmtree(home)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+
+
 def test_serve_reports_a_busy_port_before_anything_else(hub: FreshHub) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))

@@ -134,13 +134,12 @@ _PROSE_PASSWORD = re.compile(
     r"[ \t]*[`'\"]?(?P<s>[^\s`'\",;)(\]\[<>{}]{6,64})")
 _PASSWORD_HINT = ("pass", "pwd")
 # ``name = value`` / ``name: value`` (quoted or not) just before a token
-_ASSIGN_HEAD = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]{0,63})[\"']?[ \t]*"
-                          r"(?::=|=>|:|=)[ \t]*[\"'`]?$")
 _SECRET_NAME = re.compile(
     r"(?i)secret|token|passw|pwd|api[_-]?key|apikey|access[_-]?key|private[_-]?key|auth|"
     r"credential|session|cookie|bearer|signing|openai|anthropic|claude|mistral|groq|cohere|"
     r"gemini|huggingface|hf_|aws|azure|gcp|github|gitlab|slack|discord|stripe|dsn")
 _KEY_NAME = re.compile(r"(?i)(?:^|[_.-])key$")  # a key of what: judged as prose is
+MAX_FINDINGS = 200  # a text's, at most
 MIN_TOKEN = 24  # a key's length at least (RFC 6749's 22-character examples are not)
 SECRET_NAME_LIMIT = 3.5  # bits per character over a secret-named value (hex tops at 4.0)
 # names of generated values that are not secrets: ids, digests, signatures, public keys
@@ -151,10 +150,11 @@ _ID_NAME = re.compile(r"(?i)(?:^|[_.\-])(?:e?tag|hash|digest|sha\d*|md5|checksum
 _HEX = re.compile(r"[0-9A-Fa-f]{24,}")
 _ESCAPED_HEX = re.compile(r"(?:\\x[0-9A-Fa-f]{2}){12,}")
 _PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
+# over the lower-cased value; and a run of one character
 _PLACEHOLDER = re.compile(
-    r"(?i)x{4,}|\.\.\.|…|\*\*\*|<|>|\{|\}|\$|example|your|placeholder|redacted|changeme|"
-    r"dummy|sample|replace|insert|secret|pass|fake|abcdef|123456|qwerty|"
-    r"letmein|scott|tiger|(.)\1{5,}")
+    r"xxxx|\.\.\.|…|\*\*\*|<|>|\{|\}|\$|example|your|placeholder|redacted|changeme|"
+    r"dummy|sample|replace|insert|secret|pass|fake|abcdef|123456|qwerty|letmein|scott|tiger")
+_RUN = re.compile(r"(.)\1{5}")
 _PLACEHOLDER_WORDS = frozenset({
     "pass", "password", "passwd", "pwd", "pw", "secret", "token", "user", "username",
     "login", "test", "admin", "root", "guest", "anonymous", "foo", "bar", "baz", "none",
@@ -188,7 +188,7 @@ def entropy(s: str) -> float:
 def not_placeholder(s: str) -> bool:
     """No placeholder marker: ``xxxx``, ``...``, ``<…>``, ``${…}``, ``example``, ``your``,
     ``changeme``, a run of one character, a counting sequence."""
-    return _PLACEHOLDER.search(s) is None
+    return _PLACEHOLDER.search(s.lower()) is None and _RUN.search(s) is None
 
 
 def _classes(s: str) -> int:
@@ -333,15 +333,14 @@ def _tokens(text: str, low: str, tokens: list[tuple[int, str]]) -> Iterator[Find
         words = head.split()
         in_url = bool(words) and ("://" in words[-1] or words[-1].startswith("www."))
         if head.rstrip(" \t\"'`")[-1:] in (":", "=", ">"):
-            a = _ASSIGN_HEAD.search(head)
-            name = a.group("name") if a is not None else ""
+            name = assigned_name(head)
             if _SECRET_NAME.search(name) and not _ID_NAME.search(name) and \
                     _high_entropy(tok):
                 yield start, "high_entropy_assignment", tok
                 continue
         low_head = low[max(line_start, start - 120):start]
-        if _classes(tok) == 3 and not in_url and random_token(tok) and \
-                _PROSE_HEAD.search(low_head) and not _NOT_SECRET_HEAD.search(low_head):
+        if _classes(tok) == 3 and not in_url and _PROSE_HEAD.search(low_head) and \
+                not _NOT_SECRET_HEAD.search(low_head) and random_token(tok):
             yield start, "secret_in_text", tok
 
 
@@ -373,6 +372,25 @@ def _tables(text: str, low: str) -> Iterator[Finding]:
 _TABLE_RULE = re.compile(r"^[ \t]*\|?[ \t]*:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)+\|?[ \t]*$",
                          re.MULTILINE)
 _SECRET_COLUMN = re.compile(r"pass(?:word|wd|phrase)|secret|token|api[ _-]?key|^\s*key\s*$")
+
+
+def assigned_name(head: str) -> str:
+    """The name in ``head`` when it ends in an assignment (``name = ``, ``"name": "``,
+    ``name := ``, ``name => ``), else ``""``. Read backwards, character by character: a
+    regular expression anchored at the end tries every start before it."""
+    h = head.rstrip(" \t\"'`")
+    if h.endswith(("=>", ":=")):
+        h = h[:-2]
+    elif h.endswith((":", "=")):
+        h = h[:-1]
+    else:
+        return ""
+    h = h.rstrip(" \t\"'")
+    i = len(h)
+    while i > 0 and len(h) - i < 64 and (h[i - 1].isalnum() or h[i - 1] in "_.-"):
+        i -= 1
+    name = h[i:].lstrip("0123456789.-")
+    return name if name[:1].isalpha() or name[:1] == "_" else ""
 
 
 def _high_entropy(value: str) -> bool:
@@ -474,11 +492,18 @@ def scan(text: str, *, depth: int = 2) -> list[Finding]:
     low = view.lower()
     found: dict[str, tuple[int, str]] = {}
 
+    by_start: dict[str, list[str]] = {}  # the secrets found, by their first 8 characters
+
     def add(items: Iterator[Finding], at: Callable[[int], int] | int) -> None:
         # a longer or shorter match of the same secret (a joined view runs into the next
-        # line; a prose rule sees the value a format found) is the same finding
+        # line; a prose rule sees the value a format found) is the same finding; at most
+        # MAX_FINDINGS (a text made of keys is refused by its first ones, and costs no more)
         for off, rule, secret in items:
-            if not any(secret.startswith(s) or s.startswith(secret) for s in found):
+            if len(found) >= MAX_FINDINGS:
+                return
+            same = by_start.setdefault(secret[:8], [])
+            if not any(secret.startswith(s) or s.startswith(secret) for s in same):
+                same.append(secret)
                 found[secret] = (at if isinstance(at, int) else at(off), rule)
 
     glued = joined(view)

@@ -113,3 +113,15 @@ def test_a_secret_in_provenance_is_found_and_withheld_by_the_replica() -> None:
     assert withhold_secrets(prov) == {"tool": "eval", "session": WITHHELD,
                                       "note": "nightly run"}
     assert withhold_secrets({"tool": "eval"}) == {"tool": "eval"}
+
+
+def test_a_text_made_of_keys_yields_a_bounded_number_of_findings() -> None:
+    """A body of thousands of keys (or of base64 that decodes to keys) is refused by its
+    first findings; the de-duplication of findings no longer grows with their square."""
+    from shared import secretscan
+
+    rng = __import__("random").Random(2)
+    keys = [b.KINDS["github_classic"][2](rng) for _ in range(3000)]
+    assert len(secretscan.scan(" ".join(keys))) == secretscan.MAX_FINDINGS
+    encoded = " ".join(__import__("base64").b64encode(k.encode()).decode() for k in keys)
+    assert len(secretscan.scan(encoded)) == secretscan.MAX_FINDINGS

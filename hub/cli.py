@@ -458,17 +458,23 @@ def serve_until_signal(app: Any, host: str, port: int,
     still open and nothing is cancelled."""
     import uvicorn
 
+    from hub.api.timeouts import BodyTimeout, header_timeout_protocol
+
     hub = app.state.hub
+    s = hub.settings
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
             hub.shutting_down()
             super().handle_exit(sig, frame)
 
-    # proxy headers are read by the hub from trusted_proxies only (hub/clientaddr.py)
-    config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
+    # proxy headers are read by the hub from trusted_proxies only (hub/clientaddr.py); a
+    # slow client's headers and body are cut (hub/api/timeouts.py)
+    config = uvicorn.Config(BodyTimeout(app, s.body_timeout_s), host=host, port=port,
+                            log_config=None, access_log=False,
                             timeout_graceful_shutdown=5, proxy_headers=False,
-                            forwarded_allow_ips="")
+                            forwarded_allow_ips="",
+                            http=header_timeout_protocol(s.header_timeout_s))
     Server(config).run(sockets=sockets)
 
 

@@ -30,6 +30,8 @@ class Settings:
     trusted_proxies: str = ""  # addresses/networks whose proxy_header names the client
     proxy_header: str = "x-forwarded-for"  # the one header they set: or forwarded, x-real-ip
     max_body_bytes: int = 8 * 1024 * 1024
+    header_timeout_s: int = 10  # a request's headers must arrive within this (hub/api/timeouts.py)
+    body_timeout_s: int = 60  # and its body within this of its start
     max_ops: int = 1000
     max_entry_body: int = 1024 * 1024
     json_max_depth: int = 64  # parse limits on every JSON body, checked before parsing

@@ -26,6 +26,7 @@ from hub import logs
 from hub.access import Principal, authenticate_txn, verify_request
 from hub.clientaddr import client_of
 from hub.dpop import verify_proof
+from hub.store.db import OUTAGE_ERRORS, outage
 from hub.tokens import AccessClaims
 from shared.canonical import loads_strict
 from shared.errors import Internal, InvalidRequest, NotFound, QuireError, RateLimited, TooLarge
@@ -184,14 +185,23 @@ async def read_json(request: Request, limit: int, *, allowed: set[str] | None = 
 
 async def ndjson(it: Iterator[bytes]) -> Response:
     """Stream NDJSON chunks. The first chunk is pulled before headers are sent, so access
-    checks inside the generator still produce proper error responses."""
+    checks inside the generator still produce proper error responses. A database that
+    goes away mid-stream cuts the stream (no ``end`` line: the client retries, as for any
+    cut transfer) with one warning line, not a traceback (hub/store/db.py ``outage``)."""
     first = await run_in_threadpool(next, it, None)
 
     async def body() -> Any:
         if first is not None:
             yield first
-        async for chunk in iterate_in_threadpool(it):
-            yield chunk
+        try:
+            async for chunk in iterate_in_threadpool(it):
+                yield chunk
+        except OUTAGE_ERRORS as e:
+            reason = outage(e)
+            if reason is None:
+                raise
+            logs.event(log, "stream_cut", logging.WARNING, error=reason,
+                       why="database unavailable")
 
     return StreamingResponse(body(), media_type="application/x-ndjson")
 

@@ -38,3 +38,30 @@ def test_outage_names_what_a_retry_may_cure(exc: BaseException, want: str | None
     assert outage(exc) == want
     if want is not None:
         assert isinstance(exc, OUTAGE_ERRORS)  # the app's handler sees every one of them
+
+
+def test_a_stream_cut_by_an_outage_ends_without_its_end_line_and_without_a_traceback(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The database goes away after the first line of an NDJSON stream (a snapshot, say):
+    the response ends there (the client sees a cut stream and retries) and the log has one
+    ``stream_cut`` warning, no exception."""
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+    from starlette.testclient import TestClient
+
+    from hub.api.http import ndjson
+
+    def lines() -> object:
+        yield b'{"n":1}\n'
+        yield b'{"n":2}\n'
+        raise OperationalError("SELECT", {}, _Orig())
+
+    async def stream(request: object) -> object:
+        return await ndjson(lines())  # type: ignore[arg-type]
+
+    app = Starlette(routes=[Route("/s", stream)])
+    with TestClient(app, raise_server_exceptions=True) as c:
+        r = c.get("/s")
+    assert r.status_code == 200 and r.text == '{"n":1}\n{"n":2}\n'
+    assert [rec.msg for rec in caplog.records] == ["stream_cut"]
+    assert all(rec.exc_info is None for rec in caplog.records)

@@ -28,6 +28,7 @@ from shared.errors import InvalidRequest, QuireError
 from shared.humanize import stamp
 
 PEOPLE = "people"  # store meta: {user_id: display name}, as the hub's people read said
+NAMES_TIMEOUT = 5.0  # s: names are a nicety; an offline log does not wait for them
 MAX_ROWS = 100_000  # history rows looked at by one log (newest first)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -51,7 +52,7 @@ def refresh_names(home: Home, space: SpaceConfig, store: Store) -> dict[str, str
     if hub is None:
         return names(store)
     try:
-        with service.open_client(hub) as c:
+        with service.open_client(hub, timeout=NAMES_TIMEOUT) as c:
             doc = c.admin_get(f"/v1/spaces/{quote(space.space_id, safe='')}/people")
     except (QuireError, OSError):
         return names(store)

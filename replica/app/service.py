@@ -68,12 +68,13 @@ def now_ms() -> int:
 # ---------------------------------------------------------------- opening
 
 
-def open_client(hub: HubConfig, transport: Any = None, *, device_only: bool = False
-                ) -> HubClient:
+def open_client(hub: HubConfig, transport: Any = None, *, device_only: bool = False,
+                timeout: float | None = None) -> HubClient:
     """A client with this device's DPoP auth flow (replica/hubclient/auth.py); an agent given a
     delegated token (``quire delegate create``, or the one ``quire mcp --agent`` holds)
     runs with QUIRE_DELEGATION_TOKEN set. ``device_only``: the device's own credential
-    (minting a delegation needs it)."""
+    (minting a delegation needs it); ``timeout``: seconds, for a request that may give up
+    early (the client's default otherwise)."""
     from replica.hubclient.auth import auth_for, delegated
     from replica.hubclient.client import HubClient
     from replica.machine.credentials import CredentialFile
@@ -85,6 +86,9 @@ def open_client(hub: HubConfig, transport: Any = None, *, device_only: bool = Fa
     token = None if device_only else os.environ.get("QUIRE_DELEGATION_TOKEN")
     if token:
         auth = delegated(hub.key_path, token, auth.tokens.htu_base)
+    if timeout is not None:
+        return HubClient(hub.url, auth=auth, pin=key_pin(hub), transport=transport,
+                         timeout=timeout)
     return HubClient(hub.url, auth=auth, pin=key_pin(hub), transport=transport)
 
 

@@ -31,9 +31,9 @@ The seed fixes the schedule (which person does what, which faults, which crash p
 interleaving with the processes is the machine's, so a seed that failed once may pass
 when replayed: the failure prints the steps around it and the sync and watcher logs.
 
-Settings: ``QUIRE_E2E_FUZZ_SECONDS`` (default 45: seeds run until it is spent, at least
-one), ``QUIRE_E2E_FUZZ_SEED`` (one seed), ``QUIRE_E2E_FUZZ_STEPS`` (steps a seed, default
-40). Totals are printed (``-s``).
+Settings: ``QUIRE_E2E_FUZZ_SECONDS`` (default 45: another seed starts while one as long as
+the last still fits, so at least one runs; about 40-60 s on a loaded 2-core machine), ``QUIRE_E2E_FUZZ_SEED`` (one seed), ``QUIRE_E2E_FUZZ_STEPS`` (steps a seed, default
+20). Totals are printed (``-s``).
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ from tests.kit.watcher import HUB_ENV, WatchProc, wait_for
 
 SECONDS = float(os.environ.get("QUIRE_E2E_FUZZ_SECONDS", "45"))
 SEED = os.environ.get("QUIRE_E2E_FUZZ_SEED")
-STEPS = int(os.environ.get("QUIRE_E2E_FUZZ_STEPS", "40"))
+STEPS = int(os.environ.get("QUIRE_E2E_FUZZ_STEPS", "20"))
 PAGES = ("page/p0", "page/p1", "page/p2")
 WATCHED = (0, 1)  # r0, r1 run a watcher; r2, r3 run `quire sync`; replica i uses hub i % 2
 REPLICAS = 4
@@ -94,11 +94,16 @@ class Hubs:
         self.conn = psycopg.connect(db, autocommit=True)
         self.kills = 0
         self.armed: tuple[int, int] | None = None  # (batches, hub)
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # the connection, shared with the killer thread
+        self.firing = threading.Lock()
         self.stop_killer = threading.Event()
         self.thread = threading.Thread(target=self._killer, daemon=True)
-        for i in (0, 1):
-            self.start(i)
+        both = [threading.Thread(target=self.start, args=(i,)) for i in (0, 1)]
+        for t in both:
+            t.start()
+        for t in both:
+            t.join()
+        assert self.up(0) and self.up(1), "a hub did not start"
         self.thread.start()
 
     def url(self, i: int) -> str:
@@ -128,13 +133,18 @@ class Hubs:
     def arm(self, more: int, hub: int) -> None:
         self.armed = (self.batches() + more, hub)
 
+    def disarm(self) -> None:
+        with self.firing:  # a kill under way ends first: none comes after this
+            self.armed = None
+
     def _killer(self) -> None:
         # progress, not time: polls the batch count and kills as soon as it is reached
         while not self.stop_killer.wait(0.01):
-            armed = self.armed
-            if armed is not None and self.batches() >= armed[0]:
-                self.armed = None
-                self.kill(armed[1])
+            with self.firing:
+                armed = self.armed
+                if armed is not None and self.batches() >= armed[0]:
+                    self.armed = None
+                    self.kill(armed[1])
 
     def close(self) -> None:
         self.stop_killer.set()
@@ -263,6 +273,8 @@ class Seat:
         except Exception:  # noqa: BLE001 - busy: not yet
             return False
         if self.watched:
+            if self.watcher_down():
+                return False
             st = self.watcher.status() if self.watcher is not None else {}
             return st.get("state") in ("idle", "conflicts") and not st.get("vault_retry")
         return True
@@ -295,7 +307,14 @@ class Run:
         team1 = copy.copy(team)  # the same space, joined through hub 1
         team1.hub = FreshHub(hubs.url(1), hub0.data, hub0.enrollment_code, hub0.proc)
         self.space = team.space["id"]
-        joined = {0: team.members("r0", "r2"), 1: team1.members("r1", "r3")}
+        joined: dict[int, list[CliMember]] = {}
+        both = [threading.Thread(target=lambda i=i, t=t: joined.__setitem__(
+            i, t.members(f"r{i}", f"r{i + 2}"))) for i, t in ((0, team), (1, team1))]
+        for t in both:
+            t.start()
+        for t in both:
+            t.join()
+        assert len(joined) == 2, "a machine did not join"
         members = [joined[0][0], joined[1][0], joined[0][1], joined[1][1]]
         self.seats = [Seat(i, m, book, self.rng, self.log) for i, m in enumerate(members)]
 
@@ -446,15 +465,15 @@ class Run:
     # ---------------------------------------------------------------- heal and check
 
     def heal(self) -> None:
-        self.hubs.armed = None
+        self.hubs.disarm()
         for seat in self.seats:
             seat.person.finish()
         for i in (0, 1):
             self.hubs.start(i)
         for seat in self.seats:
             seat.reap_sync(wait=True)
-            if seat.watched and seat.watcher_down():
-                seat.start_watcher()
+            if seat.watched and (seat.watcher_down() or seat.watch_crash):
+                seat.start_watcher()  # a watcher armed to die at a crash point: stopped
         for _ in range(10):
             for seat in self.seats:
                 if not seat.watched:
@@ -596,6 +615,7 @@ def test_saves_racing_real_syncs_and_kills_lose_no_write_and_overwrite_none_unse
                   file=sys.stderr)
             hub0 = FreshHub(hubs.url(0), data, code, hubs.procs[0].proc)  # type: ignore[union-attr]
             for seed in seeds():
+                began = time.monotonic()
                 print(f"e2e fuzz seed {seed}", file=sys.stderr)
                 book = Ledger()
                 root = tmp_path / f"s{seed}"
@@ -606,7 +626,9 @@ def test_saves_racing_real_syncs_and_kills_lose_no_write_and_overwrite_none_unse
                 for k, v in book.counts.items():
                     totals.counts[k] = totals.counts.get(k, 0) + v
                 shutil.rmtree(root, ignore_errors=True)
-                if SEED is not None or time.monotonic() - started >= SECONDS:
+                # another seed only when one as long as this one still fits
+                now = time.monotonic()
+                if SEED is not None or now + (now - began) - started > SECONDS:
                     break
         finally:
             hubs.close()

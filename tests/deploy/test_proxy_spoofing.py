@@ -27,7 +27,8 @@ from tests.kit.host import REPO, free_port, unavailable
 from tests.kit.hubproc import HubProcess, init_hub, serve_hub
 
 DEPLOY = REPO / "deploy"
-CLIENT = "127.0.0.2"  # the client's own address: not the proxy, not trusted
+# the client's own address: not the proxy's, not trusted (one per proxy: one hub serves both)
+CLIENTS = {"nginx": "127.0.0.2", "caddy": "127.0.0.3"}
 KEY = "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"  # any Ed25519 public key
 
 
@@ -84,20 +85,29 @@ def _caddy(tmp_path: Path, hub: HubProcess, port: int) -> subprocess.Popen[bytes
                                 stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
 
 
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubProcess]:
+    """One hub that trusts the proxy on 127.0.0.1; each proxy's client has its own address,
+    so each starts with full buckets."""
+    data = tmp_path_factory.mktemp("hub") / "data"
+    init_hub(data)
+    hp = serve_hub(data, env={"QUIRE_HUB_TRUSTED_PROXIES": "127.0.0.1"})
+    yield hp
+    hp.stop()
+
+
 @pytest.fixture(params=["nginx", "caddy"])
-def proxied(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """The public URL of a shipped proxy in front of a hub that trusts it."""
+def proxied(request: pytest.FixtureRequest, hub: HubProcess, tmp_path: Path
+            ) -> Iterator[tuple[str, str]]:
+    """(the public URL of a shipped proxy in front of the hub, the client's address)."""
     if shutil.which(request.param) is None:
         unavailable(f"{request.param} not installed (Debian: apt-get install "
                     f"{request.param})")
-    data = tmp_path / "hub"
-    init_hub(data)
-    hub = serve_hub(data, env={"QUIRE_HUB_TRUSTED_PROXIES": "127.0.0.1"})
     port = free_port()
     proc = (_nginx if request.param == "nginx" else _caddy)(tmp_path, hub, port)
     try:
         _wait_up(f"http://127.0.0.1:{port}/healthz", proc, tmp_path / "proxy.out")
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}", CLIENTS[request.param]
     finally:
         proc.terminate()
         try:
@@ -105,7 +115,6 @@ def proxied(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
-        hub.stop()
 
 
 def _spoofed(i: int) -> dict[str, str]:
@@ -113,12 +122,13 @@ def _spoofed(i: int) -> dict[str, str]:
     return {"Forwarded": f"for={fake};proto=https", "X-Forwarded-For": fake}
 
 
-def _attempts(url: str, path: str, body: dict[str, str], n: int, ok: int
+def _attempts(url: str, client: str, path: str, body: dict[str, str], n: int, ok: int
               ) -> tuple[int, float]:
-    """n requests, each with new spoofed client headers, from CLIENT: (reached, seconds)."""
+    """n requests, each with new spoofed client headers, from ``client``: (reached,
+    seconds)."""
     reached = 0
     t0 = time.monotonic()
-    transport = httpx2.HTTPTransport(local_address=CLIENT)
+    transport = httpx2.HTTPTransport(local_address=client)
     with httpx2.Client(base_url=url, timeout=30, transport=transport) as c:
         for i in range(n):
             r = c.post(path, headers=_spoofed(i), json=body)
@@ -127,13 +137,15 @@ def _attempts(url: str, path: str, body: dict[str, str], n: int, ok: int
     return reached, time.monotonic() - t0
 
 
-def test_spoofed_forwarded_headers_do_not_escape_per_address_limits(proxied: str) -> None:
-    redeems, took = _attempts(proxied, "/v1/invites/redeem",
+def test_spoofed_forwarded_headers_do_not_escape_per_address_limits(
+        proxied: tuple[str, str]) -> None:
+    url, client = proxied
+    redeems, took = _attempts(url, client, "/v1/invites/redeem",
                               {"code": "qi_nope", "device_name": "d", "device_key": KEY},
                               40, 401)
     # burst 10, then one a second, for the one client address there is
     assert redeems <= 10 + math.ceil(took) + 1, (redeems, took)
-    logins, took = _attempts(proxied, "/v1/device/code",
+    logins, took = _attempts(url, client, "/v1/device/code",
                              {"device_name": "d", "device_key": KEY}, 20, 201)
     # device_codes_per_min (12): a burst of 12, then one every 5 s
     assert logins <= 12 + math.ceil(took / 5) + 1, (logins, took)

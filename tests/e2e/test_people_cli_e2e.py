@@ -137,3 +137,14 @@ def test_log_sync_diff_deleted_restore_name_people_and_publish_one_page(
     purged = _no_ids(quire(bob, "sync").stdout)
     assert "an admin  purged page/new-name  ['leaked']" in purged, purged
     assert "an admin  purged page/new-name" in quire(bob, "log", "-n", "1").stdout
+
+    # offline (the hub unreachable): the log is the store's, names as last known
+    import json
+
+    from tests.kit.host import free_port
+
+    conf = next((bob / "hubs").glob("*/hub.json"))
+    conf.write_text(json.dumps(dict(json.loads(conf.read_text()),
+                                    url=f"http://127.0.0.1:{free_port()}")))
+    offline = quire(bob, "log", "page/deploy")
+    assert offline.returncode == 0 and "Bob Example for agent scout  edited" in offline.stdout

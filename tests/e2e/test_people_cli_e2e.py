@@ -138,6 +138,14 @@ def test_log_sync_diff_deleted_restore_name_people_and_publish_one_page(
     assert "an admin  purged page/new-name  ['leaked']" in purged, purged
     assert "an admin  purged page/new-name" in quire(bob, "log", "-n", "1").stdout
 
+    # a restore is the member's own edit: the space's rules apply to it as to any edit
+    quire(owner, "admin", "rules", "add", team.space["id"], "--deny", "update", "--who",
+          "editor", "--entries", "page/deploy")
+    before = qjson(bob, "read", "page/deploy", "--remote")["version"]
+    denied = quire(bob, "restore", "page/deploy", check=False)
+    assert denied.returncode == 3 and "not published" in denied.stdout, denied.stdout
+    assert qjson(bob, "read", "page/deploy", "--remote")["version"] == before
+
     # offline (the hub unreachable): the log is the store's, names as last known
     import json
 

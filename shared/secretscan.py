@@ -258,7 +258,7 @@ def _format_ok(check: str, m: re.Match[str]) -> bool:
     if not not_placeholder(m.group(0)):
         return False
     if check == "jwt":
-        return jwt_is_token(m.group("p")[3:])
+        return jwt_is_token(m.group("p"))
     s = m.groupdict().get("s") or re.sub(r"^[A-Za-z0-9]{1,10}[-_.]", "", m.group(0))
     if check == "mixed" and _classes(s) < 3:
         return False

@@ -125,3 +125,20 @@ def test_a_text_made_of_keys_yields_a_bounded_number_of_findings() -> None:
     assert len(secretscan.scan(" ".join(keys))) == secretscan.MAX_FINDINGS
     encoded = " ".join(__import__("base64").b64encode(k.encode()).decode() for k in keys)
     assert len(secretscan.scan(encoded)) == secretscan.MAX_FINDINGS
+
+
+def test_a_live_jwt_is_found_an_expired_or_example_one_is_not() -> None:
+    import base64
+    import json
+
+    def jwt(claims: dict[str, object]) -> str:
+        def part(d: dict[str, object]) -> str:
+            return base64.urlsafe_b64encode(json.dumps(d).encode()).decode().rstrip("=")
+        return f"{part({'alg': 'HS256', 'typ': 'JWT'})}.{part(claims)}." + \
+            "Qm9vN2tQcFh2Wm1xR2xSdEhjVXdFeUpzTmFCaUZvRGs"
+
+    live = jwt({"iss": "https://auth.acme.dev", "sub": "svc-ci", "exp": 4102444800})
+    expired = jwt({"iss": "https://auth.acme.dev", "sub": "svc-ci", "exp": 1572006964})
+    for token, rules in ((live, ["jwt"]), (expired, [])):
+        e = make_entry({"id": "page/t", "title": "t", "body": f"Authorization: {token}\n"})
+        assert [f.rule for f in screening.screen_entry(e)] == rules

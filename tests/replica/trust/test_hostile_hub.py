@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import httpx2
 import pytest
 
 from shared.digest import chain_next, digest_of
@@ -305,6 +306,20 @@ def test_a_line_nested_200000_deep_is_refused_without_a_crash(team, space):
     deep = b'{"batch":' + b"[" * 200_000 + b"]" * 200_000 + b"}"
     hostile.on_lines("changes", lambda ls: [deep, *ls])
     _refused(a, a.sync, "hub_unverified", "parse_limit")
+    _recovers(a, hostile, space)
+
+
+def test_a_plain_answer_nested_100000_deep_is_refused_without_a_crash(team, space):
+    """A head or an error body (answers read whole, not streamed) meets the stream lines'
+    parse limits; before, it raised RecursionError (the CLI: a traceback, exit 1)."""
+    a, b, hostile = team
+    _publish(b, _edit(PAGE, "v3\n"))
+    deep = b'{"error":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    for kind, status in (("head", 200), ("changes", 500)):
+        hook = hostile.intercept(kind, lambda req, fwd, status=status: httpx2.Response(
+            status, headers={"content-type": "application/json"}, content=deep))
+        _refused(a, a.sync, "hub_unverified", "parse_limit")
+        hostile.remove(hook)
     _recovers(a, hostile, space)
 
 

@@ -58,14 +58,9 @@ def remote_search(session: Any, query: str, limit: int, kind: str | None) -> dic
             "results": hits[:limit], "head": doc["head"], "at_hub": True, "notice": NOTICE}
 
 
-def remote_read(session: Any, entry_id: str, offset: int, max_chars: int) -> dict[str, Any]:
-    """The MCP ``read`` tool with ``at_hub``: the entry as the hub has it at its head."""
-    doc = ask(session.home, session.space().space_id, "entry", {"id": entry_id},
-              session.hub_client())
-    e = doc["entry"]
-    body = e.get("body", "")
-    part = body[offset:offset + max_chars]
-    return {"id": entry_id, "title": e.get("title", ""), "tags": e.get("tags", []),
-            "links": e.get("links", []), "meta": e.get("meta", {}), "version": doc["version"],
-            "body": part, "offset": offset, "body_chars": len(body),
-            "more": offset + len(part) < len(body), "head": doc["head"], "at_hub": True}
+def remote_entry(session: Any, entry_id: str) -> dict[str, Any]:
+    """The MCP ``read`` tool with ``at_hub``: the hub's answer for the entry at its head
+    (``entry``, ``version``, ``head``), whole; the session cuts it to its answer's bound
+    (replica/mcp/bound.py)."""
+    return ask(session.home, session.space().space_id, "entry", {"id": entry_id},
+               session.hub_client())

@@ -132,6 +132,31 @@ def _rank(sev: Any) -> int:
     return SEVERITIES.index(sev) if sev in SEVERITIES else -1
 
 
+def runtime_guardrail_problems(raw: Any) -> list[dict[str, Any]]:
+    """What is wrong with ``runtime_guardrails`` (the caller's own input, refused whole
+    rather than read loosely): each needs a ``key``, a ``severity`` of info, warn or block
+    and a ``body``; a guardrail of unknown strength is never taken as none."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        return [{"index": None, "problem": "runtime_guardrails must be a list"}]
+    out = []
+    for i, g in enumerate(raw):
+        if not isinstance(g, dict):
+            out.append({"index": i, "problem": "must be an object {key, severity, body}"})
+            continue
+        if not isinstance(g.get("key"), str) or not g["key"]:
+            out.append({"index": i, "problem": "key must be a non-empty string"})
+        if "severity" not in g:
+            out.append({"index": i, "problem": "severity is missing (info, warn or block)"})
+        elif g["severity"] not in SEVERITIES:
+            out.append({"index": i, "problem": f"unknown severity {g['severity']!r} (info, "
+                                               "warn or block)"})
+        if not isinstance(g.get("body", ""), str) or not isinstance(g.get("title", ""), str):
+            out.append({"index": i, "problem": "body and title must be strings"})
+    return out
+
+
 def _added_guardrails(raw: Any, source: str) -> list[dict[str, Any]]:
     out = []
     for g in raw if isinstance(raw, list) else []:
@@ -159,6 +184,11 @@ def bundle(*, space: dict[str, Any], entries: dict[str, Entry], guardrails: list
     ``guardrails``: the space's guardrails (already the stricter of synced and local)."""
     from shared.errors import InvalidRequest, NotFound
 
+    problems = runtime_guardrail_problems(runtime_guardrails)
+    if problems:
+        raise InvalidRequest("runtime_guardrails: " + "; ".join(
+            f"[{p['index']}] {p['problem']}" if p["index"] is not None else p["problem"]
+            for p in problems), {"problems": problems})
     profile = entries.get(PROFILE)
     pmeta = profile.meta if profile is not None else {}
     skills = {e.id: e for e in entries.values() if e.kind == "skill"}

@@ -40,25 +40,25 @@ from replica.conflicts.packets import (
     build_packet,
     conflict_kind,
     entry_from_vault_text,
-    guardrail_weakening,
-    key_takeover_denied,
     merged_from_json,
     packet_digest,
     packet_id_of,
     packet_page,
     resolve_entries,
-    rule_denies,
+    stakes,
     with_current_ours,
 )
 from replica.engine.crash import crash_point
 from replica.engine.ledger import Ledger
+from replica.engine.merge import live
+from replica.engine.push import Publisher
 from replica.engine.report import SyncReport
 from replica.engine.resolutions import forget_resolutions_txn, plan_batch
 from replica.engine.scan import fold_vault
 from replica.machine.home import SpaceConfig, space_lock
 from replica.store import store as st
 from replica.store.db import Conn, Database
-from replica.store.store import Conflict, Store
+from replica.store.store import Conflict, EntryState, Store
 from shared import policy
 from shared.entry import Entry, tombstone
 from shared.errors import (
@@ -70,6 +70,7 @@ from shared.errors import (
     QuireError,
 )
 from shared.ids import is_agent_name, is_entry_id
+from shared.wire import Op
 
 __all__ = ["Desk", "Principal", "entry_from_vault_text", "merged_from_json", "plan_batch",
            "forget_resolutions_txn", "packet_digest", "packet_id_of", "with_current_ours"]
@@ -148,6 +149,13 @@ class Desk:
         # device's; before the first such head, by the role its delegation gives
         self.access_key = "access"
         self.default_role: str | None = space.role
+        # the one call a stale packet's error points to, in the caller's own terms (an MCP
+        # session names its tool)
+        self.show_call = "quire conflicts show {packet}"
+        # an MCP session's desk: its agent (whom its resolutions are judged as) and the
+        # highest role its delegation allows (a read-only one: viewer)
+        self.agent: str | None = None
+        self.role_cap: str | None = None
         self.store = Store(space.store_path)
         self._store_engine = immediate_db(space.store_path)
         self._claims_engine = immediate_db(space.dir / "claims.sqlite")
@@ -170,6 +178,12 @@ class Desk:
             yield conn
 
     # ------------------------------------------------------------ reading
+
+    def advice(self, packet_id: str) -> str:
+        """What to do about a stale packet: show the fresh one, then resolve with its
+        digest (your claim stays valid)."""
+        return (f"show it again with {self.show_call.format(packet=packet_id)} and resolve "
+                "with its digest")
 
     def _claim_doc(self, conn: Conn, entry_id: str) -> dict[str, Any] | None:
         r = conn.execute("SELECT * FROM claims WHERE entry_id = ?", (entry_id,)).fetchone()
@@ -200,10 +214,32 @@ class Desk:
         return base_author, base_seq, me
 
     def _packet(self, c: Conflict, claim: dict[str, Any] | None,
-                inline: int = MAX_INLINE_BYTES) -> dict[str, Any]:
+                inline: int = MAX_INLINE_BYTES, page_fields: bool = False) -> dict[str, Any]:
         base_author, base_seq, me = self._authors(c)
         return build_packet(c, base_author=base_author, base_seq=base_seq, ours_author=me,
-                            claim=claim, inline=inline)
+                            claim=claim, inline=inline, page_fields=page_fields,
+                            stakes_doc=self.stakes(c))
+
+    def stakes(self, c: Conflict) -> dict[str, Any] | None:
+        """``packets.stakes`` (what each side does to the guardrail since the base) and,
+        for each side, whether taking it would be published: judged as its publication
+        will be (``judge_txn``), so the model sees which answer goes through."""
+        doc = stakes(c)
+        if doc is None:
+            return None
+        with self.store.engine.connect() as conn:
+            for side, e in (("ours", c.ours), ("theirs", c.theirs)):
+                hits = self.judge_txn(conn, {c.entry_id: live(e)})
+                doc[side]["publishable"] = not hits
+                doc[side]["refused"] = hits[0] if hits else None
+        doc["publishable"] = [side for side in ("ours", "theirs") if doc[side]["publishable"]]
+        doc["notice"] = (
+            "publishable lists the sides your rules let you publish, judged against the "
+            "hub's version (theirs) as the hub will judge it: a resolution that lowers the "
+            "severity, changes the text or deletes the guardrail weakens it and is refused "
+            "before anything changes unless the space rules let you (by default only "
+            "admins); a merged entry is judged the same way when you resolve")
+        return doc
 
     def open_conflicts(self) -> list[Conflict]:
         with self.store.engine.connect() as conn:
@@ -234,6 +270,17 @@ class Desk:
                 one = st.get_conflict_txn(conn, ref)
                 if one is not None:
                     return with_current_ours(one, st.get_state_txn(conn, ref).local)
+        if ref.startswith("pk-"):  # a packet id handed out: load only its entry's conflict
+            with self._claims_tx() as cconn:
+                row = cconn.execute("SELECT entry_id FROM packets WHERE packet_id = ?",
+                                    (ref,)).fetchone()
+            if row is not None:
+                with self.store.engine.connect() as conn:
+                    one = st.get_conflict_txn(conn, row[0])
+                    if one is not None:
+                        one = with_current_ours(one, st.get_state_txn(conn, row[0]).local)
+                        if packet_id_of(packet_digest(one)) == ref:
+                            return one
         conflicts = self.open_conflicts()
         for c in conflicts:
             if ref == c.entry_id:
@@ -253,7 +300,8 @@ class Desk:
                     fresh = packet_digest(c)
                     raise PacketStale(
                         f"packet {ref} is stale: {entry_id} changed since it was read "
-                        f"(a new remote version or a local edit); read {packet_id_of(fresh)}",
+                        "(a new remote version or a local edit); "
+                        + self.advice(packet_id_of(fresh)),
                         {"packet_id": packet_id_of(fresh), "digest": fresh,
                          "entry": entry_id, "stale": ref})
             raise NotFound(f"packet {ref} is closed: {entry_id} is no longer in conflict",
@@ -261,17 +309,18 @@ class Desk:
         raise NotFound(f"no open conflict packet {ref!r}",
                        {"open": [packet_id_of(packet_digest(c)) for c in conflicts][:20]})
 
-    def show(self, ref: str, page: int | None = None, inline: int = MAX_INLINE_BYTES
-             ) -> dict[str, Any]:
-        """The packet, parts longer than ``inline`` bytes paged (``page``: one page)."""
+    def show(self, ref: str, page: int | None = None, inline: int = MAX_INLINE_BYTES,
+             page_fields: bool = False) -> dict[str, Any]:
+        """The packet, bodies longer than ``inline`` bytes paged, and with ``page_fields``
+        every side's other fields (``page``: one page)."""
         c = self._locate(ref)
         if page is not None:
             if not isinstance(page, int) or page < 1:
                 raise InvalidRequest("page numbers start at 1")
-            return packet_page(c, page, inline)
+            return packet_page(c, page, inline, page_fields)
         with self._claims_tx() as conn:
             claim = self._claim_doc(conn, c.entry_id)
-            pkt = self._packet(c, claim, inline)
+            pkt = self._packet(c, claim, inline, page_fields)
             self._remember_txn(conn, pkt["packet_id"], c.entry_id)
         return pkt
 
@@ -379,7 +428,7 @@ class Desk:
             if fresh != digest:
                 problems.append({"code": "packet_stale", "message": (
                     f"the digest is not {c.entry_id}'s current packet (a new remote version or "
-                    f"a local edit); read {packet_id_of(fresh)} and resolve again"),
+                    f"a local edit); {self.advice(packet_id_of(fresh))}"),
                     "packet_id": packet_id_of(fresh), "digest": fresh, "entry": c.entry_id})
             with self._claims_tx() as cconn:
                 r = cconn.execute("SELECT * FROM claims WHERE entry_id = ?",
@@ -422,8 +471,49 @@ class Desk:
         return ledger
 
     def _access(self) -> tuple[str | None, list[dict[str, Any]]]:
+        """The role and the applying rules the hub's head last gave the publisher; before
+        its first head, the role its scope gives and the typed defaults that apply to it
+        (the hub's own, shared/policy.py ``DEFAULT_RULES``)."""
         access = self.store.get_meta(self.access_key) or {}
-        return access.get("role", self.default_role), list(access.get("rules") or [])
+        role = access.get("role", self.default_role)
+        if self.role_cap is not None and policy.role_rank(role) > policy.role_rank(
+                self.role_cap):
+            role = self.role_cap
+        if "rules" in access:
+            return role, list(access.get("rules") or [])
+        actor = policy.Actor("", role, self.agent)
+        return role, [r.to_dict() for r in policy.effective_rules([])
+                      if policy.rule_applies(r, actor)]
+
+    def judge_txn(self, conn: Conn, results: dict[str, Entry | None]
+                  ) -> list[dict[str, Any]]:
+        """What of ``results`` (entry id -> what a resolution makes of it; None: deleted)
+        its publisher's sync would keep back: the same typed checks as every publication
+        (replica/engine/push.py ``Publisher.local_denial``: the role, the rules, a
+        guardrail weakened against the hub's version, a key taken over), with the
+        publisher's role and rules. Empty: it would all go out."""
+        role, rules = self._access()
+        access = {"role": role, "rules": rules}
+        guardrails: dict[str, Entry] | None = None
+
+        def synced_guardrails() -> dict[str, Entry]:
+            nonlocal guardrails
+            if guardrails is None:
+                guardrails = st.synced_guardrails_txn(conn)
+            return guardrails
+
+        out = []
+        for eid, made in results.items():
+            s = st.get_state_txn(conn, eid)
+            if made is None and live(s.synced) is None:
+                continue  # deleting what the hub does not have: nothing to publish
+            after = made if made is not None else tombstone(eid)
+            base = s.synced.version if s.synced is not None else None
+            hit = Publisher.local_denial(access, EntryState(eid, s.synced, after),
+                                         Op(after, base), synced_guardrails)
+            if hit is not None:
+                out.append(hit)
+        return out
 
     def _apply(self, ledger: Ledger, c0: Conflict, *, digest: str, how: str,
                merged: Entry | None, agent: str | None,
@@ -437,36 +527,19 @@ class Desk:
             if fresh != digest:
                 raise PacketStale(
                     f"the packet for {c.entry_id} changed since it was read (a new remote "
-                    f"version or a local edit); read {packet_id_of(fresh)} and resolve again",
+                    f"version or a local edit); {self.advice(packet_id_of(fresh))}",
                     {"packet_id": packet_id_of(fresh), "digest": fresh, "entry": c.entry_id})
             results = resolve_entries(c, how, merged)
-            weakening = guardrail_weakening(c, results[c.entry_id])
-            # judged as the hub will judge its publisher: the agent's own sync for a
-            # session's resolution, the device (no agent) for one made at the CLI, whose
-            # --agent is a label only
-            judged_as = agent if as_agent else None
-            if weakening:
-                role, rules = self._access()
-                rule = rule_denies(rules, role=role, user_id=self.principal.user_id,
-                                   agent=judged_as, entry_id=c.entry_id,
-                                   action=weakening)
-                if rule:
-                    raise PolicyDenied(
-                        "this resolution would weaken a guardrail (lower its severity or "
-                        "delete it) and the space rules do not let you change guardrails",
-                        {"denied": [{"id": c.entry_id, "action": weakening, "rule": rule}]})
-            for eid, made in results.items():  # keep_both's copy of a guardrail
-                if eid != c.entry_id and made is not None and policy.taken_key(made, None):
-                    role, rules = self._access()
-                    hit = key_takeover_denied(rules, role=role,
-                                              user_id=self.principal.user_id,
-                                              agent=judged_as,
-                                              entry=made,
-                                              holders=st.synced_guardrails_txn(conn))
-                    if hit is not None:
-                        raise PolicyDenied(
-                            f"this resolution would add a second text under a guardrail's "
-                            f"key: {hit['reason']}", {"denied": [hit]})
+            # judged before anything changes, as the hub will judge its publisher: the
+            # agent's own sync for a session's resolution (``as_agent``), the device for one
+            # made at the CLI, whose --agent is a label only
+            denied = self.judge_txn(conn, results)
+            if denied:
+                first = denied[0]
+                raise PolicyDenied(
+                    "this resolution would not be published, so nothing was changed: "
+                    f"{first.get('reason') or first.get('message')} (the packet's stakes "
+                    "say which side publishes)", {"denied": denied})
             for eid in results:
                 if eid != c.entry_id and st.get_state_txn(conn, eid).local is not None:
                     raise InvalidRequest(f"keep_both target {eid} already exists")

@@ -3,8 +3,12 @@
     call_tool(name, arguments)
       ├─ unknown tool, invalid arguments ──► {"error": {code, message, details}, "signals"}
       ├─ session.before_call(tool, client) (delegation check, provenance)  ── same form
-      └─ the tool ──► _result(): its dict + "signals", bounded to MAX_RESULT_CHARS, or the
-                      error form; ``isError`` set on every failure
+      └─ the tool ──► _result(): its dict + "signals", or the error form; ``isError`` set on
+                      every failure
+
+Every answer is sent once, as the text of the result (JSON), never again as structured
+content; it is bounded by ``MAX_RESULT_BYTES`` counted on the result as serialized for the
+wire (replica/mcp/bound.py): one that would be larger is refused (``too_large``), never cut.
 """
 
 from __future__ import annotations
@@ -17,24 +21,37 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent
 
-from shared.errors import InvalidRequest, LocalError, QuireError
+from replica.mcp.bound import MAX_RESULT_BYTES
+from shared.errors import InvalidRequest, QuireError, TooLarge
 
-MAX_RESULT_CHARS = 48 * 1024  # a tool result larger than this is refused, never cut silently
+
+def result_bytes(result: CallToolResult) -> int:
+    """The size of a tool result as the stdio transport sends it (UTF-8 JSON)."""
+    return len(result.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8"))
 
 
-def _bounded(doc: dict[str, Any]) -> str:
+def _answer(doc: dict[str, Any], error: bool) -> CallToolResult:
+    """The result carrying ``doc`` once, as text; ``too_large`` when it would pass the
+    bound."""
     text = json.dumps(doc, ensure_ascii=False, sort_keys=True)
-    if len(text) > MAX_RESULT_CHARS:
-        raise LocalError(f"result too large ({len(text)} characters); narrow the request "
-                         "(smaller limit, max_chars, or a page)")
-    return text
+    result = CallToolResult(content=[TextContent(type="text", text=text)], is_error=error)
+    size = result_bytes(result)
+    if size > MAX_RESULT_BYTES:
+        raise TooLarge(f"result too large ({size} bytes as sent, at most {MAX_RESULT_BYTES}); "
+                       "ask for less (a smaller limit)",
+                       {"bytes": size, "max_bytes": MAX_RESULT_BYTES})
+    return result
 
 
 def _error_result(session: Any, e: QuireError) -> CallToolResult:
     doc = {"error": {"code": e.code, "message": e.message, "details": e.details},
            "signals": session.signals()}
-    return CallToolResult(content=[TextContent(type="text", text=_bounded(doc))],
-                          structured_content=doc, is_error=True)
+    try:
+        return _answer(doc, True)
+    except TooLarge as big:  # an error whose details would not fit: without them
+        return _answer({"error": {"code": e.code, "message": e.message[:2000],
+                                  "details": {"omitted": big.message}},
+                        "signals": doc["signals"]}, True)
 
 
 def _result(session: Any, fn: Callable[[], dict[str, Any]]) -> CallToolResult:
@@ -48,13 +65,11 @@ def _result(session: Any, fn: Callable[[], dict[str, Any]]) -> CallToolResult:
                                 "details": {}}}, True
     doc["signals"] = session.signals()
     try:
-        text = _bounded(doc)
-    except QuireError as e:
-        doc = {"error": {"code": e.code, "message": e.message, "details": {}},
-               "signals": doc["signals"]}
-        text, error = _bounded(doc), True
-    return CallToolResult(content=[TextContent(type="text", text=text)],
-                          structured_content=doc, is_error=error)
+        return _answer(doc, error)
+    except TooLarge as e:
+        return _error_result(session, e) if not error else _answer(
+            {"error": {"code": doc["error"]["code"], "message": doc["error"]["message"][:2000],
+                       "details": {"omitted": e.message}}, "signals": doc["signals"]}, True)
 
 
 class QuireMCP(MCPServer):

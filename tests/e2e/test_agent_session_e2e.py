@@ -27,6 +27,7 @@ from tests.e2e.test_local_rules_e2e import hub_batches
 from tests.e2e.test_revocation_e2e import QUIRE, hub, q  # noqa: F401 (fixture)
 from tests.kit.host import REPO
 from tests.kit.hubproc import HubProcess
+from tests.kit.mcp_answer import answer
 
 
 def audit_events(home: Path, space_id: str) -> list[dict[str, Any]]:
@@ -38,7 +39,7 @@ def audit_events(home: Path, space_id: str) -> list[dict[str, Any]]:
 
 async def call(client: Client, name: str, args: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
     r = await client.call_tool(name, args)
-    return r.is_error, dict(r.structured_content or {})
+    return r.is_error, answer(r)
 
 
 def test_mcp_session_acts_as_its_agent(hub: HubProcess, tmp_path: Path) -> None:  # noqa: F811
@@ -63,10 +64,10 @@ def test_mcp_session_acts_as_its_agent(hub: HubProcess, tmp_path: Path) -> None:
             assert not err, st
             out["delegation"] = st["delegation"]
             assert st["delegation"]["agent"] == "bot" and st["delegation"]["scope"] == "write"
+            out["writes"] = {}
             for eid in ("skill/deploy", "page/notes"):
-                err, w = await call(client, "write", {"entry_id": eid, "title": eid,
-                                                      "body": "by the agent\n"})
-                assert not err, w
+                out["writes"][eid] = await call(client, "write", {
+                    "entry_id": eid, "title": eid, "body": "by the agent\n"})
             err, s = await call(client, "sync", {})
             assert not err, s
             out["sync"] = s
@@ -80,11 +81,13 @@ def test_mcp_session_acts_as_its_agent(hub: HubProcess, tmp_path: Path) -> None:
 
     out = asyncio.run(session())
     s = out["sync"]
-    # the agent's skill is refused by the agents rule (judged locally with the head the
-    # delegated token got; the hub would refuse it too), its page is published
-    assert [(d["id"], d["action"], d["rule"]) for d in s["policy_denied"]] == [
-        ("skill/deploy", "create", rule["id"])], s
-    assert s["pushed_changes"] == 1, s
+    # the agent's skill is refused at the write by the agents rule (judged locally with the
+    # head the delegated token got; the hub would refuse it too), its page is published
+    err, w = out["writes"]["skill/deploy"]
+    assert err and [(d["id"], d["action"], d["rule"]) for d in
+                    w["error"]["details"]["denied"]] == [("skill/deploy", "create", rule["id"])]
+    assert not out["writes"]["page/notes"][0], out["writes"]
+    assert s["policy_denied"] == [] and s["pushed_changes"] == 1, s
     batches = hub_batches(owner, space["id"])
     [agent_batch] = batches
     assert [op["entry"]["id"] for op in agent_batch["ops"]] == ["page/notes"]

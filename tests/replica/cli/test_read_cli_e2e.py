@@ -11,6 +11,7 @@ import pytest
 from shared.entry import make_entry
 from tests.kit.cli import qjson, quire
 from tests.kit.host import REPO
+from tests.kit.mcp_answer import answer
 
 pytestmark = pytest.mark.e2e
 
@@ -84,7 +85,7 @@ def test_mcp_search_and_read_at_the_hub_see_what_the_replica_has_not_pulled(team
                                ("read", {"entry_id": "page/kraken", "at_hub": True})):
                 tool = "read" if name == "read" else "search"
                 r = await client.call_tool(tool, args)
-                out[name] = (r.is_error, r.structured_content)
+                out[name] = (r.is_error, answer(r))
         return out
 
     out = asyncio.run(session())

@@ -60,7 +60,10 @@ def test_keep_both_of_a_keyed_guardrail_is_refused_to_an_editor(tmp_path: Path) 
         pkt = d.show(EID)
         with pytest.raises(PolicyDenied) as ex:
             d.resolve(EID, digest=pkt["digest"], how="keep_both")
-        [hit] = ex.value.details["denied"]
+        # judged as its publication: the kept version gains a link (a text change of the
+        # guardrail), and the moved copy takes the key
+        kept, hit = ex.value.details["denied"]
+        assert (kept["id"], kept["rule"]) == (EID, "default:guardrails-additive")
         assert (hit["action"], hit["of"], hit["rule"]) == (
             "update", EID, "default:guardrails-additive")
         assert hit["id"].startswith(EID + "-alt-")

@@ -8,6 +8,7 @@ import pytest
 
 from replica.conflicts.packets import (
     NOTICE,
+    PAGE_BYTES,
     build_packet,
     guardrail_weakening,
     packet_digest,
@@ -69,7 +70,7 @@ def test_200_kib_conflict_packet_is_under_40_kib_and_pages_reassemble_byte_for_b
                        ("merged", c.body_with_markers)):
         idx = next(i for i in page_index(c) if i["part"] == part)
         pages = [packet_page(c, n) for n in range(idx["first"], idx["first"] + idx["count"])]
-        assert all(len(pg["text"].encode()) <= 16 * 1024 for pg in pages)
+        assert all(len(pg["text"].encode()) <= PAGE_BYTES for pg in pages)
         assert "".join(pg["text"] for pg in pages).encode() == text.encode()
         assert pages[0]["part_size"] == len(text.encode())
 

@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from replica.mcp.calls import MAX_RESULT_CHARS
+from replica.mcp.bound import MAX_RESULT_BYTES
+from tests.kit.mcp_answer import answer, sent_bytes
 from tests.replica.conflicts.test_e2e import GUARD, SCENE, _mcp, scene_of, sync  # noqa: F401
 
 pytestmark = pytest.mark.e2e
@@ -31,10 +32,9 @@ pytestmark = pytest.mark.e2e
 async def call(client: Client, log: list[str], name: str, args: dict[str, Any]
                ) -> tuple[bool, dict[str, Any]]:
     r = await client.call_tool(name, args)
-    text = r.content[0].text if r.content else ""
-    assert len(text) <= MAX_RESULT_CHARS, (name, len(text))  # never over the cap
+    assert sent_bytes(r) <= MAX_RESULT_BYTES, (name, sent_bytes(r))  # never over the cap
     log.append(name)
-    return r.is_error, dict(r.structured_content or {})
+    return r.is_error, answer(r)
 
 
 def test_agent_resolves_a_body_conflict_in_three_calls(scene_of) -> None:  # noqa: F811

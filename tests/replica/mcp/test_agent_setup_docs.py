@@ -23,6 +23,7 @@ from mcp.client.stdio import StdioServerParameters
 from tests.e2e.test_revocation_e2e import QUIRE, hub, q  # noqa: F401 (fixture)
 from tests.kit.host import REPO
 from tests.kit.hubproc import HubProcess
+from tests.kit.mcp_answer import answer
 
 DOC = (REPO / "docs" / "agents.md").read_text(encoding="utf-8")
 
@@ -55,8 +56,8 @@ async def status_and_bundle(home: Path, args: list[str]) -> tuple[dict[str, Any]
         wm = await client.call_tool("bootstrap_world_model", {"space": "team"})
         bad = await client.call_tool("bootstrap_world_model", {"space": "nope"})
         intro = await client.read_resource("quire://world-model/intro")
-    return (dict(st.structured_content or {}), dict(wm.structured_content or {}),
-            {"is_error": bad.is_error, **dict(bad.structured_content or {})},
+    return (answer(st), answer(wm),
+            {"is_error": bad.is_error, **answer(bad)},
             {"intro": intro.contents[0].text})
 
 

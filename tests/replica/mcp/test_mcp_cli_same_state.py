@@ -19,6 +19,7 @@ from mcp.client.stdio import StdioServerParameters
 from shared.entry import Entry
 from tests.kit.cli import QUIRE, CliMember, CliTeam, qjson, quire
 from tests.kit.host import REPO
+from tests.kit.mcp_answer import answer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -36,7 +37,7 @@ async def _tool(m: CliMember, name: str) -> dict[str, Any]:
     async with Client(params) as client:
         r = await client.call_tool(name, {})
         assert not r.is_error, r
-        return r.structured_content or json.loads(r.content[0].text)
+        return answer(r)
 
 
 def mcp(m: CliMember, name: str) -> dict[str, Any]:

@@ -8,7 +8,6 @@ and a deleted page answered ``"state": "ok", "outbox": 0`` until the next sync."
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import uuid
 from pathlib import Path
@@ -21,6 +20,7 @@ from mcp.client.stdio import StdioServerParameters
 from shared.entry import make_entry
 from tests.kit.cli import QUIRE, CliMember, CliTeam, qjson
 from tests.kit.host import REPO
+from tests.kit.mcp_answer import answer
 from tests.kit.watcher import DEADLINE, WatchProc, wait_for
 from tests.replica.watch.test_watch_e2e import HubHandle
 
@@ -58,7 +58,7 @@ def _mcp_status(m: CliMember) -> dict[str, Any]:
         async with Client(params) as client:
             r = await client.call_tool("status", {})
             assert not r.is_error, r
-            return r.structured_content or json.loads(r.content[0].text)
+            return answer(r)
     return asyncio.run(call())
 
 

@@ -117,6 +117,8 @@ class SpaceSyncer:
                     rep.journal = scope
                     rep.confirm_deletes = confirm_deletes  # the watcher's own: never
                     report = rep.sync()
+                    # its caller prints what it pulled and pushed: the watcher does not
+                    self._told_n = self._last_n(store)
                 except QuireError as e:
                     service.write_status(space, report=None, error=e, role=rep.role)
                     raise

@@ -218,3 +218,62 @@ def test_units_use_the_quire_the_documented_install_creates() -> None:
     watch = (UNITS / "user" / "quire-watch@.service").read_text()
     assert "ExecStart=%h/.local/bin/quire watch %i" in watch
     assert "pipx install" in ops  # puts quire in ~/.local/bin
+
+
+def test_the_nginx_site_on_debians_stock_configuration(
+        hub_behind: tuple[HubProcess, int, str], tmp_path: Path) -> None:
+    """Debian's own /etc/nginx (nginx.conf, conf.d, sites-enabled/default) with the shipped
+    site added as docs/operations.md says: the hub answers its public name, although the
+    stock default site stays enabled. Before (0506cf5) the site claimed `server_name _`,
+    which the stock default server shadows: `nginx -t` passed and every request got the
+    default site's 404."""
+    if shutil.which("nginx") is None or not Path("/etc/nginx/nginx.conf").exists():
+        unavailable("Debian's nginx is not installed (apt-get install nginx)")
+    hub, proxy_port, _code = hub_behind
+    etc = tmp_path / "etc-nginx"
+    shutil.copytree("/etc/nginx", etc, symlinks=False)
+    for conf in [etc / "nginx.conf", *etc.glob("sites-enabled/*"), *etc.glob("conf.d/*")]:
+        text = conf.read_text().replace("/etc/nginx", str(etc))
+        text = text.replace("listen 80 default_server;", f"listen 127.0.0.1:{proxy_port} "
+                                                         "default_server;")
+        text = text.replace("listen [::]:80 default_server;", "")
+        text = re.sub(r"^user .*;$", "", text, flags=re.M)
+        text = re.sub(r"^pid .*;$", f"pid {tmp_path}/nginx.pid;", text, flags=re.M)
+        text = re.sub(r"(access|error)_log [^;]+;", rf"\1_log {tmp_path}/\1.log;", text)
+        conf.write_text(text)
+    (etc / "quire-upstreams.conf").write_text(f"server 127.0.0.1:{hub.port};\n")
+    site = (DEPLOY / "nginx" / "quire.conf").read_text()
+    assert "server_name quire.example.com;" in site
+    site = site.replace("listen 80;", f"listen 127.0.0.1:{proxy_port};").replace(
+        "/etc/nginx", str(etc))  # the documented copy: conf.d/quire.conf
+    (etc / "conf.d" / "quire.conf").write_text(site)
+    for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
+        (tmp_path / sub).mkdir()
+    main = etc / "nginx.conf"
+    main.write_text(main.read_text().replace("http {", "http {\n"
+        + "".join(f"    {k}_temp_path {tmp_path}/{v};\n" for k, v in (
+            ("client_body", "body"), ("proxy", "proxy"), ("fastcgi", "fastcgi"),
+            ("uwsgi", "uwsgi"), ("scgi", "scgi"))), 1))
+    log = tmp_path / "nginx.out"
+    with open(log, "wb") as f:
+        proc = subprocess.Popen(["nginx", "-c", str(main), "-p", str(tmp_path), "-e",
+                                 str(tmp_path / "error.log"), "-g", "daemon off;"],
+                                stdout=f, stderr=subprocess.STDOUT)
+    try:
+        url = f"http://127.0.0.1:{proxy_port}/healthz"
+        deadline = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, log.read_text() + (tmp_path / "error.log").read_text()
+            try:
+                if httpx2.get(url, timeout=2).status_code in (200, 404):
+                    break
+            except httpx2.HTTPError:
+                pass
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        named = httpx2.get(url, headers={"Host": "quire.example.com"}, timeout=10)
+        assert named.status_code == 200, named.text
+        other = httpx2.get(url, headers={"Host": "203.0.113.9"}, timeout=10)
+        assert other.status_code == 404  # the stock default site, as the doc warns
+    finally:
+        _stop(proc)

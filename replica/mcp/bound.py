@@ -111,6 +111,20 @@ def fit_packet(show: Callable[[int, bool], dict[str, Any]]) -> tuple[dict[str, A
                    {"max_bytes": PACKET_BUDGET, "fields": len(pkt.get("fields") or [])})
 
 
+def fit_rows(rows: list[dict[str, Any]], budget: int = ANSWER_BUDGET - 1024
+             ) -> list[dict[str, Any]]:
+    """The longest prefix of ``rows`` that fits ``budget`` as sent (at least one row: a
+    single row is bounded by what it lists)."""
+    out: list[dict[str, Any]] = []
+    used = 0
+    for row in rows:
+        used += answer_cost(row) + 1
+        if out and used > budget:
+            break
+        out.append(row)
+    return out
+
+
 def check_offset(offset: int, max_chars: int) -> None:
     if offset < 0 or not 1 <= max_chars <= 32 * 1024:
         raise InvalidRequest("offset >= 0 and max_chars from 1 to 32768")

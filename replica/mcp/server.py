@@ -161,9 +161,15 @@ def build_server(session: Session) -> MCPServer:
     @mcp.tool(annotations=READS,
               description="Open conflict packets: entries two members changed in ways that "
                           "could not be merged. Each has a packet_id, the kind of conflict, the "
-                          "conflicting fields and who holds a claim on it, if anyone.")
-    def conflicts_list() -> CallToolResult:
-        return _result(session, session.conflicts_list)
+                          "conflicting fields and who holds a claim on it, if anyone. At most "
+                          "limit packets per answer (fewer when more would not fit it): while "
+                          "next_offset is set, list again with offset=next_offset.")
+    def conflicts_list(
+            offset: Annotated[int, Field(ge=0, description="next_offset of the previous "
+                                         "answer")] = 0,
+            limit: Annotated[int, Field(ge=1, le=50, description="at most this many "
+                                        "packets")] = 20) -> CallToolResult:
+        return _result(session, lambda: session.conflicts_list(offset, limit))
 
     @mcp.tool(annotations=READS, description=(
         "Read a conflict packet: base, ours (this replica), theirs (the hub) with authors, "

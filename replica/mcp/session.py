@@ -53,7 +53,7 @@ from replica.conflicts.desk import (
 from replica.conflicts.packets import DEFAULT_TTL_S
 from replica.engine.agent_push import access_key
 from replica.machine.home import Home, SpaceConfig
-from replica.mcp.bound import check_offset, entry_answer, fit_packet
+from replica.mcp.bound import check_offset, entry_answer, fit_packet, fit_rows
 from replica.store import overlay
 from replica.store import store as st
 from replica.store.overlay import AgentChange
@@ -459,10 +459,15 @@ class Session:
                            overlay={eid: c.entry for eid, c in
                                     changes(mine, self.agent).items()})
 
-    def conflicts_list(self) -> dict[str, Any]:
+    def conflicts_list(self, offset: int = 0, limit: int = 20) -> dict[str, Any]:
+        """Open packets from ``offset``: at most ``limit``, and no more than fit the answer
+        (replica/mcp/bound.py ``fit_rows``); ``next_offset`` while more follow."""
         with self.desk() as desk:
             rows = desk.list_packets()
-        return {"packets": rows[:50], "total": len(rows)}
+        page = fit_rows(rows[offset:offset + limit])
+        end = offset + len(page)
+        return {"packets": page, "total": len(rows), "offset": offset,
+                "next_offset": end if end < len(rows) else None}
 
     def _packet(self, desk: Desk, packet: str, page: int | None = None) -> dict[str, Any]:
         """The packet within one MCP answer (replica/mcp/bound.py ``fit_packet``: bodies

@@ -78,6 +78,8 @@ def test_guardrail_stakes_resolutions_writes_and_the_small_items(
             out["tools"] = {t.name: t.annotations for t in (await client.list_tools()).tools}
             r = await client.call_tool("status", {})
             out["once"] = (r.structured_content, len(r.content))
+            out["pages"] = [(await call(client, "conflicts_list", {"limit": 1, "offset": o}))[1]
+                            for o in (0, 1)]
             err, got = await call(client, "conflict_claim", {"packet": GUARD})
             assert not err, got
             pkt, token = got["packet"], got["claim"]["token"]
@@ -158,6 +160,9 @@ def test_guardrail_stakes_resolutions_writes_and_the_small_items(
     assert not e3 and any(g["key"] == "prod" and g["severity"] == "block"
                           for g in fine["guardrails"])
     assert ro["roles"] == ("viewer", "viewer", "viewer"), ro
+    first, second = out["pages"]  # conflicts_list pages too
+    assert (len(first["packets"]), first["next_offset"], first["total"]) == (1, 1, 2)
+    assert (len(second["packets"]), second["next_offset"]) == (1, None)
     assert out["once"] == (None, 1)  # one copy of the answer, as text
     assert out["version"] == version("quire")
     for name, hints in out["tools"].items():

@@ -54,7 +54,8 @@ def _refusal(vault: Path, store: Any) -> VaultMissing | None:
         return VaultMissing(
             f"the vault {vault} holds none of the space's {len(recorded)} recorded pages and no"
             f" {PRESENCE_FILE}: if the folder was moved or its disk is not mounted, put it"
-            f" back; to delete every page of the space, create {marker} and sync again",
+            f" back; if it is lost, write it again from the store (quire vault rebuild);"
+            f" to delete every page of the space, create {marker} and sync again",
             {"vault": str(vault), "recorded": len(recorded), "presence_file": marker})
     return None
 

@@ -138,7 +138,6 @@ _SECRET_NAME = re.compile(
     r"(?i)secret|token|passw|pwd|api[_-]?key|apikey|access[_-]?key|private[_-]?key|auth|"
     r"credential|session|cookie|bearer|signing|openai|anthropic|claude|mistral|groq|cohere|"
     r"gemini|huggingface|hf_|aws|azure|gcp|github|gitlab|slack|discord|stripe|dsn")
-_KEY_NAME = re.compile(r"(?i)(?:^|[_.-])key$")  # a key of what: judged as prose is
 MAX_FINDINGS = 200  # a text's, at most
 MIN_TOKEN = 24  # a key's length at least (RFC 6749's 22-character examples are not)
 SECRET_NAME_LIMIT = 3.5  # bits per character over a secret-named value (hex tops at 4.0)

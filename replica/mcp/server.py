@@ -272,7 +272,20 @@ def serve(space: str | None = None, agent: str | None = None, *, write: bool = F
     """Run the server on stdin/stdout until the client closes it. The session acts as its
     agent under its own delegation (replica/app/agent_grant.py); without an agent name, or
     with a space it cannot fix, it never starts (``AgentRequired``, a usage error)."""
+    import os
+    import signal
+
     session = Session(space, agent, write=write, ttl_s=ttl_s, model=model)
+
+    def stop(signum: int, frame: Any) -> None:
+        # a host's SIGTERM ends the session as a closed input does; the stdio reader thread
+        # would keep a normal exit waiting on stdin, so the process leaves at once after
+        try:
+            session.close()
+        finally:
+            os._exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
     try:
         build_server(session).run("stdio")
     finally:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
 from typing import Any
 
 import pytest
@@ -32,60 +31,14 @@ from replica.mcp import bound
 from replica.mcp.bound import MAX_RESULT_BYTES
 from replica.mcp.session import Session
 from shared.errors import TooLarge
-from tests.kit.cli import CliTeam
+from tests.kit.cli import CliMember, CliTeam
 from tests.kit.mcp_answer import answer, sent_bytes
-from tests.replica.conflicts.conftest import entry
-from tests.replica.conflicts.test_e2e import _mcp, sync
+from tests.replica.conflicts.test_e2e import _mcp
+from tests.replica.mcp.scene import CJK, HUGE, META, SIDES, WIDE
 
 pytestmark = pytest.mark.e2e
 
-META = "page/meta"  # 16 KB bodies, three 5,000-character meta fields per side
-HUGE = "page/huge"  # 300 KB bodies
-CJK = "page/cjk"  # a body of CJK characters, 3 bytes each in UTF-8
-WIDE = "page/wide"  # 256 links and a meta near its 16 KiB limit: the fields alone are large
-
-
-def body(who: str, size: int) -> str:
-    """``size`` characters of text that is costly to escape: quotes, backslashes, tabs,
-    newlines, accents and CJK."""
-    line = f'{who}: "quoted" \\ back\tslash, café ✓ 漢字 and words to fill the line\n'
-    return (line * (size // len(line) + 1))[:size]
-
-
-def meta(who: str) -> dict[str, Any]:
-    return {f"field{k}": (f'{who} {k} "q"\n' + "m" * 5000)[:5000] for k in range(3)}
-
-
-def huge(who: str) -> str:
-    """300 KB that the three sides share but for their first line: one conflict region,
-    so the merged body is 300 KB too."""
-    return f"{who} changed the first line\n" + "".join(
-        f"line {i}: the runbook says – café ✓ and more words\n" for i in range(5400))
-
-
-SIDES = {  # entry -> (base, alice's, bob's): (body, meta)
-    META: [(body(w, 16_000), meta(w)) for w in ("base", "alice", "bob")],
-    HUGE: [(huge(w), {}) for w in ("base", "alice", "bob")],
-}
-
-
-def make_scene(team: CliTeam) -> Any:
-    alice, bob = team.members("alice", "bob")
-    for eid, sides in SIDES.items():
-        alice.write(entry(eid, sides[0][0], meta=sides[0][1]))
-    alice.write(entry(CJK, "漢字仮名交じり文。" * 6000))
-    alice.write(entry(WIDE, "short", tags=[f"t{i}" for i in range(64)],
-                      links=[f"page/{'l' * 150}-{i}" for i in range(256)],
-                      meta={"blob": "x" * 16_000}))
-    sync(alice)
-    sync(bob)
-    for eid, sides in SIDES.items():
-        bob.write(entry(eid, sides[2][0], meta=sides[2][1]))
-    sync(bob)
-    for eid, sides in SIDES.items():
-        alice.write(entry(eid, sides[1][0], meta=sides[1][1]))
-    assert sorted(sync(alice)["sync"]["held"]) == sorted(SIDES)
-    return alice, bob
+PAGED = (META, HUGE)  # the packets read here (the scene holds more)
 
 
 def sha(text: str) -> str:
@@ -134,19 +87,18 @@ async def read_entry(client: Client, sizes: list[int], eid: str) -> dict[str, An
 
 
 def test_every_packet_and_entry_is_read_completely_in_pages_within_the_bound(
-        hub, owner, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    team = CliTeam(hub, owner, tmp_path, f"paging{os.getpid() % 10000}")
-    alice, _bob = make_scene(team)
+        held_scene: tuple[CliTeam, CliMember]) -> None:
+    _team, alice = held_scene
     sizes: list[int] = []
 
     async def session() -> dict[str, Any]:
         out: dict[str, Any] = {}
         async with Client(_mcp(alice, "pager")) as client:
-            for eid in SIDES:
+            for eid in PAGED:
                 out[eid] = await read_packet(client, sizes, eid)
             for eid in (CJK, WIDE):
                 out[eid] = await read_entry(client, sizes, eid)
-            for eid in SIDES:  # give the leases back: every one was answered
+            for eid in PAGED:  # give the leases back: every one was answered
                 await call(client, sizes, "conflict_release", {
                     "packet": eid, "claim_token": out[eid]["claim"]["token"]})
             out["list"] = await call(client, sizes, "conflicts_list", {})
@@ -155,8 +107,8 @@ def test_every_packet_and_entry_is_read_completely_in_pages_within_the_bound(
     out = asyncio.run(session())
     assert max(sizes) <= MAX_RESULT_BYTES, max(sizes)
 
-    for eid, sides in SIDES.items():
-        pkt, parts = out[eid]["packet"], out[eid]["parts"]
+    for eid in PAGED:
+        sides, pkt, parts = SIDES[eid], out[eid]["packet"], out[eid]["parts"]
         for side, (text, m) in zip(("base", "ours", "theirs"), sides, strict=True):
             assert sha(parts[side]) == sha(text) == pkt[side]["body"]["sha256"], (eid, side)
             fields = (json.loads(parts[side + "_fields"]) if pkt["fields_paged"] else

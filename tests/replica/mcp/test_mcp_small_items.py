@@ -1,6 +1,6 @@
 """Issue 28, Deliver items 4 and 8, as an agent host meets them: ``quire mcp`` driven over
 stdio by the official MCP client against a real hub process, on a replica that holds a
-guardrail packet and a page packet.
+guardrail packet, a page packet and others (tests/replica/mcp/scene.py).
 
 What each test prevents (the hole it showed on 0506cf5):
 
@@ -24,42 +24,18 @@ What each test prevents (the hole it showed on 0506cf5):
 from __future__ import annotations
 
 import asyncio
-import os
 from importlib.metadata import version
 from typing import Any
 
 import pytest
 from mcp import Client
 
-from tests.kit.cli import CliTeam
+from tests.kit.cli import CliMember, CliTeam
 from tests.kit.mcp_answer import answer
-from tests.replica.conflicts.conftest import entry
-from tests.replica.conflicts.test_e2e import _mcp, sync
+from tests.replica.conflicts.test_e2e import _mcp
+from tests.replica.mcp.scene import GUARD, PAGE
 
 pytestmark = pytest.mark.e2e
-
-GUARD = "guardrail/no-force-push"
-PAGE = "page/deploy"
-
-
-def scene(team: CliTeam) -> Any:
-    """alice holds two packets: the page (two edits of one line) and the guardrail, whose
-    severity bob (an admin) raised to block with a new text (published) while alice lowered
-    it to info and edited the same line."""
-    alice, bob = team.member("alice"), team.member("bob", role="admin")
-    alice.write(entry(PAGE, "step one\n"))
-    alice.write(entry(GUARD, "Never force-push main.\n", meta={"severity": "warn"}))
-    sync(alice)
-    sync(bob)
-    bob.write(entry(PAGE, "step one (bob)\n"))
-    bob.write(entry(GUARD, "Never force-push main or release/*.\n",
-                    meta={"severity": "block"}))
-    sync(bob)
-    alice.write(entry(PAGE, "step one (alice)\n"))
-    alice.write(entry(GUARD, "Avoid force-pushing main.\n", meta={"severity": "info"}))
-    assert sorted(sync(alice)["sync"]["held"]) == [GUARD, PAGE]
-    return alice
-
 
 async def call(client: Client, name: str, args: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
     r = await client.call_tool(name, args)
@@ -67,9 +43,8 @@ async def call(client: Client, name: str, args: dict[str, Any]) -> tuple[bool, d
 
 
 def test_guardrail_stakes_resolutions_writes_and_the_small_items(
-        hub, owner, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    team = CliTeam(hub, owner, tmp_path, f"small{os.getpid() % 10000}")
-    alice = scene(team)
+        held_scene: tuple[CliTeam, CliMember]) -> None:
+    team, alice = held_scene
 
     async def writer() -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -78,8 +53,11 @@ def test_guardrail_stakes_resolutions_writes_and_the_small_items(
             out["tools"] = {t.name: t.annotations for t in (await client.list_tools()).tools}
             r = await client.call_tool("status", {})
             out["once"] = (r.structured_content, len(r.content))
-            out["pages"] = [(await call(client, "conflicts_list", {"limit": 1, "offset": o}))[1]
-                            for o in (0, 1)]
+            out["pages"], offset = [], 0
+            while offset is not None:  # conflicts_list in pages of one
+                page = (await call(client, "conflicts_list", {"limit": 1, "offset": offset}))[1]
+                out["pages"].append(page)
+                offset = page["next_offset"]
             err, got = await call(client, "conflict_claim", {"packet": GUARD})
             assert not err, got
             pkt, token = got["packet"], got["claim"]["token"]
@@ -103,7 +81,7 @@ def test_guardrail_stakes_resolutions_writes_and_the_small_items(
             out["after_lower"] = st
             # a stale digest: the advice names a call that works
             err, lst = await call(client, "conflicts_list", {})
-            pid = lst["packets"][0]["packet_id"]
+            pid = next(p["packet_id"] for p in lst["packets"] if p["entry"] == PAGE)
             out["stale"] = await call(client, "conflict_resolve", {
                 "packet": pid, "digest": "0" * 64, "resolution": "ours"})
             details = out["stale"][1]["error"]["details"]
@@ -160,9 +138,9 @@ def test_guardrail_stakes_resolutions_writes_and_the_small_items(
     assert not e3 and any(g["key"] == "prod" and g["severity"] == "block"
                           for g in fine["guardrails"])
     assert ro["roles"] == ("viewer", "viewer", "viewer"), ro
-    first, second = out["pages"]  # conflicts_list pages too
-    assert (len(first["packets"]), first["next_offset"], first["total"]) == (1, 1, 2)
-    assert (len(second["packets"]), second["next_offset"]) == (1, None)
+    pages = out["pages"]  # conflicts_list pages too: one packet each, all of them once
+    assert len(pages) == pages[0]["total"] >= 2 and pages[0]["next_offset"] == 1
+    assert len({p["packets"][0]["entry"] for p in pages}) == len(pages)
     assert out["once"] == (None, 1)  # one copy of the answer, as text
     assert out["version"] == version("quire")
     for name, hints in out["tools"].items():

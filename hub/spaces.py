@@ -78,13 +78,16 @@ def create_invite_txn(conn: Any, *, space_id: str | None, role: str, ttl: int, n
     code = new_secret(INVITE_PREFIX)
     invite_id = new_id(now)
     expires = now + ttl * 1000
+    # the space row first: the invite's row names it (a KEY SHARE lock on PostgreSQL), and
+    # locking it FOR UPDATE after that deadlocks with another join or invite doing the same
+    space = None if space_id is None else get_space_txn(conn, space_id, lock=True)
     insert_invite_txn(conn, id=invite_id, code_hash=secret_hash(code), space_id=space_id,
                       role=role, created_by=created_by, created_at=now, expires_at=expires)
     details = {"invite": invite_id, "role": role, "expires_at": expires}
     if space_id is None:
         audit.record_hub_txn(conn, at=now, action="invite.create", actor=actor, details=details)
     else:
-        space = get_space_txn(conn, space_id, lock=True)
+        assert space is not None  # the caller found it (space_access_txn)
         audit.record_space_txn(conn, space, at=now, action="invite.create", actor=actor,
                                details=details)
     return {"id": invite_id, "code": code, "expires_at": expires, "role": role,
@@ -207,7 +210,8 @@ def redeem(store: Store, key: HubKey, settings: Settings, body: dict[str, Any],
             raise Forbidden("this invite expired; ask an admin for a new one",
                             {"reason": "invite_expired", "expired_at": inv.expires_at})
         if inv.space_id is not None:
-            target = get_space_txn(conn, inv.space_id)
+            # locked before the member row that names it is written (create_invite_txn)
+            target = get_space_txn(conn, inv.space_id, lock=True)
             if target is not None and target.deleted_at is not None:
                 raise_deleted_txn(conn, target)  # the invite stays unused
         if inv.space_id is not None and inv.space_id in held:

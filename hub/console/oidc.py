@@ -15,6 +15,7 @@
                  id, ``exp``/``iat``, ``nonce`` = the one kept for this browser
               4. ``email_verified`` is true and an active user has this email (set by the
                  hub operator: ``quire hub email``, stored lower-case)
+              5. the account has sign-ins left (``device_codes_per_min``, per account)
               then a console session like the device path's (sessions.start_signed_in);
               any failure raises ``Refused`` and creates nothing
 
@@ -208,6 +209,12 @@ async def finish(hub: Any, app_state: Any, flow: str | None, params: Any) -> str
         raise Refused("no_code", "the provider sent no authorization code; start again")
     claims = await _verified_claims(hub, app_state, kept, code)
     user_id, email = await run_in_threadpool(_member, hub, claims)
+    # every sign-in makes a session and a browser device: limited per account too (the
+    # start is limited per address), in the device-login bucket, keyed by the user
+    ok, _wait = await run_in_threadpool(hub.login_limiter.allow, f"user:{user_id}")
+    if not ok:
+        raise Refused("rate_limited", "too many sign-ins for this account; wait a minute "
+                                      "and retry")
     via = {"via": "oidc", "issuer": hub.settings.oidc_issuer, "email": email}
     return await run_in_threadpool(sessions.start_signed_in, hub.store, user_id, hub.now(),
                                    hub.settings.console_session_ttl, via)

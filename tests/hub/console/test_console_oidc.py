@@ -217,3 +217,21 @@ def test_sign_ins_that_do_not_check_out_are_refused_and_create_nothing(
             prov.claims, prov.signing_key = {}, prov.key
         refused(r, str(claims), b)
         assert "did not check out" in r.text
+
+
+def test_sign_ins_are_limited_per_account_from_any_address(hub: dict[str, Any]) -> None:
+    """Each sign-in makes a session and a browser device of the account: past the limit,
+    one account is refused from every address (before, only per address: a new address,
+    a new device). Addresses on the loopback range, in-process: no traffic anywhere."""
+    from starlette.testclient import TestClient
+
+    limit = hub["settings"].device_codes_per_min
+    devices = _count(hub, "devices")
+    ok = []
+    for i in range(limit + 2):
+        b = TestClient(hub["app"], base_url=hub["settings"].url.rstrip("/"),
+                       client=(f"127.0.1.{i + 1}", 50000))
+        r = _callback(b, _to_provider(b, hub, ADA))
+        ok.append(r.status_code == 200 and _signed_in(b))
+    assert ok == [True] * limit + [False, False], ok
+    assert _count(hub, "devices") == devices + limit  # a refused sign-in makes no device

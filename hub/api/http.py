@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from hub import logs
@@ -156,11 +156,16 @@ async def read_json(request: Request, limit: int, *, allowed: set[str] | None = 
             raise InvalidRequest("bad Content-Length") from e
     chunks = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise TooLarge(f"body larger than {limit} bytes", {"limit": limit})
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise TooLarge(f"body larger than {limit} bytes", {"limit": limit})
+            chunks.append(chunk)
+    except ClientDisconnect:
+        # the client went away mid-body (killed, cut off): a request that never arrived
+        # whole, not an error of the hub's
+        raise InvalidRequest("the body ended early: the client went away") from None
     raw = b"".join(chunks)
     if not raw:
         raise InvalidRequest("a JSON object body is required")

@@ -611,6 +611,9 @@ def build_parser() -> argparse.ArgumentParser:
     from replica.cli.repin import add_parser as add_repin_parser
 
     add_repin_parser(sub, common)
+    from replica.cli.accept_restore import add_parser as add_accept_restore_parser
+
+    add_accept_restore_parser(sub, common)
     return p
 
 
@@ -620,9 +623,6 @@ _TOKEN = re.compile(r"-[A-Za-z0-9_-]{31}")  # a claim token that starts with '-'
 def glue_tokens(argv: list[str]) -> list[str]:
     """``--claim TOKEN`` for a token that starts with ``-`` (minted before tokens stopped
     doing so: replica/conflicts/desk.py ``new_claim_token``), which argparse would read as
-    from replica.cli.accept_restore import add_parser as add_accept_restore_parser
-
-    add_accept_restore_parser(sub, common)
     an option: joined into ``--claim=TOKEN``, the form docs/cli.md shows."""
     out: list[str] = []
     i = 0

@@ -1,4 +1,4 @@
-"""Screening benchmark (docs/security.md, "Screening"; decision D126): what content
+"""Screening benchmark (docs/security.md, "Screening"; decision D121): what content
 screening catches, what it wrongly refuses, and what it costs.
 
     secret_cases()   corpus 1: fake but format-valid secrets of the major providers (made

@@ -9,7 +9,7 @@
     is not an address stops the walk at the last trusted hop. Every other proxy header is
     ignored: a proxy overwrites the header it sets, but passes the others on as the client
     sent them (nginx set X-Forwarded-For and passed a client's Forwarded, which this module
-    preferred, so any client picked its own address: docs/decisions.md, D119).
+    preferred, so any client picked its own address: docs/decisions.md, D117).
 
 ``quire hub serve`` runs uvicorn with ``proxy_headers=False``, so ``request.client`` is
 always the TCP peer and this module is the one place headers are read (uvicorn's default

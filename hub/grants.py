@@ -12,7 +12,7 @@
   machine, with a proof by the key it registered). Codes are single use and expire.
   The requester picks the name, so a name that reads like one of the approver's active
   devices (``name_skeleton``: case, width, look-alike letters, punctuation) is given a
-  distinct one, ``<name> (2)``, … (device-approval phishing, docs/decisions.md D120);
+  distinct one, ``<name> (2)``, … (device-approval phishing, docs/decisions.md D118);
   names with control or invisible characters are refused.
 
 Refresh credentials are 256-bit random secrets stored as SHA-256 (see hub/access.py).

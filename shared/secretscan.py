@@ -1,4 +1,4 @@
-"""Finding secrets in text (docs/security.md, "Screening"; decision D126): the providers' key
+"""Finding secrets in text (docs/security.md, "Screening"; decision D121): the providers' key
 formats, secrets written in prose, and the disguises a paste carries, without refusing
 documentation's placeholders and examples.
 

@@ -1,5 +1,5 @@
 """Screening against what people paste and what documentation shows (docs/security.md,
-Screening; decision D126), on the two corpora of bench/screening.py:
+Screening; decision D121), on the two corpora of bench/screening.py:
 
 - every placement kind of corpus 1 (fake, format-valid keys of the major providers in
   prose, configs, code, headers, tables, front matter, titles, provenance; cut over lines
@@ -9,7 +9,7 @@ Screening; decision D126), on the two corpora of bench/screening.py:
 - documentation examples and placeholders are not refused, nor a spread slice of this
   machine's manuals (the whole of corpus 2 is ``make bench-screening``).
 
-On 0506cf5 (before D126) 70 of corpus 1's 137 secrets went through, in 19 of its 24
+On 0506cf5 (before D121) 70 of corpus 1's 137 secrets went through, in 19 of its 24
 placement kinds, and 380 of 10,000 documentation pages were refused.
 """
 

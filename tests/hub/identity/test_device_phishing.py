@@ -7,7 +7,7 @@ Attack (issue 29): ``POST /v1/device/approve`` approved at once; nothing showed 
 machine became a full device of the victim called exactly like the victim's laptop. Now
 ``POST /v1/device/preview`` shows the request (name as requested, the name it will get,
 address, time, code) and a name that reads like one of the approver's active devices is
-given a distinct one at approval (docs/decisions.md, D120)."""
+given a distinct one at approval (docs/decisions.md, D118)."""
 
 from __future__ import annotations
 

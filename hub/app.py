@@ -180,7 +180,7 @@ class Hub:
             try:
                 fn(kind, data)
             except Exception:  # a listener must never break a publication
-                log.exception("event listener failed")
+                logs.failure(log, "event_listener_failed", kind=kind)
 
 
 def create_app(settings: Settings, *, store: Store | None = None, key: HubKey | None = None,

@@ -114,7 +114,7 @@ class Refusals:
         except Exception as e:
             reason = outage(e)
             if reason is None:
-                log.exception("refused attempts could not be written to the audit log; kept")
+                logs.failure(log, "refusals_unwritten", why="kept for the next flush")
             else:  # the database is down: an expected state, not a bug (no traceback)
                 logs.event(log, "refusals_kept", logging.WARNING, error=reason,
                            why="database unavailable; written at the next flush")

@@ -195,7 +195,8 @@ class Store:
             except (OperationalError, DBAPIError) as exc:
                 if attempt + 1 >= attempts or not _retryable(exc):
                     raise
-                log.info("retrying transaction after %s", type(exc).__name__)
+                log.info("txn_retry", extra={"quire": {"error": type(exc).__name__,
+                                                       "attempt": attempt + 1}})
                 time.sleep(delay * (1 + random.random()))
                 delay = min(delay * 2, 0.5)
         raise AssertionError("unreachable")

@@ -29,6 +29,7 @@ responses in one handler and the replica maps responses back to the same classes
         │   └── SpaceAmbiguous      space_ambiguous    -     no    several match: name it by id
         ├── LockHeld                lock_held          -     no    another sync or watcher runs
         ├── VaultMissing            vault_missing      -     no    the vault folder is gone
+        ├── IgnoreFileInvalid       ignore_file_invalid  -   no    .quireignore cannot be read
         ├── HubUnverified           hub_unverified     -     no    what the hub key did not sign
         │   └── HubKeyUnchained     hub_key_unchained  -     no    a key no rotation chains to
         ├── AuditUnverified         audit_unverified   -     no    the audit export does not link
@@ -289,7 +290,8 @@ ERROR_CLASSES: dict[str, type[QuireError]] = {
         BaseMismatch, BatchConflict, VersionBlocked, SpaceDeleted, PacketStale, ClaimHeld, SnapshotRequired, TooLarge,
         QuotaExceeded, InvalidRequest, ContentScreened, RateLimited, Unavailable,
         TransferFailed, LocalError, AuditUnverified, AuditTruncated, AuditRewritten,
-        NotJoined, SpaceNotFound, SpaceAmbiguous, LockHeld, VaultMissing, HubUnverified, HubKeyUnchained,
+        NotJoined, SpaceNotFound, SpaceAmbiguous, LockHeld, VaultMissing, IgnoreFileInvalid, HubUnverified,
+        HubKeyUnchained,
         StaleHead,
     )
 }

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import logging
 import random
+import re
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -122,8 +124,21 @@ def outage(exc: BaseException) -> str | None:
     if isinstance(exc, (OperationalError, InterfaceError)):
         orig = getattr(exc, "orig", None)
         code = getattr(orig, "sqlstate", None)
+        if isinstance(orig, sqlite3.Error) and not _SQLITE_OUTAGE.search(str(orig)):
+            return None  # SQLite says OperationalError for "no such table" too: a bug
+        if code and not code.startswith(_PG_OUTAGE_CLASSES):
+            return None  # a PostgreSQL error of the statement, not of the server
         return f"{type(orig or exc).__name__}" + (f" ({code})" if code else "")
     return None
+
+
+# SQLite's OperationalError messages that mean "not now" (busy, the file or disk), not a
+# statement that can never run
+_SQLITE_OUTAGE = re.compile(r"locked|busy|unable to open|disk i/o|disk is full|"
+                            r"readonly database|interrupted", re.I)
+# SQLSTATE classes of an unavailable server: connection exception, insufficient resources,
+# operator intervention (shutdown, cancel), system error; and lock_not_available
+_PG_OUTAGE_CLASSES = ("08", "53", "57", "58", "55P03")
 
 
 class Store:

@@ -79,6 +79,10 @@ def test_every_body_endpoint_refuses_deep_and_wide_bodies(
             slowest[name] = max(slowest.get(name, 0.0), took)
             assert 400 <= r.status_code < 500, (path, name, r.status_code, r.text[:300])
             err = r.json()["error"]
+            if err["code"] == "rate_limited" and path.startswith("/v1/device/"):
+                # a device approval (and its preview) is throttled per member before its
+                # body is read: refused unparsed too (hub/api/device routes)
+                continue
             if len(body) <= 16 * 1024 or path.endswith("/batches"):
                 # within the byte limit: refused by the depth limit, never parsed
                 if name != "1,000,000 keys":

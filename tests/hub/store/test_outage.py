@@ -4,6 +4,8 @@ running hub, is tests/e2e/test_database_outage.py."""
 
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
 from sqlalchemy.exc import (
     DataError,
@@ -28,6 +30,13 @@ class _Orig(Exception):
     (InterfaceError("SELECT 1", {}, Exception("connection already closed")), "Exception"),
     (DisconnectionError("ping failed"), "DisconnectionError"),
     (PoolTimeout("QueuePool limit reached"), "TimeoutError"),
+    # SQLite: busy or the disk is an outage; "no such table" is a bug (same class)
+    (OperationalError("SELECT 1", {}, sqlite3.OperationalError("database is locked")),
+     "OperationalError"),
+    (OperationalError("SELECT 1", {}, sqlite3.OperationalError("no such table: x")), None),
+    # PostgreSQL: an error class of the statement, not the server
+    (OperationalError("SELECT 1", {}, type("_E", (Exception,), {"sqlstate": "42P01"})()),
+     None),
     # bugs in a statement stay 500 internal, with their traceback
     (ProgrammingError("SELEC 1", {}, Exception("syntax error")), None),
     (IntegrityError("INSERT", {}, Exception("duplicate key")), None),

@@ -1,5 +1,6 @@
-"""docs/operations.md, "If the data folder is lost", run as written on SQLite and on
-PostgreSQL: real hub processes, the real CLI, members who published after the backup.
+"""docs/operations.md, "Restoring" and "If the data folder is lost", run as written on
+SQLite and on PostgreSQL: real hub processes, the real CLI, members who published after the
+backup.
 
 Before ``--lost-data`` and ``quire accept-restore`` (main at 0506cf5) the documented steps
 were prose (the backup as ``hub.db``, then an epoch bump) and every member who synced after
@@ -137,3 +138,32 @@ def test_the_lost_data_folder_procedure_brings_every_change_back_once(
         p = quire(ann.home, "accept-restore", "--json", check=False)
         assert p.returncode == 1
         assert json.loads(p.stdout)["error"]["details"]["reason"] == "no_restore_refused"
+
+        # "Restoring": a backup put back into a hub that kept its data folder (the
+        # authorization of today, the content of the backup); nothing for members to accept
+        for f in bk.iterdir():
+            f.unlink()
+        if db:
+            subprocess.run(["pg_dump", "--format=custom", f"--file=quire-{DAY}.dump", db],
+                           cwd=bk, check=True)
+            env["QUIRE_SCRATCH_DB_URL"] = stack.enter_context(pg_database())
+        else:
+            qjson(None, "hub", "backup", "--data", str(data), str(bk / f"hub-{DAY}.db"))
+        ann.write(_page("page/plan", "second edit, after the second backup\n"))
+        ben.write(_page("page/late", "made after the second backup\n"))
+        _sync_all([ann, ben, cat])
+        files = {m.name: m.files() for m in (ann, ben, cat)}
+        hub.stop()
+        _bash(_block(f"# Restoring ({which})"), bk, env)
+        hub = serve_hub(data, port=hub.port, db=db)
+        _sync_all([ann, ben, cat])
+        assert {m.name: m.files() for m in (ann, ben, cat)} == files
+        with ann.client() as c:
+            head = c.head(team.space["id"])
+            page = c.changes(head["space"], epoch=head["epoch"], after=0,
+                             after_digest=genesis_digest(head["space"], head["epoch"]),
+                             limit=5000)
+        ops = [op.entry_id for ch in page.changes for op in ch.batch.ops]
+        assert sorted(ops) == ["page/late", "page/plan"], ops  # each once
+        dan = team.member("dan")
+        assert dan.files() == files["ann"]

@@ -29,10 +29,10 @@ from typing import Any
 from hub.access import Principal, space_access_txn
 from hub.store import read_index as ri
 from hub.store.db import Store
-from hub.store.principals import list_members_txn
+from hub.store.principals import list_members_txn, names_txn
 from hub.store.spaces_sql import get_space_txn
 from shared.entry import make_entry, tombstone
-from shared.errors import InvalidRequest, NotFound
+from shared.errors import Forbidden, InvalidRequest, NotFound
 from shared.ids import is_entry_id, is_id
 from shared.search import search_terms
 
@@ -285,6 +285,27 @@ def people(store: Store, p: Principal, space_ref: str) -> dict[str, Any]:
         rows = list_members_txn(conn, space.id)
     return {"head": _head(space.epoch, space.head_seq),
             "people": [{"user_id": r["user_id"], "name": r["name"]} for r in rows]}
+
+
+MAX_NAMED = 5000  # ids named in one call (a page of history or audit holds far fewer)
+
+
+def names(store: Store, p: Principal, space_ref: str | None, ids: set[str]
+          ) -> dict[str, str]:
+    """Display names for ids the caller already reads in a space (its history's authors,
+    its audit's actors and details) or, with ``space_ref`` None, in the hub's audit (hub
+    owners): users (former members too), devices, replicas and spaces. Ids it does not
+    know stay out of the answer. For the console, which shows names instead of ids; not an
+    API route (a caller could ask for ids it never saw)."""
+    if len(ids) > MAX_NAMED:
+        raise InvalidRequest(f"at most {MAX_NAMED} ids are named at once")
+    with store.read() as conn:
+        if space_ref is None:
+            if not p.is_owner:
+                raise Forbidden("the hub's audit is for hub owners")
+        else:
+            space_access_txn(conn, p, space_ref, "viewer")
+        return names_txn(conn, {i for i in ids if is_id(i)})
 
 
 def batch(store: Store, p: Principal, space_ref: str, *, seq: int, epoch: str | None

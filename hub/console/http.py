@@ -8,16 +8,24 @@ the domain.
     signed_in(handler)               handler(request, principal), or off to /console/signin
     call(fn, *args)                  a domain function in the thread pool
     space_and_role(store, p, ref)    the space as the caller sees it, and their role there
+    moment(ms)                       a time as ``<time datetime="…Z">3 hours ago, … UTC</time>``
+
+Times: the console runs no script, so it cannot learn the browser's time zone, and the
+hub's own zone means nothing to a reader elsewhere. Every time is therefore UTC, said so
+("2026-12-03 14:49 UTC", with "3 hours ago"), in a ``<time>`` element whose ``datetime``
+is the ISO 8601 instant (docs/console.md, "Names and times").
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup, escape
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
@@ -26,13 +34,25 @@ from hub import logs, spaces
 from hub.api.http import hub_of
 from hub.console import sessions
 from shared.errors import Forbidden, NotFound, QuireError, Unauthorized
-from shared.humanize import when
+from shared.humanize import stamp, when
 
 HERE = Path(__file__).parent
 _env = Environment(loader=FileSystemLoader(HERE / "templates"),
                    autoescape=select_autoescape(["html"]), trim_blocks=True,
                    lstrip_blocks=True)
-_env.filters["when"] = when
+
+
+def moment(ms: Any, now: int | None = None, never: str = "never") -> Markup:
+    """A time for people, in UTC (the console cannot know the reader's zone): the text
+    ``3 hours ago, 2026-12-03 14:49 UTC`` in ``<time datetime="2026-12-03T14:49:14Z">``."""
+    if not isinstance(ms, int) or isinstance(ms, bool):
+        return Markup(escape(never))
+    iso = datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    rel = when(ms, now).split(", ", 1)[0]
+    return Markup('<time datetime="{}">{}, {}</time>').format(iso, rel, stamp(ms, utc=True))
+
+
+_env.filters["when"] = moment
 
 CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
        "frame-ancestors 'none'; base-uri 'none'")

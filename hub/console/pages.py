@@ -28,6 +28,7 @@ from hub.console.http import (
     HERE,
     call,
     checked_form,
+    moment,
     page,
     redirect,
     same_origin,
@@ -36,11 +37,11 @@ from hub.console.http import (
     space_and_role,
 )
 from shared.errors import Forbidden, NotFound, QuireError, RateLimited
-from shared.humanize import when
 
 OIDC_PATH = "/console/signin/oidc"
 log = logging.getLogger("quire.hub")
 CODE_COOKIE = "quire_console_code"
+HISTORY_SHOWN = 50  # versions listed on an entry page, newest first
 
 
 # ---------------------------------------------------------------- sign-in
@@ -213,28 +214,54 @@ async def search_page(request: Request, p: Any) -> Response:
     return page(request, "search.html", me=p, space=sp, role=role, q=q, **out)
 
 
+def _named_history(store: Any, p: Any, ref: str, versions: list[dict[str, Any]]
+                   ) -> dict[str, str]:
+    """Names of the history's authors and their devices (former members too)."""
+    ids = {str(v["author"][k]) for v in versions for k in ("user", "device")
+           if v["author"].get(k)}
+    return reads.names(store, p, ref, ids)
+
+
 @signed_in
 async def entry_page(request: Request, p: Any) -> Response:
+    """One entry (at the head, or as a batch of any epoch left it: ``seq`` and ``epoch``),
+    and its history with who and when; each row links to that version and to its change,
+    in the row's own epoch (a seq alone means the current epoch)."""
     hub = hub_of(request)
     ref, qp = request.path_params["space"], request.query_params
     sp, role = await call(space_and_role, hub.store, p, ref)
     entry_id = reads.parse_entry_id(qp.get("id"))
-    out = await call(reads.get_entry, hub.store, p, ref, entry_id,
-                     seq=reads.parse_seq(qp.get("seq")))
-    hist = await call(reads.history, hub.store, p, ref, entry_id, 50)
+    epoch = reads.parse_epoch(qp.get("epoch"))
+    seq = reads.parse_seq(qp.get("seq"))
+    out = await call(reads.get_entry, hub.store, p, ref, entry_id, seq=seq, epoch=epoch)
+    hist = await call(reads.history, hub.store, p, ref, entry_id, HISTORY_SHOWN)
+    names = await call(_named_history, hub.store, p, ref, hist["versions"])
+    shown = next((v for v in hist["versions"] if v["version"] == out["version"]
+                  and (v["epoch"], v["seq"]) <= (out["at"]["epoch"], out["at"]["seq"])),
+                 None)
     return page(request, "entry.html", me=p, space=sp, role=role, id=entry_id,
-                versions=hist["versions"], **out)
+                versions=hist["versions"], names=names, shown=shown,
+                old=seq is not None or epoch is not None, limit=HISTORY_SHOWN, **out)
 
 
 @signed_in
 async def diff_page(request: Request, p: Any) -> Response:
+    """The change of one entry between two seqs of one epoch (the current one unless
+    ``epoch``); with ``to``, who published that batch and when."""
     hub = hub_of(request)
     ref, qp = request.path_params["space"], request.query_params
     sp, role = await call(space_and_role, hub.store, p, ref)
     from_seq = reads.parse_seq(qp.get("from"), "from") or 0
+    to_seq = reads.parse_seq(qp.get("to"), "to")
+    epoch = reads.parse_epoch(qp.get("epoch"))
     out = await call(reads.diff, hub.store, p, ref, reads.parse_entry_id(qp.get("id")),
-                     from_seq=from_seq, to_seq=reads.parse_seq(qp.get("to"), "to"), epoch=None)
-    return page(request, "diff.html", me=p, space=sp, role=role, d=out)
+                     from_seq=from_seq, to_seq=to_seq, epoch=epoch)
+    by, names = None, {}
+    if to_seq:
+        by = await call(reads.batch, hub.store, p, ref, seq=to_seq, epoch=epoch)
+        names = await call(reads.names, hub.store, p, ref,
+                           {str(by["author"]["user"]), str(by["author"]["device"])})
+    return page(request, "diff.html", me=p, space=sp, role=role, d=out, by=by, names=names)
 
 
 # ---------------------------------------------------------------- administration
@@ -268,7 +295,7 @@ async def invite_create(request: Request, p: Any) -> Response:
                           "The code is shown once, on the next page.",
                     action=request.url.path, fields={"role": out["role"]},
                     back=f"/console/spaces/{ref}/members", lists=[],
-                    facts=[("Role", out["role"]), ("Expires", when(out["expires_at"]))])
+                    facts=[("Role", out["role"]), ("Expires", moment(out["expires_at"]))])
     return page(request, "invite_created.html", me=p, space=sp, role=role, invite=out)
 
 
@@ -351,8 +378,8 @@ async def device_approve(request: Request, p: Any) -> Response:
                                     "the new machine)"),
                            ("Name", name),
                            ("Requested from", seen["requested_from"] or "unknown"),
-                           ("Requested", when(seen["requested_at"])),
-                           ("Code expires", when(seen["expires_at"]))])
+                           ("Requested", moment(seen["requested_at"])),
+                           ("Code expires", moment(seen["expires_at"]))])
     await call(grants.approve_device, hub.store, p, body, hub.now())
     return redirect("/console/devices")
 

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import and_, func, insert, select, update
 from sqlalchemy.engine import Connection
 
-from hub.store.schema import devices, members, refresh_tokens, replicas, users
+from hub.store.schema import devices, members, refresh_tokens, replicas, spaces, users
 from hub.store.sql import Sql
 
 
@@ -150,6 +150,20 @@ def list_members_txn(conn: Connection, space_id: str) -> list[dict[str, Any]]:
         .where(members.c.space_id == space_id).order_by(users.c.name)).all()
     return [{"user_id": r.user_id, "name": r.name, "role": r.role, "active": bool(r.active)}
             for r in rows]
+
+
+def names_txn(conn: Connection, ids: set[str]) -> dict[str, str]:
+    """Display names of the users, devices, replicas and spaces among ``ids`` (ids it does
+    not know are left out), for pages that show names instead of ids."""
+    out: dict[str, str] = {}
+    wanted = sorted(ids)
+    for at in range(0, len(wanted), 500):
+        chunk = wanted[at:at + 500]
+        for table in (users, devices, replicas, spaces):
+            for r in conn.execute(select(table.c.id, table.c.name)
+                                  .where(table.c.id.in_(chunk))).all():
+                out[r.id] = r.name
+    return out
 
 
 class ReplicaRow(NamedTuple):

@@ -6,7 +6,7 @@ read_many, read_lines; partial edit; links and backlinks; the search query langu
       ├─ PageTools          what each tool answers (plain dicts), over
       │                     replica/app/agent_pages.py (the agent's view, judged changes,
       │                     history rows, names) and replica/app/page_text.py (pure text)
-      └─ fit()              every list is cut to ANSWER_BYTES of UTF-8 JSON and paged by a
+      └─ fit()              every list is cut to ANSWER_BYTES of JSON as sent and paged by a
                             cursor (``next``), so an answer never nears the 48 KiB cap
 
 Changes (delete, restore, edit) go into the agent's overlay like ``write`` and are published
@@ -28,6 +28,7 @@ from replica.app import agent_pages as pages
 from replica.app import page_text as text
 from replica.app import service
 from replica.app.remote_reads import NOTICE, ask
+from replica.conflicts.packets import wire_cost
 from replica.mcp.calls import _result
 from shared.entry import EntryError, make_entry
 from shared.errors import InvalidRequest, NotFound, QuireError
@@ -43,15 +44,17 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempot
 
 
 def _size(doc: Any) -> int:
-    return len(json.dumps(doc, ensure_ascii=False, sort_keys=True).encode("utf-8"))
+    """What ``doc`` costs in an answer, in bytes as sent (replica/mcp/bound.py): quotes and
+    backslashes count twice over the JSON-RPC message, so a list of them is cut shorter."""
+    return wire_cost(json.dumps(doc, ensure_ascii=False, sort_keys=True))
 
 
 def fit(items: list[dict[str, Any]], budget: int = ANSWER_BYTES) -> list[dict[str, Any]]:
     """The longest prefix of ``items`` whose JSON fits ``budget`` bytes (at least one)."""
     out: list[dict[str, Any]] = []
-    used = 2
+    used = 32  # the brackets and the key the list is answered under
     for it in items:
-        n = _size(it) + 1
+        n = _size(it) + 2  # and its separator, ", "
         if out and used + n > budget:
             break
         out.append(it)

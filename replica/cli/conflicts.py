@@ -40,11 +40,7 @@ def _human_packet(p: dict[str, Any]) -> str:
              f"digest {p['digest']}", f"conflicting: {', '.join(p['fields'])}",
              f"NOTE: {p['notice']}"]
     for side in ("base", "ours", "theirs"):
-        s = p[side]
-        who = s.get("author") or {}
-        desc = "absent" if not s["present"] else repr(s.get("title"))
-        lines.append(f"{side:6} {desc}  by {who.get('user')} agent {who.get('agent')} "
-                     f"seq {s.get('seq')}")
+        lines.append(f"{side:6} {_side(p[side])}")
     m = p.get("merged_body")
     if m and not m["truncated"]:
         lines += ["--- merged body with conflict markers ---", m["text"]]
@@ -54,6 +50,21 @@ def _human_packet(p: dict[str, Any]) -> str:
         lines.append(f"claimed by {p['claim']['agent']} until "
                      f"{_until(p['claim']['expires_at'])}")
     return "\n".join(lines)
+
+
+def _side(s: dict[str, Any]) -> str:
+    """One side of a packet for people: its title, who made it and when (``seq``); what is
+    not known is left out, never printed as ``None``."""
+    desc = "absent (deleted)" if not s["present"] else repr(s.get("title") or "")
+    who = s.get("author") or {}
+    name = who.get("name") or who.get("user") or (
+        "you" if who.get("replica") == "this replica" else None)
+    parts = [desc]
+    if name:
+        parts.append(f"by {name}" + (f" (agent {who['agent']})" if who.get("agent") else ""))
+    if s.get("seq") is not None:
+        parts.append(f"seq {s['seq']}")
+    return "  ".join(parts)
 
 
 def cmd_conflicts(args: argparse.Namespace, out: Any) -> int:
@@ -84,8 +95,66 @@ def cmd_conflicts(args: argparse.Namespace, out: Any) -> int:
                 merged = entry_from_vault_text(c["entry"], merged)
             r = desk.resolve(args.packet, digest=args.digest, how=how, token=args.claim,
                              merged=merged, agent=args.agent or os.environ.get("QUIRE_AGENT"))
-            out.doc(r, f"resolved {r['packet_id']} ({r['resolved']}); {r['publish']}")
+    if args.verb == "resolve":  # the desk is closed: the sync opens the store itself
+        return _publish(home, space, args, r, out)
     return 0
+
+
+RESOLVED = {"ours": "kept yours", "theirs": "took theirs", "merged": "took your merged file",
+            "delete": "deleted it", "keep_both": "kept both"}
+
+
+def _publish(home: Home, space: Any, args: argparse.Namespace, r: dict[str, Any],
+             out: Any) -> int:
+    """Publish a resolution at once (one ``quire sync``), unless ``--no-sync`` or nothing
+    is to publish; when it cannot go out now, say exactly what is pending and the command
+    that publishes it. Exit 0 when published (or nothing to publish), 3 when it waits, the
+    sync's own code when the hub could not be reached or refused (docs/cli.md)."""
+    from replica.cli import exitcodes
+    from shared.errors import LockHeld, QuireError
+
+    entry = r["entry"]
+    head = f"resolved {entry}: {RESOLVED.get(r['resolved'], r['resolved'])}"
+    later = f"quire sync --space {space.name}"
+    if not r["publish"].startswith("on the next sync"):
+        r["published"] = False
+        out.doc(r, f"{head}; {r['publish']}")
+        return exitcodes.OK
+    if args.no_sync:
+        r.update(published=False, publish=f"pending: publish it with: {later}")
+        out.doc(r, f"{head}; pending, not published yet: publish it with: {later}")
+        return exitcodes.OK
+    from replica.app import changelog, service
+
+    try:
+        report, status = service.run_sync(home, space, out.progress(f"syncing {space.name}"))
+    except LockHeld:
+        r.update(published=False, publish=f"pending: publish it with: {later}")
+        out.doc(r, f"{head}; pending: another sync of {space.name} is running now (a "
+                   f"watcher?); your resolution is kept and goes out with the next sync: "
+                   f"{later}")
+        return exitcodes.ATTENTION
+    except QuireError as e:
+        code = exitcodes.for_error_code(e.code, e.details)
+        r.update(published=False, publish=f"pending: publish it with: {later}",
+                 error={"code": e.code, "message": e.message})
+        out.doc(r, f"{head}; pending, not published: {e.message}\nyour resolution is kept "
+                   f"here; publish it with: {later}")
+        return code
+    r["sync"] = report.to_json()
+    lines = changelog.lines(report.changes, changelog.names_for(home, space, report.changes),
+                            changelog.me(home, space), prefix="  ")
+    waiting = entry in status["unpublished"]["entries"] or any(
+        c["entry"] == entry for c in status["conflicts"])
+    r["published"] = not waiting
+    if waiting:
+        r["publish"] = f"pending ({status['state']}): quire status says why"
+        out.doc(r, "\n".join([f"{head}; not published: quire status says why "
+                               f"({status['state']})", *lines]))
+        return exitcodes.ATTENTION
+    r["publish"] = "published"
+    out.doc(r, "\n".join([f"{head}; published", *lines]))
+    return exitcodes.OK
 
 
 def _how(args: argparse.Namespace) -> tuple[str, Any]:
@@ -171,8 +240,12 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     rn.add_argument("--ttl", type=int, metavar="S")
     rl = verb("release", "give up your lease")
     rl.add_argument("--claim", required=True, metavar="TOKEN")
-    rs = verb("resolve", "answer a packet; published on the next sync")
-    rs.add_argument("--digest", required=True, metavar="D", help="the packet digest you read")
+    rs = verb("resolve", "answer a packet and publish it (one sync)")
+    rs.add_argument("--digest", metavar="D",
+                    help="the packet digest you read: refused as packet_stale if the packet "
+                         "changed since (default: the packet as it is now)")
+    rs.add_argument("--no-sync", action="store_true",
+                    help="resolve here only; the next quire sync publishes it")
     rs.add_argument("--claim", metavar="TOKEN", help="your claim token (required when claimed)")
     rs.add_argument("--take", choices=["ours", "theirs"])
     rs.add_argument("--file", metavar="MERGED.md", help="the full merged entry in vault form")

@@ -404,11 +404,14 @@ class Desk:
 
     # ------------------------------------------------------------ resolving
 
-    def resolve(self, ref: str, *, digest: str, how: str, token: str | None = None,
+    def resolve(self, ref: str, *, digest: str | None, how: str, token: str | None = None,
                 merged: Entry | None = None, agent: str | None = None,
                 as_agent: bool = False) -> dict[str, Any]:
         """Apply a resolution. Refused with ``packet_stale`` when the packet's inputs changed
-        since ``digest`` was read, ``claim_held`` when another agent holds the lease, and
+        since ``digest`` was read (``digest`` None: the packet as it is now, read under the
+        lock after the vault's edits are folded in: a person at the CLI who looked at the
+        page; an agent quotes the digest it read), ``claim_held`` when another agent holds
+        the lease, and
         ``policy_denied`` when it would weaken a guardrail the space rules protect.
         ``as_agent``: made by ``agent``'s MCP session (an agent principal): only that
         agent's own sync publishes it (replica/engine/resolutions.py ``agent_owned``)."""
@@ -416,7 +419,7 @@ class Desk:
             raise InvalidRequest(f"unknown resolution {how!r}; one of {', '.join(HOW)}")
         if agent is not None and not is_agent_name(agent):
             raise InvalidRequest(f"invalid agent name {agent!r}")
-        if not isinstance(digest, str) or not digest:
+        if digest is not None and (not isinstance(digest, str) or not digest):
             raise InvalidRequest("name the packet digest you resolved (from show)")
         with space_lock(self.space, wait=True):
             # a local edit since the packet was read makes it stale
@@ -425,6 +428,7 @@ class Desk:
             # every problem is named at once (a stale digest and a bad token both)
             problems = []
             fresh = packet_digest(c)
+            digest = fresh if digest is None else digest
             if fresh != digest:
                 problems.append({"code": "packet_stale", "message": (
                     f"the digest is not {c.entry_id}'s current packet (a new remote version or "

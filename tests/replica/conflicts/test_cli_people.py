@@ -1,0 +1,63 @@
+"""Conflicts for people, on the CLI path (real ``quire`` processes, a real hub): resolving
+with ``--take`` or ``--file`` needs no digest copied by hand, publishes at once (or says
+exactly what is pending and the command that publishes it), and no human output of
+``quire conflicts …`` shows ``None`` (issue 31, item 5)."""
+
+from __future__ import annotations
+
+import pytest
+
+from replica.machine.home import Home
+from replica.vault import markdown as md
+from tests.kit.host import free_port
+from tests.replica.conflicts.conftest import entry
+from tests.replica.conflicts.test_e2e import make_scene, packet_for, sync
+
+pytestmark = pytest.mark.e2e
+
+
+def _human(m, *args: str, code: int = 0) -> str:
+    p = m.run(*args, check=False)
+    assert p.returncode == code, (p.returncode, p.stdout, p.stderr)
+    assert "None" not in p.stdout + p.stderr, p.stdout + p.stderr
+    return p.stdout
+
+
+def test_a_person_resolves_without_a_digest_and_it_publishes_at_once(hub, owner, tmp_path):
+    scene = make_scene(hub, owner, tmp_path, ("page/deploy", "page/both", "page/stale"))
+    alice, bob = scene.alice, scene.bob
+    name = scene.team.name
+
+    listed = _human(alice, "conflicts", "list")
+    assert "page/deploy" in listed and "page/both" in listed
+    shown = _human(alice, "conflicts", "show", "page/deploy")
+    assert "theirs" in shown and "step one (bob)" in shown
+
+    # theirs: the hub's version, so nothing is left to publish; the vault shows theirs
+    out = _human(alice, "conflicts", "resolve", "page/deploy", "--take", "theirs")
+    assert "took theirs" in out, out
+    assert alice.read("page/deploy").body == "step one (bob)\nstep two\n"
+    assert packet_for(alice, "page/deploy") is None
+
+    # a merged file, by entry id, no digest: published by this command, no sync after it
+    merged = tmp_path / "merged.md"
+    merged.write_bytes(md.render(entry("page/both", "merged v3\n")))
+    out = _human(alice, "conflicts", "resolve", "page/both", "--file", str(merged))
+    assert "published" in out and "pending" not in out, out
+    sync(bob)
+    assert bob.read("page/both").body == "merged v3\n"
+
+    # the hub cannot be reached now: the resolution is kept, and the output names what is
+    # pending and the exact command that publishes it (exit 4, as for any unreachable hub)
+    hub_json = Home(alice.home).hubs()[0].dir / "hub.json"
+    real = hub_json.read_text()
+    hub_json.write_text(real.replace(hub.url, f"http://127.0.0.1:{free_port()}"))
+    try:
+        out = _human(alice, "conflicts", "resolve", "page/stale", "--take", "ours", code=4)
+    finally:
+        hub_json.write_text(real)
+    assert "pending" in out and f"quire sync --space {name}" in out, out
+    assert packet_for(alice, "page/stale") is None
+    sync(alice)
+    sync(bob)
+    assert bob.read("page/stale").body == "alice s2\n"

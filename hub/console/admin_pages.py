@@ -28,6 +28,7 @@ carrying ``confirm=yes``, changes anything. Both pass the Origin and CSRF checks
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -40,8 +41,19 @@ from starlette.routing import Mount, Route
 from hub import admin, reads, spaces
 from hub.api.http import hub_of
 from hub.console import preview
-from hub.console.http import HEADERS, call, checked_form, page, redirect, signed_in, space_and_role
+from hub.console.http import (
+    HEADERS,
+    call,
+    checked_form,
+    moment,
+    page,
+    redirect,
+    signed_in,
+    space_and_role,
+)
 from shared.errors import InvalidRequest
+from shared.humanize import stamp
+from shared.ids import is_id
 
 AUDIT_SHOWN = 200  # events listed on the audit page (newest first); the export has them all
 
@@ -115,7 +127,9 @@ async def invite_revoke(request: Request, p: Any) -> Response:
     return _confirm(request, p, sp, role, title="Revoke an invite", button="Confirm revoke",
                     intro="Whoever holds this invite's code can no longer join with it.",
                     fields={}, back=_members_url(ref),
-                    facts=[("Invite", inv), ("Role it grants", it.get("role", "?"))])
+                    facts=[("Role it grants", it.get("role", "?")),
+                           ("Created", moment(it.get("created_at"), never="unknown")),
+                           ("Expires", moment(it.get("expires_at"), never="unknown"))])
 
 
 # ---------------------------------------------------------------- rules
@@ -175,6 +189,8 @@ async def access_page(request: Request, p: Any) -> Response:
     reps = await call(admin.list_replicas, hub.store, p, ref)
     members = await call(admin.list_members, hub.store, p, ref)
     names = {m["user_id"]: m["name"] for m in members["members"]}
+    names.update(await call(reads.names, hub.store, p, ref, {
+        r["user_id"] for r in reps["replicas"] + dels["delegations"]} - set(names)))
     return page(request, "access.html", me=p, space=sp, role=role, names=names,
                 replicas=reps["replicas"], delegations=dels["delegations"], now=hub.now())
 
@@ -190,10 +206,12 @@ async def replica_revoke(request: Request, p: Any) -> Response:
     if not out["dry_run"]:
         hub.access_changed(sp["id"])
         return redirect(back)
+    device = (await call(reads.names, hub.store, p, ref, {out["device_id"]})).get(
+        out["device_id"], "a removed device")
     return _confirm(request, p, sp, role, title="Revoke a replica", button="Confirm revoke",
                     intro="The replica can no longer pull or publish here; its owner must "
                           "join again.", fields={}, back=back,
-                    facts=[("Replica", out["name"]), ("Device", out["device_id"])])
+                    facts=[("Replica", out["name"]), ("Device", device)])
 
 
 @signed_in
@@ -211,8 +229,7 @@ async def delegation_revoke(request: Request, p: Any) -> Response:
     return _confirm(request, p, sp, role, title="Revoke an agent's delegation",
                     button="Confirm revoke", intro="The agent's token stops working on its "
                     "next request; its in-flight publications are refused.", fields={},
-                    back=back, facts=[("Agent", out["agent"]),
-                                      ("Delegation", out["delegation"])])
+                    back=back, facts=[("Agent", out["agent"])])
 
 
 # ---------------------------------------------------------------- epochs
@@ -302,6 +319,57 @@ def _matching(lines: Iterator[bytes], f: dict[str, Any], names: dict[str, str]
         yield line, ev
 
 
+_HEX = re.compile(r"[0-9a-f]{40,}")
+
+
+def _ids_in(v: Any) -> Iterator[str]:
+    if isinstance(v, str) and is_id(v):
+        yield v
+    elif isinstance(v, dict):
+        for x in v.values():
+            yield from _ids_in(x)
+    elif isinstance(v, list):
+        for x in v:
+            yield from _ids_in(x)
+
+
+def _human(v: Any, names: dict[str, str]) -> Any:
+    """A detail's value for people: ids as names (None when the hub has no name for it:
+    the export keeps every id), digests cut to 12 hex digits."""
+    if isinstance(v, str) and is_id(v):
+        return names.get(v)
+    if isinstance(v, str) and _HEX.fullmatch(v):
+        return v[:12] + "…"
+    if isinstance(v, dict):
+        return {k: h for k, x in v.items() if (h := _human(x, names)) is not None}
+    if isinstance(v, list):
+        return [h for x in v if (h := _human(x, names)) is not None]
+    return v
+
+
+def _readable(events: list[dict[str, Any]], names: dict[str, str]) -> None:
+    """Each event gains ``who`` (the actor's name, agent and device) and ``shown`` (its
+    details as ``(label, text)``, names for ids, without the request id)."""
+    for ev in events:
+        a = ev.get("actor") or {}
+        who = names.get(str(a.get("user")), "a former member") if a.get("user") else "the hub"
+        if a.get("agent"):
+            who += f" through {a['agent']}"
+        if names.get(str(a.get("device"))):
+            who += f" on {names[str(a['device'])]}"
+        ev["who"] = who
+        shown = []
+        for k, v in ev["details"].items():
+            h = _human(v, names)
+            if k == "request_id" or h is None or h in ({}, []):
+                continue
+            label = k[:-3] if k.endswith("_id") else k
+            if k.endswith("_at") and isinstance(h, int) and not isinstance(h, bool):
+                h = stamp(h, utc=True)  # Unix ms in the chain, a UTC time here
+            shown.append((label, h if isinstance(h, str) else json.dumps(h)))
+        ev["shown"] = shown
+
+
 async def _audit_scope(request: Request, p: Any
                        ) -> tuple[str | None, dict[str, Any], dict[str, str]]:
     """The space whose chain is read (None: every chain, hub owners), the page's context,
@@ -333,6 +401,9 @@ async def audit_page(request: Request, p: Any) -> Response:
         return found[:AUDIT_SHOWN], len(found)
 
     events, total = await run_in_threadpool(read)
+    ids = {i for ev in events for i in _ids_in([ev["chain"], ev.get("actor"), ev["details"]])}
+    names = dict(names, **await call(reads.names, hub.store, p, ref, ids))
+    _readable(events, names)
     verified = await call(admin.verify_audit, hub.store, p, ref)
     return page(request, "audit.html", me=p, events=events, total=total, shown=AUDIT_SHOWN,
                 names=names, verified=verified, f=f, query=request.url.query,

@@ -53,6 +53,7 @@ def moment(ms: Any, now: int | None = None, never: str = "never") -> Markup:
 
 
 _env.filters["when"] = moment
+_env.filters["utc"] = lambda ms: stamp(ms, seconds=True, utc=True)  # text, for attributes
 
 CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
        "frame-ancestors 'none'; base-uri 'none'")

@@ -275,7 +275,10 @@ async def members_page(request: Request, p: Any) -> Response:
     members = await call(admin.list_members, hub.store, p, ref)
     invites = await call(admin.list_invites, hub.store, p, ref)
     rules = await call(admin.list_rules, hub.store, p, ref)
-    return page(request, "members.html", me=p, space=sp, role=role,
+    names = {m["user_id"]: m["name"] for m in members["members"]}
+    names.update(await call(reads.names, hub.store, p, ref, {
+        str(i["created_by"]) for i in invites["invites"] if i["created_by"]} - set(names)))
+    return page(request, "members.html", me=p, space=sp, role=role, names=names,
                 members=members["members"], invites=invites["invites"], rules=rules["rules"])
 
 

@@ -118,7 +118,7 @@ def test_an_admin_changes_roles_access_and_epoch_after_previews(
     # invites, agents, replicas and the epoch: each previewed, then confirmed
     ids = _ids(team)
     members = b.get("/console/spaces/team/members").text
-    assert ids["invite"] in members and "Revoke invite" in members
+    assert ids["invite"] in members and "Revoke the editor invite made" in members
     _preview_then_confirm(hub_app, b, team, f"/console/admin/spaces/team/invites/"
                           f"{ids['invite']}/revoke", {}, "/console/spaces/team/members",
                           "Confirm revoke")
@@ -225,7 +225,7 @@ def test_rules_preview_and_the_audit_log(hub_app: dict[str, Any],
     # a hub owner reads every chain: the hub's own (the owner's invite) and the space's
     r = b.get("/console/admin/audit", params={"action": "invite.redeem"})
     assert "Chain verified" in r.text and "Audit log of the hub" in r.text
-    assert re.search(r'<td class="nw">hub</td>', r.text) and '<td class="nw">team</td>' in r.text
+    assert re.search(r'<td class="nw">the hub</td>', r.text) and '<td class="nw">team</td>' in r.text
     r = b.get("/console/admin/audit.jsonl")
     assert r.text == team["owner"].get("/v1/audit").text
 

@@ -202,9 +202,9 @@ def list_entries(store: Store, p: Principal, space_ref: str, *, prefix: str, aft
         space, _ = space_access_txn(conn, p, space_ref, "viewer")
         rows = ri.list_live_txn(conn, space.id, prefix, after, limit + 1)
     items = []
-    for entry_id, version, seq, content in rows[:limit]:
+    for entry_id, version, seq, content, changed_at in rows[:limit]:
         items.append({"id": entry_id, "version": version, "title": json.loads(content)
-                      .get("title", ""), "changed_seq": seq})
+                      .get("title", ""), "changed_seq": seq, "changed_at": changed_at})
     return {"head": _head(space.epoch, space.head_seq), "entries": items,
             "next": items[-1]["id"] if len(rows) > limit else None}
 

@@ -179,19 +179,24 @@ def search_txn(conn: Connection, space_id: str, terms: list[str], limit: int
     return total, [(r[0], r[1], r[2]) for r in search.all(conn, params)]
 
 
-_LIST_LIVE = Sql("SELECT entry_id, version, seq, content FROM entries "
-                 "WHERE space_id = :s AND deleted = :f AND entry_id > :after "
-                 "AND substr(entry_id, 1, :plen) = :prefix ORDER BY entry_id LIMIT :lim")
+_LIST_LIVE = Sql("SELECT e.entry_id, e.version, e.seq, e.content, b.accepted_at "
+                 "FROM entries e LEFT JOIN batches b ON b.space_id = e.space_id "
+                 "AND b.epoch = e.epoch AND b.seq = e.seq "
+                 "WHERE e.space_id = :s AND e.deleted = :f AND e.entry_id > :after "
+                 "AND substr(e.entry_id, 1, :plen) = :prefix ORDER BY e.entry_id LIMIT :lim")
 _LIVE_ENTRY = Sql("SELECT version, seq, content FROM entries "
                   "WHERE space_id = :s AND entry_id = :id AND deleted = :f")
 
 
 def list_live_txn(conn: Connection, space_id: str, prefix: str, after: str, limit: int
-                  ) -> list[tuple[str, str, int, str]]:
-    """Live entries at the head with ids after ``after`` that start with ``prefix``."""
+                  ) -> list[tuple[str, str, int, str, int | None]]:
+    """Live entries at the head with ids after ``after`` that start with ``prefix``: id,
+    version, seq, content and when the batch that last changed it was accepted (None for
+    an entry a restore wrote, which no batch of the space carries)."""
     rows = _LIST_LIVE.all(conn, {"s": space_id, "f": False, "after": after,
                                  "plen": len(prefix), "prefix": prefix, "lim": limit})
-    return [(r[0], r[1], int(r[2]), r[3]) for r in rows]
+    return [(r[0], r[1], int(r[2]), r[3], None if r[4] is None else int(r[4]))
+            for r in rows]
 
 
 def live_entry_txn(conn: Connection, space_id: str, entry_id: str

@@ -75,6 +75,10 @@ def test_history_and_diff_show_names_and_utc_times(hub_app: dict[str, Any],
     assert "last changed" in text and "seq" not in text.replace("sequence", "")
     assert len(TIME.findall(r.text)) >= 3, r.text  # the header and both history rows
     _no_ids(r.text, cast, hub_app)
+    r = b.get("/console/spaces/team")  # the entries list: when, not a seq or the epoch
+    assert "page/deploy" in r.text and TIME.search(r.text) and "seq" not in _text(r.text)
+    _no_ids(r.text, cast, hub_app)
+    r = b.get("/console/spaces/team/entry", params={"id": "page/deploy"})
     diff = re.search(r'href="(/console/spaces/team/diff\?[^"]+)">changes<', r.text)
     assert diff, r.text
     r = b.get(htmllib.unescape(diff.group(1)))

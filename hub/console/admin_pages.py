@@ -155,6 +155,7 @@ async def rules_page(request: Request, p: Any) -> Response:
         result = dict(preview.what_may_change(rules["effective"], user, who["role"], agent,
                                               entry), name=who["name"])
     return page(request, "rules.html", me=p, space=sp, role=role, rules=rules["rules"],
+                names={m["user_id"]: m["name"] for m in members},
                 effective=rules["effective"], members=members, result=result,
                 qp=dict(qp))
 

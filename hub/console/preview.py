@@ -11,9 +11,11 @@ console's preview and the guard's verdict cannot disagree.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from shared import policy
+from shared.ids import is_id
 
 CAN = {
     "viewer": ["read, search and pull the space"],
@@ -35,9 +37,14 @@ def _rules(effective: list[dict[str, Any]]) -> list[policy.Rule]:
     return [policy.Rule.from_dict(r) for r in effective]
 
 
+# the guard's reasons name a space rule by its id; people read "a space rule"
+_SPACE_RULE = re.compile(r"\(rule [0-9a-hjkmnp-tv-z]{26}\)")
+
+
 def _describe(r: policy.Rule) -> str:
     when = " when it weakens a guardrail" if r.when else ""
-    return f"{r.effect} {', '.join(r.actions)} on {r.entries}{when} ({r.id})"
+    source = "a space rule" if is_id(r.id) else r.id  # defaults are named, space rules not
+    return f"{r.effect} {', '.join(r.actions)} on {r.entries}{when} ({source})"
 
 
 def applying(effective: list[dict[str, Any]], actor: policy.Actor) -> list[str]:
@@ -88,7 +95,8 @@ def may_change(effective: list[dict[str, Any]], user_id: str, role: str | None,
         denied = policy.denied_changes(_rules(effective), actor, [c])
         rows.append({"action": label, "allowed": not denied,
                      "rule": denied[0]["rule"] if denied else "",
-                     "reason": denied[0]["reason"] if denied else ""})
+                     "reason": _SPACE_RULE.sub("(a space rule)", denied[0]["reason"])
+                     if denied else ""})
     return rows
 
 

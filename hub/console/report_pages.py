@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from hub import conflict_reports, screening
+from hub import conflict_reports, reads, screening
 from hub.api.http import hub_of
 from hub.console.http import call, checked_form, page, redirect, signed_in, space_and_role
 
@@ -51,7 +51,10 @@ async def screening_page(request: Request, p: Any) -> Response:
     hub = hub_of(request)
     ref, sp, role = await _space(request, p)
     out = await call(screening.list_allows, hub.store, p, ref, None)
+    names = await call(reads.names, hub.store, p, ref,
+                       {str(a["created_by"]) for a in out["allows"]})
     return page(request, "screening.html", me=p, space=sp, role=role, allows=out["allows"],
+                names=names,
                 limit=screening.MAX_LISTED)
 
 

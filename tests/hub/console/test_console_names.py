@@ -53,7 +53,8 @@ def _text(page: str) -> str:
 
 def _no_ids(page: str, cast: dict[str, Any], hub_app: dict[str, Any]) -> None:
     text = _text(page)
-    assert not ULID.search(text), ULID.search(text)
+    found = ULID.search(text)
+    assert not found, text[max(0, found.start() - 200):found.end() + 50]
     with hub_app["hub"].store.read() as conn:
         from hub.store.spaces_sql import get_space_txn
 
@@ -119,8 +120,21 @@ def test_history_links_of_an_older_epoch_open_that_version(hub_app: dict[str, An
 
 def test_audit_members_and_devices_show_names_not_ids(hub_app: dict[str, Any],
                                                       cast: dict[str, Any]) -> None:
+    r = cast["owner"].post(f"/v1/spaces/{cast['space']}/rules", {
+        "effect": "deny", "who": cast["ann"].user_id, "actions": ["delete"],
+        "entries": "page/*"})
+    assert r.status_code in (200, 201), r.text
+    r = cast["owner"].post(f"/v1/spaces/{cast['space']}/screening/allows", {
+        "entry": "page/deploy", "version": cast["v2"].entry.version, "rule": "*"})
+    assert r.status_code in (200, 201), r.text
     b = sign_in(hub_app, cast["owner"])
-    for path in ("/console/admin/spaces/team/audit", "/console/admin/audit",
+    r = b.get("/console/spaces/team/screening")
+    assert "Olga Owner" in r.text.split("<main", 1)[1]
+    r = b.get("/console/admin/spaces/team/rules", params={
+        "user": cast["ann"].user_id, "entry": "page/deploy"})
+    assert "Ann Lee" in _text(r.text) and "(a space rule)" in r.text
+    _no_ids(r.text, cast, hub_app)
+    for path in ("/console/spaces/team/screening", "/console/admin/spaces/team/audit", "/console/admin/audit",
                  "/console/spaces/team/members", "/console/devices",
                  "/console/admin/spaces/team/access"):
         r = b.get(path)

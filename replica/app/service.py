@@ -425,6 +425,9 @@ def run_sync(home: Home, space: SpaceConfig, progress: Progress = NO_PROGRESS, *
             from replica.conflicts.report import report_after_sync
 
             report_after_sync(space, rep)  # never raises; a failure is retried next sync
+            from replica.conflicts.siblings import after_sync
+
+            after_sync(space.vault, rep.store)  # theirs next to ours; never raises
         finally:
             stop()
             client.close()

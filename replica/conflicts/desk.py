@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from replica.conflicts import siblings
 from replica.conflicts.packets import (
     DEFAULT_TTL_S,
     HOW,
@@ -462,6 +463,7 @@ class Desk:
                 cconn.execute("DELETE FROM claims WHERE entry_id = ?", (c.entry_id,))
             crash_point("resolve_before_vault_write")
             ledger.flush_vault()
+            siblings.after_sync(self.space.vault, self.store)  # its copy of theirs goes
         return result
 
     def fold_vault_edits(self) -> Ledger:

@@ -10,6 +10,11 @@
                    ``IgnoreRules.apply``: an ignored path is not changed (never
                    published), not missing (its delete is never published), not a problem
 
+One name is reserved whatever ``.quireignore`` says: ``<name>.conflict-<who>.md``, the other
+side of a held conflict written next to ours (replica/conflicts/siblings.py). It is left
+out as an ignored file is (``leave_out``), so a copy is never published and removing it is
+never a delete, although such a name is a valid entry path.
+
 An ignored file is outside Quire on this machine, as Syncthing's ignores are: its edits and
 its delete stay local; a page pulled from the hub is still written (the file is the
 space's). A ``.quireignore`` that cannot be read or holds a pattern that is not valid
@@ -20,6 +25,7 @@ half-read ignore file could publish what a person meant to keep out.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -83,10 +89,34 @@ class IgnoreRules:
         return replace(changes, changed=keep, missing=missing, problems=problems)
 
 
-def apply(vault: Path, changes: Changes) -> Changes:
-    """``changes`` filtered by the vault's ignore file (as they are without one)."""
-    rules = IgnoreRules.load(vault)
+CONFLICT_COPY = ".conflict-"  # <name>.conflict-<who>.md: the other side of a held conflict
+_CONFLICT_COPY = re.compile(r"[^/]\.conflict-[^/]*\.md$")
+
+
+def conflict_copy(rel: str) -> bool:
+    """Is the vault path ``rel`` a name reserved for the other side of a held conflict
+    (``page/deploy.conflict-bob.md``)? Never published, whatever ``.quireignore`` says."""
+    return CONFLICT_COPY in rel and _CONFLICT_COPY.search(rel) is not None
+
+
+def leave_out(rules: IgnoreRules | None, changes: Changes) -> Changes:
+    """``changes`` without the reserved conflict copies and what ``rules`` leave out: a
+    copy is not changed, not missing, not a problem (as an ignored file)."""
+    if any(CONFLICT_COPY in fs.entry_id for fs in changes.changed) or any(
+            CONFLICT_COPY in m for m in changes.missing) or any(
+            CONFLICT_COPY in p.path for p in changes.problems):
+        changes = replace(
+            changes,
+            changed=[fs for fs in changes.changed if not conflict_copy(f"{fs.entry_id}.md")],
+            missing={m for m in changes.missing if not conflict_copy(f"{m}.md")},
+            problems=[p for p in changes.problems if not conflict_copy(p.path)])
     return changes if rules is None else rules.apply(changes)
+
+
+def apply(vault: Path, changes: Changes) -> Changes:
+    """``changes`` filtered by the vault's ignore file (as they are without one) and
+    without the reserved conflict copies."""
+    return leave_out(IgnoreRules.load(vault), changes)
 
 
 def ignored_files(vault: Path, limit: int = 1000) -> list[str]:
@@ -108,7 +138,8 @@ def ignored_files(vault: Path, limit: int = 1000) -> list[str]:
         for name in files:
             if name.startswith("."):
                 continue
-            if builtin(name) or (rules is not None and rules.ignores(prefix + name)):
+            if builtin(name) or conflict_copy(prefix + name) or (
+                    rules is not None and rules.ignores(prefix + name)):
                 out.append(prefix + name)
         if len(out) >= limit:
             break

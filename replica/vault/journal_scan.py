@@ -38,7 +38,7 @@ from replica.store.db import Conn
 from replica.vault import files as vlt
 from replica.vault import markdown as md
 from replica.vault import walk as vaultscan
-from replica.vault.ignore import IgnoreRules
+from replica.vault.ignore import IgnoreRules, leave_out
 
 MAX_PATHS = 10_000  # more changed paths than this: the whole walk costs about as much
 
@@ -73,9 +73,9 @@ def changes_txn(conn: Conn, vault: Path, journal: Journal | None,
     if journal is not None:
         found = scoped_txn(conn, vault, journal)
         if found is not None:
-            return (found if rules is None else rules.apply(found)), "journal"
+            return leave_out(rules, found), "journal"
     found = vaultscan.scan_changes(vault, st.file_index_txn(conn), walked)
-    return (found if rules is None else rules.apply(found)), "scan"
+    return leave_out(rules, found), "scan"
 
 
 def scoped_txn(conn: Conn, vault: Path, journal: Journal) -> vaultscan.Changes | None:

@@ -132,6 +132,9 @@ class SpaceSyncer:
                 from replica.conflicts.report import report_after_sync
 
                 report_after_sync(space, rep)  # never raises; retried next sync
+                from replica.conflicts.siblings import after_sync
+
+                after_sync(space.vault, rep.store)  # theirs next to ours; never raises
         finally:
             self.mutex.release()
         doc = service.status_doc(space, scan=False, store=store)  # the sync just scanned
@@ -304,6 +307,9 @@ class SpaceSyncer:
             from replica.conflicts.report import report_after_sync
 
             report_after_sync(self.space, rep)  # never raises; retried next sync
+            from replica.conflicts.siblings import after_sync
+
+            after_sync(self.space.vault, rep.store)  # theirs next to ours; never raises
             head = store.head()
             with store.engine.connect() as conn:
                 pending = st.dirty_ids_txn(conn)

@@ -269,8 +269,8 @@ async def epoch_bump(request: Request, p: Any) -> Response:
               "snapshot of the new epoch and replays its local changes; publications made "
               "in the old epoch are refused. Nothing has changed yet.",
         fields={"reason": body["reason"]},
-        facts=[("Reason", body["reason"]), ("Epoch left behind", out["previous"]),
-               ("Head left behind", f"seq {out['previous_seq']}"),
+        facts=[("Reason", body["reason"]),
+               ("Changes (batches) in the epoch left behind", out["previous_seq"]),
                ("Replicas that must take a snapshot", len(live)),
                ("Agents whose next publication is refused", len(agents))],
         lists=[("Replicas", live), ("Agents", agents)])

@@ -140,7 +140,8 @@ def test_an_admin_changes_roles_access_and_epoch_after_previews(
     r = b.post("/console/admin/spaces/team/epoch",
                data={"csrf": _csrf(access), "reason": "restored <from> backup"},
                headers=_origin(hub_app))
-    assert "seq 1" in r.text and "Replicas that must take a snapshot" in r.text
+    assert "in the epoch left behind</dt><dd>1</dd>" in r.text
+    assert "Replicas that must take a snapshot" in r.text
     assert "restored &lt;from&gt; backup" in r.text and "<from>" not in r.text
     _preview_then_confirm(hub_app, b, team, "/console/admin/spaces/team/epoch",
                           {"reason": "restored from backup"}, "/console/admin/spaces/team/epoch",

@@ -179,7 +179,7 @@ def test_admin_and_member_work_through_the_console(hub: dict[str, Any], browser:
     assert "Deploy with the green button." in member.locator("pre.body").inner_text()
     shot(member, "entry-phone")
     assert not axe_violations(member)
-    member.get_by_role("link", name="diff").first.click()
+    member.get_by_role("link", name="changes").first.click()
     diff = member.locator("pre.diff").inner_text()
     assert "-Deploy with the blue button." in diff and "+Deploy with the green button." in diff
     shot(member, "diff-phone")

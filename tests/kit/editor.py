@@ -29,6 +29,7 @@ from typing import Protocol
 
 from replica.store.store import Store
 from replica.vault import markdown as md
+from replica.vault.ignore import conflict_copy
 from shared.entry import Entry
 
 TOKEN = re.compile(rb"\b(?:tk\d+x\d+|sd\d+x\d+)\b")
@@ -108,6 +109,8 @@ class Person:
         out = []
         for p in sorted(self.local.vault.rglob("*.md")):
             eid = p.relative_to(self.local.vault).as_posix()[:-3]
+            if conflict_copy(eid + ".md"):
+                continue  # theirs of a held conflict: a view, never published (D133)
             if self.half is None or p != self.half.path:
                 out.append(eid)
         return out

@@ -172,10 +172,11 @@ async def rule_remove(request: Request, p: Any) -> Response:
         hub.access_changed(sp["id"])
         return redirect(back)
     r = out["rule"]
+    who = (await call(reads.names, hub.store, p, ref, {r["who"]})).get(r["who"], r["who"])
     return _confirm(request, p, sp, role, title="Remove a rule", button="Confirm remove",
                     intro="Publications prepared under the current rules are re-checked "
                           "under the new ones.", fields={}, back=back,
-                    facts=[("Rule", f"{r['effect']} {r['who']} {', '.join(r['actions'])} "
+                    facts=[("Rule", f"{r['effect']} {who} {', '.join(r['actions'])} "
                                     f"on {r['entries']}")])
 
 

@@ -315,6 +315,7 @@ async def rule_add(request: Request, p: Any) -> Response:
     if dry:  # a preview first: only the confirming POST adds the rule
         sp, role = await call(space_and_role, hub.store, p, ref)
         r = out["rule"]
+        who = (await call(reads.names, hub.store, p, ref, {r["who"]})).get(r["who"], r["who"])
         return page(request, "confirm.html", me=p, space=sp, role=role, title="Add a rule",
                     button="Confirm add rule", action=request.url.path,
                     intro="the guard applies it to every publication from now on; "
@@ -322,7 +323,7 @@ async def rule_add(request: Request, p: Any) -> Response:
                     fields={"effect": r["effect"], "who": r["who"],
                             "actions": ",".join(r["actions"]), "entries": r["entries"]},
                     back=f"/console/spaces/{ref}/members", lists=[],
-                    facts=[("Rule", f"{r['effect']} {r['who']} {', '.join(r['actions'])} "
+                    facts=[("Rule", f"{r['effect']} {who} {', '.join(r['actions'])} "
                                     f"on {r['entries']}")])
     return redirect(f"/console/spaces/{ref}/members")
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.hub.console.test_console_inproc import sign_in
+from tests.hub.console.test_console_inproc import _csrf, sign_in
 from tests.kit.wire import WireMember, put
 
 # a canonical id (lowercase Crockford base32, 26 characters: shared/ids.py), in any case
@@ -124,6 +124,7 @@ def test_audit_members_and_devices_show_names_not_ids(hub_app: dict[str, Any],
         "effect": "deny", "who": cast["ann"].user_id, "actions": ["delete"],
         "entries": "page/*"})
     assert r.status_code in (200, 201), r.text
+    rule = r.json()["rule"]["id"]
     r = cast["owner"].post(f"/v1/spaces/{cast['space']}/screening/allows", {
         "entry": "page/deploy", "version": cast["v2"].entry.version, "rule": "*"})
     assert r.status_code in (200, 201), r.text
@@ -133,6 +134,10 @@ def test_audit_members_and_devices_show_names_not_ids(hub_app: dict[str, Any],
     r = b.get("/console/admin/spaces/team/rules", params={
         "user": cast["ann"].user_id, "entry": "page/deploy"})
     assert "Ann Lee" in _text(r.text) and "(a space rule)" in r.text
+    _no_ids(r.text, cast, hub_app)
+    r = b.post(f"/console/admin/spaces/team/rules/{rule}/remove", data={"csrf": _csrf(r.text)},
+               headers={"Origin": hub_app["settings"].url.rstrip("/")})
+    assert "Remove a rule" in r.text and "deny Ann Lee delete" in r.text  # a preview
     _no_ids(r.text, cast, hub_app)
     for path in ("/console/spaces/team/screening", "/console/admin/spaces/team/audit", "/console/admin/audit",
                  "/console/spaces/team/members", "/console/devices",

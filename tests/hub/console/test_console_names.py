@@ -1,4 +1,4 @@
-"""The console shows people's names and UTC times, never ids (issue 31, items 4 and 10):
+"""The console shows people's names and UTC times, never ids (docs/console.md, "Names and times"):
 the entry history, the diff, the audit, the members and devices pages; and the history's
 links of an older epoch open that epoch's version and change (they answered 404)."""
 

@@ -19,10 +19,18 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.tools import Tool
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
 from replica.mcp.bound import MAX_RESULT_BYTES
 from shared.errors import InvalidRequest, QuireError, TooLarge
+
+
+def hints(read_only: bool, destructive: bool = False, idempotent: bool = True
+          ) -> ToolAnnotations:
+    """Every tool says whether it only reads, may destroy (replace or delete an entry) and
+    may be repeated with the same arguments to no further effect."""
+    return ToolAnnotations(read_only_hint=read_only, destructive_hint=destructive,
+                           idempotent_hint=idempotent, open_world_hint=False)
 
 
 def result_bytes(result: CallToolResult) -> int:

@@ -21,7 +21,7 @@ import time
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
-from mcp.types import CallToolResult, ToolAnnotations
+from mcp.types import CallToolResult
 from pydantic import Field
 
 from replica.app import agent_pages as pages
@@ -29,7 +29,7 @@ from replica.app import page_text as text
 from replica.app import service
 from replica.app.remote_reads import NOTICE, ask
 from replica.conflicts.packets import wire_cost
-from replica.mcp.calls import _result
+from replica.mcp.calls import _result, hints
 from shared.entry import EntryError, make_entry
 from shared.errors import InvalidRequest, NotFound, QuireError
 from shared.ids import entry_id_problem
@@ -39,8 +39,8 @@ PEOPLE_TTL_S = 60.0  # ask the hub for names again at most this often
 PAGE_TOOLS = ("delete", "revert_local", "restore", "history", "activity", "list_entries",
               "read_many", "read_lines", "edit", "links")
 
-READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
-                            open_world_hint=False)
+READ_ONLY = hints(read_only=True)
+CHANGES = hints(read_only=False, destructive=True)  # replaces or drops an entry; repeatable
 
 
 def _size(doc: Any) -> int:
@@ -518,8 +518,7 @@ def register(mcp: MCPServer, session: Any) -> PageTools:
                           "(policy_denied) and nothing is recorded. Your own create that "
                           "never reached the hub is simply dropped; otherwise the delete is "
                           "published by your next sync. Undo before sync with revert_local.",
-              annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True,
-                                          idempotent_hint=True, open_world_hint=False))
+              annotations=CHANGES)
     def delete(entry_id: EntryId, expected_version: Version = None) -> CallToolResult:
         return _result(session, lambda: t.delete(entry_id, expected_version))
 
@@ -528,8 +527,7 @@ def register(mcp: MCPServer, session: Any) -> PageTools:
                           "that would otherwise stay pending forever. Give entry_ids, or "
                           "all: true. Published changes are not touched (use restore). "
                           "Works offline.",
-              annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True,
-                                          idempotent_hint=True, open_world_hint=False))
+              annotations=CHANGES)
     def revert_local(entry_ids: Annotated[list[EntryId] | None, Field(
                          max_length=500, description="entries whose change to drop")] = None,
                      all: Annotated[bool, Field(description="drop every unpublished change "
@@ -541,8 +539,7 @@ def register(mcp: MCPServer, session: Any) -> PageTools:
                           "rules now (a refused restore is refused here), published by your "
                           "next sync as a normal edit. A deleted entry can be restored too. "
                           "Needs the hub.",
-              annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True,
-                                          idempotent_hint=True, open_world_hint=False))
+              annotations=CHANGES)
     def restore(entry_id: EntryId,
                 seq: Annotated[int, Field(ge=0, description="the seq to restore from")],
                 expected_version: Version = None) -> CallToolResult:
@@ -610,8 +607,7 @@ def register(mcp: MCPServer, session: Any) -> PageTools:
                           "exactly once), append_under {heading, text} (at the end of that "
                           "heading's section). Pass expected_version from read. Recorded as "
                           "your change; published by your next sync.",
-              annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True,
-                                          idempotent_hint=False, open_world_hint=False))
+              annotations=hints(read_only=False, destructive=True, idempotent=False))
     def edit(entry_id: EntryId,
              replace_lines: Annotated[dict[str, Any] | None, Field(
                  description="{start, end, text}")] = None,

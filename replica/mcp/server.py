@@ -18,27 +18,19 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
-from mcp.types import CallToolResult, ToolAnnotations
+from mcp.types import CallToolResult
 from pydantic import Field
 
 from replica.app.agent_grant import DEFAULT_TTL_S as DEFAULT_GRANT_TTL_S
 from replica.app.remote_reads import AT_HUB
 from replica.conflicts.packets import DEFAULT_TTL_S
 from replica.mcp.bound import MAX_RESULT_BYTES
-from replica.mcp.calls import QuireMCP, _result
+from replica.mcp.calls import QuireMCP, _result, hints
 from replica.mcp.page_tools import PAGE_TOOLS, register
 from replica.mcp.session import READ_CHARS, SEARCH_LIMIT, Session
 from replica.mcp.text import INSTRUCTIONS, INTRO
 
 __all__ = ["TOOLS", "Session", "build_server", "serve"]
-
-
-def hints(read_only: bool, destructive: bool = False, idempotent: bool = True
-          ) -> ToolAnnotations:
-    """Every tool says whether it only reads, may destroy (replace or delete an entry) and
-    may be repeated with the same arguments to no further effect."""
-    return ToolAnnotations(read_only_hint=read_only, destructive_hint=destructive,
-                           idempotent_hint=idempotent, open_world_hint=False)
 
 
 READS = hints(read_only=True)

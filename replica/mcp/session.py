@@ -24,7 +24,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from replica.app import service
+from replica.app import agent_pages, service
 from replica.app.agent_grant import DEFAULT_TTL_S as DEFAULT_GRANT_TTL_S
 from replica.app.agent_grant import (
     AgentGrant,
@@ -40,7 +40,6 @@ from replica.app.agent_session import (
     principal_of,
     run_agent_sync,
     space_of,
-    view_txn,
     write_change,
 )
 from replica.conflicts.desk import (
@@ -56,8 +55,6 @@ from replica.machine.home import Home, SpaceConfig
 from replica.mcp.bound import check_offset, entry_answer, fit_packet, fit_rows
 from replica.store import overlay
 from replica.store import store as st
-from replica.store.overlay import AgentChange
-from replica.vault import markdown as md
 from shared import policy
 from shared.entry import EntryError, make_entry
 from shared.errors import (
@@ -74,19 +71,6 @@ from shared.wire import MAX_PROVENANCE_VALUE
 READ_CHARS = 16 * 1024
 SEARCH_LIMIT = 50
 SNIPPET = 160
-
-def _state_and_conflict(space: Any, entry_id: str, agent: str
-                        ) -> tuple[Any, Any, AgentChange | None]:
-    """An entry's replica state, its held conflict (or None) and ``agent``'s own
-    unpublished change of it (or None), in one store read."""
-    store = st.Store(space.store_path)
-    try:
-        with store.tx() as conn:
-            s, mine = view_txn(conn, agent, entry_id)
-            return s, st.get_conflict_txn(conn, entry_id), mine
-    finally:
-        store.close()
-
 
 class Session:
     """The replica one MCP server serves to one agent; each tool is a method returning a
@@ -357,22 +341,13 @@ class Session:
             raise InvalidRequest(f"invalid entry id {entry_id!r}: {problem}")
         check_offset(offset, max_chars)
         space = self.space()
-        path = md.entry_path(space.vault, entry_id)
-        s, c, mine = _state_and_conflict(space, entry_id, self.agent)
-        entry = None
-        if mine is not None:  # your own unpublished write, over the replica's
-            if mine.entry.deleted:
-                raise NotFound(f"{entry_id} is deleted by you (not yet published; "
-                               "revert_local undoes it)")
-            entry = mine.entry
-        elif path.is_file() and not path.is_symlink():
-            try:
-                entry = md.read_entry(space.vault, entry_id, path.read_bytes())[0]
-            except EntryError as e:
-                raise LocalError(f"the vault file of {entry_id} is not valid: {e}",
-                                 {"line": e.line}) from None
-        elif s.local is not None and not s.local.deleted:
-            entry = s.local
+        # your own unpublished write over the replica's, else the vault file, else the
+        # store (replica/app/agent_pages.py: what every tool of the agent sees)
+        cur = agent_pages.current(space, self.agent, entry_id)
+        s, c, mine, entry = cur.state, cur.conflict, cur.mine, cur.entry
+        if mine is not None and mine.entry.deleted:
+            raise NotFound(f"{entry_id} is deleted by you (not yet published; "
+                           "revert_local undoes it)")
         if entry is None:
             raise NotFound(f"no entry {entry_id} in this replica")
         extra: dict[str, Any] = {

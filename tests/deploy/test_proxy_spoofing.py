@@ -23,6 +23,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
+from tests.deploy.test_deploy_files import _wait_up
 from tests.kit.host import REPO, free_port, unavailable
 from tests.kit.hubproc import HubProcess, init_hub, serve_hub
 
@@ -30,18 +31,6 @@ DEPLOY = REPO / "deploy"
 # the client's own address: not the proxy's, not trusted (one per proxy: one hub serves both)
 CLIENTS = {"nginx": "127.0.0.2", "caddy": "127.0.0.3"}
 KEY = "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"  # any Ed25519 public key
-
-
-def _wait_up(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, log.read_text()
-        try:
-            httpx2.get(url, timeout=1)
-            return
-        except httpx2.HTTPError:
-            time.sleep(0.05)
-    raise AssertionError(f"proxy did not start: {log.read_text()}")
 
 
 def _nginx(tmp_path: Path, hub: HubProcess, port: int) -> subprocess.Popen[bytes]:

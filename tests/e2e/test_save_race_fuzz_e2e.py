@@ -47,7 +47,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from random import Random
 from typing import Any
@@ -60,7 +59,7 @@ from replica.store.store import Store
 from replica.vault.ignore import conflict_copy
 from shared.entry import Entry
 from tests.kit.cli import QUIRE, CliMember, CliTeam, FreshHub, qjson, quire
-from tests.kit.editor import Ledger, Person, tokens
+from tests.kit.editor import Ledger, Person, seeds, tokens
 from tests.kit.host import REPO, free_port
 from tests.kit.hubproc import HubProcess, init_hub, serve_hub
 from tests.kit.pg import pg_database, require_pg
@@ -580,17 +579,6 @@ def run_seed(hubs: Hubs, owner: Path, hub0: FreshHub, root: Path, seed: int,
         run.close()
 
 
-def seeds() -> Iterator[int]:
-    if SEED is not None:
-        yield int(SEED)
-        return
-    start = int(time.time()) % 100_000
-    n = 0
-    while True:
-        yield start + n
-        n += 1
-
-
 @pytest.mark.e2e
 @pytest.mark.pg
 @pytest.mark.slow
@@ -611,7 +599,7 @@ def test_saves_racing_real_syncs_and_kills_lose_no_write_and_overwrite_none_unse
             print(f"hubs up, owner joined: {time.monotonic() - started:.1f} s",
                   file=sys.stderr)
             hub0 = FreshHub(hubs.url(0), data, code, hubs.procs[0].proc)  # type: ignore[union-attr]
-            for seed in seeds():
+            for seed in seeds(SEED):
                 began = time.monotonic()
                 print(f"e2e fuzz seed {seed}", file=sys.stderr)
                 book = Ledger()

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import os
 import re
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from random import Random
@@ -258,3 +260,16 @@ def _shows_marker(path: Path) -> bool:
         return b"\nquire:" in path.read_bytes()
     except OSError:
         return False
+
+
+def seeds(seed: str | None) -> Iterator[int]:
+    """The fuzzes' seeds: ``seed`` alone when one is given (a replay), else consecutive
+    seeds from one taken from the clock (printed by the caller)."""
+    if seed is not None:
+        yield int(seed)
+        return
+    start = int(time.time()) % 100_000
+    n = 0
+    while True:
+        yield start + n
+        n += 1

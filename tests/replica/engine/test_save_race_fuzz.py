@@ -35,7 +35,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from random import Random
 from typing import Any
 
@@ -48,7 +48,7 @@ from replica.vault import files as vlt
 from replica.watch.syncer import SpaceSyncer
 from shared.digest import genesis_digest
 from shared.errors import QuireError
-from tests.kit.editor import Ledger, Person, tokens
+from tests.kit.editor import Ledger, Person, seeds, tokens
 from tests.kit.inproc import InprocHub, Local, Space, scratch_dir
 
 SECONDS = float(os.environ.get("QUIRE_FUZZ_SECONDS", "60"))
@@ -327,17 +327,6 @@ def check(nodes: list[Node], space: Space, book: Ledger) -> tuple[list[str], lis
 # ---------------------------------------------------------------- the test
 
 
-def seeds() -> Iterator[int]:
-    if SEED is not None:
-        yield int(SEED)
-        return
-    start = int(time.time()) % 100_000
-    n = 0
-    while True:
-        yield start + n
-        n += 1
-
-
 @pytest.mark.slow
 def test_saves_racing_syncs_lose_no_write_and_overwrite_none_unseen(
         inproc_hub: InprocHub, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -345,7 +334,7 @@ def test_saves_racing_syncs_lose_no_write_and_overwrite_none_unseen(
     totals = Ledger()
     started = time.monotonic()
     done: list[int] = []
-    for seed in seeds():
+    for seed in seeds(SEED):
         print(f"fuzz seed {seed}", file=sys.stderr)
         book = Ledger()
         run_seed(inproc_hub, seed, steps, book)

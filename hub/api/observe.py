@@ -88,7 +88,7 @@ class Observe:
             if status >= 400 and info.code is None:
                 info.code = "internal" if status >= 500 else "http_error"
             client = None
-            if self.client is not None:
+            if self.client is not None and log.isEnabledFor(logging.INFO):
                 try:
                     client = self.client(scope)
                 except Exception:  # noqa: BLE001 - an address must never break a response

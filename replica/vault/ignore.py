@@ -67,13 +67,16 @@ class IgnoreRules:
             raise _invalid(path, data[: e.start].count(b"\n") + 1,
                            "is not valid UTF-8") from None
         lines = text.splitlines()
-        for number, line in enumerate(lines, 1):  # one at a time: the error names its line
-            try:
-                pathspec.GitIgnoreSpec.from_lines([line])
-            except (ValueError, TypeError):
-                raise _invalid(path, number, f"pattern {line!r} is not valid gitignore "
-                                             "syntax") from None
-        spec = pathspec.GitIgnoreSpec.from_lines(lines)
+        try:
+            spec = pathspec.GitIgnoreSpec.from_lines(lines)
+        except (ValueError, TypeError):
+            for number, line in enumerate(lines, 1):  # which line: the error names it
+                try:
+                    pathspec.GitIgnoreSpec.from_lines([line])
+                except (ValueError, TypeError):
+                    raise _invalid(path, number, f"pattern {line!r} is not valid gitignore "
+                                                 "syntax") from None
+            raise
         return cls(spec, len(spec.patterns))
 
     def ignores(self, rel: str) -> bool:

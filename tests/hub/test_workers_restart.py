@@ -53,3 +53,18 @@ def test_a_killed_worker_is_started_again_and_the_hub_keeps_answering(tmp_path: 
         finally:
             hub.stop()
         assert hub.proc.returncode == 0  # a SIGTERM still stops the whole set cleanly
+
+
+def test_a_worker_that_keeps_dying_stops_the_set_as_a_crash_loop() -> None:
+    """Five exits within the window: the supervisor gives up (exit 1) rather than spin, so
+    systemd or the container runtime restarts the whole set (docs/operations.md)."""
+    import subprocess
+    import sys
+
+    from tests.kit.host import REPO
+
+    code = ("import sys; from hub import workers\n"
+            "sys.exit(workers.supervise(2, lambda i: 3))\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 1, (r.stdout, r.stderr)

@@ -5,7 +5,7 @@
     vault walk ──► hidden names and built-in scratch names   skipped by name
                    (#deploy.md#, deploy.md___jb_tmp___, …)   (``markdown.ignored``)
                ──► Changes (changed, missing, problems)
-                        │ ``.quireignore`` there?  no ──► as they are (no cost)
+                        │ ``.quireignore`` there?  no ──► as they are (one failed open)
                         ▼ yes
                    ``IgnoreRules.apply``: an ignored path is not changed (never
                    published), not missing (its delete is never published), not a problem

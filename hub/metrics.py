@@ -16,6 +16,8 @@ several apps in one test process never collide. What is measured:
 - ``quire_longpolls_waiting``                    ``head?wait=`` requests waiting
 - ``quire_db_pool_connections{state}``           in_use, idle; ``waiting``: callers
                                                  waiting for a connection
+- ``quire_console_csp_reports_total{directive}``  Content-Security-Policy violations the
+                                                 console's pages reported (none expected)
 """
 
 from __future__ import annotations
@@ -65,6 +67,9 @@ class Metrics:
         self.db_pool = Gauge("quire_db_pool_connections",
                              "Database pool: connections in use, idle, callers waiting",
                              ["state"], registry=r)
+        self.csp_reports = Counter("quire_console_csp_reports",
+                                   "CSP violation reports from console pages", ["directive"],
+                                   registry=r)
         self._server: Any = None
 
     def watch_pool(self, stats: Callable[[], dict[str, int]]) -> None:

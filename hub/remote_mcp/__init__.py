@@ -1,0 +1,1 @@
+"""The remote MCP endpoint (``/mcp``): a space's tools for agents without a replica (D136)."""

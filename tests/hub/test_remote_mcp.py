@@ -1,0 +1,299 @@
+"""The hub's remote MCP endpoint (docs/agents.md, "Remote endpoint"), on the real hub app
+served by uvicorn on loopback: an agent host discovers the authorization server, registers,
+signs in with code + PKCE (S256) while a member consents in the console, then the official
+``mcp`` client reads, searches and files a proposal over streamable HTTP. And the attacks:
+a token for space A reading space B, a revoked consent, a wrong PKCE verifier, a reused code,
+a redirect-uri mismatch, an expired token; every refusal structured."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+import re
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx2
+import pytest
+import uvicorn
+
+from tests.kit.host import free_port
+from tests.kit.hubproc import init_hub
+from tests.kit.wire import put, redeem
+
+REDIRECT = "http://127.0.0.1:9/callback"
+DOC = (Path(__file__).resolve().parents[2] / "docs" / "agents.md").read_text()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.skew = 0
+
+    def __call__(self) -> int:
+        return int(time.time() * 1000) + self.skew
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    from hub.app import create_app
+    from hub.settings import load_settings
+
+    data = tmp_path_factory.mktemp("remote") / "hub"
+    code = init_hub(data)
+    settings = load_settings(data)
+    settings.port = free_port()
+    clock = Clock()
+    settings.clock = clock
+    app = create_app(settings)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=settings.port,
+                                           log_level="warning", lifespan="on"))
+    th = threading.Thread(target=server.run, daemon=True)
+    th.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline and th.is_alive(), "hub did not start"
+        time.sleep(0.05)
+    url = settings.url
+    web = httpx2.Client(base_url=url)
+    owner = redeem(web, code, "owner-laptop")
+    a, b = owner.create_space("alpha"), owner.create_space("beta")
+    v = put("page/deploy", "Deploy with the blue button.\n", title="How we deploy")
+    assert owner.publish(a, [v]).status_code == 201
+    assert owner.publish(a, [put("guardrail/no-prod", "never touch prod\n", title="no prod",
+                                 meta={"severity": "block"})]).status_code == 201
+    assert owner.publish(b, [put("page/secret-b", "beta only\n")]).status_code == 201
+    browser = sign_in(url, owner)
+    yield {"url": url, "owner": owner, "browser": browser, "clock": clock, "deploy": v,
+           "hub": app.state.hub}
+    server.should_exit = True
+    th.join(10)
+
+
+def sign_in(url: str, approver: Any) -> httpx2.Client:
+    """A console browser session, approved by the owner's device (as today)."""
+    b = httpx2.Client(base_url=url, headers={"Origin": url})
+    r = b.post("/console/signin")
+    assert r.status_code == 303, r.text
+    wait = b.get("/console/signin/wait")
+    code = re.search(r"quire devices approve ([A-Z0-9-]+)", wait.text)
+    assert code, wait.text
+    assert approver.post("/v1/device/approve", {"user_code": code.group(1)}).status_code == 200
+    assert b.get("/console/signin/wait").status_code == 303
+    return b
+
+
+def pkce() -> tuple[str, str]:
+    verifier = secrets.token_urlsafe(48)
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()
+                                         ).decode().rstrip("=")
+    return verifier, challenge
+
+
+def register(web: httpx2.Client) -> dict[str, Any]:
+    """Discovery as an MCP host does it, then dynamic client registration."""
+    r = web.post("/mcp", json={})
+    assert r.status_code == 401
+    assert r.json()["error"]["code"] == "unauthorized"
+    prm_url = re.search(r'resource_metadata="([^"]+)"', r.headers["www-authenticate"]).group(1)
+    prm = web.get(prm_url).json()
+    assert prm["resource"].endswith("/mcp")
+    issuer = prm["authorization_servers"][0].rstrip("/")
+    u = urlsplit(issuer)
+    meta = web.get(f"{u.scheme}://{u.netloc}/.well-known/oauth-authorization-server"
+                   f"{u.path}").json()
+    assert meta["code_challenge_methods_supported"] == ["S256"]
+    reg = web.post(meta["registration_endpoint"], json={
+        "client_name": "cloud agent", "redirect_uris": [REDIRECT],
+        "token_endpoint_auth_method": "none",
+        "grant_types": ["authorization_code", "refresh_token"]})
+    assert reg.status_code == 201, reg.text
+    return {**reg.json(), "meta": meta}
+
+
+def authorize(env: dict[str, Any], client: dict[str, Any], space: str,
+              scope: str = "read propose") -> tuple[str, str]:
+    """code + PKCE through the member's consent in the console: (code, verifier)."""
+    web, browser = httpx2.Client(), env["browser"]
+    verifier, challenge = pkce()
+    state = secrets.token_urlsafe(8)
+    r = web.get(client["meta"]["authorization_endpoint"], params={
+        "response_type": "code", "client_id": client["client_id"], "redirect_uri": REDIRECT,
+        "code_challenge": challenge, "code_challenge_method": "S256", "state": state,
+        "scope": scope})
+    assert r.status_code == 302, r.text
+    consent = browser.get(r.headers["location"])
+    assert consent.status_code == 200, consent.text
+    assert "cloud agent" in consent.text and "remote-cloud-agent" in consent.text
+    assert "default-src 'none'" in consent.headers["content-security-policy"]
+    csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', consent.text).group(1)
+    rid = re.search(r'name="request" value="([^"]+)"', consent.text).group(1)
+    form = {"csrf": csrf, "request": rid, "space": space, "decision": "approve",
+            **{f"scope_{s}": "on" for s in scope.split()}}
+    done = browser.post("/console/consent", data=form)
+    assert done.status_code == 303, done.text
+    q = parse_qs(urlsplit(done.headers["location"]).query)
+    assert q["state"] == [state]
+    return q["code"][0], verifier
+
+
+def token(env: dict[str, Any], client: dict[str, Any], code: str, verifier: str,
+          redirect: str = REDIRECT) -> httpx2.Response:
+    return httpx2.post(client["meta"]["token_endpoint"], data={
+        "grant_type": "authorization_code", "code": code, "code_verifier": verifier,
+        "redirect_uri": redirect, "client_id": client["client_id"]})
+
+
+async def tools(url: str, access: str, calls: list[tuple[str, dict[str, Any]]]
+                ) -> list[dict[str, Any]]:
+    """The official client over streamable HTTP: each call's JSON answer and isError."""
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    out = []
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {access}"}) as http, \
+            streamable_http_client(url + "/mcp", http_client=http) as (read, write, *_), \
+            ClientSession(read, write) as session:
+        await session.initialize()
+        for name, args in calls:
+            res = await session.call_tool(name, args)
+            out.append({"is_error": res.is_error, **json.loads(res.content[0].text)})
+    return out
+
+
+def signed_in_token(env: dict[str, Any], space: str = "alpha",
+                    scope: str = "read propose") -> dict[str, Any]:
+    web = httpx2.Client(base_url=env["url"])
+    client = register(web)
+    code, verifier = authorize(env, client, space, scope)
+    r = token(env, client, code, verifier)
+    assert r.status_code == 200, r.text
+    return {**r.json(), "client": client}
+
+
+def test_an_agent_signs_in_reads_searches_and_proposes(served: dict[str, Any]) -> None:
+    t = signed_in_token(served)
+    assert t["token_type"] == "Bearer" and t["scope"] == "read propose"
+    v = served["deploy"].entry.version
+    got = asyncio.run(tools(served["url"], t["access_token"], [
+        ("search", {"query": "blue"}),
+        ("read", {"entry_id": "page/deploy"}),
+        ("history", {"entry_id": "page/deploy"}),
+        ("list_entries", {"kind": "page"}),
+        ("bootstrap_world_model", {}),
+        ("propose", {"entry_id": "page/deploy", "title": "How we deploy",
+                     "body": "Deploy with the green button.\n", "base": v,
+                     "reason": "the button is green now"}),
+        ("read", {"entry_id": "page/nope"}),
+        ("read", {"entry_id": "page/deploy", "bogus": 1}),
+    ]))
+    search, read, hist, lst, wm, prop, missing, bad = got
+    assert [r["id"] for r in search["results"]] == ["page/deploy"]
+    assert read["body"] == "Deploy with the blue button.\n" and read["version"] == v
+    assert hist["versions"][0]["by"] == "owner" or "owner" in hist["versions"][0]["by"]
+    assert [e["id"] for e in lst["entries"]] == ["page/deploy"]
+    assert [g["key"] for g in wm["guardrails"]] == ["no-prod"]
+    assert wm["space"]["name"] == "alpha"
+    assert not prop["is_error"] and prop["proposal"]["state"] == "open", prop
+    assert missing["is_error"] and missing["error"]["code"] == "not_found"
+    assert bad["is_error"] and bad["error"]["code"] == "invalid_request"
+    # the member sees the proposal, filed by the agent
+    listed = served["owner"].get("/v1/spaces/alpha/proposals").json()
+    assert any(p["agent"] == "remote-cloud-agent" for p in listed["proposals"]), listed
+
+
+def test_a_token_for_space_a_cannot_read_space_b(served: dict[str, Any]) -> None:
+    t = signed_in_token(served, "alpha", "read")
+    got = asyncio.run(tools(served["url"], t["access_token"], [
+        ("bootstrap_world_model", {"space": "beta"}),
+        ("search", {"query": "beta"}),
+        ("propose", {"entry_id": "page/x", "body": "x", "reason": "r"}),
+    ]))
+    other, search, prop = got
+    assert other["is_error"] and other["error"]["code"] == "space_not_found"
+    assert other["error"]["details"]["candidates"] == [
+        {"id": other["error"]["details"]["candidates"][0]["id"], "name": "alpha"}]
+    assert search["results"] == []  # beta's page is never seen
+    assert prop["is_error"] and prop["error"]["details"]["reason"] == "insufficient_scope"
+
+
+def test_a_revoked_consent_stops_the_next_call(served: dict[str, Any]) -> None:
+    t = signed_in_token(served)
+    assert not asyncio.run(tools(served["url"], t["access_token"],
+                                 [("search", {"query": "blue"})]))[0]["is_error"]
+    b = served["browser"]
+    page = b.get("/console/agents")
+    assert page.status_code == 200 and "remote-cloud-agent" in page.text
+    csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page.text).group(1)
+    ids = re.findall(r'name="consent" value="([^"]+)"', page.text)
+    for cid in ids:  # without the CSRF token: nothing changes
+        assert b.post("/console/agents/revoke", data={"consent": cid}).status_code == 403
+    r = httpx2.post(served["url"] + "/mcp", json={}, headers={
+        "Authorization": f"Bearer {t['access_token']}"})
+    assert r.status_code != 401
+    for cid in ids:
+        assert b.post("/console/agents/revoke", data={"csrf": csrf, "consent": cid}
+                      ).status_code == 303
+    r = httpx2.post(served["url"] + "/mcp", json={}, headers={
+        "Authorization": f"Bearer {t['access_token']}"})
+    assert r.status_code == 401
+    assert r.json()["error"]["details"]["reason"] == "consent_revoked"
+    assert 'error="invalid_token"' in r.headers["www-authenticate"]
+    # and the refresh token is dead too
+    rr = httpx2.post(t["client"]["meta"]["token_endpoint"], data={
+        "grant_type": "refresh_token", "refresh_token": t["refresh_token"],
+        "client_id": t["client"]["client_id"]})
+    assert rr.status_code == 400 and rr.json()["error"] == "invalid_grant"
+
+
+def test_wrong_verifier_reused_code_and_redirect_mismatch_are_refused(
+        served: dict[str, Any]) -> None:
+    web = httpx2.Client(base_url=served["url"])
+    client = register(web)
+    code, verifier = authorize(served, client, "alpha")
+    wrong = token(served, client, code, pkce()[0])
+    assert wrong.status_code == 400 and wrong.json()["error"] == "invalid_grant"
+    mismatch = token(served, client, code, verifier, redirect="http://127.0.0.1:9/other")
+    assert mismatch.status_code == 400 and mismatch.json()["error"] == "invalid_request"
+    ok = token(served, client, code, verifier)
+    assert ok.status_code == 200, ok.text
+    again = token(served, client, code, verifier)
+    assert again.status_code == 400 and again.json()["error"] == "invalid_grant"
+    # the replayed code leaked: what it gave is revoked
+    r = httpx2.post(served["url"] + "/mcp", json={}, headers={
+        "Authorization": f"Bearer {ok.json()['access_token']}"})
+    assert r.status_code == 401
+    assert r.json()["error"]["details"]["reason"] in ("consent_revoked", "token_revoked")
+    # a plain method is not accepted: S256 only
+    r = web.get(client["meta"]["authorization_endpoint"], params={
+        "response_type": "code", "client_id": client["client_id"], "redirect_uri": REDIRECT,
+        "code_challenge": "x" * 43, "code_challenge_method": "plain"})
+    assert r.status_code in (302, 400)
+    if r.status_code == 302:
+        assert "error=invalid_request" in r.headers["location"]
+
+
+def test_an_expired_token_is_refused(served: dict[str, Any]) -> None:
+    t = signed_in_token(served)
+    served["clock"].skew += (served["hub"].settings.oauth_access_ttl + 1) * 1000
+    try:
+        r = httpx2.post(served["url"] + "/mcp", json={}, headers={
+            "Authorization": f"Bearer {t['access_token']}"})
+    finally:
+        served["clock"].skew = 0
+    assert r.status_code == 401
+    assert r.json()["error"] == {"code": "unauthorized", "message": r.json()["error"]["message"],
+                                 "details": {"reason": "token_expired"}}
+
+
+def test_the_documented_remote_config_names_this_endpoint() -> None:
+    m = re.search(r"```json\n(\{\s*\"mcpServers\":\s*\{\s*\"quire-remote\".*?)```", DOC, re.S)
+    assert m, "docs/agents.md, Remote endpoint: the host configuration"
+    server = json.loads(m.group(1))["mcpServers"]["quire-remote"]
+    assert server["type"] == "http" and urlsplit(server["url"]).path == "/mcp"

@@ -27,10 +27,21 @@ def _until(ms: Any) -> str:
 def _human_list(rows: list[dict[str, Any]]) -> str:
     from replica.cli.humanout import table
 
-    return table(["packet", "entry", "kind", "fields", "claimed by"], [
+    return table(["packet", "entry", "kind", "fields", "theirs by", "claimed by"], [
         [r["packet_id"], r["entry"], r["kind"], ", ".join(r["fields"]),
+         _who(r.get("theirs_author")),
          f"{r['claim']['agent']} until {_until(r['claim']['expires_at'])}" if r["claim"]
          else ""] for r in rows], empty="no open conflict packets")
+
+
+def _who(author: dict[str, Any] | None) -> str:
+    """Who made a side, for people: the member's display name (``a member`` when this
+    replica does not know it; never an id) and the agent that wrote it on their behalf."""
+    if not author:
+        return "unknown"
+    name = author.get("name") or ("you" if author.get("replica") == "this replica"
+                                  else "a member")
+    return name + (f" for agent {author['agent']}" if author.get("agent") else "")
 
 
 def _human_packet(p: dict[str, Any]) -> str:
@@ -55,16 +66,28 @@ def _human_packet(p: dict[str, Any]) -> str:
 def _side(s: dict[str, Any]) -> str:
     """One side of a packet for people: its title, who made it and when (``seq``); what is
     not known is left out, never printed as ``None``."""
+    from shared.humanize import stamp
+
     desc = "absent (deleted)" if not s["present"] else repr(s.get("title") or "")
-    who = s.get("author") or {}
-    name = who.get("name") or who.get("user") or (
-        "you" if who.get("replica") == "this replica" else None)
     parts = [desc]
-    if name:
-        parts.append(f"by {name}" + (f" (agent {who['agent']})" if who.get("agent") else ""))
-    if s.get("seq") is not None:
-        parts.append(f"seq {s['seq']}")
+    if s.get("author"):
+        parts.append(f"by {_who(s['author'])}")
+    if isinstance(s.get("at"), int):
+        parts.append(stamp(s["at"]))
     return "  ".join(parts)
+
+
+def _name_authors(home: Home, space: Any, desk: Any, authors: list[dict[str, Any]]) -> None:
+    """Fill in the display names this replica does not know yet, asked of the hub once
+    (``GET …/people``, kept for the next time; offline: left as they are)."""
+    from replica.app.changelog import refresh_names
+
+    unknown = [a for a in authors if a and a.get("user") and not a.get("name")]
+    if not unknown:
+        return
+    names = refresh_names(home, space, desk.store)
+    for a in unknown:
+        a["name"] = names.get(a["user"])
 
 
 def cmd_conflicts(args: argparse.Namespace, out: Any) -> int:
@@ -73,9 +96,13 @@ def cmd_conflicts(args: argparse.Namespace, out: Any) -> int:
     with open_desk(home, space) as desk:
         if args.verb == "list":
             rows = desk.list_packets()
+            _name_authors(home, space, desk, [r["theirs_author"] for r in rows])
             out.doc({"packets": rows}, _human_list(rows))
         elif args.verb == "show":
             p = desk.show(args.packet, page=args.page)
+            if "part" not in p:
+                _name_authors(home, space, desk, [p[s]["author"] for s in
+                                                  ("base", "ours", "theirs")])
             out.doc(p, _human_packet(p))
         elif args.verb == "claim":
             c = desk.claim(args.packet, args.agent, args.ttl)

@@ -197,29 +197,66 @@ class Desk:
                      " VALUES (?, ?, ?)", (packet_id, entry_id, self.clock()))
 
     def _authors(self, c: Conflict) -> tuple[dict[str, Any] | None, int | None,
-                                             dict[str, Any]]:
+                                             dict[str, Any], dict[int, int]]:
+        """(base's author, base's seq, ours' author, {seq: accepted at} of base and
+        theirs) from the history this replica applied."""
         me = {"user": self.principal.user_id, "device": self.principal.device_id,
               "agent": None, "replica": "this replica"}
         base_author, base_seq = None, None
+        times: dict[int, int] = {}
         for row in reversed(self.store.history()):
             if c.entry_id not in json.loads(row["entries"]):
                 continue
             if c.theirs_seq is not None and row["seq"] >= c.theirs_seq:
+                if row["seq"] == c.theirs_seq and row.get("accepted_at"):
+                    times[row["seq"]] = int(row["accepted_at"])
                 continue
             base_seq = row["seq"]
+            if row.get("accepted_at"):
+                times[row["seq"]] = int(row["accepted_at"])
             if row["kind"] == "push":
                 base_author = me
             elif row["author"]:
                 base_author = json.loads(row["author"])
             break
-        return base_author, base_seq, me
+        return base_author, base_seq, me, times
+
+    def people(self) -> dict[str, str]:
+        """The members' display names this replica knows, by user id: kept by ``quire
+        log`` and syncs (meta ``people``) and by MCP sessions (``agent_people``)."""
+        out: dict[str, str] = {}
+        for key in ("agent_people", siblings.PEOPLE):
+            got = self.store.get_meta(key)
+            if isinstance(got, dict):
+                out.update({str(k): str(v) for k, v in got.items()})
+        return out
+
+    def named(self, author: dict[str, Any] | None, people: dict[str, str]
+              ) -> dict[str, Any] | None:
+        """``author`` with the member's display name beside the ids (``name``: ``you`` for
+        this member when the hub has not said it, None when not known)."""
+        if not author:
+            return author
+        user = author.get("user")
+        name = people.get(user) if isinstance(user, str) else None
+        if name is None and (author.get("replica") == "this replica"
+                             or (user is not None and user == self.principal.user_id)):
+            name = "you"
+        return dict(author, name=name)
 
     def _packet(self, c: Conflict, claim: dict[str, Any] | None,
                 inline: int = MAX_INLINE_BYTES, page_fields: bool = False) -> dict[str, Any]:
-        base_author, base_seq, me = self._authors(c)
-        return build_packet(c, base_author=base_author, base_seq=base_seq, ours_author=me,
-                            claim=claim, inline=inline, page_fields=page_fields,
-                            stakes_doc=self.stakes(c))
+        base_author, base_seq, me, times = self._authors(c)
+        people = self.people()
+        pkt = build_packet(c, base_author=self.named(base_author, people), base_seq=base_seq,
+                           ours_author=self.named(me, people), claim=claim, inline=inline,
+                           page_fields=page_fields, stakes_doc=self.stakes(c))
+        # who made theirs, by name; when base and theirs were accepted (UTC ms)
+        pkt["theirs"]["author"] = self.named(pkt["theirs"]["author"], people)
+        for side in ("base", "theirs"):
+            seq = pkt[side].get("seq")
+            pkt[side]["at"] = times.get(seq) if isinstance(seq, int) else None
+        return pkt
 
     def stakes(self, c: Conflict) -> dict[str, Any] | None:
         """``packets.stakes`` (what each side does to the guardrail since the base) and,
@@ -250,6 +287,7 @@ class Desk:
         """A short line per open packet (read the full packet with ``show``)."""
         out = []
         conflicts = self.open_conflicts()
+        people = self.people()
         with self._claims_tx() as conn:
             for c in conflicts:
                 digest = packet_digest(c)
@@ -257,7 +295,8 @@ class Desk:
                 self._remember_txn(conn, pid, c.entry_id)
                 out.append({"packet_id": pid, "digest": digest, "entry": c.entry_id,
                             "kind": conflict_kind(c), "fields": list(c.fields),
-                            "theirs_author": c.theirs_author, "theirs_seq": c.theirs_seq,
+                            "theirs_author": self.named(c.theirs_author, people),
+                            "theirs_seq": c.theirs_seq,
                             "claim": self._claim_doc(conn, c.entry_id),
                             "created_at": c.created_at})
         return out

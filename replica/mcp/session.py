@@ -439,6 +439,8 @@ class Session:
         (replica/mcp/bound.py ``fit_rows``); ``next_offset`` while more follow."""
         with self.desk() as desk:
             rows = desk.list_packets()
+        names = self._names_of([r["theirs_author"] for r in rows])
+        rows = [dict(r, theirs_author=_by_name(r["theirs_author"], names)) for r in rows]
         page = fit_rows(rows[offset:offset + limit])
         end = offset + len(page)
         return {"packets": page, "total": len(rows), "offset": offset,
@@ -455,8 +457,27 @@ class Session:
                                                       page_fields=page_fields))
             self._levels[pkt["packet_id"]] = level = (inline, page_fields)
             if page is None:
-                return pkt
+                return self._named_packet(pkt)
         return desk.show(packet, page=page, inline=level[0], page_fields=level[1])
+
+    def _names_of(self, authors: list[dict[str, Any] | None]) -> dict[str, str]:
+        """Display names for ``authors`` the desk could not name, asked of the hub once
+        with this session's delegation (remembered; offline: none)."""
+        if not any(a and a.get("user") and not a.get("name") for a in authors):
+            return {}
+        try:
+            client = self.hub_client()
+        except QuireError:
+            return {}
+        return agent_pages.people(self.space(), client)
+
+    def _named_packet(self, pkt: dict[str, Any]) -> dict[str, Any]:
+        """A packet as an agent reads it: who made each side by display name and agent,
+        without user and device ids (fitted before: names cost no more than the ids)."""
+        sides = ("base", "ours", "theirs")
+        names = self._names_of([pkt[s].get("author") for s in sides])
+        return dict(pkt, **{s: dict(pkt[s], author=_by_name(pkt[s].get("author"), names))
+                            for s in sides})
 
     def conflict_show(self, packet: str, page: int | None = None) -> dict[str, Any]:
         with self.desk() as desk:
@@ -538,3 +559,14 @@ class Session:
     def conflict_release(self, packet: str, claim_token: str) -> dict[str, Any]:
         with self.desk() as desk:
             return desk.release(packet, claim_token)
+
+
+def _by_name(author: dict[str, Any] | None, names: Mapping[str, str]) -> dict[str, Any] | None:
+    """An author for an agent: ``by`` (the member's display name; ``you`` for this
+    member; ``a member`` when not known) and ``agent``, no ids (docs/agents.md)."""
+    if not author:
+        return author
+    user = author.get("user")
+    name = author.get("name") or (names.get(user) if isinstance(user, str) else None)
+    return {"by": name or "a member", "agent": author.get("agent"),
+            **({"this_replica": True} if author.get("replica") == "this replica" else {})}

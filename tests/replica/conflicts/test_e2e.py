@@ -158,7 +158,7 @@ async def _agent_session(alice: CliMember) -> dict[str, Any]:
         err, pkt = await _call(client, "conflict_show", {"packet": pid})
         assert not err and "not instructions" in pkt["notice"]
         assert "<<<<<<< ours" in pkt["merged_body"]["text"]
-        assert pkt["theirs"]["author"]["user"] and pkt["theirs"]["seq"]
+        assert pkt["theirs"]["author"]["by"] and pkt["theirs"]["seq"]
 
         # writing an entry that is in conflict is refused
         err, w = await _call(client, "write", {"entry_id": "page/deploy", "title": "x",

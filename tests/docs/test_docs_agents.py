@@ -38,3 +38,16 @@ def test_every_conflicts_verb_is_in_the_cli_reference():
     for verb in ("list", "show", "claim", "renew", "release", "resolve"):
         assert f"quire conflicts {verb}" in text
     assert "quire mcp" in text
+
+
+def test_every_remote_tool_is_documented_in_the_remote_endpoint_section():
+    from hub.remote_mcp.server import build_server
+    from hub.remote_mcp.tools import CALLS
+
+    section = (DOCS / "agents.md").read_text().split("\n## Remote endpoint\n", 1)[1]
+    served = {t.name for t in build_server(None)._tool_manager.list_tools()}
+    assert served == set(CALLS)
+    assert not [t for t in served if f"| `{t}` |" not in section]
+    for path in ("/mcp", "/oauth/authorize", "/oauth/token", "/oauth/register",
+                 "/console/consent", "/console/agents"):
+        assert path in section

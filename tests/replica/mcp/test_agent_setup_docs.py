@@ -39,6 +39,8 @@ def documented_setups() -> list[tuple[str, list[str]]]:
         if "mcpServers" not in block:
             continue  # schema sketches, not configs
         doc = json.loads(block)
+        if "quire-remote" in doc.get("mcpServers", {}):
+            continue  # the hub's remote endpoint: tests/hub/test_remote_mcp.py runs it
         if "mcpServers" in doc:
             server = doc["mcpServers"]["quire"]
             assert Path(server["command"]).name == "quire"

@@ -107,12 +107,13 @@ class PageTools:
         return self._names
 
     def _who(self, author: dict[str, Any] | None, names: dict[str, str]) -> dict[str, Any]:
+        """Who made a change, for an agent: the member's display name and the agent, never
+        an id (docs/decisions.md D138)."""
         user = (author or {}).get("user")
         name = names.get(user) if user else None
         return {"by": name or ("a member whose name this replica does not know" if user
                                else "unknown"),
-                "agent": (author or {}).get("agent"),
-                "user_id": user}
+                "agent": (author or {}).get("agent")}
 
     def _own_user(self) -> str | None:
         hub = self.s.home.hub(self._space().hub_id)

@@ -185,6 +185,7 @@ def test_a_scripted_agent_deletes_reads_history_edits_a_line_and_follows_backlin
     assert not err, h
     last = h["changes"][0]
     assert last["by"] == "Bob Builder" and not ULID.search(last["by"]), last
+    assert "user_id" not in last and not ULID.search(json.dumps(h["changes"])), last
     assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d$", last["at"]), last
     err, act = out["activity"]
     assert not err and any(c["by"] == "Bob Builder" for c in act["changes"]), act

@@ -95,7 +95,7 @@ async def role_change(request: Request, p: Any) -> Response:
     out = await call(admin.set_role, hub.store, p, ref, user, body, hub.now())
     if not out["dry_run"]:
         hub.access_changed(sp["id"])
-        return redirect(_members_url(ref))
+        return redirect(_members_url(ref), done="role_changed")
     rules = await call(admin.list_rules, hub.store, p, ref)
     members = await call(admin.list_members, hub.store, p, ref)
     name = next((m["name"] for m in members["members"] if m["user_id"] == user), user)
@@ -121,7 +121,7 @@ async def invite_revoke(request: Request, p: Any) -> Response:
     out = await call(admin.revoke_invite, hub.store, p, inv,
                      {"dry_run": not _confirmed(form)}, hub.now())
     if not out["dry_run"]:
-        return redirect(_members_url(ref))
+        return redirect(_members_url(ref), done="invite_revoked")
     found = await call(admin.list_invites, hub.store, p, ref)
     it: dict[str, Any] = next((i for i in found["invites"] if i["id"] == inv), {})
     return _confirm(request, p, sp, role, title="Revoke an invite", button="Confirm revoke",
@@ -170,7 +170,7 @@ async def rule_remove(request: Request, p: Any) -> Response:
     back = f"/console/admin/spaces/{ref}/rules"
     if not out["dry_run"]:
         hub.access_changed(sp["id"])
-        return redirect(back)
+        return redirect(back, done="rule_removed")
     r = out["rule"]
     who = (await call(reads.names, hub.store, p, ref, {r["who"]})).get(r["who"], r["who"])
     return _confirm(request, p, sp, role, title="Remove a rule", button="Confirm remove",
@@ -207,7 +207,7 @@ async def replica_revoke(request: Request, p: Any) -> Response:
     back = f"/console/admin/spaces/{ref}/access"
     if not out["dry_run"]:
         hub.access_changed(sp["id"])
-        return redirect(back)
+        return redirect(back, done="replica_revoked")
     device = (await call(reads.names, hub.store, p, ref, {out["device_id"]})).get(
         out["device_id"], "a removed device")
     return _confirm(request, p, sp, role, title="Revoke a replica", button="Confirm revoke",
@@ -227,7 +227,7 @@ async def delegation_revoke(request: Request, p: Any) -> Response:
     back = f"/console/admin/spaces/{ref}/access"
     if not out["dry_run"]:
         hub.access_changed(sp["id"])
-        return redirect(back)
+        return redirect(back, done="delegation_revoked")
     return _confirm(request, p, sp, role, title="Revoke an agent's delegation",
                     button="Confirm revoke", intro="The agent's token stops working on its "
                     "next request; its in-flight publications are refused.", fields={},
@@ -256,7 +256,7 @@ async def epoch_bump(request: Request, p: Any) -> Response:
                      dry_run=dry)
     if not dry:
         hub.epoch_changed(out)
-        return redirect(f"/console/spaces/{ref}")
+        return redirect(f"/console/spaces/{ref}", done="epoch_bumped")
     reps = await call(admin.list_replicas, hub.store, p, ref)
     dels = await call(admin.list_space_delegations, hub.store, p, ref)
     live = [f"{r['name']} on {r['device_name']}" for r in reps["replicas"]

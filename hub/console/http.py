@@ -3,7 +3,8 @@ the signed-in gate. The pages (pages.py, admin_pages.py, report_pages.py) only c
 the domain.
 
     page(request, template, **ctx)   render a template with the CSRF token, strict headers
-    redirect(url)                    303 with the same headers
+    redirect(url, done=KEY)          303 with the same headers; ``done`` names the banner
+                                     the next page shows (DONE: fixed texts, never the URL's)
     checked_form(request)            a POST's form after the Origin and CSRF checks
     signed_in(handler)               handler(request, principal), or off to /console/signin
     call(fn, *args)                  a domain function in the thread pool
@@ -55,8 +56,26 @@ def moment(ms: Any, now: int | None = None, never: str = "never") -> Markup:
 _env.filters["when"] = moment
 _env.filters["utc"] = lambda ms: stamp(ms, seconds=True, utc=True)  # text, for attributes
 
+CSP_REPORTS = "/console/csp-report"  # hub/console/csp_reports.py
 CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
-       "frame-ancestors 'none'; base-uri 'none'")
+       f"frame-ancestors 'none'; base-uri 'none'; report-uri {CSP_REPORTS}")
+
+# the confirmation banner after an action (``?done=KEY``): a fixed text per key, so a link
+# cannot make the console say something of the link's choosing
+DONE = {
+    "role_changed": "Role changed.",
+    "invite_revoked": "Invite revoked.",
+    "rule_added": "Rule added.",
+    "rule_removed": "Rule removed.",
+    "replica_revoked": "Replica revoked.",
+    "delegation_revoked": "Delegation revoked.",
+    "epoch_bumped": "A new epoch has started; replicas take a snapshot at their next sync.",
+    "allowed": "Finding allowed (or it already was).",
+    "device_revoked": "Device revoked.",
+    "device_approved": "Device approved: the machine showing the code is signed in.",
+    "restored": "Restored: the earlier version is published as your edit, and is now the "
+                "current one.",
+}
 HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
            "Referrer-Policy": "same-origin", "Cache-Control": "no-store",
            "X-Frame-Options": "DENY"}
@@ -70,12 +89,17 @@ def session_secret(request: Request) -> str | None:
 def page(request: Request, template: str, status: int = 200, **ctx: Any) -> HTMLResponse:
     secret = session_secret(request)
     ctx.setdefault("me", None)
+    ctx.setdefault("done", DONE.get(request.query_params.get("done", "")))
     html = _env.get_template(template).render(
         csrf=sessions.csrf_token(secret) if secret else "", request=request, **ctx)
     return HTMLResponse(html, status_code=status, headers=HEADERS)
 
 
-def redirect(url: str) -> RedirectResponse:
+def redirect(url: str, done: str | None = None) -> RedirectResponse:
+    """A 303 to ``url``; with ``done`` (a key of DONE), the page there says what was done."""
+    if done is not None:
+        assert done in DONE, done
+        url += ("&" if "?" in url else "?") + "done=" + done
     return RedirectResponse(url, status_code=303, headers=HEADERS)
 
 

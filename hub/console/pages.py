@@ -19,10 +19,10 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from hub import admin, grants, logs, reads, spaces
+from hub import activity, admin, grants, logs, page_restore, reads, spaces, wikilinks
 from hub.api.http import hub_of
 from hub.clientaddr import client_of
-from hub.console import oidc, sessions
+from hub.console import csp_reports, markdown, oidc, sessions
 from hub.console.http import (
     HEADERS,
     HERE,
@@ -36,7 +36,8 @@ from hub.console.http import (
     signed_in,
     space_and_role,
 )
-from shared.errors import Forbidden, NotFound, QuireError, RateLimited
+from shared import policy
+from shared.errors import Forbidden, InvalidRequest, NotFound, QuireError, RateLimited
 
 OIDC_PATH = "/console/signin/oidc"
 log = logging.getLogger("quire.hub")
@@ -222,11 +223,19 @@ def _named_history(store: Any, p: Any, ref: str, versions: list[dict[str, Any]]
     return reads.names(store, p, ref, ids)
 
 
+def _rendered(store: Any, p: Any, ref: str, space_name: str, entry_id: str, body: str
+              ) -> Any:
+    """The body as sanitized HTML, its ``[[wiki links]]`` resolved in this space."""
+    return markdown.render(body, entry_id, space_name,
+                           lambda names: wikilinks.resolve(store, p, ref, entry_id, names))
+
+
 @signed_in
 async def entry_page(request: Request, p: Any) -> Response:
     """One entry (at the head, or as a batch of any epoch left it: ``seq`` and ``epoch``),
-    and its history with who and when; each row links to that version and to its change,
-    in the row's own epoch (a seq alone means the current epoch)."""
+    its body rendered from Markdown (``source=1``: as text), and its history with who and
+    when; each row links to that version and to its change, in the row's own epoch (a seq
+    alone means the current epoch), and, for members who may publish, to restoring it."""
     hub = hub_of(request)
     ref, qp = request.path_params["space"], request.query_params
     sp, role = await call(space_and_role, hub.store, p, ref)
@@ -239,9 +248,87 @@ async def entry_page(request: Request, p: Any) -> Response:
     shown = next((v for v in hist["versions"] if v["version"] == out["version"]
                   and (v["epoch"], v["seq"]) <= (out["at"]["epoch"], out["at"]["seq"])),
                  None)
+    source = qp.get("source") == "1"
+    body = out["entry"].get("body", "")
+    rendered = None if source else await call(_rendered, hub.store, p, ref, sp["name"],
+                                              entry_id, body)
+    keep = {k: v for k, v in (("id", entry_id), ("seq", qp.get("seq")),
+                              ("epoch", qp.get("epoch"))) if v}
+    current = hist["versions"][0]["version"] if hist["versions"] else None
+    may_restore = (policy.at_least(role, "editor")
+                   and page_restore.publisher_for(hub) is not None)
     return page(request, "entry.html", me=p, space=sp, role=role, id=entry_id,
                 versions=hist["versions"], names=names, shown=shown,
-                old=seq is not None or epoch is not None, limit=HISTORY_SHOWN, **out)
+                old=seq is not None or epoch is not None, limit=HISTORY_SHOWN,
+                rendered=rendered, source=source, here=keep, current=current,
+                may_restore=may_restore, **out)
+
+
+@signed_in
+async def restore_page(request: Request, p: Any) -> Response:
+    """``POST …/restore`` (id, seq, epoch): a preview of restoring that version (what
+    would change, whether the rules allow it), then, with ``confirm=yes`` and the base the
+    preview showed, the restore itself, published as the member's edit through the guard
+    (hub/page_restore.py); back to the entry with a banner."""
+    hub = hub_of(request)
+    form = await checked_form(request)
+    ref = request.path_params["space"]
+    sp, role = await call(space_and_role, hub.store, p, ref)
+    entry_id = reads.parse_entry_id(form.get("id"))
+    epoch = reads.parse_epoch(form.get("epoch") or None)
+    seq = reads.parse_seq(form.get("seq"))
+    if seq is None:
+        raise InvalidRequest("which version to restore: seq is missing")
+    publisher = page_restore.publisher_for(hub)
+    if publisher is None:
+        raise InvalidRequest("this hub cannot publish for the console yet (no hub-attested "
+                             "publication): restore with `quire restore` on a replica",
+                             {"reason": "restore_unavailable"})
+    back = markdown.entry_href(sp["name"], entry_id)
+    if form.get("confirm") == "yes":
+        await call(page_restore.restore, hub.store, publisher, p, ref, entry_id, epoch, seq,
+                   form.get("base") or None, hub.now())
+        return redirect(back, done="restored")
+    got = await call(page_restore.plan, hub.store, p, ref, entry_id, epoch, seq)
+    hist = await call(reads.history, hub.store, p, ref, entry_id, HISTORY_SHOWN)
+    when = next((v["accepted_at"] for v in hist["versions"]
+                 if v["seq"] == seq and (epoch is None or v["epoch"] == epoch)), None)
+    d = got["diff"]
+    changes = [f"{f}: {d['fields'][f][0]!r} → {d['fields'][f][1]!r}" for f in d["fields"]]
+    if d["body"]:
+        changes.append("the body, as shown below")
+    facts: list[tuple[str, Any]] = [("Page", entry_id),
+                                    ("The version of", moment(when, never="an earlier epoch")),
+                                    ("Published as", f"your edit ({p.user_name})")]
+    if got["deleted_now"]:
+        facts.append(("Now", "deleted: the restore brings it back"))
+    if got["denied"]:
+        facts.append(("The rules", f"refuse it: {got['denied']}"))
+    return page(request, "confirm.html", me=p, space=sp, role=role,
+                title=f"Restore {entry_id}", button="Confirm restore",
+                intro="this publishes that version's content as a new edit by you, through "
+                      "the same checks as any edit (rules, screening); the history keeps "
+                      "every version. Nothing has changed yet.",
+                action=request.url.path, back=back,
+                fields={"id": entry_id, "seq": str(seq), "epoch": form.get("epoch") or "",
+                        "base": got["base"] or ""},
+                facts=facts, lists=[("What changes", changes)] if changes else [],
+                diff=d["body"])
+
+
+@signed_in
+async def activity_page(request: Request, p: Any) -> Response:
+    """The space's changes, newest first (hub/activity.py), with names and times."""
+    hub = hub_of(request)
+    ref, qp = request.path_params["space"], request.query_params
+    sp, role = await call(space_and_role, hub.store, p, ref)
+    before = reads.parse_seq(qp.get("before"), "before")
+    epoch = reads.parse_epoch(qp.get("epoch"))
+    out = await call(activity.activity, hub.store, p, ref, epoch=epoch, before=before)
+    ids = {str(c["author"][k]) for c in out["changes"] for k in ("user", "device")
+           if c["author"].get(k)}
+    names = await call(reads.names, hub.store, p, ref, ids)
+    return page(request, "activity.html", me=p, space=sp, role=role, names=names, **out)
 
 
 @signed_in
@@ -325,7 +412,7 @@ async def rule_add(request: Request, p: Any) -> Response:
                     back=f"/console/spaces/{ref}/members", lists=[],
                     facts=[("Rule", f"{r['effect']} {who} {', '.join(r['actions'])} "
                                     f"on {r['entries']}")])
-    return redirect(f"/console/spaces/{ref}/members")
+    return redirect(f"/console/spaces/{ref}/members", done="rule_added")
 
 
 @signed_in
@@ -348,7 +435,7 @@ async def device_revoke(request: Request, p: Any) -> Response:
                     action=request.url.path, fields={}, button="Confirm revoke",
                     back="/console/devices", facts=[("Device", out["name"])], lists=[])
     hub.access_changed()
-    return redirect("/console/devices")
+    return redirect("/console/devices", done="device_revoked")
 
 
 @signed_in
@@ -385,7 +472,7 @@ async def device_approve(request: Request, p: Any) -> Response:
                            ("Requested", moment(seen["requested_at"])),
                            ("Code expires", moment(seen["expires_at"]))])
     await call(grants.approve_device, hub.store, p, body, hub.now())
-    return redirect("/console/devices")
+    return redirect("/console/devices", done="device_approved")
 
 
 CONSOLE = Mount("/console", routes=[
@@ -401,6 +488,9 @@ CONSOLE = Mount("/console", routes=[
     Route("/spaces/{space}/search", search_page, methods=["GET"]),
     Route("/spaces/{space}/entry", entry_page, methods=["GET"]),
     Route("/spaces/{space}/diff", diff_page, methods=["GET"]),
+    Route("/spaces/{space}/activity", activity_page, methods=["GET"]),
+    Route("/spaces/{space}/restore", restore_page, methods=["POST"]),
+    Route("/csp-report", csp_reports.csp_report, methods=["POST"]),
     Route("/spaces/{space}/members", members_page, methods=["GET"]),
     Route("/spaces/{space}/invites", invite_create, methods=["POST"]),
     Route("/spaces/{space}/rules", rule_add, methods=["POST"]),

@@ -69,7 +69,7 @@ async def screening_allow(request: Request, p: Any) -> Response:
     out = await call(screening.allow, hub.store, p, ref, body, hub.now(), dry_run=dry)
     back = f"/console/spaces/{ref}/screening"
     if not dry or out["allow"].get("id"):
-        return redirect(back)  # made, or already allowed: the list shows it
+        return redirect(back, done="allowed")  # made, or already allowed: the list shows it
     a = out["allow"]
     return page(request, "confirm.html", me=p, space=sp, role=role,
                 title="Allow a screening finding", button="Confirm allow",

@@ -96,7 +96,8 @@ def test_an_admin_changes_a_role_and_revokes_an_invite(hub: dict[str, Any],
     shot(admin, "role-preview")
     assert not axe_violations(admin)
     admin.get_by_role("button", name="Confirm role change").click()
-    admin.wait_for_url("**/console/spaces/team/members")
+    admin.wait_for_url(lambda u: u.endswith("/console/spaces/team/members?done=role_changed"))
+    assert admin.get_by_role("status").inner_text() == "Role changed."  # the banner
     roles = {m["name"]: m["role"] for m in owner.get(
         f"/v1/spaces/{hub['space']}/members").json()["members"]}
     assert roles["ana"] == "editor"
@@ -108,7 +109,7 @@ def test_an_admin_changes_a_role_and_revokes_an_invite(hub: dict[str, Any],
     admin.get_by_role("button", name=f"Revoke the editor invite made {made}").click()
     shows(admin, "main", "Preview:")
     admin.get_by_role("button", name="Confirm revoke").click()
-    admin.wait_for_url("**/console/spaces/team/members")
+    admin.wait_for_url(lambda u: u.endswith("/console/spaces/team/members?done=invite_revoked"))
     invites = owner.get(f"/v1/spaces/{hub['space']}/invites").json()["invites"]
     assert next(i for i in invites if i["id"] == open_id)["revoked_at"]
     assert "revoked" in admin.locator("main").inner_text()
@@ -170,7 +171,7 @@ def test_an_admin_changes_a_role_and_revokes_an_invite(hub: dict[str, Any],
     allows = f"/v1/spaces/{hub['space']}/screening/allows"
     assert owner.get(allows).json()["allows"] == []
     admin.get_by_role("button", name="Confirm allow").click()
-    admin.wait_for_url("**/console/spaces/team/screening")
+    admin.wait_for_url(lambda u: u.endswith("/console/spaces/team/screening?done=allowed"))
     assert "aws_access_key" in admin.locator("main tbody").inner_text()
     assert len(owner.get(allows).json()["allows"]) == 1
 

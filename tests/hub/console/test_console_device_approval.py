@@ -36,7 +36,8 @@ def test_the_console_shows_a_login_before_approving_it(hub_app: dict[str, Any]) 
         "authorization_pending"  # the preview approved nothing
     r = browser.post("/console/devices/approve", headers=_origin(hub_app), follow_redirects=False,
                      data={"csrf": csrf, "code": start["user_code"], "confirm": "yes"})
-    assert r.status_code == 303 and r.headers["location"] == "/console/devices", r.text
+    assert r.status_code == 303, r.text
+    assert r.headers["location"] == "/console/devices?done=device_approved"
     tok = _token(hub_app, key, start["device_code"])
     assert tok.status_code == 200 and tok.json()["device_name"] == "owner-laptop (2)"
     names = [d["name"] for d in t["owner"].get("/v1/devices").json()["devices"]]

@@ -158,7 +158,8 @@ def test_screening_allows_page_and_the_admins_allow_form(hub_app: dict[str, Any]
     assert r.status_code == 422 and "invalid_request" in r.text and _allows(team) == []
     r = ob.post(ALLOW, data={"csrf": csrf, **data, "confirm": "yes"},
                 headers=_origin(hub_app), follow_redirects=False)
-    assert r.status_code == 303 and r.headers["location"] == "/console/spaces/team/screening"
+    assert r.status_code == 303 and r.headers["location"] == \
+        "/console/spaces/team/screening?done=allowed"
     allows = _allows(team)
     assert [(a["entry"], a["version"], a["rule"]) for a in allows] == [
         ("page/deploy", VERSION, "aws_access_key")]

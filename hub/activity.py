@@ -1,0 +1,102 @@
+"""A space's activity: who changed what, when, through which agent; newest first, a page
+at a time (the console's *Activity* page, docs/console.md).
+
+    activity(store, p, space, epoch=None, before=None)
+      batches of the epoch (the current one unless ``epoch``) below seq ``before``
+        ──► per batch: when, author (user, device, agent), provenance, and per op
+            what it did: created (lines), edited (+added -removed lines; fields),
+            deleted, and, from the provenance's tool, restored or reverted
+      ``next``: the seq to pass as ``before`` for older ones, or ``older_epoch``: the
+      epoch before this one once this one is exhausted
+
+Reads what a member already reads (the space's viewer check): the same batches the
+history and the changes feed serve. The line counts compare each put with the entry's
+version just before the batch, from the read index (hub/reads.py keeps it current); a
+batch with more than ``OPS_SHOWN`` ops lists that many and counts the rest.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from typing import Any
+
+from hub import reads
+from hub.access import Principal, space_access_txn
+from hub.store import read_index as ri
+from hub.store.activity_sql import epochs_txn, newest_txn
+from hub.store.db import Store
+
+PAGE = 30  # batches per page
+OPS_SHOWN = 20  # ops described per batch
+TOOLS = {"admin revert": "reverted", "console restore": "restored", "quire restore": "restored"}
+_FIELDS = ("title", "tags", "links", "meta")
+
+
+def _before_txn(conn: Any, space_id: str, entry_id: str, epoch: str, seq: int
+                ) -> dict[str, Any] | None:
+    """The entry as it was just before batch ``seq`` of ``epoch`` (None: absent or deleted)."""
+    row = ri.version_at_txn(conn, space_id, entry_id, epoch, seq - 1)
+    if row is None or row.deleted:
+        return None
+    found = ri.batch_at_txn(conn, space_id, row.src_epoch, row.src_seq)
+    if found is None:
+        return None
+    for op in json.loads(found[0])["ops"]:
+        if op["op"] == "put" and op["entry"]["id"] == entry_id:
+            return dict(op["entry"])
+    return None
+
+
+def _lines(text: str) -> list[str]:
+    return text.splitlines()
+
+
+def describe(op: dict[str, Any], old: dict[str, Any] | None, tool: str | None
+             ) -> dict[str, Any]:
+    """What one op did, for people: ``{id, action, added, removed, fields}``."""
+    if op["op"] == "delete":
+        return {"id": op["id"], "action": "deleted"}
+    new = op["entry"]
+    action = TOOLS.get(tool or "") or ("created" if old is None else "edited")
+    a, b = _lines((old or {}).get("body", "")), _lines(new.get("body", ""))
+    added = removed = 0
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False
+                                                       ).get_opcodes():
+        if tag != "equal":
+            removed += i2 - i1
+            added += j2 - j1
+    fields = [f for f in _FIELDS if (old or {}).get(f) != new.get(f) and old is not None]
+    return {"id": new["id"], "action": action, "added": added, "removed": removed,
+            "fields": fields}
+
+
+def activity(store: Store, p: Principal, space_ref: str, *, epoch: str | None = None,
+             before: int | None = None, limit: int = PAGE) -> dict[str, Any]:
+    """A page of the space's batches, newest first (module docstring)."""
+    with store.read() as conn:
+        space, _ = space_access_txn(conn, p, space_ref, "viewer")
+    reads.catch_up(store, space.id)
+    e = epoch or space.epoch
+    out = []
+    with store.read(snapshot=True) as conn:
+        epochs = epochs_txn(conn, space.id)
+        rows = newest_txn(conn, space.id, e, before if before is not None else 2 ** 62,
+                          limit + 1)
+        for row in rows[:limit]:
+            b = json.loads(row.body)
+            prov = b.get("provenance") or {}
+            ops = [describe(op, None if op["op"] == "delete" else
+                            _before_txn(conn, space.id, op["entry"]["id"], e, row.seq),
+                            prov.get("tool"))
+                   for op in b["ops"][:OPS_SHOWN]]
+            out.append({"epoch": e, "seq": row.seq, "accepted_at": row.accepted_at,
+                        "author": {"user": row.user_id, "device": row.device_id,
+                                   "agent": row.agent},
+                        "provenance": prov, "ops": ops,
+                        "more_ops": max(0, len(b["ops"]) - OPS_SHOWN)})
+    prior = [x for x in epochs if x < e]  # epoch ids sort by creation time
+    older = prior[-1] if prior and len(rows) <= limit else None
+    return {"head": {"epoch": space.epoch, "seq": space.head_seq}, "epoch": e,
+            "changes": out, "next": out[-1]["seq"] if len(rows) > limit else None,
+            "older_epoch": older}

@@ -3,7 +3,8 @@ parses and answers the protocol (RFC 8414 metadata, RFC 7591 registration, autho
 PKCE S256 only, token with code_verifier and redirect_uri checks, revocation); this class
 decides and stores, on the hub's database and clock (D136).
 
-    register_client        a client (any name; redirect URIs https, or http on loopback)
+    register_client        a public client (no secret is issued or kept; redirect URIs
+                           https, or http on loopback)
     authorize              a pending request ─► the console's consent page (hub/oauth/consent)
     load_authorization_code / exchange_authorization_code
                            a code once: a second use revokes the consent (the code leaked)
@@ -87,6 +88,11 @@ class QuireProvider:
         if len(uris) > 10 or any(len(u) > 2000 for u in uris):
             raise RegistrationError("invalid_redirect_uri", "at most 10 redirect URIs of "
                                     "2000 characters")
+        # public clients only (RFC 7591 lets the server replace what was asked): PKCE
+        # proves the code's holder, and no client secret is ever kept
+        client_info.token_endpoint_auth_method = "none"
+        client_info.client_secret = None
+        client_info.client_secret_expires_at = None
         name = (client_info.client_name or "agent")[:200]
         info = client_info.model_dump_json(exclude_none=True)
         now = self.now()

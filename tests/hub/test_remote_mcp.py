@@ -111,34 +111,25 @@ def register(web: httpx2.Client) -> dict[str, Any]:
     assert meta["code_challenge_methods_supported"] == ["S256"]
     reg = web.post(meta["registration_endpoint"], json={
         "client_name": "cloud agent", "redirect_uris": [REDIRECT],
-        "token_endpoint_auth_method": "none",
+        "token_endpoint_auth_method": "client_secret_post",
         "grant_types": ["authorization_code", "refresh_token"]})
     assert reg.status_code == 201, reg.text
+    # a public client whatever it asked: no client secret is issued, none kept
+    assert reg.json()["token_endpoint_auth_method"] == "none"
+    assert "client_secret" not in reg.json()
     return {**reg.json(), "meta": meta}
 
 
 def authorize(env: dict[str, Any], client: dict[str, Any], space: str,
               scope: str = "read propose") -> tuple[str, str]:
     """code + PKCE through the member's consent in the console: (code, verifier)."""
-    web, browser = httpx2.Client(), env["browser"]
     verifier, challenge = pkce()
     state = secrets.token_urlsafe(8)
-    r = web.get(client["meta"]["authorization_endpoint"], params={
+    url = str(httpx2.URL(client["meta"]["authorization_endpoint"], params={
         "response_type": "code", "client_id": client["client_id"], "redirect_uri": REDIRECT,
         "code_challenge": challenge, "code_challenge_method": "S256", "state": state,
-        "scope": scope})
-    assert r.status_code == 302, r.text
-    consent = browser.get(r.headers["location"])
-    assert consent.status_code == 200, consent.text
-    assert "cloud agent" in consent.text and "remote-cloud-agent" in consent.text
-    assert "default-src 'none'" in consent.headers["content-security-policy"]
-    csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', consent.text).group(1)
-    rid = re.search(r'name="request" value="([^"]+)"', consent.text).group(1)
-    form = {"csrf": csrf, "request": rid, "space": space, "decision": "approve",
-            **{f"scope_{s}": "on" for s in scope.split()}}
-    done = browser.post("/console/consent", data=form)
-    assert done.status_code == 303, done.text
-    q = parse_qs(urlsplit(done.headers["location"]).query)
+        "scope": scope}))
+    q = consent_in_browser(env, url, space, scope.split())
     assert q["state"] == [state]
     return q["code"][0], verifier
 
@@ -177,11 +168,62 @@ def signed_in_token(env: dict[str, Any], space: str = "alpha",
     return {**r.json(), "client": client}
 
 
-def test_an_agent_signs_in_reads_searches_and_proposes(served: dict[str, Any]) -> None:
-    t = signed_in_token(served)
-    assert t["token_type"] == "Bearer" and t["scope"] == "read propose"
+def consent_in_browser(env: dict[str, Any], authorization_url: str, space: str,
+                       scopes: list[str]) -> dict[str, list[str]]:
+    """The member's part: the consent page, the choice, the redirect back (its query)."""
+    browser = env["browser"]
+    r = httpx2.get(authorization_url)
+    assert r.status_code == 302, r.text
+    consent = browser.get(r.headers["location"])
+    assert consent.status_code == 200, consent.text
+    assert "default-src 'none'" in consent.headers["content-security-policy"]
+    assert "remote-cloud-agent" in consent.text and "<script" not in consent.text
+    csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', consent.text).group(1)
+    rid = re.search(r'name="request" value="([^"]+)"', consent.text).group(1)
+    done = browser.post("/console/consent", data={
+        "csrf": csrf, "request": rid, "space": space, "decision": "approve",
+        **{f"scope_{s}": "on" for s in scopes}})
+    assert done.status_code == 303, done.text
+    return parse_qs(urlsplit(done.headers["location"]).query)
+
+
+def test_an_agent_host_signs_in_with_the_mcp_client_reads_searches_and_proposes(
+        served: dict[str, Any]) -> None:
+    """The official client does it all (RFC 9728 and 8414 discovery, registration, PKCE,
+    the token exchange); the member consents in the console; then the tools."""
+    from mcp import ClientSession
+    from mcp.client.auth import OAuthClientProvider, TokenStorage
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
+
+    class Memory(TokenStorage):
+        tokens: Any = None
+        client: Any = None
+
+        async def get_tokens(self) -> Any:
+            return self.tokens
+
+        async def set_tokens(self, tokens: Any) -> None:
+            self.tokens = tokens
+
+        async def get_client_info(self) -> Any:
+            return self.client
+
+        async def set_client_info(self, client_info: Any) -> None:
+            self.client = client_info
+
+    back: dict[str, list[str]] = {}
+
+    async def redirect(url: str) -> None:
+        back.update(await asyncio.to_thread(consent_in_browser, served, url, "alpha",
+                                            ["read", "propose"]))
+
+    async def callback() -> AuthorizationCodeResult:
+        return AuthorizationCodeResult(code=back["code"][0], state=back["state"][0])
+
+    storage = Memory()
     v = served["deploy"].entry.version
-    got = asyncio.run(tools(served["url"], t["access_token"], [
+    calls = [
         ("search", {"query": "blue"}),
         ("read", {"entry_id": "page/deploy"}),
         ("history", {"entry_id": "page/deploy"}),
@@ -192,20 +234,45 @@ def test_an_agent_signs_in_reads_searches_and_proposes(served: dict[str, Any]) -
                      "reason": "the button is green now"}),
         ("read", {"entry_id": "page/nope"}),
         ("read", {"entry_id": "page/deploy", "bogus": 1}),
-    ]))
-    search, read, hist, lst, wm, prop, missing, bad = got
+    ]
+
+    async def run() -> list[dict[str, Any]]:
+        auth = OAuthClientProvider(
+            served["url"] + "/mcp", OAuthClientMetadata(
+                client_name="cloud agent", redirect_uris=[REDIRECT],
+                grant_types=["authorization_code", "refresh_token"],
+                response_types=["code"]),
+            storage, redirect_handler=redirect, callback_handler=callback)
+        out = []
+        async with httpx2.AsyncClient(auth=auth) as http, \
+                streamable_http_client(served["url"] + "/mcp", http_client=http) as (
+                    read, write, *_), ClientSession(read, write) as session:
+            await session.initialize()
+            for name, args in calls:
+                res = await session.call_tool(name, args)
+                out.append({"is_error": res.is_error, **json.loads(res.content[0].text)})
+        return out
+
+    search, read, hist, lst, wm, prop, missing, bad = asyncio.run(run())
+    assert storage.tokens.access_token.startswith("qoa_")
+    assert storage.tokens.scope == "read propose"
     assert [r["id"] for r in search["results"]] == ["page/deploy"]
     assert read["body"] == "Deploy with the blue button.\n" and read["version"] == v
-    assert hist["versions"][0]["by"] == "owner" or "owner" in hist["versions"][0]["by"]
+    people = served["owner"].get("/v1/spaces/alpha/people").json()["people"]
+    owner_name = next(x["name"] for x in people if x["user_id"] == served["owner"].user_id)
+    assert hist["versions"][0]["by"] == owner_name  # a name, never an id
+    assert hist["versions"][0]["at"].endswith("+00:00")
     assert [e["id"] for e in lst["entries"]] == ["page/deploy"]
     assert [g["key"] for g in wm["guardrails"]] == ["no-prod"]
     assert wm["space"]["name"] == "alpha"
     assert not prop["is_error"] and prop["proposal"]["state"] == "open", prop
     assert missing["is_error"] and missing["error"]["code"] == "not_found"
     assert bad["is_error"] and bad["error"]["code"] == "invalid_request"
-    # the member sees the proposal, filed by the agent
+    assert bad["error"]["details"]["fields"] == [{"field": "bogus",
+                                                 "problem": "unknown argument"}]
+    # the member sees the proposal, filed by the agent, in the console's list
     listed = served["owner"].get("/v1/spaces/alpha/proposals").json()
-    assert any(p["agent"] == "remote-cloud-agent" for p in listed["proposals"]), listed
+    assert [p["agent"] for p in listed["proposals"]] == ["remote-cloud-agent"], listed
 
 
 def test_a_token_for_space_a_cannot_read_space_b(served: dict[str, Any]) -> None:
@@ -277,6 +344,34 @@ def test_wrong_verifier_reused_code_and_redirect_mismatch_are_refused(
     assert r.status_code in (302, 400)
     if r.status_code == 302:
         assert "error=invalid_request" in r.headers["location"]
+
+
+def test_consent_needs_the_member_csrf_and_a_safe_redirect(served: dict[str, Any]) -> None:
+    web = httpx2.Client(base_url=served["url"])
+    meta = register(web)["meta"]
+    bad = web.post(meta["registration_endpoint"], json={
+        "client_name": "phish", "redirect_uris": ["http://evil.example/cb"]})
+    assert bad.status_code == 400 and bad.json()["error"] == "invalid_redirect_uri"
+    client = register(web)
+    verifier, challenge = pkce()
+    r = web.get(meta["authorization_endpoint"], params={
+        "response_type": "code", "client_id": client["client_id"], "redirect_uri": REDIRECT,
+        "code_challenge": challenge, "code_challenge_method": "S256"})
+    page = served["browser"].get(r.headers["location"])
+    rid = re.search(r'name="request" value="([^"]+)"', page.text).group(1)
+    # no CSRF token, or a stranger's browser: no code
+    forged = served["browser"].post("/console/consent", data={
+        "request": rid, "space": "alpha", "decision": "approve", "scope_read": "on"})
+    assert forged.status_code == 403 and "code=" not in forged.headers.get("location", "")
+    stranger = httpx2.Client(base_url=served["url"], headers={"Origin": served["url"]})
+    assert "Sign in first" in stranger.get(r.headers["location"]).text
+    assert stranger.post("/console/consent", data={"request": rid, "space": "alpha",
+                                                    "decision": "approve"}
+                         ).status_code == 303  # to sign-in, nothing granted
+    csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page.text).group(1)
+    denied = served["browser"].post("/console/consent", data={
+        "csrf": csrf, "request": rid, "decision": "deny"})
+    assert "error=access_denied" in denied.headers["location"]
 
 
 def test_an_expired_token_is_refused(served: dict[str, Any]) -> None:

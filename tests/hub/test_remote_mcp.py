@@ -392,3 +392,20 @@ def test_the_documented_remote_config_names_this_endpoint() -> None:
     assert m, "docs/agents.md, Remote endpoint: the host configuration"
     server = json.loads(m.group(1))["mcpServers"]["quire-remote"]
     assert server["type"] == "http" and urlsplit(server["url"]).path == "/mcp"
+
+
+def test_registrations_past_the_rate_limit_are_refused(served: dict[str, Any]) -> None:
+    from hub.sharedlimits import limiter
+
+    hub = served["hub"]
+    kept = hub.oauth_limiter
+    hub.oauth_limiter = limiter(None, "oauth", 0.001, 2, clock=hub.now)
+    try:
+        codes = [httpx2.post(served["url"] + "/oauth/register", json={
+            "client_name": "flood", "redirect_uris": [REDIRECT]}).status_code
+            for _ in range(3)]
+        meta = httpx2.get(served["url"] + "/.well-known/oauth-authorization-server/oauth")
+    finally:
+        hub.oauth_limiter = kept
+    assert codes == [201, 201, 429]
+    assert meta.status_code == 200  # discovery is never limited

@@ -53,8 +53,10 @@ ATTENTION_STATES = frozenset({"conflicts", "problems", "pending", "never_synced"
 def for_error_code(code: str | None, details: Mapping[str, Any] | None = None) -> int:
     """The exit code of a command that failed with the error ``code``: a ``not_found``
     this machine found by itself (``details.where: "local"``: a page its vault does not
-    have) is an error (1), not the hub refusing (5)."""
-    if code == "not_found" and (details or {}).get("where") == "local":
+    have) or a page the space does not have at the hub (``details.reason: "no_entry"``,
+    a remote read) is an error (1), not the hub refusing (5)."""
+    if code == "not_found" and ((details or {}).get("where") == "local"
+                                or (details or {}).get("reason") == "no_entry"):
         return ERROR
     if code == "usage":
         return USAGE

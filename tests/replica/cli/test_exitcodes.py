@@ -30,6 +30,15 @@ def test_error_codes_map_to_stable_exit_codes(code: str | None, expected: int) -
     assert ec.for_error_code(code) == expected
 
 
+def test_a_missing_page_is_an_error_and_a_refusal_stays_a_refusal() -> None:
+    """A page the vault or the hub does not have exits 1; every other ``not_found`` (a
+    revoked replica, a space the member left) still exits 5."""
+    assert ec.for_error_code("not_found", {"where": "local"}) == ec.ERROR
+    assert ec.for_error_code("not_found", {"reason": "no_entry"}) == ec.ERROR
+    assert ec.for_error_code("not_found", {"reason": "replica_revoked"}) == ec.REFUSED
+    assert ec.for_error_code("not_found", {}) == ec.REFUSED
+
+
 @pytest.mark.parametrize(("doc", "expected"), [
     ({"state": "ok", "conflicts": [], "problems": [], "policy_denied": []}, ec.OK),
     ({"state": "ok", "policy_denied": [{"id": "page/a"}]}, ec.ATTENTION),

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import json
+import os
 import re
 import secrets
 import threading
@@ -26,6 +28,7 @@ import uvicorn
 
 from tests.kit.host import free_port
 from tests.kit.hubproc import init_hub
+from tests.kit.pg import pg_database, require_pg
 from tests.kit.wire import put, redeem
 
 REDIRECT = "http://127.0.0.1:9/callback"
@@ -40,13 +43,28 @@ class Clock:
         return int(time.time() * 1000) + self.skew
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+# PostgreSQL too with QUIRE_LONG_E2E=1 (the default run keeps within its time budget)
+BACKENDS = ["sqlite"] + (["postgresql"] if os.environ.get("QUIRE_LONG_E2E") else [])
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+           ) -> Iterator[dict[str, Any]]:
+    with contextlib.ExitStack() as stack:
+        db = None
+        if request.param == "postgresql":
+            require_pg()
+            db = stack.enter_context(pg_database())
+        yield from _served(tmp_path_factory, db)
+
+
+def _served(tmp_path_factory: pytest.TempPathFactory, db: str | None
+            ) -> Iterator[dict[str, Any]]:
     from hub.app import create_app
     from hub.settings import load_settings
 
     data = tmp_path_factory.mktemp("remote") / "hub"
-    code = init_hub(data)
+    code = init_hub(data, db)
     settings = load_settings(data)
     settings.port = free_port()
     clock = Clock()

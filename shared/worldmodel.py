@@ -180,9 +180,13 @@ def bundle(*, space: dict[str, Any], entries: dict[str, Entry], guardrails: list
            head_seq: int | None, recent: list[dict[str, Any]], persona: str | None = None,
            runtime_skills: list[dict[str, Any]] | None = None,
            runtime_guardrails: list[dict[str, Any]] | None = None,
-           max_bytes: int = DEFAULT_MAX_BYTES, now: int = 0) -> dict[str, Any]:
+           max_bytes: int = DEFAULT_MAX_BYTES, now: int = 0,
+           answer_bound: int | None = None) -> dict[str, Any]:
     """The world-model bundle. ``entries``: live entries by id (local view);
-    ``guardrails``: the space's guardrails (already the stricter of synced and local)."""
+    ``guardrails``: the space's guardrails (already the stricter of synced and local).
+    ``max_bytes`` bounds its canonical JSON; ``answer_bound`` (an MCP answer's budget,
+    shared/answers.py ``ANSWER_BUDGET``) also bounds it as sent (``answer_cost``: a quote
+    or a newline of a body costs several bytes there), whatever ``max_bytes`` asks."""
     from shared.errors import InvalidRequest, NotFound
 
     problems = runtime_guardrail_problems(runtime_guardrails)
@@ -248,6 +252,8 @@ def bundle(*, space: dict[str, Any], entries: dict[str, Entry], guardrails: list
         "omitted": [],
     }
     _fit(doc, max_bytes)
+    if answer_bound is not None:
+        _fit_answer(doc, answer_bound)
     body_digest = sha256_hex(canonical_bytes(doc))
     doc["version"] = {"seq": head_seq, "digest": body_digest}
     doc["generated_at"] = now
@@ -272,3 +278,35 @@ def _fit(doc: dict[str, Any], max_bytes: int) -> None:
     if _size(doc) > max_bytes:
         doc["over_bound"] = {"reason": "the guardrails alone exceed the size bound; every "
                                        "guardrail is kept", "bytes": _size(doc)}
+
+
+ANSWER_ROOM = 400  # bytes as sent for what is added after the fit: version, time, bound
+
+
+def _fit_answer(doc: dict[str, Any], bound: int) -> None:
+    """Shrink, in ``_fit``'s order, until the bundle costs at most ``bound`` bytes as an
+    MCP answer (``answer_cost``). The cost is followed as items go (each item's own cost,
+    and its ``omitted`` note's) and measured again at the end: O(size), not O(size²)."""
+    from shared.answers import answer_cost
+
+    def item_cost(x: Any) -> int:  # an element of a list as sent, with its ", "
+        return answer_cost({"x": x}) - answer_cost({"x": None}) + 4 + 2
+
+    cost = answer_cost(doc) + ANSWER_ROOM
+    while cost > bound:
+        for key in ("recent", "personas", "skills"):
+            while cost > bound and doc[key]:
+                gone = doc[key].pop()
+                note = {"section": key, "id": gone.get("id") or gone.get("key")}
+                doc["omitted"].append(note)
+                cost += item_cost(note) - item_cost(gone)
+        cost = answer_cost(doc) + ANSWER_ROOM  # measured again: the estimate may be off
+        if cost <= bound or not (doc["recent"] or doc["personas"] or doc["skills"]):
+            break
+    if cost > bound and doc["persona"] is not None and doc["persona"]["body"]:
+        doc["persona"]["body"], doc["persona"]["truncated"] = "", True
+        doc["omitted"].append({"section": "persona", "id": doc["persona"]["id"]})
+        cost = answer_cost(doc) + ANSWER_ROOM
+    if cost > bound:
+        doc["over_bound"] = {"reason": "the guardrails alone exceed the answer's bound; "
+                                       "every guardrail is kept", "bytes": cost}

@@ -17,7 +17,7 @@ from typing import Any
 
 from hub import reads
 from hub.oauth.tokens import RemoteGrant
-from shared.answers import check_offset, entry_answer, fit_rows
+from shared.answers import ANSWER_BUDGET, check_offset, entry_answer, fit_rows
 from shared.entry import Entry, make_entry
 from shared.errors import Forbidden, InvalidRequest, SpaceNotFound
 from shared.worldmodel import DEFAULT_MAX_BYTES, bundle
@@ -125,7 +125,7 @@ def bootstrap_world_model(hub: Any, g: RemoteGrant, space: str | None = None,
                   guardrails=[e for e in entries.values() if e.kind == "guardrail"],
                   head_seq=head["seq"], recent=recent, persona=persona,
                   runtime_skills=runtime_skills, runtime_guardrails=runtime_guardrails,
-                  max_bytes=max_bytes, now=hub.now())
+                  max_bytes=max_bytes, now=hub.now(), answer_bound=ANSWER_BUDGET)
 
 
 def propose(hub: Any, g: RemoteGrant, entry_id: str, reason: str, title: str = "",

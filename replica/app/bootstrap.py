@@ -61,11 +61,13 @@ def world_model(home: Home, space_ref: Any, *, persona: str | None = None,
                 max_bytes: int = DEFAULT_MAX_BYTES,
                 spaces: list[SpaceConfig] | None = None,
                 overlay: dict[str, Entry] | None = None,
-                role: str | None = None) -> dict[str, Any]:
+                role: str | None = None,
+                answer_bound: int | None = None) -> dict[str, Any]:
     """The bundle of the named space from this machine's replica. An agent session passes
     ``spaces`` (the one space it answers for: any other is not found, and no other is
     named among the candidates), ``overlay`` (its own unpublished writes, read over the
-    replica's) and ``role`` (its delegation's, not the member's)."""
+    replica's), ``role`` (its delegation's, not the member's) and ``answer_bound`` (the
+    bundle fits one MCP answer as sent, whatever ``max_bytes``)."""
     from replica.store.store import Store
 
     if not (isinstance(max_bytes, int) and MIN_BYTES <= max_bytes <= MAX_BYTES):
@@ -108,4 +110,4 @@ def world_model(home: Home, space_ref: Any, *, persona: str | None = None,
                   head_seq=None if head is None else head.seq, recent=recent,
                   persona=persona, runtime_skills=runtime_skills,
                   runtime_guardrails=runtime_guardrails, max_bytes=max_bytes,
-                  now=int(time.time() * 1000))
+                  now=int(time.time() * 1000), answer_bound=answer_bound)

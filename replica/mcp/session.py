@@ -56,6 +56,7 @@ from replica.mcp.bound import check_offset, entry_answer, fit_packet, fit_rows
 from replica.store import overlay
 from replica.store import store as st
 from shared import policy
+from shared.answers import ANSWER_BUDGET
 from shared.entry import EntryError, make_entry
 from shared.errors import (
     InvalidRequest,
@@ -428,9 +429,11 @@ class Session:
         self._scan()
         # this session's space only: another joined space is "not found", and the
         # candidates name none but this one
+        # bounded as sent too: a max_bytes over the answer's bound (or bodies of quotes
+        # and newlines, which cost more as sent) must not make the answer too_large
         return world_model(self.home, space, persona=persona, runtime_skills=runtime_skills,
                            runtime_guardrails=runtime_guardrails, max_bytes=max_bytes,
-                           spaces=[mine], role=self.role(),
+                           spaces=[mine], role=self.role(), answer_bound=ANSWER_BUDGET,
                            overlay={eid: c.entry for eid, c in
                                     changes(mine, self.agent).items()})
 

@@ -113,6 +113,33 @@ def test_size_bound_never_drops_a_guardrail() -> None:
     assert doc["skills"] == []
 
 
+def test_an_mcp_bundle_fits_the_answer_bound_as_sent_whatever_max_bytes() -> None:
+    """Canonical bytes are not bytes as sent: a quote costs 2 in canonical JSON and 4 in an
+    MCP answer, a newline 2 and 3. Skills of quotes and newlines under max_bytes = 1 MiB
+    made the answer pass 48 KiB (too_large, an agent got no world model at all); with the
+    answer's bound it fits as sent, the guardrails kept. Before: 14x over."""
+    from shared.answers import ANSWER_BUDGET, MAX_RESULT_BYTES, answer_cost
+
+    noisy = [e(f"skill/q{i}", '"quoted"\n' * 400) for i in range(60)]
+    guards = [e("guardrail/no-prod", "never push to prod", severity="block")]
+    unbounded = build(noisy, guards, max_bytes=1024 * 1024)
+    assert answer_cost(unbounded) > MAX_RESULT_BYTES  # the attack: what was sent before
+    doc = build(noisy, guards, max_bytes=1024 * 1024, answer_bound=ANSWER_BUDGET)
+    assert answer_cost(doc) <= ANSWER_BUDGET, answer_cost(doc)
+    assert answer_cost(doc) > ANSWER_BUDGET - 8 * 1024  # one skill (7 KB as sent) short at most
+    assert [g["id"] for g in doc["guardrails"]] == ["guardrail/no-prod"]
+    assert doc["skills"] and {o["section"] for o in doc["omitted"]} == {"skills"}
+    assert "over_bound" not in doc
+    # guardrails alone over the answer's bound: every one kept, and it says so
+    huge = [e(f"guardrail/h{i}", '"' * 3000, severity="warn") for i in range(10)]
+    doc = build(noisy, huge, max_bytes=1024 * 1024, answer_bound=ANSWER_BUDGET)
+    assert len(doc["guardrails"]) == 10 and doc["skills"] == []
+    assert "answer's bound" in doc["over_bound"]["reason"]
+    # the canonical bound alone stays as it was: answer_bound only ever cuts more
+    assert build(noisy, guards, max_bytes=4096) == build(noisy, guards, max_bytes=4096,
+                                                          answer_bound=ANSWER_BUDGET)
+
+
 def test_default_bound_is_32_kib() -> None:
     doc = build([e(f"skill/s{i}", "z" * 3000) for i in range(40)])
     assert doc["max_bytes"] == 32 * 1024 and len(canonical_bytes(doc)) <= 32 * 1024

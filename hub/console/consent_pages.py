@@ -7,6 +7,8 @@ they let in (docs/console.md, docs/agents.md "Remote endpoint").
     POST /console/consent              approve (space, scopes) or deny ─► 303 to the client
     GET  /console/agents               the member's consents: client, agent, space, scopes
     POST /console/agents/revoke        revoke one: its tokens stop at the next call
+    GET  /console/spaces/{s}/remote    whether remote agents may write without a proposal
+    POST /console/spaces/{s}/remote    a space admin turns it on or off
 
 The member signs in as for any console page; a browser without a session is told to sign
 in and come back (the request waits ``oauth_request_ttl``). POSTs pass the Origin and CSRF
@@ -24,9 +26,18 @@ from starlette.routing import Route
 from hub import spaces
 from hub.api.http import hub_of
 from hub.console import sessions
-from hub.console.http import call, checked_form, page, redirect, session_secret, signed_in
+from hub.console.http import (
+    call,
+    checked_form,
+    page,
+    redirect,
+    session_secret,
+    signed_in,
+    space_and_role,
+)
 from hub.oauth import consent
 from hub.oauth.scopes import ACTIONS
+from hub.remote_mcp import writes
 
 
 async def _member(request: Request) -> Any:
@@ -87,9 +98,29 @@ async def agents_revoke(request: Request, p: Any) -> Response:
     return redirect("/console/agents")
 
 
+@signed_in
+async def remote_page(request: Request, p: Any) -> Response:
+    hub = hub_of(request)
+    sp, role = await call(space_and_role, hub.store, p, request.path_params["space"])
+    on = await call(writes.allowed, hub.store, sp["id"])
+    return page(request, "remote.html", me=p, space=sp, role=role, on=on)
+
+
+@signed_in
+async def remote_post(request: Request, p: Any) -> Response:
+    hub = hub_of(request)
+    form = await checked_form(request)
+    ref = request.path_params["space"]
+    await call(writes.set_allowed, hub.store, p, ref, form.get("remote_writes") == "on",
+               hub.now())
+    return redirect(f"/console/spaces/{ref}/remote")
+
+
 ROUTES = [
     Route("/consent", consent_page, methods=["GET"]),
     Route("/consent", consent_post, methods=["POST"]),
     Route("/agents", agents_page, methods=["GET"]),
     Route("/agents/revoke", agents_revoke, methods=["POST"]),
+    Route("/spaces/{space}/remote", remote_page, methods=["GET"]),
+    Route("/spaces/{space}/remote", remote_post, methods=["POST"]),
 ]

@@ -197,6 +197,19 @@ def build_server(hub: Any) -> RemoteMCP:
                 = None, delete: bool = False) -> CallToolResult:
         return _unused()
 
+    @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True,
+                                          idempotent_hint=False, open_world_hint=False),
+              description=(
+        "Publish a change directly (the whole entry, or delete: true), only where the space "
+        "allows remote writes and with the write scope; otherwise use propose. base: the "
+        "version you read (null to create); a moved base is base_mismatch."))
+    def write(entry_id: EntryId, title: Annotated[str, Field(max_length=500)] = "",
+              body: str = "", tags: list[str] | None = None, links: list[str] | None = None,
+              meta: dict[str, Any] | None = None,
+              base: Annotated[str | None, Field(description="version read, null: create")]
+              = None, delete: bool = False) -> CallToolResult:
+        return _unused()
+
     return mcp
 
 

@@ -3,7 +3,8 @@ hub's own read functions (hub/reads.py) and proposals (hub/proposals.py) called 
 agent principal of the grant, in the grant's space only, and their answers cut to the same
 bound as ``quire mcp``'s (shared/answers.py). The tool shapes follow the local server's
 (docs/agents.md, "Tools"): ``read``, ``search``, ``list_entries``, ``history`` (names and
-UTC times, not ids), ``bootstrap_world_model``, ``propose``.
+UTC times, not ids), ``bootstrap_world_model``, ``propose``, and ``write`` where the space
+allows remote writes (hub/remote_mcp/writes.py).
 
 Every function takes the hub and the grant first and returns one JSON-ready dict, or raises
 a ``QuireError`` (the server turns it into the documented error object).
@@ -24,7 +25,7 @@ from shared.worldmodel import DEFAULT_MAX_BYTES, bundle
 
 # which scope each tool needs (hub/oauth/scopes.py: write ⊃ propose ⊃ read)
 NEEDS = {"read": "read", "search": "read", "list_entries": "read", "history": "read",
-         "bootstrap_world_model": "read", "propose": "propose"}
+         "bootstrap_world_model": "read", "propose": "propose", "write": "write"}
 WORLD_KINDS = ("guardrail/", "skill/", "persona/", "space/profile")
 MAX_WORLD_ENTRIES = 5000
 
@@ -145,5 +146,16 @@ def propose(hub: Any, g: RemoteGrant, entry_id: str, reason: str, title: str = "
     return dict(got)
 
 
+def write(hub: Any, g: RemoteGrant, entry_id: str, title: str = "", body: str = "",
+          tags: list[str] | None = None, links: list[str] | None = None,
+          meta: dict[str, Any] | None = None, base: str | None = None,
+          delete: bool = False) -> dict[str, Any]:
+    from hub.remote_mcp import writes
+
+    entry = None if delete else {"id": entry_id, "title": title, "body": body,
+                                 "tags": tags or [], "links": links or [], "meta": meta or {}}
+    return writes.write(hub, g, entry, entry_id, base)
+
+
 CALLS: dict[str, Callable[..., dict[str, Any]]] = {"read": read, "search": search, "list_entries": list_entries, "history": history,
-         "bootstrap_world_model": bootstrap_world_model, "propose": propose}
+         "bootstrap_world_model": bootstrap_world_model, "propose": propose, "write": write}

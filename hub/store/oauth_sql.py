@@ -8,6 +8,7 @@ transaction the caller opened.
                      device it runs under; revoked_at stops every token of it
     oauth_codes      authorization codes, by SHA-256 only; used_at: a second use is refused
     oauth_tokens     access and refresh tokens, by SHA-256 only; never the token itself
+    oauth_space_settings  per space: whether remote agents may write without a proposal
 
 Tables live on the schema's one ``metadata`` (hub/store/schema.py), created by migration
 0025; their rows reference users, devices, spaces and delegations.
@@ -98,7 +99,16 @@ oauth_tokens = Table(
     Column("revoked_at", BigInteger, nullable=True),
 )
 
-TABLES = (oauth_clients, oauth_requests, oauth_consents, oauth_codes, oauth_tokens)
+oauth_space_settings = Table(
+    "oauth_space_settings", metadata,
+    Column("space_id", ID, ForeignKey("spaces.id"), primary_key=True),
+    Column("remote_writes", Boolean, nullable=False),  # agents with `write` publish directly
+    Column("set_by", ID, nullable=False),
+    Column("set_at", BigInteger, nullable=False),
+)
+
+TABLES = (oauth_clients, oauth_requests, oauth_consents, oauth_codes, oauth_tokens,
+          oauth_space_settings)
 
 
 def insert_txn(conn: Connection, table: Table, **values: Any) -> None:
@@ -176,3 +186,19 @@ def revoke_token_txn(conn: Connection, token_hash: str, now: int) -> None:
     conn.execute(update(oauth_tokens).where(oauth_tokens.c.token_hash == token_hash,
                                             oauth_tokens.c.revoked_at.is_(None))
                  .values(revoked_at=now))
+
+
+def remote_writes_txn(conn: Connection, space_id: str) -> bool:
+    r = conn.execute(select(oauth_space_settings.c.remote_writes).where(
+        oauth_space_settings.c.space_id == space_id)).first()
+    return bool(r and r[0])
+
+
+def set_remote_writes_txn(conn: Connection, space_id: str, on: bool, by: str, now: int
+                          ) -> None:
+    done = conn.execute(update(oauth_space_settings).where(
+        oauth_space_settings.c.space_id == space_id).values(
+        remote_writes=on, set_by=by, set_at=now)).rowcount
+    if not done:
+        insert_txn(conn, oauth_space_settings, space_id=space_id, remote_writes=on,
+                   set_by=by, set_at=now)

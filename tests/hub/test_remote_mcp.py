@@ -88,8 +88,9 @@ def _served(tmp_path_factory: pytest.TempPathFactory, db: str | None
                                  meta={"severity": "block"})]).status_code == 201
     assert owner.publish(b, [put("page/secret-b", "beta only\n")]).status_code == 201
     browser = sign_in(url, owner)
+    editor = redeem(web, owner.invite(a, "editor"), "editor-laptop")
     yield {"url": url, "owner": owner, "browser": browser, "clock": clock, "deploy": v,
-           "hub": app.state.hub}
+           "hub": app.state.hub, "editor": editor, "editor_browser": sign_in(url, editor)}
     server.should_exit = True
     th.join(10)
 
@@ -427,3 +428,50 @@ def test_registrations_past_the_rate_limit_are_refused(served: dict[str, Any]) -
         hub.oauth_limiter = kept
     assert codes == [201, 201, 429]
     assert meta.status_code == 200  # discovery is never limited
+
+
+def test_remote_writes_only_where_the_space_allows_them_and_for_an_editor(
+        served: dict[str, Any]) -> None:
+    as_editor = dict(served, browser=served["editor_browser"])
+    t = signed_in_token(as_editor, "alpha", "read propose write")
+    assert t["scope"] == "read propose write"
+    new = {"entry_id": "page/notes", "title": "Notes", "body": "remote notes\n"}
+    off = asyncio.run(tools(served["url"], t["access_token"], [("write", new)]))[0]
+    assert off["is_error"] and off["error"]["details"]["reason"] == "remote_writes_off"
+    # a space admin allows remote writes (console: CSRF-checked form)
+    b = served["browser"]
+    page = b.get("/console/spaces/alpha/remote")
+    assert "Remote writes are off" in page.text
+    csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page.text).group(1)
+    assert b.post("/console/spaces/alpha/remote", data={"remote_writes": "on"}
+                  ).status_code == 403  # no CSRF token: nothing changes
+    assert "Remote writes are off" in b.get("/console/spaces/alpha/remote").text
+    assert b.post("/console/spaces/alpha/remote", data={"csrf": csrf, "remote_writes": "on"}
+                  ).status_code == 303
+    # an editor cannot turn it on (admins only)
+    eb = served["editor_browser"]
+    ecsrf = re.search(r'name="csrf" value="([0-9a-f]+)"',
+                      eb.get("/console/agents").text)
+    assert eb.post("/console/spaces/alpha/remote", data={
+        "csrf": ecsrf.group(1) if ecsrf else "", "remote_writes": ""}).status_code == 403
+    wrote, hist = asyncio.run(tools(served["url"], t["access_token"], [
+        ("write", new), ("history", {"entry_id": "page/notes"})]))
+    assert not wrote["is_error"] and wrote["published"], wrote
+    people = served["owner"].get("/v1/spaces/alpha/people").json()["people"]
+    editor_name = next(x["name"] for x in people if x["user_id"] == served["editor"].user_id)
+    assert hist["versions"][0]["by"] == editor_name
+    assert hist["versions"][0]["agent"] == "remote-cloud-agent"
+    # the audit names the agent and the member who approved it (their consent)
+    lines = [json.loads(x) for x in served["owner"].get(
+        "/v1/audit", params={"space": "alpha"}).text.splitlines() if x.strip()]
+    pub = [e for e in lines if e.get("action") == "publish"][-1]
+    assert pub["actor"]["attested"]["agent"] == "remote-cloud-agent"
+    assert pub["actor"]["attested"]["approved_by"] == served["editor"].user_id
+    # the owner's agent would be judged with admin rights: refused, it proposes instead
+    mine = signed_in_token(served, "alpha", "read propose write")
+    admin = asyncio.run(tools(served["url"], mine["access_token"], [("write", new)]))[0]
+    assert admin["is_error"] and admin["error"]["details"]["reason"] == "member_not_editor"
+    # a token without the write scope
+    ro = signed_in_token(as_editor, "alpha", "read propose")
+    denied = asyncio.run(tools(served["url"], ro["access_token"], [("write", new)]))[0]
+    assert denied["error"]["details"]["reason"] == "insufficient_scope"

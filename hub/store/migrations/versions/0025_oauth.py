@@ -1,5 +1,6 @@
 """oauth: the remote MCP endpoint's authorization server (hub/oauth/, D136): clients,
-pending requests, consents, codes and tokens (by hash only)
+pending requests, consents, codes and tokens (by hash only), and the space setting that
+lets remote agents write
 
 Revision ID: 0025
 Revises: 0024
@@ -75,9 +76,15 @@ def upgrade() -> None:
         sa.Column('expires_at', sa.BigInteger, nullable=False),
         sa.Column('used_at', sa.BigInteger, nullable=True),
         sa.Column('revoked_at', sa.BigInteger, nullable=True))
+    op.create_table(
+        'oauth_space_settings',
+        sa.Column('space_id', sa.String(26), sa.ForeignKey('spaces.id'), primary_key=True),
+        sa.Column('remote_writes', sa.Boolean, nullable=False),
+        sa.Column('set_by', sa.String(26), nullable=False),
+        sa.Column('set_at', sa.BigInteger, nullable=False))
 
 
 def downgrade() -> None:
-    for t in ('oauth_tokens', 'oauth_codes', 'oauth_consents', 'oauth_requests',
+    for t in ('oauth_space_settings', 'oauth_tokens', 'oauth_codes', 'oauth_consents', 'oauth_requests',
               'oauth_clients'):
         op.drop_table(t)

@@ -224,3 +224,72 @@ def test_banner_after_an_action_is_fixed_text(hub_app: dict[str, Any],
     assert '<p class="banner" role="status">Rule added.</p>' in r.text
     r = b.get("/console/spaces/team", params={"done": "<b>Your device was revoked</b>"})
     assert "banner" not in r.text and "revoked" not in r.text  # no text from the link
+
+
+def _restorable(hub_app: dict[str, Any]) -> None:
+    from hub.page_restore import publisher_for
+
+    if publisher_for(hub_app["hub"]) is None:
+        pytest.skip("no hub-attested publication on this hub (hub/attested_publish.py)")
+
+
+RESTORE = "/console/spaces/team/restore"
+
+
+def test_restore_one_page_as_the_members_edit(hub_app: dict[str, Any],
+                                             team: dict[str, Any]) -> None:
+    """Preview writes nothing; the confirmation publishes the old content as the editor's
+    edit through the guard; a stale confirmation, a viewer's and a forged one change
+    nothing; a deleted page comes back."""
+    _restorable(hub_app)
+    owner, space = team["owner"], team["space"]
+
+    def head() -> int:
+        return int(owner.head(space)["seq"])
+
+    b = sign_in(hub_app, team["ed"])
+    r = b.get("/console/spaces/team/entry", params={"id": "page/deploy"})
+    assert r.text.count('action="/console/spaces/team/restore"') == 1  # not the current one
+    csrf, before = _csrf(r.text), head()
+    form = {"csrf": csrf, "id": "page/deploy", "seq": "1", "epoch": ""}
+    r = b.post(RESTORE, data=form, headers=_origin(hub_app))
+    assert r.status_code == 200 and "Confirm restore" in r.text, r.text
+    assert "-Then press the button." in htmllib.unescape(r.text)
+    assert head() == before  # a preview
+    base = re.search(r'name="base" value="([0-9a-f]{64})"', r.text)
+    assert base, r.text
+    confirm = dict(form, base=base.group(1), confirm="yes")
+    r = b.post(RESTORE, data={**confirm, "csrf": "0" * 64}, headers=_origin(hub_app))
+    assert r.status_code == 403 and head() == before  # no CSRF token: nothing
+    r = b.post(RESTORE, data=confirm, headers=_origin(hub_app), follow_redirects=False)
+    assert r.status_code == 303, r.text
+    assert r.headers["location"].endswith("entry?id=page/deploy&done=restored")
+    assert head() == before + 1
+    got = owner.get(f"/v1/spaces/{space}/entry", params={"id": "page/deploy"}).json()
+    assert got["entry"]["body"] == team["a"].entry.body
+    hist = owner.get(f"/v1/spaces/{space}/history", params={"id": "page/deploy"}).json()
+    assert hist["versions"][0]["author"]["user"] == team["ed"].user_id  # the editor's edit
+    assert not hist["versions"][0]["author"]["agent"]
+    r = b.get(r.headers["location"])
+    assert "Restored" in r.text and 'class="banner"' in r.text
+    assert "restored page/deploy" in _text(b.get("/console/spaces/team/activity").text)
+
+    # the same confirmation again: its base is no longer current, nothing is written
+    r = b.post(RESTORE, data=confirm, headers=_origin(hub_app))
+    assert r.status_code == 409 and "base_mismatch" in r.text and head() == before + 1
+
+    # a viewer sees no button, and its POST (preview or confirmed) is refused
+    v = sign_in(hub_app, team["viewer"])
+    page_ = v.get("/console/spaces/team/entry", params={"id": "page/deploy"}).text
+    assert "/restore" not in page_
+    for extra in ({}, {"confirm": "yes", "base": base.group(1)}):
+        r = v.post(RESTORE, data={**form, **extra, "csrf": _csrf(page_)},
+                   headers=_origin(hub_app))
+        assert r.status_code == 403 and head() == before + 1, r.text
+
+    # a deleted page comes back from its history
+    r = b.post(RESTORE, data={**form, "id": "page/old", "confirm": "yes", "base": ""},
+               headers=_origin(hub_app), follow_redirects=False)
+    assert r.status_code == 303, r.text
+    got = owner.get(f"/v1/spaces/{space}/entry", params={"id": "page/old"}).json()
+    assert got["entry"]["body"] == "Old.\n"

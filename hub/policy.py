@@ -14,12 +14,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hub.store.batches import current_contents_txn
-from hub.store.guard_reads import KEY_HOLDERS, key_holders_of, key_holders_reads
+from hub.admission import check_names_txn
+from hub.store.guard_reads import (
+    KEY_HOLDERS,
+    guardrail_contents_txn,
+    key_holders_of,
+    key_holders_reads,
+)
 from hub.store.sql import Read, read_together
 from shared.digest import sha256_hex
 from shared.entry import Entry, make_entry
-from shared.ids import split_entry_id
 from shared.policy import (
     ACTIONS,
     BULK_DELETE,
@@ -64,13 +68,17 @@ def changes_txn(conn: Any, space_id: str, ops: Any,
 def judge_txn(conn: Any, space_id: str, ops: Any, current: dict[str, tuple[str, bool]]
               ) -> tuple[list[Change], tuple[int, ...]]:
     """What each op does to the space's current state, and the indexes of the ops that
-    take a guardrail key (``claims``: the committing transaction judges them again). Only
-    live guardrails' content is read (the typed rules compare it), and a key's holders only
-    for an op that takes it; other kinds are judged on versions alone."""
-    typed = [op.entry_id for op in ops if split_entry_id(op.entry_id)[0] == "guardrail"
-             and op.entry_id in current and not current[op.entry_id][1]]
+    take a guardrail key (``claims``: the committing transaction judges them again). A
+    create whose name is one file with a live entry's on macOS and Windows is refused
+    first (hub/admission.py ``check_names_txn``, ``name_collision``). Only
+    live guardrails' content is read (the typed rules compare it), whatever their path (a
+    row with a key digest: the effective kind, shared/kinds.py, of what was written), and a
+    key's holders only for an op that takes it; other kinds are judged on versions alone."""
+    check_names_txn(conn, space_id, ops, current)  # a create whose name is taken (D139)
+    live = [op.entry_id for op in ops
+            if op.entry_id in current and not current[op.entry_id][1]]
     before = {eid: make_entry(json.loads(c))
-              for eid, c in current_contents_txn(conn, space_id, typed).items()}
+              for eid, c in guardrail_contents_txn(conn, space_id, live).items()}
     out = []
     for op in ops:
         c = change_of(op.entry_id, op.entry, current.get(op.entry_id), before.get(op.entry_id))

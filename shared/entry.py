@@ -24,6 +24,7 @@ from shared.canonical import (
 )
 from shared.digest import sha256_hex
 from shared.ids import entry_id_problem, is_entry_id, split_entry_id
+from shared.kinds import GUARDRAIL, effective_kind
 
 SEVERITIES = ("info", "warn", "block")
 MAX_TITLE = 500
@@ -59,7 +60,8 @@ class Entry:
 
     @property
     def kind(self) -> str:
-        return split_entry_id(self.id)[0]
+        """The effective kind (shared/kinds.py): front matter ``kind:``, else the folder."""
+        return effective_kind(self.id, self.meta)
 
     @property
     def slug(self) -> str:
@@ -181,7 +183,8 @@ def make_entry(data: Any, *, max_body: int = DEFAULT_MAX_BODY,
         raise EntryError(f"links must be a list of at most {MAX_LINKS} entry ids", key="links")
     for i, link in enumerate(links):
         if not is_entry_id(link):
-            raise EntryError(f"invalid link {link!r}: links are entry ids '<kind>/<slug>'",
+            raise EntryError(f"invalid link {link!r}: links are entry ids (vault paths "
+                             "without .md)",
                              key=f"links[{i}]")
     meta = data.get("meta", {})
     if not isinstance(meta, dict):
@@ -197,8 +200,8 @@ def make_entry(data: Any, *, max_body: int = DEFAULT_MAX_BODY,
             raise CanonicalError("lone surrogate in string")
     except CanonicalError as e:
         raise EntryError(str(e)) from e
-    kind = entry_id.partition("/")[0]
-    if kind == "guardrail" and "severity" in meta and meta["severity"] not in SEVERITIES:
+    if "severity" in meta and effective_kind(entry_id, meta) == GUARDRAIL \
+            and meta["severity"] not in SEVERITIES:
         raise EntryError("meta.severity must be one of info, warn, block", key="meta.severity")
     return Entry(
         id=entry_id,

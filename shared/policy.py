@@ -44,7 +44,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from shared.entry import SEVERITIES, Entry, guardrail_rank
-from shared.ids import split_entry_id
+from shared.kinds import GUARDRAIL
 
 ROLES = ("viewer", "editor", "admin")
 ACTIONS = ("create", "update", "delete")  # what one op does
@@ -131,7 +131,7 @@ def bulk_deletes(changes: list[Change], live: int | None,
     if why is None:
         return []
     return [Change(c.entry_id, "bulk_delete", reason=f"{len(deletes)} deletes in one batch, "
-                                                     f"{why}") for c in deletes]
+                                                     f"{why}", kind=c.kind) for c in deletes]
 
 
 def needs_live_count(changes: list[Change], limit: BulkDelete = BULK_DELETE) -> bool:
@@ -163,6 +163,17 @@ class Change:
     # a key takeover (``key_takeovers``): the entry the op writes, while ``entry_id`` is the
     # guardrail whose key it takes (the one the rules judge)
     taker: str | None = None
+    # the effective kind (shared/kinds.py) the change is judged as: guardrail when the
+    # version it replaces or the one it writes is one; "" when not known (plain pairs)
+    kind: str = ""
+
+    def names(self) -> tuple[str, ...]:
+        """What a rule's ``entries`` glob is matched against: the id, and the kind-qualified
+        name ``<kind>/<id>`` when the file is not in its kind's folder, so that a rule on
+        ``guardrail/*`` covers every guardrail wherever its file is (D139)."""
+        if not self.kind or self.entry_id.startswith(self.kind + "/"):
+            return (self.entry_id,)
+        return (self.entry_id, f"{self.kind}/{self.entry_id}")
 
 
 def op_action(deleted: bool, current: tuple[str, bool] | None) -> str:
@@ -176,8 +187,10 @@ def op_action(deleted: bool, current: tuple[str, bool] | None) -> str:
 def _text_changes(before: Entry, after: Entry) -> list[str]:
     out = [f for f in ("title", "body") if getattr(before, f) != getattr(after, f)]
     out += [f for f in ("tags", "links") if set(getattr(before, f)) != set(getattr(after, f))]
-    meta_b = {k: v for k, v in before.meta.items() if k != "severity"}
-    meta_a = {k: v for k, v in after.meta.items() if k != "severity"}
+    # severity is judged by rank and the kind by ``change_of``: a ``kind: guardrail`` line
+    # added to a guardrail's file changes nothing
+    meta_b = {k: v for k, v in before.meta.items() if k not in ("severity", "kind")}
+    meta_a = {k: v for k, v in after.meta.items() if k not in ("severity", "kind")}
     if meta_b != meta_a:
         out.append("meta")
     return out
@@ -209,26 +222,43 @@ def guardrail_weakening(before: Entry | None, after: Entry | None,
 def change_of(entry_id: str, after: Entry, current: tuple[str, bool] | None,
               before: Entry | None = None) -> Change | None:
     """What putting ``after`` (or its tombstone) does, given the hub's current
-    ``(version, deleted)`` and, for guardrails, the current live content ``before``.
-    None when the op changes nothing."""
+    ``(version, deleted)`` and the current live content ``before`` (needed when it or
+    ``after`` is a guardrail). None when the op changes nothing.
+
+    The typed rules follow the effective kind (shared/kinds.py) of both versions: a
+    guardrail whose ``kind:`` line is removed or changed, or whose file is deleted to be
+    written under another name, is a change of a guardrail (weakening it), never a page's;
+    a page that becomes a guardrail is a guardrail added."""
     if current is not None and not current[1] and after.version == current[0]:
         return None
     action = op_action(after.deleted, current)
-    if split_entry_id(entry_id)[0] != "guardrail":
-        return Change(entry_id, action)
     live = before if current is not None and not current[1] else None
-    existed = current is not None
-    reason = guardrail_weakening(live, None if after.deleted else after, existed)
-    return Change(entry_id, action, reason is not None, reason or "")
+    was = live if live is not None and live.kind == GUARDRAIL else None
+    now = after if not after.deleted and after.kind == GUARDRAIL else None
+    kind = after.kind if not after.deleted or live is None else live.kind
+    if was is None and now is None:
+        return Change(entry_id, action, kind=kind)
+    if was is not None and not after.deleted and now is None:
+        reason: str | None = (f"changes its kind to {after.kind} (a guardrail stays one; "
+                              "only raising the severity is additive)")
+    else:
+        # a tombstone where ``now`` goes: a re-create (the deleted text is not known to be
+        # kept); a live page there: a guardrail added
+        reason = guardrail_weakening(was, now, current is not None and (
+            was is not None or current[1]))
+    return Change(entry_id, action, reason is not None, reason or "", kind=GUARDRAIL)
 
 
 def guardrail_key(e: Entry | None) -> str | None:
     """The key of a live guardrail: ``meta.key`` when it is a non-empty string, else the
-    slug; None for a tombstone or another kind."""
-    if e is None or e.deleted or split_entry_id(e.id)[0] != "guardrail":
+    slug (``guardrail/<slug>``) or, for a guardrail elsewhere, its id; None for a
+    tombstone or another kind."""
+    if e is None or e.deleted or e.kind != GUARDRAIL:
         return None
     k = e.meta.get("key")
-    return k if isinstance(k, str) and k else split_entry_id(e.id)[1]
+    if isinstance(k, str) and k:
+        return k
+    return e.id[len(GUARDRAIL) + 1:] if e.id.startswith(GUARDRAIL + "/") else e.id
 
 
 def taken_key(after: Entry, before: Entry | None) -> str | None:
@@ -260,11 +290,12 @@ def key_takeovers(after: Entry, before: Entry | None, holders: dict[str, Entry],
         why = guardrail_weakening(_keyless(holders[hid]), _keyless(after), True)
         reason = (f"takes the key {key} of {hid}, an update of it that {why}" if why
                   else f"takes the key {key} of {hid} (an update of it)")
-        out.append(Change(hid, "update", why is not None, reason, taker=after.id))
+        out.append(Change(hid, "update", why is not None, reason, taker=after.id,
+                          kind=GUARDRAIL))
     if found and not complete:
         out.append(Change(found[0], "update", True,
                           f"takes the key {key} of {found[0]} and of more guardrails than "
-                          "one publication is judged against", taker=after.id))
+                          "one publication is judged against", taker=after.id, kind=GUARDRAIL))
     return out
 
 
@@ -298,7 +329,8 @@ def _specificity(pattern: str) -> tuple[int, int]:
 
 
 def matches(rule: Rule, change: Change) -> bool:
-    return (change.action in rule.actions and fnmatchcase(change.entry_id, rule.entries)
+    return (change.action in rule.actions
+            and any(fnmatchcase(n, rule.entries) for n in change.names())
             and (rule.when is None or (rule.when == WEAKENS and change.weakens)))
 
 

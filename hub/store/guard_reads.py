@@ -177,3 +177,26 @@ def key_holders_txn(conn: Any, space_id: str, digests: list[str]
     """Per key digest, the live guardrails that hold it: ``(entry_id, canonical content)``."""
     return key_holders_of([stmt.all(conn, params)
                            for stmt, params in key_holders_reads(space_id, digests)])
+
+
+_GUARDRAILS: dict[int, Sql] = {}
+
+
+def guardrail_contents_txn(conn: Any, space_id: str, entry_ids: list[str]) -> dict[str, str]:
+    """``entry_id -> canonical content`` of the given entries that are live guardrails (a
+    row with a key digest: hub/policy.py ``key_digest_of``), whatever their path: what the
+    typed rules compare a put or a delete with (the effective kind, shared/kinds.py, of the
+    version it replaces)."""
+    out: dict[str, str] = {}
+    for i in range(0, len(entry_ids), 500):
+        part = entry_ids[i:i + 500]
+        stmt = _GUARDRAILS.get(len(part))
+        if stmt is None:
+            marks = ", ".join(f":e{j}" for j in range(len(part)))
+            stmt = _GUARDRAILS[len(part)] = Sql(
+                "SELECT entry_id, content FROM entries WHERE space_id = :s AND deleted = false "
+                f"AND key_digest IS NOT NULL AND entry_id IN ({marks})")
+        params: dict[str, Any] = {f"e{j}": eid for j, eid in enumerate(part)}
+        params["s"] = space_id
+        out.update((eid, c) for eid, c in stmt.all(conn, params))
+    return out

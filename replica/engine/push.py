@@ -57,6 +57,7 @@ from shared.errors import (
     VersionBlocked,
 )
 from shared.ids import new_id, portability_problem
+from shared.names import collisions, portable_name
 from shared.wire import Batch, Op, build_batch, parse_batch
 
 MAX_ROUNDS = 8  # push attempts per sync when the head keeps moving
@@ -137,6 +138,7 @@ class Publisher:
             ops.append(op)
             if len(ops) >= MAX_OPS_PER_BATCH:
                 break
+        ops = self._hold_collisions(ops, denied)
         # content screening, as the guard will (replica/engine/screened.py): kept back, reported
         ops, screened = hold_back(ops, allows_from(self.client, self.space_id))
         if report is not None:
@@ -202,6 +204,31 @@ class Publisher:
                            "quota)"}
         return held
 
+    def _hold_collisions(self, ops: list[Op], denied: list[dict[str, Any]]) -> list[Op]:
+        """The creates of ``ops`` whose name is one file with another entry's on macOS and
+        Windows (shared/names.py ``collisions``: case, Unicode normalization, a folder
+        spelled two ways) are kept back, as the hub would refuse them (``name_collision``);
+        the entries of the space after the batch are judged, read only when it creates."""
+        creates = [op.entry_id for op in ops if op.base is None and not op.entry.deleted]
+        if not creates:
+            return ops
+        gone = {op.entry_id for op in ops if op.entry.deleted}
+        with self.store.engine.connect() as conn:
+            rows = st.live_versions_txn(conn)
+        new = set(creates)
+        live = [r[0] for r in rows if (r[1] is not None or r[2] is not None)
+                and r[0] not in gone and r[0] not in new]
+        hit = collisions(creates, live)
+        if not hit:
+            return ops
+        for eid, p in sorted(hit.items()):
+            rename = f"; rename it to '{p.suggested}.md'" if p.suggested else ""
+            denied.append({"id": eid, "action": "create", "rule": p.code, "of": p.other,
+                           "suggested": p.suggested, "reason": p.reason,
+                           "message": f"{eid}.md: {p.reason}{rename}; kept locally, not "
+                                      "published"})
+        return [op for op in ops if op.entry_id not in hit]
+
     @staticmethod
     def _local_denial(access: dict[str, Any], s: EntryState, op: Op,
                       synced_guardrails: Callable[[], dict[str, Entry]] = dict
@@ -215,9 +242,12 @@ class Publisher:
         problem = None if op.entry.deleted or (current and not current[1]) \
             else portability_problem(s.id)
         if problem:  # the hub refuses it too (hub/admission.py)
+            better = portable_name(s.id)
             return {"id": s.id, "action": "create", "rule": "portable_id",
-                    "message": f"{s.id} cannot be a file on every replica ({problem}); "
-                               "rename it; kept locally, not published"}
+                    "reason": problem, "suggested": better,
+                    "message": f"{s.id}.md cannot be a file on every replica ({problem}); "
+                               f"rename it (to '{better}.md'?); kept locally, not "
+                               "published"}
         role = access.get("role")
         if role is None:
             return None

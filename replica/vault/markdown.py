@@ -18,6 +18,7 @@ from typing import Any
 
 from shared.entry import Entry, EntryError, parse_markdown, to_markdown
 from shared.ids import entry_id_problem
+from shared.names import suggestion
 
 TMP_SUFFIX = ".quire-tmp"  # our temp files (replica/vault/files.py), never entries
 
@@ -39,31 +40,30 @@ def file_hash(data: bytes) -> str:
 
 
 def entry_path(vault: Path, entry_id: str) -> Path:
+    """The file of an entry: its id is its vault path without ``.md`` (D132)."""
     problem = entry_id_problem(entry_id)
     if problem:
         raise ValueError(f"invalid entry id {entry_id!r}: {problem}")
-    kind, _, slug = entry_id.partition("/")
-    return vault.joinpath(kind, *slug.split("/")).with_name(slug.split("/")[-1] + ".md")
+    *folders, name = entry_id.split("/")
+    return vault.joinpath(*folders, name + ".md")
 
 
 def entry_os_path(vault: str, entry_id: str) -> str:
     """``entry_path`` as a string, for an id already validated (``make_entry`` checks it):
     the bulk paths build one a file, and ``Path`` objects cost more than the rest."""
-    kind, _, slug = entry_id.partition("/")
-    return os.path.join(vault, kind, slug) + ".md"
+    return os.path.join(vault, entry_id) + ".md"
 
 
 def path_entry_id(rel: str) -> tuple[str | None, str | None]:
-    """(entry id, None) for a relative vault path, or (None, reason)."""
-    parts = rel.split("/")
-    if len(parts) < 2:
-        return None, "file outside a '<kind>/' folder"
+    """(entry id, None) for a relative vault path, or (None, reason): any Markdown file is
+    an entry, its id the path without ``.md`` (shared/names.py says why a name is refused,
+    with a name that would do)."""
     if not rel.endswith(".md"):
         return None, "not a Markdown file (entries end in .md)"
     entry_id = rel[: -len(".md")]
     problem = entry_id_problem(entry_id)
     if problem:
-        return None, f"invalid entry id {entry_id!r}: {problem}"
+        return None, f"invalid entry id {entry_id!r}: {problem}{suggestion(entry_id)}"
     return entry_id, None
 
 
@@ -89,7 +89,9 @@ def read_entry(vault: Path, entry_id: str, data: bytes) -> tuple[Entry, dict[str
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
-        raise EntryError("file is not valid UTF-8", line=line) from e
+        raise EntryError("file is not valid UTF-8 (a Markdown file is text in UTF-8: save it "
+                         "as UTF-8, or rename it without .md to keep it out of the space)",
+                         line=line) from e
     return parse_markdown(entry_id, text)
 
 

@@ -22,12 +22,17 @@ NON_PORTABLE = [
     "page/lpt1", "page/lpt9", "page/lpt1.x", "page/con.txt", "page/nul.tar.gz",
     "page/aux.b.c", "page/dir/con", "page/con/inside", "page/prn/a/b", "con/x", "com1/note",
     "lpt3/x", "guardrail/x.", "page/a./b", "page/x..", "skill/deep/nul.x",
+    # any path is an entry (D132): Windows' names in any case, its forbidden characters,
+    # trailing spaces, a file name over 255 bytes
+    "page/Con", "Notes/NUL.txt", "Notes/Lpt1", "Notes/a:b", "Notes/what?", "Notes/x ",
+    "Notes/" + "é" * 127,
 ]
 # portable look-alikes: accepted
 PORTABLE = ["page/console", "page/conx", "page/com10", "page/lpt", "page/icon",
             "page/a.con", "page/x.y", "page/nul-thing", "page/auxiliary", "page/com1x"]
-# ids differing only in case from a valid id cannot exist: the alphabet is lowercase
-CASE = ["page/Con", "page/Foo", "Page/foo", "page/readme/A"]
+# names people keep (D132): valid and portable; two of them differing only in case are a
+# collision (tests/hub/test_name_collisions.py), each alone is not
+CASE = ["page/Foo", "page/readme/A", "Meeting Notes/Release Plan", "café-notes", "README"]
 
 
 def test_windows_reserved_names_and_trailing_dots_are_flagged_and_look_alikes_are_not() -> None:
@@ -38,7 +43,7 @@ def test_windows_reserved_names_and_trailing_dots_are_flagged_and_look_alikes_ar
     for eid in PORTABLE:
         assert is_entry_id(eid) and portability_problem(eid) is None, eid
     for eid in CASE:
-        assert not is_entry_id(eid), eid
+        assert is_entry_id(eid) and portability_problem(eid) is None, eid
 
 
 @pytest.fixture(scope="module")
@@ -93,20 +98,24 @@ def test_replica_keeps_non_portable_ids_local_and_publishes_the_rest(
     code = q(owner, "admin", "invite", "create", "team", "--role", "editor")["code"]
     ann = tmp_path / "ann"
     q(ann, "join", hub.url, "--invite", code, "--vault", str(vault), "--device", "ann")
+    made = set()
     for eid in NON_PORTABLE + PORTABLE + CASE:
-        kind, _, slug = eid.partition("/")
-        p = vault.joinpath(kind, *slug.split("/")).with_name(slug.split("/")[-1] + ".md")
-        if p.exists() or (p.parent.exists() and not p.parent.is_dir()):
+        *folders, name = eid.split("/")
+        p = vault.joinpath(*folders, name + ".md")
+        if len(name.encode()) > 252 or p.exists() or (  # longer than Linux allows
+                p.parent.exists() and not p.parent.is_dir()):
             continue
+        made.add(eid)
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(f"---\ntitle: t\n---\n{eid}\n")
     res = q(ann, "sync")["sync"]
     denied = {d["id"]: d for d in res["policy_denied"]}
-    assert set(denied) == set(NON_PORTABLE), sorted(set(denied) ^ set(NON_PORTABLE))
+    want = set(NON_PORTABLE) & made
+    assert set(denied) == want, sorted(set(denied) ^ want)
     assert all(d["rule"] == "portable_id" for d in denied.values())
-    assert res["pushed"] == len(PORTABLE), res
+    assert res["pushed"] == len(PORTABLE) + len(CASE), res
     problems = {p["path"] for p in res["problems"]}
-    assert {"page/Con.md", "page/Foo.md", "Page/foo.md", "page/readme/A.md"} <= problems, \
+    assert not {"page/Foo.md", "page/readme/A.md", "README.md"} & problems, \
         problems
     again = q(ann, "sync")["sync"]  # still kept back, nothing sent
-    assert again["pushed"] == 0 and len(again["policy_denied"]) == len(NON_PORTABLE)
+    assert again["pushed"] == 0 and len(again["policy_denied"]) == len(want)

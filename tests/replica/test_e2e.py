@@ -156,7 +156,8 @@ def test_bad_vault_input_is_reported_and_never_published_or_overwritten(team: Cl
     converge(a, b)
     broken = b"---\ntitle: [broken\n---\nmy text\n"
     b.path("page/p").write_bytes(broken)
-    (b.vault / "loose.md").write_text("---\ntitle: loose\n---\n")
+    # a name not in NFC (any path is an entry, D132; this one would be two ids for one name)
+    (b.vault / "cafe\u0301.md").write_text("---\ntitle: loose\n---\n")
     secret = tmp_path / "secret.md"
     secret.write_text("---\ntitle: secret\n---\ntop secret\n")
     os.symlink(secret, b.vault / "page" / "leak.md")
@@ -166,7 +167,8 @@ def test_bad_vault_input_is_reported_and_never_published_or_overwritten(team: Cl
     a.sync()
     rep = b.sync()
     problems = {p["path"]: p for p in rep["problems"]}
-    assert set(problems) == {"page/p.md", "loose.md", "page/leak.md", "note/latin1.md"}
+    assert set(problems) == {"page/p.md", "cafe\u0301.md", "page/leak.md", "note/latin1.md"}
+    assert "rename it to 'caf\u00e9.md'" in problems["cafe\u0301.md"]["reason"]
     assert problems["page/p.md"]["line"] == 3
     assert "out of the vault" in problems["page/leak.md"]["reason"]
     assert "UTF-8" in problems["note/latin1.md"]["reason"]

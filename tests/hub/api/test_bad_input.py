@@ -108,7 +108,9 @@ CASES: list[tuple[str, Any, int, str]] = [
     ("more ops than allowed", _mut(_many_ops), 413, "too_large"),
     ("../ in slug", _mut(_entry(id="page/../../etc/passwd")), 422, "invalid_request"),
     ("leading slash in slug", _mut(_entry(id="page//abs")), 422, "invalid_request"),
-    ("uppercase kind", _mut(_entry(id="Page/x")), 422, "invalid_request"),
+    # any path is an id (D132), but not one with a control character or in NFD form
+    ("control character in id", _mut(_entry(id="Page/x\x07")), 422, "invalid_request"),
+    ("id not in NFC", _mut(_entry(id="page/cafe\u0301")), 422, "invalid_request"),
     ("dot segment slug", _mut(_entry(id="page/.hidden")), 422, "invalid_request"),
     ("non-canonical batch id", _mut(_set(["batch_id"], "BATCH-1")), 422, "invalid_request"),
     ("non-canonical replica id", _mut(_set(["replica_id"], "u" * 26)), 422, "invalid_request"),
@@ -135,7 +137,7 @@ CASES: list[tuple[str, Any, int, str]] = [
     ("delete without base", _mut(lambda b: b["ops"].__setitem__(
         0, {"op": "delete", "id": "page/x", "base": None})), 422, "invalid_request"),
     ("tag with space", _mut(_entry(tags=["two words"])), 422, "invalid_request"),
-    ("link not an entry id", _mut(_entry(links=["nowhere"])), 422, "invalid_request"),
+    ("link not an entry id", _mut(_entry(links=["no//where"])), 422, "invalid_request"),
     ("unknown provenance field", _mut(_set(["provenance"], {"secret": "x"})),
      422, "invalid_request"),
     ("unregistered replica", _mut(_set(["replica_id"], "0" * 26)), 403, "forbidden"),

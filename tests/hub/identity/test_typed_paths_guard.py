@@ -17,13 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from tests.kit.wire import WireTeam, delete, put
 
 DEFAULT = "default:guardrails-additive"
-# built in the next commit (D132 parts 1 and 2): the attacks are written first
-pytestmark = pytest.mark.xfail(reason="path ids and effective kinds not built yet", strict=True)
 
 
 def rail(entry: str, sev: str = "warn", body: str = "never force-push main\n",
@@ -119,12 +115,12 @@ def test_a_space_rule_on_guardrail_glob_covers_guardrails_in_any_folder(
     t = team
     agent_rule = t.owner.post(f"/v1/spaces/{t.space}/rules", {
         "effect": "deny", "who": "editor", "actions": ["create"],
-        "entries": "guardrail/Locked/*"})
+        "entries": "guardrail/locked/*"})
     assert agent_rule.status_code == 201, agent_rule.text
-    r = t.editor.publish(t.space, [rail("Locked/x", "block")])
-    assert denied(r) == [("Locked/x", "create", agent_rule.json()["rule"]["id"])]
+    r = t.editor.publish(t.space, [rail("locked/x", "block")])
+    assert denied(r) == [("locked/x", "create", agent_rule.json()["rule"]["id"])]
     # a page in that folder is not a guardrail: the rule does not reach it
-    assert t.editor.publish(t.space, [put("Locked/y", "a page\n")]).status_code == 201
+    assert t.editor.publish(t.space, [put("locked/y", "a page\n")]).status_code == 201
     rid = agent_rule.json()["rule"]["id"]
     r = t.owner.post(f"/v1/spaces/{t.space}/rules/{rid}/remove", {})
     assert r.status_code == 200, r.text

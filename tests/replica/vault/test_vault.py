@@ -21,10 +21,10 @@ def write(root: Path, rel: str, data: bytes | str) -> Path:
 
 
 @pytest.mark.parametrize("rel,reason", [
-    ("loose.md", "outside a '<kind>/' folder"),
-    ("page/Bad Name.md", "invalid entry id"),
     ("page/notes.txt", "not a Markdown file"),
-    ("Page/x.md", "invalid entry id"),
+    ("page/a\\b.md", "invalid entry id"),  # a backslash: a folder on Windows
+    ("page/cafe\u0301.md", "NFC form; rename it to 'page/caf\u00e9.md'"),
+    ("Notes/x.tmp.md", "must not end in '.md' or '.tmp'"),
 ])
 def test_files_that_cannot_be_entries_are_reported(tmp_path, rel, reason):
     write(tmp_path, rel, "---\ntitle: x\n---\nbody\n")
@@ -115,7 +115,8 @@ def test_scan_changes_finds_what_scan_finds_and_the_same_problems(tmp_path):
     vault = _odd_vault(tmp_path)
     full = vlt.scan(vault)
     ch = vaultscan.scan_changes(vault, [])
-    assert {f.entry_id for f in ch.changed} == {"page/ok", "page/deep/er/one", "skill/s"}
+    assert {f.entry_id for f in ch.changed} == {"page/ok", "page/deep/er/one", "skill/s",
+                                                "loose", "page/Bad Name", "Page/x"}
     assert {(f.entry_id, f.os_path) for f in ch.changed} <= {(f.entry_id, f.os_path)
                                                           for f in full.files.values()}
     assert [(p.path, p.reason, p.entry_id) for p in ch.problems if p.path != "page/fifo.md"
@@ -162,7 +163,7 @@ def test_bulk_writes_never_go_through_a_symlinked_folder_out_of_the_vault(tmp_pa
      "meta.severity must be one of info, warn, block"),
     (b"---\ntitle: t\nmeta: {severity: high}\n---\n", 3, "meta.severity must be one of"),
     (b"---\ntitle: t\ntags:\n  - ok\n  - ok\n  - \"a b\"\n---\n", 6, "invalid tag 'a b'"),
-    (b"---\ntitle: t\nlinks:\n  - page/a\n  - nope\n---\n", 5, "invalid link 'nope'"),
+    (b"---\ntitle: t\nlinks:\n  - page/a\n  - no//pe\n---\n", 5, "invalid link 'no//pe'"),
     (b"---\ntitle: t\nmeta:\n  a: 1\n  b:\n    c: 1.5\n---\n", 6, "meta.b.c: numbers"),
     (b"---\ntitle: t\naliases: 1.5\n---\n", 3, "meta.aliases: numbers"),
     (b"---\ntags: [a]\ntitle: |\n  two\n  lines\n---\n", 3, "title must be one line"),

@@ -261,6 +261,21 @@ def test_restore_one_page_as_the_members_edit(hub_app: dict[str, Any],
     confirm = dict(form, base=base.group(1), confirm="yes")
     r = b.post(RESTORE, data={**confirm, "csrf": "0" * 64}, headers=_origin(hub_app))
     assert r.status_code == 403 and head() == before  # no CSRF token: nothing
+
+    # someone edits the page after the preview: the confirmation writes nothing
+    a2, space = team["a2"], team["space"]
+    a3 = put("page/deploy", a2.entry.body + "And wait.\n", base=a2.entry.version,
+             title="How we deploy")
+    assert owner.publish(space, [a3]).status_code == 201
+    before = head()
+    r = b.post(RESTORE, data=confirm, headers=_origin(hub_app))
+    assert r.status_code == 409 and "base_mismatch" in r.text and head() == before
+
+    # previewed again, then confirmed: the editor's edit, through the guard
+    r = b.post(RESTORE, data=form, headers=_origin(hub_app))
+    base = re.search(r'name="base" value="([0-9a-f]{64})"', r.text)
+    assert base and base.group(1) == a3.entry.version, r.text
+    confirm = dict(form, base=base.group(1), confirm="yes")
     r = b.post(RESTORE, data=confirm, headers=_origin(hub_app), follow_redirects=False)
     assert r.status_code == 303, r.text
     assert r.headers["location"].endswith("entry?id=page/deploy&done=restored")
@@ -273,10 +288,9 @@ def test_restore_one_page_as_the_members_edit(hub_app: dict[str, Any],
     r = b.get(r.headers["location"])
     assert "Restored" in r.text and 'class="banner"' in r.text
     assert "restored page/deploy" in _text(b.get("/console/spaces/team/activity").text)
-
-    # the same confirmation again: its base is no longer current, nothing is written
-    r = b.post(RESTORE, data=confirm, headers=_origin(hub_app))
-    assert r.status_code == 409 and "base_mismatch" in r.text and head() == before + 1
+    r = b.post(RESTORE, data=form, headers=_origin(hub_app))  # nothing left to restore
+    assert r.status_code == 422 and "already at that version" in r.text
+    before = head()
 
     # a viewer sees no button, and its POST (preview or confirmed) is refused
     v = sign_in(hub_app, team["viewer"])
@@ -285,7 +299,7 @@ def test_restore_one_page_as_the_members_edit(hub_app: dict[str, Any],
     for extra in ({}, {"confirm": "yes", "base": base.group(1)}):
         r = v.post(RESTORE, data={**form, **extra, "csrf": _csrf(page_)},
                    headers=_origin(hub_app))
-        assert r.status_code == 403 and head() == before + 1, r.text
+        assert r.status_code == 403 and head() == before, r.text
 
     # a deleted page comes back from its history
     r = b.post(RESTORE, data={**form, "id": "page/old", "confirm": "yes", "base": ""},

@@ -329,15 +329,17 @@ def test_a_team_browses_and_restores(hub: dict[str, Any], crew: dict[str, Any],
                              bypass_csp=True).new_page()
     for size in ({"width": 1280, "height": 900}, PHONE):
         ax.set_viewport_size(size)
-        for path in ("/console/spaces/crew/entry?id=page/deploy",
-                     "/console/spaces/crew/entry?id=page/xss",
-                     "/console/spaces/crew/activity", "/console/spaces/crew"):
+        for path, name in (("/console/spaces/crew/entry?id=page/deploy", "entry-rendered"),
+                           ("/console/spaces/crew/entry?id=page/xss", "xss"),
+                           ("/console/spaces/crew/activity", "activity"),
+                           ("/console/spaces/crew", "entries")):
             ax.goto(url + path)
-            if size != PHONE or path.endswith("page/deploy"):
+            if size != PHONE or name == "entry-rendered":
                 assert not all_axe_violations(ax), (size, path, all_axe_violations(ax))
             wide = ax.evaluate("() => document.documentElement.scrollWidth")
             assert wide <= size["width"], (path, wide)  # nothing breaks the layout
-    shot(ax, "xss-phone")
+            if size == PHONE:
+                shot(ax, f"{name}-phone")
     ax.set_viewport_size({"width": 1280, "height": 900})
 
     # restore the first version of page/deploy from its history, as Olga's edit
@@ -352,6 +354,7 @@ def test_a_team_browses_and_restores(hub: dict[str, Any], crew: dict[str, Any],
     ax.get_by_role("button", name=re.compile("^Restore the version of")).click()
     ax.get_by_text("Preview:").wait_for()
     assert "-Press the green button." in ax.locator("pre.diff").inner_text()
+    shot(ax, "restore-preview")
     assert not all_axe_violations(ax), all_axe_violations(ax)
     ax.get_by_role("button", name="Confirm restore").click()
     ax.wait_for_url(lambda u: u.endswith("done=restored"))

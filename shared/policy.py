@@ -211,6 +211,9 @@ def guardrail_weakening(before: Entry | None, after: Entry | None,
     if before is None:
         return ("re-creates a deleted guardrail (deleting and re-creating is an update)"
                 if existed else None)
+    if before.kind == GUARDRAIL and after.kind != GUARDRAIL:
+        return (f"changes its kind to {after.kind} (a guardrail stays one; only raising "
+                "the severity is additive)")
     if guardrail_rank(after) < guardrail_rank(before):
         return f"lowers its severity from {_sev(before)} to {_sev(after)}"
     changed = _text_changes(before, after)
@@ -238,14 +241,10 @@ def change_of(entry_id: str, after: Entry, current: tuple[str, bool] | None,
     kind = after.kind if not after.deleted or live is None else live.kind
     if was is None and now is None:
         return Change(entry_id, action, kind=kind)
-    if was is not None and not after.deleted and now is None:
-        reason: str | None = (f"changes its kind to {after.kind} (a guardrail stays one; "
-                              "only raising the severity is additive)")
-    else:
-        # a tombstone where ``now`` goes: a re-create (the deleted text is not known to be
-        # kept); a live page there: a guardrail added
-        reason = guardrail_weakening(was, now, current is not None and (
-            was is not None or current[1]))
+    # a tombstone where ``now`` goes: a re-create (the deleted text is not known to be
+    # kept); a live page there: a guardrail added; a guardrail made another kind: weakened
+    reason = guardrail_weakening(was, None if after.deleted else after, current is not None
+                                 and (was is not None or current[1]))
     return Change(entry_id, action, reason is not None, reason or "", kind=GUARDRAIL)
 
 

@@ -15,6 +15,7 @@ from replica.app.worldmodel import DEFAULT_MAX_BYTES, bundle
 from replica.machine.home import Home, SpaceConfig
 from shared.entry import Entry, guardrail_rank
 from shared.errors import InvalidRequest, SpaceAmbiguous, SpaceNotFound
+from shared.kinds import GUARDRAIL
 
 MIN_BYTES, MAX_BYTES = 1024, 1024 * 1024
 
@@ -92,7 +93,8 @@ def world_model(home: Home, space_ref: Any, *, persona: str | None = None,
         cur = local if local is not None else synced
         if cur is not None and not cur.deleted:
             entries[eid] = cur
-        if eid.startswith("guardrail/"):
+        if eid.startswith("guardrail/") or any(  # or kept one by front matter (D139)
+                e is not None and not e.deleted and e.kind == GUARDRAIL for e in (synced, local)):
             g = _stricter(synced, local)
             if g is not None:
                 guardrails.append(g)

@@ -29,6 +29,7 @@ from shared.digest import digest_of, sha256_hex
 from shared.entry import Entry, EntryError, guardrail_rank, make_entry, parse_markdown
 from shared.errors import InvalidRequest, NotFound
 from shared.ids import is_entry_id, split_entry_id
+from shared.kinds import GUARDRAIL, folder_kind
 
 MAX_INLINE_BYTES = 16 * 1024  # a candidate body larger than this is served in pages
 PREVIEW_BYTES = 512
@@ -166,7 +167,7 @@ def build_packet(c: Conflict, *, base_author: dict[str, Any] | None = None,
     digest = packet_digest(c)
     pages = {p["part"]: {"first": p["first"], "count": p["count"]}
              for p in page_index(c, inline, page_fields)}
-    kind = split_entry_id(c.entry_id)[0]
+    kind = _kind(c)
     merged = None
     if c.body_with_markers is not None:
         merged = _text_field(c.body_with_markers, pages.get("merged"))
@@ -216,7 +217,7 @@ def stakes(c: Conflict) -> dict[str, Any] | None:
     """For a guardrail: which side weakens it relative to the base (lowers its severity,
     changes its text, deletes it), and the severity a merge keeps (the stricter side).
     None for other kinds."""
-    if split_entry_id(c.entry_id)[0] != "guardrail":
+    if _kind(c) != GUARDRAIL:
         return None
     base = live(c.base)
     out: dict[str, Any] = {"guardrail": True}
@@ -241,7 +242,18 @@ def stakes(c: Conflict) -> dict[str, Any] | None:
 def keep_both_id(entry_id: str, other: Entry) -> str:
     kind, slug = split_entry_id(entry_id)
     suffix = "-alt-" + other.version[:8]
-    return f"{kind}/{slug[:200 - len(suffix)]}{suffix}"
+    return f"{kind}/{slug[:200 - len(suffix)]}{suffix}" if kind else \
+        f"{slug[:200 - len(suffix)]}{suffix}"  # a file at the vault's root
+
+
+def _kind(c: Conflict) -> str:
+    """The conflict's kind: guardrail when any side is one (shared/kinds.py: front matter
+    or folder), so a side that drops ``kind: guardrail`` is still judged as weakening it;
+    else the kind of the side that is live."""
+    sides = [e for e in (c.base, c.ours, c.theirs) if e is not None and not e.deleted]
+    if any(e.kind == GUARDRAIL for e in sides) or folder_kind(c.entry_id) == GUARDRAIL:
+        return GUARDRAIL
+    return sides[-1].kind if sides else folder_kind(c.entry_id)
 
 
 def has_markers(body: str) -> bool:
@@ -289,7 +301,7 @@ def resolve_entries(c: Conflict, how: str, merged: Entry | None = None
 def guardrail_weakening(c: Conflict, result: Entry | None) -> str | None:
     """The action ('update' or 'delete') by which ``result`` weakens a guardrail relative to
     the stricter candidate, or None. Only guardrails can be weakened."""
-    if split_entry_id(c.entry_id)[0] != "guardrail":
+    if _kind(c) != GUARDRAIL:
         return None
     strongest = max(guardrail_rank(live(c.ours)), guardrail_rank(live(c.theirs)))
     if strongest < 0 and live(c.ours) is None and live(c.theirs) is None:
@@ -307,7 +319,8 @@ def rule_denies(rules: list[dict[str, Any]], *, role: str | None, user_id: str |
         return "role:" + str(role)
     actor = policy.Actor(user_id or "", role, agent)
     # only called for a resolution that weakens a guardrail: the typed default applies
-    change = policy.Change(entry_id, action, weakens=True, reason="weakens the guardrail")
+    change = policy.Change(entry_id, action, weakens=True, reason="weakens the guardrail",
+                           kind=GUARDRAIL)
     hit = policy.denied_changes([policy.Rule.from_dict(r) for r in rules], actor, [change])
     return hit[0]["rule"] if hit else None
 

@@ -38,7 +38,7 @@ from hub.oauth import routes as oauth_routes
 from hub.oauth import tokens as tk
 from hub.remote_mcp import tools as t
 from shared.answers import MAX_RESULT_BYTES
-from shared.errors import InvalidRequest, QuireError, TooLarge, Unauthorized
+from shared.errors import InvalidRequest, QuireError, TooLarge, Unauthorized, Unavailable
 
 log = logging.getLogger("quire.hub.mcp")
 GRANT: contextvars.ContextVar[tk.RemoteGrant | None] = contextvars.ContextVar(
@@ -247,8 +247,9 @@ class Endpoint:
             await self._refuse(send, e)
             return
         if self.manager is None:
-            await self._refuse(send, Unauthorized("the endpoint is not running",
-                                                  {"reason": "not_running"}), status=503)
+            await self._refuse(send, Unavailable("the endpoint is starting or stopping; "
+                                                 "retry", {"reason": "not_running"}),
+                               status=503)
             return
         scope["quire.grant"] = grant
         reset = GRANT.set(grant)

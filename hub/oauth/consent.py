@@ -11,7 +11,8 @@
                      agent as they see a ``quire mcp`` session), the consent, a code
                      ─► 303 redirect_uri?code=…&state=…
     deny()          ─► 303 redirect_uri?error=access_denied&state=…
-    revoke()         the consent, its delegation and every token of it: the next call fails
+    revoke()         the consent, its delegation, its device row and every token of it:
+                     the next call fails
 
 A consent lasts ``oauth_consent_ttl`` (at most ``delegation_ttl_max``, like any agent's
 delegation); the agent host signs in again after it.
@@ -31,7 +32,7 @@ from hub.oauth import scopes as sc
 from hub.store import oauth_sql as sql
 from hub.store.db import Store
 from hub.store.identity import get_delegation_txn, insert_delegation_txn, revoke_delegation_txn
-from hub.store.principals import insert_device_txn
+from hub.store.principals import insert_device_txn, revoke_device_txn
 from hub.store.spaces_sql import get_space_txn
 from shared.errors import InvalidRequest, NotFound
 from shared.ids import new_id
@@ -150,6 +151,7 @@ def revoke(store: Store, p: Principal, consent_id: str, now: int) -> None:
         d = get_delegation_txn(conn, c.delegation_id)
         if d is not None and d.revoked_at is None:
             revoke_delegation_txn(conn, c.delegation_id, now)
+        revoke_device_txn(conn, c.device_id, now)  # the agent's device row: nothing left live
         space = get_space_txn(conn, c.space_id, lock=True)  # a former member revokes too
         audit.record_space_txn(conn, space, at=now, action="oauth.consent_revoke",
                                actor=p.actor(), details={"consent": consent_id,

@@ -146,6 +146,7 @@ def test_entry_renders_markdown_with_resolved_links(hub_app: dict[str, Any],
     assert '<pre class="body"># Steps' in r.text and "<h2>Steps" not in r.text
 
 
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # templates: no SQL of note
 def test_hostile_title_body_tag_and_meta_are_text(hub_app: dict[str, Any],
                                                   team: dict[str, Any]) -> None:
     b = sign_in(hub_app, team["viewer"])
@@ -182,6 +183,7 @@ def test_activity_names_who_changed_what(hub_app: dict[str, Any], team: dict[str
     assert "created page/deploy" in _text(r.text) and "onfocus" not in r.text
 
 
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # templates: no SQL of note
 def test_csp_report_counted_and_logged(hub_app: dict[str, Any],
                                        caplog: pytest.LogCaptureFixture) -> None:
     """Anyone may post a report (browsers send no token): counted by directive, logged,
@@ -212,6 +214,7 @@ def test_csp_report_counted_and_logged(hub_app: dict[str, Any],
     assert r.status_code == 204 and count("other") == 1
 
 
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # templates: no SQL of note
 def test_banner_after_an_action_is_fixed_text(hub_app: dict[str, Any],
                                               team: dict[str, Any]) -> None:
     b = sign_in(hub_app, team["owner"])

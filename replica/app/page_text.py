@@ -11,15 +11,14 @@ a body, the links a page makes, and the search query language. No store, no I/O.
 
 from __future__ import annotations
 
-import posixpath
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from shared import links
 from shared.entry import Entry
 from shared.errors import InvalidRequest
-from shared.ids import entry_id_problem
 
 MAX_EDIT_TEXT = 256 * 1024  # characters an edit may send (a replacement, an appended part)
 MAX_QUERY_GROUPS = 8
@@ -170,64 +169,29 @@ def numbered(body: str, start: int, count: int) -> tuple[list[dict[str, Any]], i
 
 # ---------------------------------------------------------------- links
 
-_WIKI = re.compile(r"\[\[([^\[\]\n|#]+)(?:#[^\[\]\n|]*)?(?:\|[^\[\]\n]*)?\]\]")
-_MDLINK = re.compile(r"\]\(<?([^()\s<>]+?\.md)(?:#[^()\s]*)?>?(?:\s+\"[^\"]*\")?\)")
-
-
 def wikilink_target(source: str, name: str, known: set[str]) -> str | None:
-    """The entry a ``[[name]]`` in ``source`` means: an entry id as written; else
-    ``<source's kind>/name``; else the first entry (by id) whose last path segment is
-    ``name``. None when nothing matches."""
-    name = name.strip().removesuffix(".md")
-    if not name:
-        return None
-    if name in known:
-        return name
-    kind = source.split("/", 1)[0]
-    if f"{kind}/{name}" in known:
-        return f"{kind}/{name}"
-    tail = "/" + name.lower()
-    for eid in sorted(known):
-        if eid.lower().endswith(tail):
-            return eid
-    return None
+    """The entry a ``[[name]]`` in ``source`` means (shared/links.py ``resolve_wikilink``:
+    the id as written, else next to the source, else the shortest path ending with the
+    name, case-insensitively). None when nothing matches."""
+    return links.resolve_wikilink(source, name, links.Names(known))
 
 
 def md_link_target(source: str, href: str) -> str | None:
     """The entry a relative Markdown link ``href`` (``../page/x.md``, ``x.md``, ``/page/x.md``)
-    in ``source`` points to, from the source's vault path; None if it leaves the vault,
-    has a scheme, or is not an entry id."""
-    if "://" in href or href.startswith(("mailto:", "#")):
-        return None
+    in ``source`` points to (shared/links.py ``resolve_markdown``)."""
     from urllib.parse import unquote
 
-    href = unquote(href)
-    if href.startswith("/"):
-        path = posixpath.normpath(href.lstrip("/"))
-    else:
-        folder = posixpath.dirname(source)  # the file is <kind>/<slug>.md
-        path = posixpath.normpath(posixpath.join(folder, href))
-    if path.startswith("..") or not path.endswith(".md"):
-        return None
-    eid = path[:-3]
-    return None if entry_id_problem(eid) else eid
+    return links.resolve_markdown(source, unquote(href))
 
 
 def links_of(entry: Entry, known: set[str]) -> list[dict[str, str]]:
     """Every link ``entry`` makes, once per target and the first way found: ``via``
-    ``links`` (the field), ``wikilink`` or ``markdown`` (in the body)."""
+    ``links`` (the field), ``wikilink`` or ``markdown`` (in the body: shared/links.py)."""
     out: dict[str, str] = {}
     for target in entry.links:
         out.setdefault(target, "links")
-    for m in _WIKI.finditer(entry.body):
-        t = wikilink_target(entry.id, m.group(1), known)
-        if t is not None and t != entry.id:
-            out.setdefault(t, "wikilink")
-    if ".md" in entry.body:
-        for m in _MDLINK.finditer(entry.body):
-            t = md_link_target(entry.id, m.group(1))
-            if t is not None and t != entry.id:
-                out.setdefault(t, "markdown")
+    for target, via in links.targets(entry.id, entry.body, links.Names(known)):
+        out.setdefault(target, via)
     return [{"id": k, "via": v} for k, v in out.items()]
 
 

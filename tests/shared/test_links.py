@@ -69,3 +69,4 @@ def test_targets_once_each_and_dangling_links() -> None:
         "../Archive/Old Notes.md", "Release Plan.md", "gone"]  # out of the vault, no entry
     assert targets(src, "[[Status]] and [[Projects/Status]]", names) == []  # itself
     assert parse("no links here") == []
+

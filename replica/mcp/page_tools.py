@@ -503,8 +503,9 @@ def _cut(body: str, budget: int) -> str:
 
 # ---------------------------------------------------------------- registration
 
-EntryId = Annotated[str, Field(description="'<kind>/<slug>', e.g. page/deploy", min_length=1,
-                               max_length=300)]
+EntryId = Annotated[str, Field(description="the entry's vault path without .md, e.g. "
+                                           "page/deploy or Meeting Notes/Release Plan",
+                               min_length=1, max_length=300)]
 Version = Annotated[str | None, Field(description="refuse if the entry is no longer at this "
                                                   "version (from read)")]
 Cursor = Annotated[int | None, Field(ge=1, description="next.before of the previous answer")]

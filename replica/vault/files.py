@@ -1,10 +1,11 @@
-"""The vault: a folder of Markdown files, ``<vault>/<kind>/<slug>.md``
-(docs/architecture.md, "Entries and versions"): the walks, writes and flushes that touch it.
+"""The vault: a folder of Markdown files, ``<vault>/<id>.md`` (any path: the id is the
+path without ``.md``; docs/architecture.md, "Entries and versions"): the walks, writes and
+flushes that touch it.
 What a file holds and what its name means (pure) is in replica/vault/markdown.py.
 
 Reading: ``scan`` walks the folder and returns every entry file with its stat, plus the
-problems it found (path, line, reason) for files that cannot be entries: a file outside a
-``<kind>/`` folder, an invalid slug, a symlink, a non-UTF-8 file, broken front matter.
+problems it found (path, line, reason) for files that cannot be entries: a name that is no
+entry id (with a name that would do), a symlink, a non-UTF-8 file, broken front matter.
 Problem files are never published and never overwritten.
 
 Writing: ``write_atomic`` writes a temp file next to the target, fsyncs it and renames it

@@ -1,0 +1,43 @@
+"""Any Markdown path is an entry (docs/decisions.md D132 part 1, D139), through the real
+sync engine and the real hub in-process: names people keep (spaces, upper case, accents,
+a file at the root, nested folders) are published, cloned and pulled to the same paths,
+and their edits and deletes travel back. Before, each of these files stayed in
+``problems`` for good."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from shared.entry import Entry
+from tests.kit.inproc import Space
+
+NAMES = ["Meeting Notes/Release Plan", "café-notes", "README", "Projects/Q3/Road Map",
+         "page/deploy", "日本語/メモ"]
+
+
+def test_people_names_sync_to_the_same_paths_both_ways(tmp_path: Path, space: Space) -> None:
+    ann = space.replica(tmp_path / "a", "ann")
+    bob = None
+    try:
+        for eid in NAMES:
+            ann.write(Entry(id=eid, title=eid, body=f"{eid}\n"))
+        rep = ann.sync()
+        assert rep.pushed == len(NAMES) and not rep.problems, rep
+        assert set(space.live()) == set(NAMES)
+        bob = space.replica(tmp_path / "b", "bob")
+        bob.sync()
+        assert bob.files() == ann.files()
+        assert (bob.vault / "Meeting Notes" / "Release Plan.md").is_file()
+        assert (bob.vault / "README.md").is_file()
+        # an edit of a root file and a delete in a folder with a space travel back
+        bob.write(Entry(id="README", title="README", body="edited by bob\n"))
+        bob.path("Meeting Notes/Release Plan").unlink()
+        bob.sync()
+        ann.sync()
+        assert ann.read("README").body == "edited by bob\n"  # type: ignore[union-attr]
+        assert not ann.path("Meeting Notes/Release Plan").exists()
+        assert ann.files() == bob.files()
+    finally:
+        ann.close()
+        if bob is not None:
+            bob.close()

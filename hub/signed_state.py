@@ -5,8 +5,10 @@ shared/signed.py).
                                       (same transaction as the head; root kept per batch)
     head / changes / snapshot / events ──signed_head──▶ {space, epoch, seq, digest,
                                                         state, at[, nonce]} + signature
-        (head, changes, snapshot: + the audit tips, audit_tips_txn, read with the head)
-    epoch bump ──epoch_statement_txn──▶ signed {epoch, previous, reason, …}, kept
+        (head, changes, snapshot: + the audit tips and the log's checkpoint at that head
+         as a signed note, audit_tips_txn, read with the head; hub/spacelog.py)
+    epoch bump ──epoch_statement_txn──▶ signed {epoch, previous, reason, …}, kept, and
+                                         its leaf in the space log
     GET …/devices ──attestations_txn──▶ signed device records (key, valid_from, revoked_at)
 
 A space without a state row (created before migration 0003) gets one computed from its
@@ -17,14 +19,15 @@ benchmarks: heads then carry the all-zero state, which no replica accepts.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
+from hub import spacelog
 from hub.keys import HubKey
 from hub.store import state_sql as ss
 from hub.store.batches import iter_changes_txn
 from hub.store.hub_state import hub_state_txn
 from hub.store.spaces_sql import SpaceRow
-from shared import state
+from shared import state, tlog
 from shared.canonical import canonical_str
 from shared.signed import (
     DEVICE_DOMAIN,
@@ -125,24 +128,41 @@ def root_at_txn(conn: Any, space: SpaceRow, seq: int, enabled: bool = True) -> s
     return ss.batch_root_txn(conn, space.id, space.epoch, seq)
 
 
-Tips = tuple[tuple[int, str], tuple[int, str]]
+class Tips(NamedTuple):
+    """What a head signs beside its chain and root, read in the head's transaction."""
+
+    space: tuple[int, str]  # the space's audit chain tip
+    hub: tuple[int, str]  # the hub chain's tip
+    log: spacelog.LogHead | None = None  # the space log at this head (None: before it)
 
 
-def audit_tips_txn(conn: Any, space: SpaceRow) -> Tips:
-    """``(space chain tip, hub chain tip)`` as this transaction reads them: signed into the
-    head so a replica holds the hub to the audit log it had then (docs/security.md, "The audit
-    log")."""
+def audit_tips_txn(conn: Any, space: SpaceRow, seq: int | None = None) -> Tips:
+    """The audit tips (space chain, hub chain) as this transaction reads them: signed into
+    the head so a replica holds the hub to the audit log it had then (docs/security.md, "The
+    audit log"); and the log's checkpoint right after head ``seq`` (default: the space's
+    head), so a replica and the witnesses hold the hub to one history (hub/spacelog.py)."""
     hub = hub_state_txn(conn)
-    return (int(space.audit_seq), space.audit_digest), (int(hub.audit_seq), hub.audit_digest)
+    return Tips((int(space.audit_seq), space.audit_digest),
+                (int(hub.audit_seq), hub.audit_digest), spacelog.checkpoint_txn(conn, space, seq))
+
+
+def checkpoint_note(key: HubKey, space: str, log: spacelog.LogHead) -> str:
+    """The log's checkpoint as a signed note (C2SP), signed by the hub key."""
+    return tlog.sign_note(key.private, tlog.Checkpoint(
+        tlog.origin_of(key.public, space), log.size, log.root, log.policy).body())
 
 
 def signed_head(key: HubKey, *, space: str, epoch: str, seq: int, digest: str, root: str,
                 at: int, nonce: str | None = None, tips: Tips | None = None
                 ) -> dict[str, Any]:
-    audit, hub_audit = tips if tips is not None else (None, None)
-    return sign_head(key.private, head_body(space=space, epoch=epoch, seq=seq, digest=digest,
-                                            state=root, at=at, nonce=nonce, audit=audit,
-                                            hub_audit=hub_audit))
+    audit, hub_audit = (tips[0], tips[1]) if tips is not None else (None, None)
+    log = tips.log if isinstance(tips, Tips) else None
+    if log is not None and (log.epoch, log.seq) != (epoch, seq):
+        log = None  # read for another head (a page's end: pass its seq to audit_tips_txn)
+    return sign_head(key.private, head_body(
+        space=space, epoch=epoch, seq=seq, digest=digest, state=root, at=at, nonce=nonce,
+        audit=audit, hub_audit=hub_audit,
+        checkpoint=None if log is None else checkpoint_note(key, space, log)))
 
 
 def epoch_statement_txn(conn: Any, key: HubKey, space: SpaceRow, epoch: str, reason: str,
@@ -156,6 +176,7 @@ def epoch_statement_txn(conn: Any, key: HubKey, space: SpaceRow, epoch: str, rea
         previous_digest=space.head_digest, reason=reason, at=at,
         restored_from=restored_from, purged=purged))
     ss.insert_epoch_txn(conn, space.id, epoch, canonical_str(st), at)
+    spacelog.epoch_leaf_txn(conn, space.id, epoch, st)  # the log records the decision
     return st
 
 

@@ -123,16 +123,21 @@ class Tree:
         return Tree(nodes.__getitem__)
 
     @staticmethod
-    def needed(proof: Callable[[Tree], object]) -> set[Node]:
-        """The nodes ``proof(tree)`` reads."""
+    def needed(proof: Callable[[Tree], object], built: int | None = None) -> set[Node]:
+        """The stored nodes ``proof(tree)`` reads (from a store built up to ``built``
+        leaves, ``built_upto``, when given)."""
         seen: set[Node] = set()
 
         def record(n: Node) -> bytes:
             seen.add(n)
             return bytes(HASH_SIZE)
 
-        proof(Tree(record))
+        proof(Tree(record if built is None else built_upto(record, built)))
         return seen
+
+    def node(self, n: Node) -> bytes:
+        """The hash of a perfect node."""
+        return self._node(n)
 
     def mth(self, start: int, size: int) -> bytes:
         """MTH(D[start:start+size])."""
@@ -180,6 +185,38 @@ class Tree:
             out.append(self.mth(start, m))
         out.reverse()
         return out
+
+
+def built_upto(stored: Callable[[Node], bytes], built: int) -> Callable[[Node], bytes]:
+    """A node getter over a store that holds every leaf, but the perfect nodes above them
+    only for the first ``built`` leaves: a node past that is computed from its children
+    (each at most once per getter). Its reads are what ``Tree.needed`` records."""
+    memo: dict[Node, bytes] = {}
+
+    def node(n: Node) -> bytes:
+        level, index = n
+        if level == 0 or (index + 1) << level <= built:
+            return stored(n)
+        h = memo.get(n)
+        if h is None:
+            h = memo[n] = node_hash(node((level - 1, 2 * index)), node((level - 1, 2 * index + 1)))
+        return h
+
+    return node
+
+
+def completed(start: int, end: int) -> list[Node]:
+    """The perfect nodes above the leaves that appending leaves ``start`` to ``end - 1``
+    completes (what building the tree from ``start`` to ``end`` leaves adds)."""
+    out = []
+    level = 1
+    while (1 << level) <= end:
+        first = start >> level  # the first node whose last leaf is at or past ``start``
+        for index in range(first, end >> level):
+            if (index + 1) << level > start:
+                out.append((level, index))
+        level += 1
+    return out
 
 
 def tree_of(leaves: list[bytes]) -> Tree:

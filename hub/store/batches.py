@@ -11,8 +11,12 @@ from typing import Any, NamedTuple
 from sqlalchemy import and_, func, select
 from sqlalchemy.engine import Connection
 
+from hub.store.log_sql import leaf_txn
 from hub.store.schema import batches, entries
 from hub.store.sql import Read, Sql, driver_error
+from shared import tlog
+from shared.canonical import canonical_str
+from shared.merkle import leaf_hash
 
 _VERSIONS: dict[int, Sql] = {}
 
@@ -145,7 +149,14 @@ def batch_by_ids_txn(conn: Connection, replica_id: str, batch_id: str) -> PriorB
 
 
 def insert_batch_txn(conn: Connection, **values: Any) -> None:
+    """The batch row and, in the same breath, its leaf in the space log (hub/spacelog.py:
+    every accepted batch is in the log, whichever path published it). No result is read:
+    safe inside ``pipelined``."""
     _INSERT_BATCH.run(conn, values)
+    data = canonical_str(tlog.batch_leaf(epoch=values["epoch"], seq=values["seq"],
+                                         head=values["head_digest"], batch=values["digest"]))
+    leaf_txn(conn, values["space_id"], data, leaf_hash(data.encode()), values["epoch"],
+             values["seq"])
 
 
 def iter_changes_txn(conn: Connection, space_id: str, epoch: str, after: int, limit: int

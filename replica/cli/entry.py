@@ -25,6 +25,10 @@ REPLY_TIMEOUT = {"status": 120.0, "sync": 3600.0}  # s: a served sync may pull a
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["witness"]:  # a service of its own (hub/witness/), reached by name only
+        import importlib
+
+        return int(importlib.import_module("hub.witness.cli").main(argv[1:]))
     try:
         code = served(argv, os.environ)
     except BrokenPipeError:  # ``quire status | head`` answered by a watcher

@@ -14,12 +14,14 @@ from replica.engine import changes
 from replica.engine.clone import Snapshotter
 from replica.engine.ledger import Ledger
 from replica.engine.report import Progress, SyncReport
+from replica.engine.restored import ACCEPTED_RESTORE
+from replica.hubclient import witness
 from replica.hubclient.client import Change, ChangesPage, HubClient
 from replica.store import store as st
 from replica.store.db import Conn
 from replica.store.store import Head
 from replica.trust import audit_tips as auditcheck
-from replica.trust import verify
+from replica.trust import logcheck, verify
 from shared.errors import HubUnverified, SnapshotRequired
 from shared.signed import SignedHead
 
@@ -58,6 +60,7 @@ class Puller:
         if hub.get("usage") and self.store.get_meta("usage") != hub["usage"]:
             self.store.set_meta("usage", hub["usage"])  # quotas, for quire status
         if head is None or fresh.epoch != head.epoch:
+            self.check_log(fresh)
             self.snapshots.snapshot(report, fresh)
             return
         if fresh.seq < head.seq:
@@ -68,10 +71,33 @@ class Puller:
             if fresh.digest != head.digest:
                 raise HubUnverified("the hub's head digest differs at the same seq",
                                     {"reason": "fork", "seq": head.seq})
+            self.check_log(fresh)
             with self.store.tx() as conn:  # and the store holds exactly the signed state
                 verify.check_root_txn(conn, fresh, "head")
             return
+        self.check_log(fresh)
         self._pull_changes(report, head, fresh.seq)
+
+    def check_log(self, fresh: SignedHead) -> None:
+        """The head's log checkpoint extends the one we accepted last and carries the
+        witnesses' co-signatures (replica/trust/logcheck.py); kept once it does. A restore
+        from a backup the member accepted (``quire accept-restore``) starts a new line."""
+        kept = self.store.get_meta(logcheck.KEPT)
+        if kept is not None and self.store.get_meta(ACCEPTED_RESTORE) == fresh.epoch:
+            kept = None
+        new = logcheck.check(fresh, kept, self.client.hub_keys, self.log_sources())
+        if new is not None and new != kept:
+            self.store.set_meta(logcheck.KEPT, new)
+
+    def log_sources(self) -> logcheck.Sources:
+        path = f"/v1/spaces/{self.space_id}"
+        return logcheck.Sources(
+            proof=lambda m, n: self.client.admin_get(f"{path}/log/consistency",
+                                                     {"first": m, "second": n}),
+            policies=lambda: (self.client.admin_get(f"{path}/witnesses") or {}).get(
+                "policies", []),
+            cosign=lambda w, note, size, guess, proof: witness.add_checkpoint(
+                w.url, note, size, guess, proof))
 
     def authors(self) -> verify.Authors:
         """Device attestations (cached in the store; fetched when a batch needs one)."""

@@ -185,3 +185,21 @@ def test_same_size_needs_the_same_root() -> None:
 def test_append_refuses_a_frontier_of_the_wrong_size() -> None:
     with pytest.raises(ValueError):
         merkle.append(3, [bytes(32)], bytes(32))
+
+
+@settings(max_examples=60, deadline=None)
+@given(hs.integers(1, 200), hs.data())
+def test_a_partly_built_store_gives_the_same_proofs(n: int, data: hs.DataObject) -> None:
+    """The hub stores leaves at publication and builds the nodes above them later: proofs
+    over a store built up to any point equal those over the whole tree."""
+    leaves = _leaves(n)
+    full = _store(leaves)
+    built = data.draw(hs.integers(0, n))
+    stored = {k: v for k, v in full.items()
+              if k[0] == 0 or (k[1] + 1) << k[0] <= built}
+    tree = Tree(merkle.built_upto(stored.__getitem__, built))
+    first = data.draw(hs.integers(1, n))
+    assert tree.root(n) == mth(leaves)
+    assert tree.consistency_proof(first, n) == Tree.over(full).consistency_proof(first, n)
+    # building from ``built`` to ``n`` adds exactly the missing nodes
+    assert set(merkle.completed(built, n)) == set(full) - set(stored)

@@ -1,0 +1,187 @@
+"""SQL for the space log (hub/spacelog.py; shared/merkle.py): its perfect nodes, how far
+they are built, and the witness policies.
+
+    log_nodes        (space, level, idx) → hash; a leaf (level 0) also names the head it
+                     leads to (epoch, seq): the log's size at a head is 1 + the index of
+                     its last leaf, read with the head, whatever committed since
+    space_logs       space → built: every perfect node above the leaves exists for the
+                     first ``built`` leaves (the rest is computed from the leaves)
+    witness_policies (space, n) → the hub-signed policy statement (canonical JSON)
+
+A leaf is written in the publishing transaction by one statement that takes the next index
+itself (``leaf_txn``): no read, so it joins the guard's pipelined writes. Tables live on the
+schema's one ``metadata`` (hub/store/schema.py), created by migration 0028.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    Table,
+    Text,
+)
+from sqlalchemy.engine import Connection
+
+from hub.store.schema import ID, metadata
+from hub.store.sql import Sql
+
+log_nodes = Table(
+    "log_nodes", metadata,
+    Column("space_id", ID, ForeignKey("spaces.id"), primary_key=True),
+    Column("level", Integer, primary_key=True, autoincrement=False),
+    Column("idx", BigInteger, primary_key=True, autoincrement=False),
+    Column("hash", LargeBinary, nullable=False),  # 32 bytes
+    Column("epoch", ID, nullable=True),  # leaves only: the head the leaf leads to
+    Column("seq", BigInteger, nullable=True),
+    Column("data", Text, nullable=True),  # leaves only: the leaf's data (canonical JSON)
+    Index("ix_log_nodes_head", "space_id", "epoch", "seq"),
+)
+
+space_logs = Table(
+    "space_logs", metadata,
+    Column("space_id", ID, ForeignKey("spaces.id"), primary_key=True),
+    Column("built", BigInteger, nullable=False),
+)
+
+witness_policies = Table(
+    "witness_policies", metadata,
+    Column("space_id", ID, ForeignKey("spaces.id"), primary_key=True),
+    Column("n", Integer, primary_key=True, autoincrement=False),
+    Column("statement", Text, nullable=False),  # hub-signed (canonical JSON)
+    Column("leaf", BigInteger, nullable=False),  # its leaf's index in the log
+    Column("at", BigInteger, nullable=False),
+)
+
+# the new row's space id is its own parameter: PostgreSQL types each parameter once, and
+# one used both as a value and in the comparison gets two types
+_LEAF = Sql("INSERT INTO log_nodes (space_id, level, idx, hash, epoch, seq, data) "
+            "SELECT :row, 0, COALESCE(MAX(idx) + 1, 0), :h, :e, :n, :d FROM log_nodes "
+            "WHERE space_id = :s AND level = 0")
+
+
+def leaf_txn(conn: Connection, space_id: str, data: str, leaf: bytes, epoch: str, seq: int
+             ) -> None:
+    """Append a leaf (its data and hash) after the space's last; it leads to head
+    ``(epoch, seq)``. One statement, no result read: safe inside ``pipelined``."""
+    _LEAF.run(conn, {"row": space_id, "s": space_id, "h": leaf, "e": epoch, "n": seq,
+                     "d": data})
+
+
+_LEAF_DATA = Sql("SELECT data FROM log_nodes WHERE space_id = :s AND level = 0 AND idx = :i")
+
+
+def leaf_data_txn(conn: Connection, space_id: str, idx: int) -> str | None:
+    r = _LEAF_DATA.one(conn, {"s": space_id, "i": idx})
+    return None if r is None else r[0]
+
+
+_SIZE_AT = Sql("SELECT MAX(idx) FROM log_nodes WHERE space_id = :s AND epoch = :e "
+               "AND seq = :n AND level = 0")
+_SIZE = Sql("SELECT MAX(idx) FROM log_nodes WHERE space_id = :s AND level = 0")
+
+
+def size_at_txn(conn: Connection, space_id: str, epoch: str, seq: int) -> int | None:
+    """The log's size right after head ``(epoch, seq)``: None when no leaf leads to it
+    (the genesis of a space's first epoch, or a head from before migration 0028)."""
+    r = _SIZE_AT.one(conn, {"s": space_id, "e": epoch, "n": seq})
+    return None if r is None or r[0] is None else int(r[0]) + 1
+
+
+def size_txn(conn: Connection, space_id: str) -> int:
+    r = _SIZE.one(conn, {"s": space_id})
+    return 0 if r is None or r[0] is None else int(r[0]) + 1
+
+
+_BUILT = Sql("SELECT built FROM space_logs WHERE space_id = :s")
+
+
+def built_txn(conn: Connection, space_id: str) -> int:
+    r = _BUILT.one(conn, {"s": space_id})
+    return 0 if r is None else int(r[0])
+
+
+def nodes_txn(conn: Connection, space_id: str, keys: Iterable[tuple[int, int]]
+              ) -> dict[tuple[int, int], bytes]:
+    """The stored hashes of the given ``(level, idx)`` nodes (those that exist)."""
+    by_level: dict[int, list[int]] = {}
+    for level, idx in keys:
+        by_level.setdefault(level, []).append(idx)
+    out: dict[tuple[int, int], bytes] = {}
+    for level, idxs in by_level.items():
+        idxs.sort()
+        for i in range(0, len(idxs), 500):
+            part = idxs[i:i + 500]
+            marks = ", ".join(f":i{j}" for j in range(len(part)))
+            params: dict[str, Any] = {f"i{j}": v for j, v in enumerate(part)}
+            params.update(s=space_id, l=level)
+            for idx, h in Sql(f"SELECT idx, hash FROM log_nodes WHERE space_id = :s AND "
+                              f"level = :l AND idx IN ({marks})").all(conn, params):
+                out[(level, int(idx))] = bytes(h)
+    return out
+
+
+_LEAF_AT = Sql("SELECT idx FROM log_nodes WHERE space_id = :s AND level = 0 AND epoch = :e "
+               "AND seq = :n ORDER BY idx")
+
+
+def leaf_indexes_txn(conn: Connection, space_id: str, epoch: str, seq: int) -> list[int]:
+    """The indexes of the leaves that lead to head ``(epoch, seq)`` (a batch, and a policy
+    set at that head after it)."""
+    return [int(r[0]) for r in _LEAF_AT.all(conn, {"s": space_id, "e": epoch, "n": seq})]
+
+
+_INSERT_NODE = {
+    "sqlite": Sql("INSERT OR IGNORE INTO log_nodes (space_id, level, idx, hash) "
+                  "VALUES (:s, :l, :i, :h)"),
+    "postgresql": Sql("INSERT INTO log_nodes (space_id, level, idx, hash) "
+                      "VALUES (:s, :l, :i, :h) ON CONFLICT DO NOTHING"),
+}
+_SET_BUILT = {
+    "sqlite": Sql("INSERT INTO space_logs (space_id, built) VALUES (:s, :b) ON CONFLICT "
+                  "(space_id) DO UPDATE SET built = MAX(space_logs.built, excluded.built)"),
+    "postgresql": Sql("INSERT INTO space_logs (space_id, built) VALUES (:s, :b) ON CONFLICT "
+                      "(space_id) DO UPDATE SET built = GREATEST(space_logs.built, "
+                      "excluded.built)"),
+}
+
+
+def insert_nodes_txn(conn: Connection, space_id: str, nodes: Iterable[tuple[tuple[int, int],
+                                                                            bytes]],
+                     built: int) -> None:
+    """Store perfect nodes above the leaves (a node already there is the same hash: the
+    tree is a function of its leaves) and raise ``built``."""
+    stmt = _INSERT_NODE.get(conn.dialect.name, _INSERT_NODE["sqlite"])
+    for (level, idx), h in nodes:
+        stmt.run(conn, {"s": space_id, "l": level, "i": idx, "h": h})
+    _SET_BUILT.get(conn.dialect.name, _SET_BUILT["sqlite"]).run(conn, {"s": space_id,
+                                                                       "b": built})
+
+
+_POLICY = Sql("SELECT statement FROM witness_policies WHERE space_id = :s AND leaf < :size "
+              "ORDER BY n DESC LIMIT 1")
+_POLICIES = Sql("SELECT statement FROM witness_policies WHERE space_id = :s ORDER BY n")
+_INSERT_POLICY = Sql("INSERT INTO witness_policies (space_id, n, statement, leaf, at) "
+                     "VALUES (:s, :n, :st, :leaf, :at)")
+
+
+def policy_txn(conn: Connection, space_id: str, size: int = 2**62) -> str | None:
+    """The policy in force in a log of ``size`` leaves (the newest whose leaf it holds)."""
+    r = _POLICY.one(conn, {"s": space_id, "size": size})
+    return None if r is None else str(r[0])
+
+
+def policies_txn(conn: Connection, space_id: str) -> list[str]:
+    return [str(r[0]) for r in _POLICIES.all(conn, {"s": space_id})]
+
+
+def insert_policy_txn(conn: Connection, space_id: str, n: int, statement: str, leaf: int,
+                      at: int) -> None:
+    _INSERT_POLICY.run(conn, {"s": space_id, "n": n, "st": statement, "leaf": leaf, "at": at})

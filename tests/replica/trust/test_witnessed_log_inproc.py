@@ -1,0 +1,322 @@
+"""The space log and its witnesses (docs/architecture.md, "The log and its witnesses";
+decisions.md D140), against hubs that lie WITH their key: the real hub app behind a wrapper
+(tests/kit/hostile.py), or two copies of its database served by the real app with the same
+key (a fork), and the real witness app (hub/witness/app.py) in-process.
+
+Each attack is shown refused, and shown to be what the check stops: the honest case passes.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hub.witness.app import Witness, create_app
+from hub.witness.state import WitnessState
+from replica.hubclient import witness as wclient
+from replica.trust import logcheck
+from shared import merkle, tlog
+from shared.entry import Entry
+from shared.errors import QuireError
+from shared.signing import new_private_key, public_b64
+from tests.kit.hostile import Hostile, resign_head
+from tests.kit.inproc import AppTransport, InprocHub
+
+PAGE = Entry(id="page/deploy", title="Deploy", body="ship it\n")
+A_EDIT = Entry(id="page/deploy", title="Deploy", body="ship it on fork A\n")
+B_NEW = Entry(id="note/b", title="B", body="written on fork B\n")
+
+
+class RunningWitness:
+    """The real witness app, in-process, reachable by the replicas at ``url``."""
+
+    def __init__(self, root: Path, name: str, url: str, mp: pytest.MonkeyPatch):
+        self.key = new_private_key()
+        self.w = Witness(self.key, name, WitnessState(root / f"{name}.db"))
+        self.transport = AppTransport(create_app(self.w))
+        self.url = url
+        mp.setitem(wclient.TRANSPORTS, url, self.transport)
+
+    def entry(self) -> dict[str, str]:
+        return {"name": self.w.name, "key": public_b64(self.key), "url": self.url}
+
+    def close(self) -> None:
+        self.transport.shutdown()
+        self.w.state.close()
+
+
+@pytest.fixture
+def w1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunningWitness]:
+    w = RunningWitness(tmp_path, "w1", "http://w1", monkeypatch)
+    yield w
+    w.close()
+
+
+def _policy(space: Any, quorum: int, *witnesses: dict[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = space.admin.admin_post(f"/v1/spaces/{space.id}/witnesses",
+                                                 {"quorum": quorum, "witnesses": list(witnesses),
+                                                  "reason": "test"})
+    return out
+
+
+def _kept(local: Any) -> tlog.Checkpoint | None:
+    kept = local.store.get_meta(logcheck.KEPT)
+    return None if kept is None else tlog.parse_checkpoint(tlog.parse_note(kept["note"]).body)
+
+
+def _refused(local: Any, reason: str) -> QuireError:
+    before = local.store.get_meta(logcheck.KEPT)
+    with pytest.raises(QuireError) as info:
+        local.sync()
+    assert info.value.details.get("reason") == reason, repr(info.value)
+    assert local.store.get_meta(logcheck.KEPT) == before  # nothing of it was kept
+    return info.value
+
+
+# ---------------------------------------------------------------- the fork
+
+
+def _fork(hub: InprocHub, root: Path) -> AppTransport:
+    """A second copy of the hub's database served by the real app with the same key."""
+    from hub.app import create_app as hub_app
+    from hub.settings import load_settings
+
+    src = hub.root / "hub"
+    dst = root / "fork" / "hub"
+    shutil.copytree(Path(src), dst, ignore=shutil.ignore_patterns("*.db", "*.db-*", "*.lock"))
+    for db in Path(src).glob("*.db"):
+        with sqlite3.connect(db) as a, sqlite3.connect(dst / db.name) as b:
+            a.backup(b)
+    app = hub_app(load_settings(dst))
+    return AppTransport(app)
+
+
+def test_a_fork_with_one_witness_required_is_never_accepted_by_the_second_replica(
+        tmp_path: Path, w1: RunningWitness) -> None:
+    hub = InprocHub(tmp_path / "h")
+    fork = None
+    try:
+        space = hub.space()
+        _policy(space, 1, w1.entry())
+        a = space.replica(tmp_path, "a")
+        b = space.replica(tmp_path, "b")
+        a.write(PAGE)
+        a.sync()
+        b.sync()
+        before = _kept(b)  # the policy's leaf, a's batch: co-signed
+        assert before is not None and before.size == 2
+        # the hub splits: fork 2 is a copy of its database, served with the same key
+        fork = _fork(hub, tmp_path)
+        b.close()
+        b = b.reopen(wrap=lambda _t: fork)
+        a.write(A_EDIT)
+        a.sync()
+        a.sync()  # fork 1 grew by a's batch and the witness co-signed it
+        grown = _kept(a)
+        assert grown is not None and grown.size == before.size + 1
+        b.write(B_NEW)
+        with pytest.raises(QuireError) as info:
+            b.sync()  # fork 2 takes b's batch; its head is not co-signed
+            b.sync()
+        assert info.value.details.get("reason") == "witness_quorum", repr(info.value)
+        err = _refused(b, "witness_quorum")
+        assert "another checkpoint" in json.dumps(err.details["refused"]) or \
+            "equivocation" in json.dumps(err.details["refused"])
+        assert _kept(b) == before  # the second fork's head was never accepted
+        # the witness holds both hub-signed checkpoints of one size: evidence
+        conflict = w1.w.state.conflict(grown.origin)
+        assert conflict is not None
+        kept_cp = tlog.parse_checkpoint(tlog.parse_note(conflict[0]).body)
+        other_cp = tlog.parse_checkpoint(tlog.parse_note(conflict[1]).body)
+        assert kept_cp.size == other_cp.size and kept_cp.root != other_cp.root
+        for text in conflict:
+            assert tlog.hub_signed(tlog.parse_note(text), hub.public_key)
+        b.close()
+        a.close()
+    finally:
+        if fork is not None:
+            fork.shutdown()
+        hub.close()
+
+
+# ---------------------------------------------------------------- attacks on the replica
+
+
+@pytest.fixture
+def pair(space: Any, tmp_path: Path) -> Iterator[tuple[Any, Any]]:
+    a = space.replica(tmp_path, "a", wrap=Hostile)
+    b = space.replica(tmp_path, "b")
+    b.write(PAGE)
+    b.sync()
+    a.sync()
+    yield a, b
+    a.close()
+    b.close()
+
+
+def test_the_log_is_checked_on_every_sync_and_kept(pair: tuple[Any, Any], space: Any) -> None:
+    a, b = pair
+    first = _kept(a)
+    assert first is not None and first.size >= 1
+    b.write(A_EDIT)
+    b.sync()
+    a.sync()
+    now = _kept(a)
+    assert now is not None and now.size == first.size + 1
+    head = space.head()
+    assert tlog.parse_note(head["checkpoint"]).body == now.body()
+
+
+def test_a_checkpoint_of_a_smaller_log_is_refused(pair: tuple[Any, Any], space: Any) -> None:
+    a, b = pair
+    old = space.head()
+    b.write(A_EDIT)
+    b.sync()
+    a.sync()
+    key = space.hub.hub.key.private
+    a.transport.on_head(lambda doc: resign_head(doc, key, checkpoint=old["checkpoint"]))
+    _refused(a, "log_rollback")
+
+
+def test_another_history_of_the_same_size_is_refused(pair: tuple[Any, Any], space: Any
+                                                     ) -> None:
+    a, _b = pair
+    key = space.hub.hub.key
+    cp = tlog.parse_checkpoint(tlog.parse_note(space.head()["checkpoint"]).body)
+    forged = tlog.Checkpoint(cp.origin, cp.size, merkle.leaf_hash(b"another history"),
+                             cp.policy)
+    note = tlog.sign_note(key.private, forged.body())
+    a.transport.on_head(lambda doc: resign_head(doc, key.private, checkpoint=note))
+    _refused(a, "log_inconsistent")
+
+
+def test_a_head_without_its_checkpoint_is_refused_once_one_was_accepted(
+        pair: tuple[Any, Any], space: Any) -> None:
+    a, _b = pair
+    key = space.hub.hub.key.private
+
+    def strip(doc: dict[str, Any]) -> dict[str, Any]:
+        doc = {k: v for k, v in doc.items() if k != "checkpoint"}
+        return resign_head(doc, key)
+
+    a.transport.on_head(strip)
+    _refused(a, "log_missing")
+
+
+def test_a_checkpoint_signed_by_another_key_is_refused(pair: tuple[Any, Any], space: Any
+                                                       ) -> None:
+    a, _b = pair
+    hub = space.hub.hub
+    cp = tlog.parse_checkpoint(tlog.parse_note(space.head()["checkpoint"]).body)
+    note = tlog.sign_note(new_private_key(), cp.body())  # the origin names the hub's key
+    a.transport.on_head(lambda doc: resign_head(doc, hub.key.private, checkpoint=note))
+    _refused(a, "log_unsigned")
+
+
+# ---------------------------------------------------------------- witness attacks
+
+
+def test_co_signatures_that_are_not_the_spaces_witnesses_are_refused(
+        space: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, w1: RunningWitness
+        ) -> None:
+    """A co-signature made for another space's checkpoint, or by a witness key not on the
+    space's list, counts for nothing."""
+    other = space.hub.space()
+    b = space.replica(tmp_path, "b")
+    b.write(PAGE)
+    b.sync()
+    a = space.replica(tmp_path, "a")
+    a.sync()  # no policy yet: nothing to co-sign
+    impostor = RunningWitness(tmp_path, "w2", "http://w2", monkeypatch)
+    try:
+        _policy(space, 1, w1.entry())
+        # w1's URL answers with the impostor's signature: a key not on the list
+        monkeypatch.setitem(wclient.TRANSPORTS, "http://w1", impostor.transport)
+        b.write(A_EDIT)
+        with pytest.raises(QuireError):
+            b.sync()
+        err = _refused(a, "witness_quorum")
+        assert err.details["cosigned"] == []
+        # w1 itself, but its co-signature of another space's checkpoint
+        other_note = other.admin.head(other.id)["checkpoint"]
+        line = tlog.cosign(w1.key, w1.w.name, tlog.parse_note(other_note).body, 1)
+
+        class Replay:
+            def handle_request(self, request: Any) -> Any:
+                import httpx2
+                return httpx2.Response(200, text=line, request=request)
+
+            def close(self) -> None:
+                pass
+
+        monkeypatch.setitem(wclient.TRANSPORTS, "http://w1", Replay())
+        err = _refused(a, "witness_quorum")
+        assert err.details["cosigned"] == []
+        # the real w1: accepted (what the two checks above refuse is all that was wrong)
+        monkeypatch.setitem(wclient.TRANSPORTS, "http://w1", w1.transport)
+        a.sync()
+        kept = a.store.get_meta(logcheck.KEPT)
+        assert tlog.cosigned_by(tlog.parse_note(kept["note"]), w1.w.name,
+                                public_b64(w1.key)) is not None
+    finally:
+        impostor.close()
+        a.close()
+        b.close()
+
+
+def _witness_call(w: Witness, old: int, proof: list[bytes], note: str) -> tuple[int, str]:
+    from hub.witness.state import Refusal
+
+    body = "\n".join([f"old {old}"] + [__import__("base64").b64encode(h).decode()
+                                        for h in proof]) + "\n\n" + note
+    try:
+        return 200, w.add_checkpoint(body.encode())
+    except Refusal as r:
+        return r.status, r.message
+
+
+def test_the_witness_refuses_a_smaller_size_another_root_another_log_and_a_bad_signature(
+        tmp_path: Path) -> None:
+    hub_key = new_private_key()
+    origin = tlog.origin_of(public_b64(hub_key), "01hzzzzzzzzzzzzzzzzzzzzzzz")
+    leaves = [merkle.leaf_hash(bytes([i])) for i in range(9)]
+    tree = merkle.tree_of(leaves)
+
+    def note(size: int, root: bytes | None = None, key: Any = hub_key, o: str = origin
+             ) -> str:
+        return tlog.sign_note(key, tlog.Checkpoint(o, size, root or tree.root(size),
+                                                   None).body())
+
+    w = Witness(new_private_key(), "w", WitnessState(tmp_path / "w.db"))
+    assert _witness_call(w, 0, [], note(4))[0] == 200
+    assert _witness_call(w, 0, [], note(5)) == (409, "4")  # not the size it holds
+    assert _witness_call(w, 4, tree.consistency_proof(4, 6), note(6))[0] == 200
+    # smaller: refused
+    assert _witness_call(w, 6, [], note(5))[0] == 400
+    # a proof for a different root: another history of 6 leaves, extended to 8
+    other = merkle.tree_of(leaves[:5] + [merkle.leaf_hash(b"x")] + leaves[6:])
+    status, said = _witness_call(w, 6, other.consistency_proof(6, 8), note(8, other.root(8)))
+    assert status == 422 and "proof" in said
+    # the honest proof to the honest root passes (the check above is what refused)
+    assert _witness_call(w, 6, tree.consistency_proof(6, 8), note(8))[0] == 200
+    # another space's log: a line of its own (a co-signature there says nothing here)
+    o2 = tlog.origin_of(public_b64(hub_key), "01hyyyyyyyyyyyyyyyyyyyyyyy")
+    assert _witness_call(w, 0, [], note(3, o=o2))[0] == 200
+    assert w.state.held(origin).size == 8  # type: ignore[union-attr]
+    # not signed by the key its origin names (another hub's key): refused
+    assert _witness_call(w, 8, tree.consistency_proof(8, 9), note(9, key=new_private_key())
+                         )[0] == 403
+    # a witness serving only other hubs does not know this one
+    w2 = Witness(new_private_key(), "w2", WitnessState(tmp_path / "w2.db"),
+                 frozenset({public_b64(new_private_key())}))
+    assert _witness_call(w2, 0, [], note(4))[0] == 404
+    # two hub-signed checkpoints of one size: evidence kept, nothing co-signed after
+    assert _witness_call(w, 8, [], note(8, other.root(8)))[0] == 422
+    assert w.state.conflict(origin) is not None
+    assert _witness_call(w, 8, tree.consistency_proof(8, 9), note(9))[0] == 409

@@ -165,3 +165,9 @@ def test_collisions_by_case_normalization_and_folder() -> None:
     assert list(hit) == ["b/cafe\u0301"] and hit["b/cafe\u0301"].other == "b/Café"
     # a rename by case alone: the old name is not live any more (the caller leaves it out)
     assert collisions(["Notes/plan"], ["Projects/x"]) == {}
+
+
+def test_collisions_with_accents_and_folds_that_change_length() -> None:
+    hit = collisions(["NOTES/CAFÉ", "Straße/x", "ok/new"], ["Notes/café", "STRASSE/y", "ok/a"])
+    assert {k: p.other for k, p in hit.items()} == {"NOTES/CAFÉ": "Notes/café",
+                                                    "Straße/x": "STRASSE"}

@@ -56,7 +56,16 @@ def portable_name(entry_id: str) -> str:
     """A name close to ``entry_id`` that is a valid, portable id: NFC, characters Windows
     refuses replaced by '-', trailing dots and spaces dropped, device names suffixed with
     '_', segments and the whole cut to their limits."""
-    text = unicodedata.normalize("NFC", entry_id.encode("utf-8", "replace").decode("utf-8"))
+    try:
+        entry_id.encode("utf-8")
+        text = entry_id
+    except UnicodeEncodeError:  # a file name in another encoding: most often Windows-1252
+        raw = entry_id.encode("utf-8", "surrogateescape")
+        try:
+            text = raw.decode("cp1252")
+        except UnicodeDecodeError:
+            text = raw.decode("latin-1")
+    text = unicodedata.normalize("NFC", text.encode("utf-8", "replace").decode("utf-8"))
     parts = [p for p in text.split("/") if p not in ("", ".", "..")] or ["_"]
     out = "/".join(_segment(p) for p in parts)
     if len(out) > MAX_ID:

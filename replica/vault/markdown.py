@@ -31,8 +31,17 @@ class Problem:
     entry_id: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "line": self.line, "reason": self.reason,
+        # a file name in another encoding (bytes that are not UTF-8, kept as surrogates by
+        # the walk) is shown with its bad bytes escaped: printed or sent as JSON as it is,
+        # it would stop the command that reports it
+        return {"path": _shown(self.path), "line": self.line, "reason": _shown(self.reason),
                 "entry": self.entry_id}
+
+
+def _shown(text: str) -> str:
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def file_hash(data: bytes) -> str:

@@ -171,3 +171,10 @@ def test_collisions_with_accents_and_folds_that_change_length() -> None:
     hit = collisions(["NOTES/CAFÉ", "Straße/x", "ok/new"], ["Notes/café", "STRASSE/y", "ok/a"])
     assert {k: p.other for k, p in hit.items()} == {"NOTES/CAFÉ": "Notes/café",
                                                     "Straße/x": "STRASSE"}
+
+
+def test_a_name_in_another_encoding_gets_its_likely_utf8_name() -> None:
+    latin1 = b"page/caf\xe9".decode("utf-8", "surrogateescape")  # as os.listdir gives it
+    p = name_problem(latin1)
+    assert p is not None and p.code == INVALID and "UTF-8" in p.reason
+    assert p.suggested == "page/café"

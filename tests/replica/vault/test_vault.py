@@ -185,3 +185,20 @@ def test_a_bad_guardrail_is_reported_as_path_line_and_key(tmp_path):
     p = md.Problem("guardrail/no-force-push.md", e.value.line, str(e.value), None)
     assert f"{p.path}:{p.line}: {p.reason}" == (
         "guardrail/no-force-push.md:4: meta.severity must be one of info, warn, block")
+
+
+def test_a_file_name_in_another_encoding_is_a_problem_that_can_be_printed(tmp_path):
+    """A name written by a Windows-1252 system (``café`` as the byte 0xE9) is no UTF-8: a
+    problem naming the file and its likely name, printable and JSON-safe (its bad byte
+    escaped), never an entry."""
+    import json
+
+    (tmp_path / "page").mkdir()
+    (tmp_path / "page").joinpath(os.fsdecode(b"caf\xe9.md")).write_text("---\ntitle: x\n---\n")
+    s = vaultscan.scan_changes(tmp_path, [])
+    assert not s.changed and len(s.problems) == 1
+    shown = s.problems[0].to_json()
+    assert shown["path"] == "page/caf\\udce9.md"
+    assert "not valid UTF-8" in shown["reason"] and "rename it to 'page/café.md'" in \
+        shown["reason"]
+    json.dumps(shown, ensure_ascii=False).encode("utf-8")  # does not raise

@@ -306,3 +306,26 @@ def quorum_met(note: Note, policy: Policy | None) -> tuple[bool, list[str]]:
         return True, []
     names = [w.name for w in policy.witnesses if cosigned_by(note, w.name, w.key) is not None]
     return len(names) >= policy.quorum, names
+
+
+# ---------------------------------------------------------------- evidence
+
+
+def equivocation(a: Any, b: Any) -> str:
+    """Two signed notes that prove the hub key signed two histories of one log: the same
+    origin, each signed by the key the origin names, the same size and different roots.
+    Returns what they prove; ValueError saying why they do not."""
+    notes = [parse_note(x) for x in (a, b)]
+    cps = [parse_checkpoint(n.body) for n in notes]
+    if cps[0].origin != cps[1].origin:
+        raise ValueError("the two checkpoints are of different logs")
+    for n, cp in zip(notes, cps, strict=True):
+        if not hub_signed(n, cp.hub_key):
+            raise ValueError("a checkpoint is not signed by the hub key its origin names")
+    if cps[0].size != cps[1].size:
+        raise ValueError("checkpoints of different sizes prove nothing on their own (a "
+                         "consistency proof decides)")
+    if cps[0].root == cps[1].root:
+        raise ValueError("the two checkpoints are the same log")
+    return (f"the hub key {cps[0].hub_key} signed two different logs of {cps[0].size} "
+            f"entries for space {cps[0].space}")

@@ -29,6 +29,10 @@ def main(argv: list[str] | None = None) -> int:
         import importlib
 
         return int(importlib.import_module("hub.witness.cli").main(argv[1:]))
+    if argv[:1] == ["verify"] and "--evidence" in argv:  # offline: no home, no hub
+        from replica.cli.evidence import main as evidence
+
+        return evidence(argv[1:])
     try:
         code = served(argv, os.environ)
     except BrokenPipeError:  # ``quire status | head`` answered by a watcher

@@ -97,7 +97,8 @@ class Puller:
             policies=lambda: (self.client.admin_get(f"{path}/witnesses") or {}).get(
                 "policies", []),
             cosign=lambda w, note, size, guess, proof: witness.add_checkpoint(
-                w.url, note, size, guess, proof))
+                w.url, note, size, guess, proof),
+            latest=lambda w, origin: witness.latest(w.url, origin))
 
     def authors(self) -> verify.Authors:
         """Device attestations (cached in the store; fetched when a batch needs one)."""
@@ -109,6 +110,10 @@ class Puller:
         """Apply a verified page of changes, then check that the store adds up to the state
         the hub signed at its end; raises (and the transaction rolls back) otherwise."""
         assert page.signed is not None
+        # a space with witnesses: nothing past the head whose log they co-signed (the
+        # watcher's fast path then takes a full sync, which checks the log first)
+        logcheck.check_witnessed(st.get_meta_txn(conn, logcheck.KEPT, None),
+                                 page.signed.epoch, page.signed.seq)
         # receipts are served as signed when accepted: any key of the pinned chain
         verify.check_authors(self.client.hub_keys, page.changes, authors)
         for change in page.changes:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable
+from typing import Any
 
 import httpx2
 
@@ -71,3 +72,18 @@ def add_checkpoint(url: str, note: str, size: int, guess: int,
         raise TransferFailed(f"could not reach the witness at {base} ({type(e).__name__})",
                              {"url": base}) from e
     raise WitnessRefused(409, "the witness's size kept moving")
+
+
+def latest(url: str, origin: str) -> dict[str, Any] | None:
+    """What the witness holds for ``origin`` (GET /checkpoint): ``{"note", "equivocation"?}``,
+    or None (nothing, or no answer): evidence, never a reason to accept anything."""
+    base = url.rstrip("/")
+    try:
+        with httpx2.Client(transport=TRANSPORTS.get(base), timeout=TIMEOUT,
+                           follow_redirects=False) as http:
+            resp = http.get(f"{base}/checkpoint", params={"origin": origin})
+            doc = resp.json() if resp.status_code == 200 and len(resp.content) < 65536 \
+                else None
+    except (httpx2.TransportError, httpx2.StreamError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None

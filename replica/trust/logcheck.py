@@ -46,6 +46,13 @@ class Sources:
     policies: Callable[[], list[Any]]  # GET …/witnesses
     # (witness, note text, size, guess, proof hashes m→n) -> co-signature lines
     cosign: Callable[[tlog.Witness, str, int, int, Callable[[int, int], list[bytes]]], str]
+    # (witness, origin) -> what it holds {"note", "equivocation"?}: evidence only
+    latest: Callable[[tlog.Witness, str], dict[str, Any] | None] = lambda _w, _o: None
+
+
+class Unwitnessed(Exception):  # noqa: N818 - a condition, not an error: take a full sync
+    """Changes that end past the last witnessed head, where the space has witnesses: only
+    a full sync (which checks the log) may apply them (the watcher's fast path)."""
 
 
 def _refuse(message: str, reason: str, **details: Any) -> HubUnverified:
@@ -185,6 +192,8 @@ def _witnessed(src: Sources, note: tlog.Note, cp: tlog.Checkpoint,
                 refusals[w.name] = str(e)[:300]
             if tlog.cosigned_by(note, w.name, w.key) is None and w.name not in refusals:
                 refusals[w.name] = "no valid co-signature in its answer"
+    if refusals:  # whatever the quorum: a witness that saw another history says so
+        _equivocation(src, note, cp, policies, evidence)
     for policy in policies:
         ok, names = tlog.quorum_met(note, policy)
         if not ok:
@@ -193,3 +202,46 @@ def _witnessed(src: Sources, note: tlog.Note, cp: tlog.Checkpoint,
                           "witness_quorum", quorum=policy.quorum, cosigned=names,
                           refused=refusals, **evidence)
     return note
+
+
+def _equivocation(src: Sources, note: tlog.Note, cp: tlog.Checkpoint,
+                  policies: list[tlog.Policy], evidence: dict[str, Any]) -> None:
+    """A witness refused: if it holds a hub-signed checkpoint of this size with another root
+    (or the pair it caught), the hub showed two histories: raise ``equivocation`` with both
+    notes, which ``quire verify --evidence`` checks offline."""
+    seen: set[str] = set()
+    for policy in policies:
+        for w in policy.witnesses:
+            if w.key in seen:
+                continue
+            seen.add(w.key)
+            doc = src.latest(w, cp.origin) or {}
+            pairs: list[tuple[Any, Any]] = [(doc.get("note"), note.text())]
+            eq = doc.get("equivocation")
+            if isinstance(eq, dict):
+                pairs.insert(0, (eq.get("kept"), eq.get("other")))
+            for a, b in pairs:
+                try:
+                    proven = tlog.equivocation(a, b)
+                except (ValueError, TypeError):
+                    continue
+                raise _refuse(f"equivocation: {proven} (witness {w.name} holds the other); "
+                              "this replica applies nothing more from this hub for the space "
+                              "and keeps its local changes", "equivocation",
+                              witness=w.name, evidence={"checkpoints": [a, b]}, **evidence)
+
+
+def requires_witnesses(kept: Any) -> bool:
+    """Does the kept checkpoint come with a policy that lists witnesses?"""
+    pol = kept.get("policy") if isinstance(kept, dict) else None
+    return isinstance(pol, dict) and bool(pol.get("witnesses"))
+
+
+def check_witnessed(kept: Any, epoch: str, seq: int) -> None:
+    """Changes up to head ``(epoch, seq)`` may be applied without a new check of the log:
+    the space has no witnesses, or the head is not past the one last witnessed."""
+    if not requires_witnesses(kept):
+        return
+    head = kept.get("head") or {}
+    if head.get("epoch") != epoch or not isinstance(head.get("seq"), int) or seq > head["seq"]:
+        raise Unwitnessed(f"changes up to seq {seq} are past the last witnessed head")

@@ -1,0 +1,54 @@
+"""``quire verify --evidence FILE``: check, offline, that two signed checkpoints prove a hub
+showed two histories of a space (docs/cli.md, "Witness"; replica/trust/logcheck.py).
+
+FILE is JSON: ``{"checkpoints": [NOTE, NOTE]}``, or the error ``quire sync --json`` printed
+(``{"error": {"details": {"evidence": …}}}``), or what a witness answers for a log
+(``{"equivocation": {"kept", "other"}}``). Exit 0 when the pair proves it, 1 when not, 2 for
+a file that is none of these. Nothing is read but the file: the keys are in the notes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from shared import tlog
+
+
+def pair_of(doc: Any) -> tuple[Any, Any] | None:
+    if isinstance(doc, dict) and isinstance(doc.get("error"), dict):
+        doc = (doc["error"].get("details") or {}).get("evidence")
+    if isinstance(doc, dict) and isinstance(doc.get("equivocation"), dict):
+        eq = doc["equivocation"]
+        return eq.get("kept"), eq.get("other")
+    if isinstance(doc, dict) and isinstance(doc.get("checkpoints"), list) \
+            and len(doc["checkpoints"]) == 2:
+        return doc["checkpoints"][0], doc["checkpoints"][1]
+    return None
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="quire verify --evidence")
+    p.add_argument("--evidence", required=True, metavar="FILE")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    try:
+        pair = pair_of(json.loads(Path(args.evidence).read_text(encoding="utf-8")))
+    except (OSError, ValueError) as e:
+        pair, why = None, str(e)
+    else:
+        why = "no pair of checkpoints in it"
+    if pair is None:
+        print(json.dumps({"ok": False, "error": why}) if args.json
+              else f"error: {args.evidence}: {why}")
+        return 2
+    try:
+        proven = tlog.equivocation(*pair)
+    except (ValueError, TypeError) as e:
+        print(json.dumps({"ok": False, "reason": str(e)}) if args.json
+              else f"not proven: {e}")
+        return 1
+    print(json.dumps({"ok": True, "proven": proven}) if args.json else f"proven: {proven}")
+    return 0

@@ -187,8 +187,8 @@ def test_append_refuses_a_frontier_of_the_wrong_size() -> None:
         merkle.append(3, [bytes(32)], bytes(32))
 
 
-@settings(max_examples=60, deadline=None)
-@given(hs.integers(1, 200), hs.data())
+@settings(max_examples=40, deadline=None)
+@given(hs.integers(1, 120), hs.data())
 def test_a_partly_built_store_gives_the_same_proofs(n: int, data: hs.DataObject) -> None:
     """The hub stores leaves at publication and builds the nodes above them later: proofs
     over a store built up to any point equal those over the whole tree."""

@@ -19,7 +19,7 @@ import hashlib
 import json
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hub import policy
@@ -48,6 +48,15 @@ class Principal:
     scope: str | None = None  # "read" | "write" for delegated tokens
     space_id: str | None = None  # the one space a delegated token reaches
     replica_id: str | None = None  # the replica a pull names (``Quire-Replica`` header)
+    # a hub-attested publication (hub/attested_publish.py): the device is the member's
+    # hub-held one, and this says whose change it is and who approved it
+    via_hub: HubAttested | None = None
+
+    @property
+    def author_agent(self) -> str | None:
+        """The agent a batch of this caller is by: its own, or the one whose change the
+        hub attests for a member."""
+        return self.via_hub.agent if self.via_hub is not None else self.agent
 
     def actor(self) -> dict[str, Any]:
         """How this caller appears in receipts and audit events."""
@@ -55,6 +64,32 @@ class Principal:
                                "agent": self.agent}
         if self.delegation_id is not None:
             out["delegation"] = self.delegation_id  # which grant the agent acted under
+        if self.via_hub is not None:
+            out["attested"] = self.via_hub.to_json()  # both principals, in one event
+        return out
+
+
+@dataclass(frozen=True)
+class HubAttested:
+    """Whose change a hub-attested batch carries (hub/attested_publish.py): ``agent``
+    acting for the member ``agent_user``, approved by the member ``approved_by`` (the
+    publishing principal), from ``proposal`` when it was one."""
+
+    agent: str
+    agent_user: str
+    approved_by: str
+    proposal: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"by": "hub", "agent": self.agent, "agent_user": self.agent_user,
+                "approved_by": self.approved_by, "proposal": self.proposal}
+
+    def provenance(self) -> dict[str, str]:
+        """What the batch's signed provenance says of it (checked by the guard)."""
+        out = {"agent": self.agent, "attested": "hub", "proposed_by": self.agent_user,
+               "approved_by": self.approved_by}
+        if self.proposal is not None:
+            out["proposal"] = self.proposal
         return out
 
 
@@ -172,8 +207,8 @@ def recheck_device_row_txn(conn: Any, p: Principal, dev: Any, now_ms: int | None
         # a request's expiry was checked when it arrived (now_ms None); revocation must be
         # seen at commit; a stream that outlives its delegation passes now_ms
         _check_delegation_txn(conn, p, now_ms)
-    return Principal(dev.user_id, dev.id, dev.user_name, dev.is_owner, p.agent,
-                     p.delegation_id, p.scope, p.space_id, p.replica_id), dev
+    return replace(p, user_id=dev.user_id, device_id=dev.id, user_name=dev.user_name,
+                   is_owner=dev.is_owner), dev
 
 
 def effective_role_txn(conn: Any, p: Principal, space_id: str) -> str | None:

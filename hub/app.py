@@ -26,9 +26,11 @@ from hub.api.http import (
     unhandled_error_handler,
 )
 from hub.api.observe import Observe
+from hub.api.proposals import PROPOSAL_ROUTES
 from hub.api.reads import READ_ROUTES
 from hub.api.routes import ROUTES
 from hub.clientaddr import check_header, client_of, parse_trusted
+from hub.console import proposal_pages
 from hub.console import report_pages as reports
 from hub.console.admin_pages import CONSOLE_ADMIN
 from hub.console.pages import CONSOLE
@@ -235,9 +237,10 @@ def create_app(settings: Settings, *, store: Store | None = None, key: HubKey | 
             "the hub's database is unavailable; nothing was changed, retry later",
             {"reason": "database"}))
 
-    served = [*ROUTES, *READ_ROUTES,
+    served = [*ROUTES, *READ_ROUTES, *PROPOSAL_ROUTES,
               Mount("/console/admin", routes=[*reports.ADMIN_ROUTES, *CONSOLE_ADMIN.routes]),
-              Mount("/console", routes=[*reports.ROUTES, *CONSOLE.routes])]
+              Mount("/console", routes=[*reports.ROUTES, *proposal_pages.ROUTES,
+                                        *CONSOLE.routes])]
     app = Starlette(routes=served, lifespan=lifespan, exception_handlers={
         QuireError: on_quire_error,
         **{cls: on_database_error for cls in OUTAGE_ERRORS},

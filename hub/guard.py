@@ -87,7 +87,13 @@ from shared.errors import (
     PolicyDenied,
     QuireError,
 )
-from shared.wire import Batch, parse_batch, receipt_body, sign_receipt
+from shared.wire import (
+    ATTESTED_PROVENANCE,
+    Batch,
+    parse_batch,
+    receipt_body,
+    sign_receipt,
+)
 
 log = logging.getLogger("quire.hub.guard")
 
@@ -172,12 +178,23 @@ def check_provenance(batch: Batch, principal: Principal) -> None:
     a device's own credential cannot publish a batch that says an agent wrote it, nor one
     agent's delegation a batch naming another (the audit's actor and the provenance must
     tell the same story)."""
-    claimed = (batch.provenance or {}).get("agent")
-    if claimed is not None and claimed != principal.agent:
+    prov = batch.provenance or {}
+    claimed = prov.get("agent")
+    if claimed is not None and claimed != principal.author_agent:
         raise InvalidRequest(
             f"the batch's provenance names agent {claimed!r} but the caller is "
-            + (f"agent {principal.agent!r}" if principal.agent else "the device itself"),
-            {"reason": "provenance_agent", "agent": principal.agent})
+            + (f"agent {principal.author_agent!r}" if principal.author_agent
+               else "the device itself"),
+            {"reason": "provenance_agent", "agent": principal.author_agent})
+    # only the hub's own attested publication (hub/attested_publish.py) says who approved
+    # a change: a replica's batch claiming it would put a member's name on it
+    said = {k: prov[k] for k in ATTESTED_PROVENANCE if k in prov}
+    want = {} if principal.via_hub is None else {
+        k: v for k, v in principal.via_hub.provenance().items() if k in ATTESTED_PROVENANCE}
+    if said != want:
+        raise InvalidRequest("the batch's provenance claims a hub attestation (attested, "
+                             "proposed_by, approved_by, proposal) it does not have",
+                             {"reason": "provenance_attested"})
 
 
 def _check_replica_txn(conn: Any, batch: Batch, principal: Principal, space_id: str) -> None:
@@ -350,10 +367,14 @@ def _commit_reads_txn(conn: Any, space: SpaceRow, batch: Batch, principal: Princ
 def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep: Prepared,
                now: int, rebase: bool = False, state_root: bool = True,
                hooks: GuardHooks | None = None, quota: HubQuotas | None = None,
-               request_id: str | None = None) -> Outcome:
+               request_id: str | None = None,
+               then_txn: Callable[[Any, Outcome], None] | None = None) -> Outcome:
     """With ``rebase``, a batch made on an earlier head of this epoch is chained on the
     current head, provided every base is still current (checked below, under the lock):
-    per-entry bases guard concurrent edits; the head only orders them (docs/decisions.md)."""
+    per-entry bases guard concurrent edits; the head only orders them (docs/decisions.md).
+
+    ``then_txn(conn, outcome)``: runs in this transaction once every row is written (a
+    proposal is marked accepted there, hub/proposals.py); what it raises refuses the batch."""
     space = get_space_txn(conn, prep.space_id, lock=True)
     if space is None:
         raise NotFound("the space no longer exists")
@@ -427,7 +448,7 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
         insert_batch_txn(conn, space_id=space.id, epoch=space.epoch, seq=seq,
                          batch_id=batch.batch_id, replica_id=batch.replica_id,
                          digest=batch.digest, head_digest=head, user_id=principal.user_id,
-                         device_id=principal.device_id, agent=principal.agent,
+                         device_id=principal.device_id, agent=principal.author_agent,
                          accepted_at=now, body=body, receipt=receipt,
                          state_root=root)
         upsert_entries_txn(conn, space.id, space.epoch, seq, rows, set(current))
@@ -445,10 +466,13 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
         notify_txn(conn, CHANNEL, Broker.payload("head", {
             "space": space.id, "epoch": space.epoch, "seq": seq, "digest": head, "at": now,
             "state": root}))
+    out = Outcome(receipt=receipt, replayed=False, seq=seq, space_id=space.id,
+                  head_digest=head, epoch=space.epoch, at=now, state=root)
+    if then_txn is not None:
+        then_txn(conn, out)
     if hooks is not None and hooks.in_commit is not None:
         hooks.in_commit(conn, batch, "written")
-    return Outcome(receipt=receipt, replayed=False, seq=seq, space_id=space.id,
-                   head_digest=head, epoch=space.epoch, at=now, state=root)
+    return out
 
 
 def publish(store: Store, key: HubKey, principal: Principal | AccessClaims, space_ref: str,
@@ -456,8 +480,11 @@ def publish(store: Store, key: HubKey, principal: Principal | AccessClaims, spac
             max_ops: int, max_body: int, now: Callable[[], int],
             hooks: GuardHooks | None = None, rebase: bool = False,
             state_root: bool = True, quota: HubQuotas | None = None,
-            screening: screen.Config = screen.DEFAULT) -> Outcome:
+            screening: screen.Config = screen.DEFAULT,
+            then_txn: Callable[[Any, Outcome], None] | None = None) -> Outcome:
     """Accept a batch exactly once, or raise the error that says why not.
+
+    ``then_txn``: see ``commit_txn`` (not run for a replay).
 
     ``principal``: the caller, or the request's verified token claims (then the device is
     read in the preparing transaction: one read transaction per publication).
@@ -470,7 +497,8 @@ def publish(store: Store, key: HubKey, principal: Principal | AccessClaims, spac
     try:
         out = _publish(store, key, principal, space_ref, raw, max_ops=max_ops,
                        max_body=max_body, now=now, hooks=hooks, rebase=rebase,
-                       state_root=state_root, quota=quota, screening=screening)
+                       state_root=state_root, quota=quota, screening=screening,
+                       then_txn=then_txn)
     except QuireError as e:
         event(log, "guard", outcome="refused", code=e.code,
               reason=reason_of(e.details) or None,
@@ -484,7 +512,8 @@ def publish(store: Store, key: HubKey, principal: Principal | AccessClaims, spac
 def _publish(store: Store, key: HubKey, principal: Principal | AccessClaims, space_ref: str,
              raw: Any, *, max_ops: int, max_body: int, now: Callable[[], int],
              hooks: GuardHooks | None, rebase: bool, state_root: bool,
-             quota: HubQuotas | None, screening: screen.Config) -> Outcome:
+             quota: HubQuotas | None, screening: screen.Config,
+             then_txn: Callable[[Any, Outcome], None] | None = None) -> Outcome:
     # PostgreSQL: no BEGIN/COMMIT round trips; what preparing reads is re-checked under the
     # space lock when it matters (module docstring), as under READ COMMITTED before
     with store.read(statements=True) as conn:
@@ -513,4 +542,4 @@ def _publish(store: Store, key: HubKey, principal: Principal | AccessClaims, spa
     rid = current_request_id()  # the group's leader may run this in its own thread
     return store.commit_group.run(lambda conn: commit_txn(conn, key, batch, principal, prep,
                                                           now(), rebase, state_root, hooks,
-                                                          quota, rid))
+                                                          quota, rid, then_txn))

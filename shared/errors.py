@@ -14,6 +14,8 @@ responses in one handler and the replica maps responses back to the same classes
     ├── VersionBlocked              version_blocked    409   no    details.blocked (id, version)
     ├── PacketStale                 packet_stale       409   no    (replica) re-read the packet
     ├── ClaimHeld                   claim_held         409   no    (replica) another agent's claim
+    ├── ProposalClosed              proposal_closed    409   no    details.state: decided already
+    ├── ProposalStale               proposal_stale     409   no    its base moved: propose again
     ├── SnapshotRequired            snapshot_required  410   yes   fetch the snapshot
     ├── SpaceDeleted                space_deleted      410   no    details.deleted_at, purge_after
     ├── TooLarge                    too_large          413   no    details names the limit
@@ -132,6 +134,22 @@ class PacketStale(QuireError):
 
 class ClaimHeld(QuireError):
     code = "claim_held"
+    status = 409
+
+
+class ProposalClosed(QuireError):
+    """The proposal is no longer open (accepted, rejected, withdrawn or stale):
+    ``details.state`` says which."""
+
+    code = "proposal_closed"
+    status = 409
+
+
+class ProposalStale(QuireError):
+    """The entry changed since the proposal was written against it: nothing was
+    overwritten; the proposal is now ``stale`` (``details.base``, ``details.current``)."""
+
+    code = "proposal_stale"
     status = 409
 
 
@@ -287,7 +305,8 @@ ERROR_CLASSES: dict[str, type[QuireError]] = {
     cls.code: cls
     for cls in (
         Internal, Unauthorized, Forbidden, PolicyDenied, NotFound, HeadChanged, EpochChanged,
-        BaseMismatch, BatchConflict, VersionBlocked, SpaceDeleted, PacketStale, ClaimHeld, SnapshotRequired, TooLarge,
+        BaseMismatch, BatchConflict, VersionBlocked, SpaceDeleted, PacketStale, ClaimHeld, ProposalClosed,
+        ProposalStale, SnapshotRequired, TooLarge,
         QuotaExceeded, InvalidRequest, ContentScreened, RateLimited, Unavailable,
         TransferFailed, LocalError, AuditUnverified, AuditTruncated, AuditRewritten,
         NotJoined, SpaceNotFound, SpaceAmbiguous, LockHeld, VaultMissing, IgnoreFileInvalid, HubUnverified,
@@ -299,7 +318,7 @@ ERROR_CLASSES: dict[str, type[QuireError]] = {
 WIRE_CODES = (
     "unauthorized", "forbidden", "policy_denied", "not_found", "head_changed",
     "epoch_changed", "base_mismatch", "batch_conflict", "version_blocked", "space_deleted",
-    "snapshot_required", "too_large", "quota_exceeded",
+    "snapshot_required", "too_large", "quota_exceeded", "proposal_closed", "proposal_stale",
     "invalid_request", "content_screened", "rate_limited", "unavailable", "internal",
 )
 

@@ -99,6 +99,16 @@ REQUESTS: dict[str, dict[str, Any]] = {
         description="a signed batch (docs/protocol.md, Batch)"),
     "epoch_bump": _obj({"reason": {"type": "string", "minLength": 1, "maxLength": 500},
                         **DRY}, ("reason",)),
+    # proposals (hub/proposals.py): one op as a batch holds it, and the agent's reason
+    "proposal_file": _obj({"op": {"oneOf": [
+        _obj({"op": {"const": "put"}, "entry": ENTRY,
+              "base": {"oneOf": [DIGEST, {"type": "null"}]}}, ("op", "entry", "base")),
+        _obj({"op": {"const": "delete"}, "id": {"type": "string"}, "base": DIGEST},
+             ("op", "id", "base"))]},
+        "reason": {"type": "string", "minLength": 1, "maxLength": 2000}}, ("op", "reason"),
+        description="a proposed change (docs/protocol.md, Proposals)"),
+    "proposal_reject": _obj({"reason": {"type": "string", "maxLength": 2000}}),
+    "empty": _obj({}),
     "purge": _obj({"entries": {"type": "array", "minItems": 1, "maxItems": 1000,
                                "items": {"type": "string"}},
                    "reason": {"type": "string", "minLength": 1, "maxLength": 500}, **DRY},

@@ -20,7 +20,10 @@ from shared.ids import entry_id_problem, is_id
 from shared.signing import BATCH_DOMAIN, HEAD_DOMAIN, RECEIPT_DOMAIN, sign, verify
 
 DEFAULT_MAX_OPS = 1000
-PROVENANCE_KEYS = ("agent", "model", "client", "session", "tool", "note")
+PROVENANCE_KEYS = ("agent", "model", "client", "session", "tool", "note", *(
+    # a hub-attested batch (hub/attested_publish.py): the guard refuses them on any other
+    "attested", "proposed_by", "approved_by", "proposal"))
+ATTESTED_PROVENANCE = ("attested", "proposed_by", "approved_by", "proposal")
 MAX_PROVENANCE_VALUE = 200
 # the header a replica names itself with on its pulls (head, changes, snapshot, events): the
 # hub refuses a revoked replica's pulls (docs/protocol.md "Replica identity on pulls")

@@ -168,6 +168,29 @@ OPS: dict[tuple[str, str], Op] = {
     ("POST", "/v1/spaces/{space}/restore"): Op(
         "restore a deleted space, unchanged (hub owners, audited)", "object", "dry_run",
         description=_DRY),
+    ("GET", "/v1/spaces/{space}/proposals"): Op(
+        "proposals of the space, newest first (members: all, each with can_accept; "
+        "agents: their own)", query=(("state", {"type": "string", "enum": [
+            "open", "accepted", "rejected", "withdrawn", "stale", "all"]}),)),
+    ("POST", "/v1/spaces/{space}/proposals"): Op(
+        "file a proposal: a change the agent's rules refuse, with its reason (agents)",
+        "object", "proposal_file", 201,
+        description="The op's `base` must be the entry's current version (`base_mismatch` "
+                    "otherwise). Only a delegated agent files (`forbidden`, `agents_only`)."),
+    ("GET", "/v1/spaces/{space}/proposals/{proposal}"): Op(
+        "one proposal, the entry as it is now and the diff between them"),
+    ("POST", "/v1/spaces/{space}/proposals/{proposal}/accept"): Op(
+        "accept: publish the change hub-attested with the caller's rights (members)",
+        "object", "empty",
+        description="The guard decides with the accepting member's role and rules; the "
+                    "batch is signed by the member's hub-held device and its audit event "
+                    "names the member and the agent. `proposal_stale` when the entry moved "
+                    "(nothing overwritten), `proposal_closed` when already decided."),
+    ("POST", "/v1/spaces/{space}/proposals/{proposal}/reject"): Op(
+        "reject, with an optional reason (members who may make it, or the agent's member)",
+        "object", "proposal_reject"),
+    ("POST", "/v1/spaces/{space}/proposals/{proposal}/withdraw"): Op(
+        "withdraw a proposal (the agent that filed it)", "object", "empty"),
     ("GET", "/v1/spaces/{space}/blocks"): Op(
         "entry versions blocked by `quire admin revert --block` (members)"),
     ("POST", "/v1/spaces/{space}/blocks"): Op(

@@ -357,6 +357,36 @@ blocked_versions = Table(
 )
 
 
+# ---------------------------------------------------------------- proposals (0024)
+# a change an agent's rules refuse, filed with its reason (hub/proposals.py): the proposed
+# entry (canonical JSON; a tombstone for a delete) and the version it was written against;
+# open until a member accepts it (published hub-attested: hub/attested_publish.py), rejects
+# it, its agent withdraws it, or its base moves (stale)
+proposals = Table(
+    "proposals", metadata,
+    Column("id", ID, primary_key=True),
+    Column("space_id", ID, ForeignKey("spaces.id"), nullable=False),
+    Column("entry_id", String(240), nullable=False),
+    Column("base", DIGEST, nullable=True),  # null: a create
+    Column("version", DIGEST, nullable=False),
+    Column("deleted", Boolean, nullable=False),
+    Column("content", Text, nullable=False),
+    Column("agent", String(64), nullable=False),
+    Column("user_id", ID, nullable=False),  # the member the agent acts for
+    Column("device_id", ID, nullable=False),
+    Column("delegation_id", ID, nullable=True),
+    Column("reason", Text, nullable=False),
+    Column("state", String(16), nullable=False),  # open|accepted|rejected|withdrawn|stale
+    Column("created_at", BigInteger, nullable=False),
+    Column("decided_at", BigInteger, nullable=True),
+    Column("decided_by", ID, nullable=True),
+    Column("note", Text, nullable=True),  # a rejection's reason, or why it went stale
+    Column("seq", BigInteger, nullable=True),  # the batch that published it (accepted)
+    Column("epoch", ID, nullable=True),
+    Index("proposals_space_state", "space_id", "state"),
+)
+
+
 def count_rows_txn(conn: Connection) -> dict[str, int]:
     """Row counts of every table (tests compare them before and after bad input)."""
     out = {}

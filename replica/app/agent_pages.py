@@ -125,9 +125,12 @@ def judge(space: SpaceConfig, agent: str, entry: Entry, default_role: str
 
 
 def _refuse(refusal: dict[str, Any], what: str) -> PolicyDenied:
+    from replica.app.proposals import PROPOSE_HINT
+
     return PolicyDenied(f"{what} refused by the space rules for this agent: "
                         f"{refusal.get('reason') or refusal.get('message')}; nothing was "
-                        "recorded", {"denied": [refusal]})
+                        f"recorded. Instead: {PROPOSE_HINT}",
+                        {"denied": [refusal], "next": PROPOSE_HINT})
 
 
 def put_judged(space: SpaceConfig, agent: str, entry: Entry, *, expected: str | None,

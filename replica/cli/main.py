@@ -614,6 +614,9 @@ def build_parser() -> argparse.ArgumentParser:
     from replica.cli.accept_restore import add_parser as add_accept_restore_parser
 
     add_accept_restore_parser(sub, common)
+    from replica.cli.proposals import add_parser as add_proposals_parser
+
+    add_proposals_parser(sub, common, _Parser)
     return p
 
 

@@ -27,6 +27,8 @@ from replica.conflicts.packets import DEFAULT_TTL_S
 from replica.mcp.bound import MAX_RESULT_BYTES
 from replica.mcp.calls import QuireMCP, _result, hints
 from replica.mcp.page_tools import PAGE_TOOLS, register
+from replica.mcp.proposal_tools import PROPOSAL_TOOLS
+from replica.mcp.proposal_tools import register as register_proposals
 from replica.mcp.session import READ_CHARS, SEARCH_LIMIT, Session
 from replica.mcp.text import INSTRUCTIONS, INTRO
 
@@ -230,6 +232,7 @@ def build_server(session: Session) -> MCPServer:
         return _result(session, lambda: session.conflict_release(packet, claim_token))
 
     pages = register(mcp, session)  # delete, history, links, edit, … (page_tools.py)
+    register_proposals(mcp, session)  # propose, proposals, withdraw (proposal_tools.py)
     _refuse_unknown_arguments(mcp)
     return mcp
 
@@ -256,7 +259,7 @@ def _refuse_unknown_arguments(mcp: MCPServer) -> None:
 
 TOOLS = ("status", "sync", "search", "read", "write", "bootstrap_world_model", "conflicts_list",
          "conflict_show", "conflict_claim", "conflict_resolve", "conflict_release",
-         *PAGE_TOOLS)
+         *PAGE_TOOLS, *PROPOSAL_TOOLS)
 
 
 def serve(space: str | None = None, agent: str | None = None, *, write: bool = False,

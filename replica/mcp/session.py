@@ -385,9 +385,12 @@ class Session:
         self._scan()  # what the agent compares expected_version with: the files as they are
         refusal = self.judge(entry)
         if refusal is not None:
+            from replica.app.proposals import PROPOSE_HINT
+
             raise PolicyDenied(f"write refused by the space rules for this agent: "
                                f"{refusal.get('reason') or refusal.get('message')}; nothing "
-                               "was recorded", {"denied": [refusal]})
+                               f"was recorded. Instead: {PROPOSE_HINT}",
+                               {"denied": [refusal], "next": PROPOSE_HINT})
         created, _ = write_change(self.space(), self.agent, entry, expected=expected_version,
                                   session=self.session_id, tool=f"mcp:{self.tool or 'write'}",
                                   now=int(time.time() * 1000))

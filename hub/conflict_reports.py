@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from hub import scope as scopes
 from hub.access import Principal, check_replica_txn, space_access_txn
 from hub.store.conflict_reports_sql import (
     count_reports_txn,
@@ -117,10 +118,19 @@ def list_reports(store: Store, p: Principal, space_ref: str, page: int = 1,
     with who and which device reported them: page ``page`` (from 1) of ``per_page``, and
     the totals (``total``, ``entries``, ``pages``)."""
     page = max(1, page)
-    with store.read() as conn:
-        space, _ = space_access_txn(conn, p, space_ref, "viewer")
-        total, entries = count_reports_txn(conn, space.id)
-        rows = list_reports_txn(conn, space.id, limit=per_page, offset=(page - 1) * per_page)
+    with store.read(snapshot=True) as conn:
+        space, role = space_access_txn(conn, p, space_ref, "viewer")
+        scope = scopes.scope_txn(conn, p, space, role)
+        if scope.unrestricted:
+            total, entries = count_reports_txn(conn, space.id)
+            rows = list_reports_txn(conn, space.id, limit=per_page,
+                                    offset=(page - 1) * per_page)
+        else:  # reports on entries it may not read are not there for this reader
+            every = list_reports_txn(conn, space.id)
+            seen = scopes.visible_txn(conn, space.id, scope, [r.entry_id for r in every])
+            kept = [r for r in every if r.entry_id in seen]
+            total, entries = len(kept), len({r.entry_id for r in kept})
+            rows = kept[(page - 1) * per_page:page * per_page]
     return {"space": space.id, "total": total, "entries": entries, "page": page,
             "pages": max(1, -(-total // per_page)), "conflicts": [
         {"id": r.packet_id, "entry": r.entry_id, "kind": r.kind, "since": r.since,

@@ -6,24 +6,44 @@ cursor and never hold a whole space in memory. The last line (``end``) lets a cl
 complete stream from a cut one, and carries the hub-signed head the stream reaches (with
 its state root, hub/signed_state.py): a replica applies nothing it cannot tie to it. Each
 change carries the batch's receipt, signed when the batch was accepted.
+
+A reader whose read rules narrow its scope (hub/scope.py; decisions.md D142) gets the same
+streams with what it may not read left out, judged in the stream's own transaction (a rule
+committed before the stream began is in force for all of it):
+
+    changes    a batch with ops outside the scope is sent with those ops removed and a
+               ``withheld`` object: {"ops": n, "was": [withheld_mark(id, base)…],
+               "lattices": {bucket: base64 lattice delta}}: what the removed ops add to the
+               state root's buckets (old live element out, new one in), so a replica that
+               keeps the sum of what it cannot read per bucket still recomputes the signed
+               root; ``was`` marks the versions the ops replaced, which a replica that held
+               one (the entry left its scope) removes
+    snapshot   the entries outside the scope are left out; the first line's ``count`` is
+               what is sent, and ``end.withheld`` holds their count and per-bucket lattices
+    end lines  carry ``scope``: the fingerprint of the read rules the stream was built under
 """
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from hub import scope as scopes
 from hub import signed_state
 from hub.access import Principal, space_access_txn
 from hub.keys import HubKey
 from hub.store.batches import count_live_entries_txn, iter_changes_txn, iter_live_entries_txn
 from hub.store.db import Store
 from hub.store.spaces_sql import SpaceRow
+from shared import state as st
 from shared.canonical import dumps
-from shared.errors import InvalidRequest, SnapshotRequired
+from shared.entry import make_entry, tombstone
+from shared.errors import Forbidden, InvalidRequest, SnapshotRequired
 from shared.ids import is_id
+from shared.readscope import ReadScope, withheld_mark
 
 CHUNK = 64  # lines per write: fewer, larger writes are much cheaper than one per line
 
@@ -64,13 +84,59 @@ def parse_changes_query(epoch: str | None, after: str | None, limit: str | None,
     return epoch, after_n, limit_n
 
 
+def _lattices_b64(lattices: dict[int, bytes]) -> dict[str, str]:
+    return {str(b): base64.b64encode(lat).decode("ascii") for b, lat in sorted(lattices.items())}
+
+
+def _redact(batch: dict[str, Any], seen: set[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``batch`` without the ops on entries not in ``seen``, and what stands for them."""
+    kept, marks, moves = [], [], []
+    for op in batch["ops"]:
+        eid = op["entry"]["id"] if op["op"] == "put" else op["id"]
+        if eid in seen:
+            kept.append(op)
+            continue
+        base = op.get("base")
+        old = None if base is None or base == tombstone(eid).version else base
+        new = None if op["op"] != "put" else _version(op["entry"])
+        if old is not None:
+            marks.append(withheld_mark(eid, old))
+        moves.append((eid, old, new))
+    withheld = {"ops": len(batch["ops"]) - len(kept), "was": sorted(marks),
+                "lattices": _lattices_b64(st.apply_changes({}, moves))}
+    return dict(batch, ops=kept), withheld
+
+
+def _version(entry: dict[str, Any]) -> str:
+    return make_entry(entry).version
+
+
+def _op_ids(body: str) -> list[str]:
+    return [op["entry"]["id"] if op["op"] == "put" else op["id"]
+            for op in json.loads(body)["ops"]]
+
+
+def _line(row: Any, batch: str, withheld: dict[str, Any] | None) -> str:
+    return ('{"batch":' + batch + ',"seq":' + str(row.seq) + ',"head":"' + row.head_digest
+            + '","accepted_at":' + str(row.accepted_at) + ',"author":'
+            + dumps({"user": row.user_id, "device": row.device_id, "agent": row.agent})
+            + ',"receipt":' + row.receipt
+            + ("" if withheld is None else ',"withheld":' + dumps(withheld)) + "}\n")
+
+
 def changes(store: Store, p: Principal, space_ref: str, epoch: str | None, after: int,
-            limit: int, signer: Signer | None = None) -> Iterator[bytes]:
+            limit: int, signer: Signer | None = None, *, whole: bool = False
+            ) -> Iterator[bytes]:
     """Yields NDJSON chunks. Access and epoch are checked before the first chunk, so the
     caller pulls that chunk before sending headers and errors become proper responses.
-    With ``signer`` the end line carries the signed head at the last seq sent."""
+    With ``signer`` the end line carries the signed head at the last seq sent. ``whole``:
+    only whole batches (lines shared between readers, hub/api/events.py): a reader whose
+    scope is narrowed is refused instead."""
     with store.read(snapshot=True) as conn:
-        space, _ = space_access_txn(conn, p, space_ref, "viewer")
+        space, role = space_access_txn(conn, p, space_ref, "viewer")
+        scope = scopes.scope_txn(conn, p, space, role)
+        if whole and not scope.unrestricted:
+            raise Forbidden("whole batches are not served to a reader with read rules")
         if epoch is not None and epoch != space.epoch:
             raise SnapshotRequired("the space is in another epoch; take a snapshot",
                                    {"epoch": space.epoch, "reason": "epoch"})
@@ -83,18 +149,38 @@ def changes(store: Store, p: Principal, space_ref: str, epoch: str | None, after
         end_seq = min(after + limit, space.head_seq)
         root = signer.root(conn, space, end_seq) if signer is not None else None
         buf: list[str] = []
+        rows: list[Any] = []
+
+        def flush() -> list[str]:
+            """The lines of the rows held, judged together (one read of their tags)."""
+            if scope.unrestricted:
+                out = [_line(r, r.body, None) for r in rows]
+            else:
+                seen = scopes.visible_txn(conn, space.id, scope,
+                                          [i for r in rows for i in _op_ids(r.body)])
+                out = []
+                for r in rows:
+                    b = json.loads(r.body)
+                    if all(i in seen for i in _op_ids(r.body)):
+                        out.append(_line(r, r.body, None))
+                    else:
+                        kept, withheld = _redact(b, seen)
+                        out.append(_line(r, dumps(kept), withheld))
+            rows.clear()
+            return out
+
         for row in iter_changes_txn(conn, space.id, space.epoch, after, limit):
             last, last_digest = row.seq, row.head_digest
-            buf.append('{"batch":' + row.body + ',"seq":' + str(row.seq) + ',"head":"'
-                       + row.head_digest + '","accepted_at":' + str(row.accepted_at)
-                       + ',"author":' + dumps({"user": row.user_id, "device": row.device_id,
-                                               "agent": row.agent})
-                       + ',"receipt":' + row.receipt + "}\n")
-            if len(buf) >= CHUNK:
+            rows.append(row)
+            if len(rows) >= CHUNK:
+                buf += flush()
                 yield "".join(buf).encode()
                 buf = []
+        buf += flush()
         end: dict[str, Any] = {"seq": last, "head_seq": space.head_seq, "epoch": space.epoch,
                                "more": last < space.head_seq}
+        if not scope.unrestricted:
+            end["scope"] = scope.fingerprint
         if signer is not None and root is not None and last == end_seq and last_digest:
             end["head"] = signer.head(conn, space, last, last_digest, root)
         buf.append(dumps({"end": end}) + "\n")
@@ -106,12 +192,17 @@ def snapshot(store: Store, p: Principal, space_ref: str, signer: Signer | None =
     """Yields NDJSON chunks: the head (signed, with the space's signed epoch statements,
     when ``signer``), every live entry at that head, then ``end``."""
     with store.read(snapshot=True) as conn:
-        space, _ = space_access_txn(conn, p, space_ref, "viewer")
+        space, role = space_access_txn(conn, p, space_ref, "viewer")
+        scope = scopes.scope_txn(conn, p, space, role)
         head: dict[str, Any] = {"space": space.id, "epoch": space.epoch,
                                 "seq": space.head_seq, "digest": space.head_digest}
         # the number of entries that follow: a replica shows progress against it
+        hidden = None if scope.unrestricted else _hidden_txn(conn, space.id, scope)
         first: dict[str, Any] = {"head": head,
-                                 "count": count_live_entries_txn(conn, space.id)}
+                                 "count": count_live_entries_txn(conn, space.id)
+                                 - (0 if hidden is None else hidden[0])}
+        if hidden is not None:
+            first["scope"] = scope.fingerprint
         if signer is not None:
             first["head"] = signer.head(conn, space, space.head_seq, space.head_digest,
                                         signer.root(conn, space, space.head_seq))
@@ -121,11 +212,42 @@ def snapshot(store: Store, p: Principal, space_ref: str, signer: Signer | None =
         buf: list[str] = []
         count = 0
         for row in iter_live_entries_txn(conn, space.id):
+            if hidden is not None and row.entry_id in hidden[1]:
+                continue
             count += 1
             buf.append('{"entry":' + row.content + ',"version":"' + row.version
                        + '","seq":' + str(row.seq) + "}\n")
             if len(buf) >= CHUNK:
                 yield "".join(buf).encode()
                 buf = []
-        buf.append(dumps({"end": {"count": count}}) + "\n")
+        end: dict[str, Any] = {"count": count}
+        if hidden is not None:
+            end["withheld"] = {"entries": hidden[0], "lattices": _lattices_b64(hidden[2])}
+        buf.append(dumps({"end": end}) + "\n")
         yield "".join(buf).encode()
+
+
+def _hidden_txn(conn: Any, space_id: str, scope: ReadScope
+                ) -> tuple[int, set[str], dict[int, bytes]]:
+    """The live entries outside ``scope`` at this transaction's head: how many, their ids,
+    and the lattices of their (id, version) pairs by bucket. One pass over the live
+    entries before the snapshot streams (the hidden ids are held, the rest are not)."""
+    ids: set[str] = set()
+    pairs: list[tuple[str, str]] = []
+    page: list[Any] = []
+
+    def judge() -> None:
+        seen = scopes.visible_txn(conn, space_id, scope, [r.entry_id for r in page], {
+            r.entry_id: scopes.tags_of_content(r.content) for r in page})
+        for r in page:
+            if r.entry_id not in seen:
+                ids.add(r.entry_id)
+                pairs.append((r.entry_id, r.version))
+        page.clear()
+
+    for row in iter_live_entries_txn(conn, space_id):
+        page.append(row)
+        if len(page) >= 500:
+            judge()
+    judge()
+    return len(ids), ids, st.lattices_of(pairs)

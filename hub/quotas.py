@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hub import audit
+from hub import scope as scopes
 from hub.access import Principal, space_access_txn
 from hub.store.batches import current_contents_txn
 from hub.store.db import Store
@@ -176,8 +177,12 @@ def _doc(row: dict[str, Any], hub: HubQuotas) -> dict[str, Any]:
 def usage(store: Store, hub: HubQuotas, p: Principal, space_ref: str) -> dict[str, Any]:
     """``GET /v1/spaces/{space}/usage`` (members): usage and the limits in force."""
     def txn(conn: Any) -> dict[str, Any]:
-        space, _ = space_access_txn(conn, p, space_ref, "viewer")
-        return dict(_doc(usage_txn(conn, space.id), hub), space=space.id)
+        space, role = space_access_txn(conn, p, space_ref, "viewer")
+        doc = dict(_doc(usage_txn(conn, space.id), hub), space=space.id)
+        if not scopes.scope_txn(conn, p, space, role).unrestricted:
+            # the space's totals would count what this reader may not read: only the limits
+            doc.update(entries=None, bytes=None, history_bytes=None, scoped=True)
+        return doc
     return store.run_write(txn)
 
 

@@ -7,6 +7,10 @@
 
 Every answer names the head it was read at (``{"epoch", "seq"}``). Access is the pull's:
 members of any role read; a non-member gets ``not_found`` for the space, as everywhere.
+Read rules (hub/scope.py, shared/readscope.py) narrow it: the reader's scope is read in the
+transaction that builds the answer, and an entry outside it is answered exactly as an entry
+that does not exist (``not_found``), left out of lists, searches, totals and batches. The
+remote MCP tools and the console call these functions, and so get the same filtering.
 
 catch_up() parses each accepted batch once, in order, in bounded write transactions that
 lock the space's index row (one indexer per space at a time). It records one version row per
@@ -26,6 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from hub import scope as scopes
 from hub.access import Principal, space_access_txn
 from hub.store import read_index as ri
 from hub.store.db import Store
@@ -34,10 +39,15 @@ from hub.store.spaces_sql import get_space_txn
 from shared.entry import make_entry, tombstone
 from shared.errors import Forbidden, InvalidRequest, NotFound
 from shared.ids import is_entry_id, is_id
+from shared.readscope import may_read
 from shared.search import search_terms
 
 INDEX_STEP = 500  # batches parsed per indexing transaction
+# a page the space does not have (the caller reads the space): not the hub refusing the
+# caller, so the CLI exits 1 for it, not 5 (docs/cli.md, "Exit codes")
+_NO_ENTRY = {"reason": "no_entry"}
 SNIPPET = 80  # characters either side of the first hit
+SCOPED_SEARCH_MAX = 2000  # hits a scoped reader's search filters (its total counts at most these)
 
 
 @dataclass(frozen=True)
@@ -171,22 +181,44 @@ def catch_up(store: Store, space_id: str) -> None:
 # ---------------------------------------------------------------- reads
 
 
-def _space(store: Store, p: Principal, space_ref: str) -> Any:
-    with store.read() as conn:
-        space, _ = space_access_txn(conn, p, space_ref, "viewer")
-    return space
-
-
 @contextmanager
-def _indexed(store: Store, p: Principal, space_ref: str) -> Iterator[tuple[Any, Any, Any]]:
-    """(conn, space, index state): access checked, the read index brought up to the head,
-    then one consistent read transaction over it."""
-    space = _space(store, p, space_ref)
-    catch_up(store, space.id)
+def _indexed(store: Store, p: Principal, space_ref: str
+             ) -> Iterator[tuple[Any, Any, Any, scopes.ReadScope]]:
+    """(conn, space, index state, the reader's scope): access checked, the read index
+    brought up to the head, then one consistent read transaction over it, in which access
+    and the scope are read again (a rule or a role change committed before it holds)."""
+    with store.read() as conn:  # access, and whether the index is behind, in one read
+        space, _ = space_access_txn(conn, p, space_ref, "viewer")
+        behind = ri.state_txn(conn, space.id) != (space.epoch, space.head_seq)
+    if behind:
+        catch_up(store, space.id)
     with store.read(snapshot=True) as conn:
+        space, role = space_access_txn(conn, p, space_ref, "viewer")
         state = ri.state_txn(conn, space.id)
         assert state is not None  # catch_up left it at the head
-        yield conn, space, state
+        yield conn, space, state, scopes.scope_txn(conn, p, space, role)
+
+
+def _readable_txn(conn: Any, space: Any, scope: scopes.ReadScope, entry_id: str) -> bool:
+    return entry_id in scopes.visible_txn(conn, space.id, scope, [entry_id])
+
+
+def _shown_txn(conn: Any, space: Any, scope: scopes.ReadScope, *entries: dict[str, Any] | None
+               ) -> int:
+    """Drop from each entry shown the links to entries outside the scope (in place); how
+    many were dropped (an answer says ``links_withheld``). A pull sends an entry's content
+    as written (its version is a digest of it): there its links may name such ids."""
+    links = [x for e in entries if e for x in e.get("links", [])]
+    if scope.unrestricted or not links:
+        return 0
+    seen = scopes.visible_txn(conn, space.id, scope, links)
+    dropped = 0
+    for e in entries:
+        if e and e.get("links"):
+            kept = [x for x in e["links"] if x in seen]
+            dropped += len(e["links"]) - len(kept)
+            e["links"] = kept
+    return dropped
 
 
 def _head(epoch: str, seq: int) -> dict[str, Any]:
@@ -199,8 +231,16 @@ def list_entries(store: Store, p: Principal, space_ref: str, *, prefix: str, aft
     if len(prefix) > 240 or len(after) > 240:
         raise InvalidRequest("prefix and after are at most 240 characters")
     with store.read(snapshot=True) as conn:
-        space, _ = space_access_txn(conn, p, space_ref, "viewer")
-        rows = ri.list_live_txn(conn, space.id, prefix, after, limit + 1)
+        space, role = space_access_txn(conn, p, space_ref, "viewer")
+        scope = scopes.scope_txn(conn, p, space, role)
+        rows: list[Any] = []
+        cursor, more = after, True
+        while more and len(rows) <= limit:  # pages until limit + 1 readable ones, or none
+            got = ri.list_live_txn(conn, space.id, prefix, cursor, limit + 1)
+            more = len(got) > limit
+            if got:
+                cursor = got[-1][0]
+            rows += [r for r in got if may_read(scope, r[0], scopes.tags_of_content(r[3]))]
     items = []
     for entry_id, version, seq, content, changed_at in rows[:limit]:
         items.append({"id": entry_id, "version": version, "title": json.loads(content)
@@ -239,30 +279,40 @@ def get_entry(store: Store, p: Principal, space_ref: str, entry_id: str, *,
     """One entry at the head, or as it was right after batch ``seq`` (of ``epoch``)."""
     if seq is None and epoch is None:
         with store.read(snapshot=True) as conn:
-            space, _ = space_access_txn(conn, p, space_ref, "viewer")
+            space, role = space_access_txn(conn, p, space_ref, "viewer")
             found = ri.live_entry_txn(conn, space.id, entry_id)
-        if found is None:
-            raise NotFound(f"no entry {entry_id} at the head")
-        version, changed, content = found
+            scope = scopes.scope_txn(conn, p, space, role)
+            if found is None or not may_read(scope, entry_id,
+                                             scopes.tags_of_content(found[2])):
+                raise NotFound(f"no entry {entry_id} at the head", _NO_ENTRY)
+            version, changed, content = found
+            entry = json.loads(content)
+            dropped = _shown_txn(conn, space, scope, entry)
         return {"head": _head(space.epoch, space.head_seq),
-                "at": _head(space.epoch, space.head_seq), "entry": json.loads(content),
-                "version": version, "changed_seq": changed}
-    with _indexed(store, p, space_ref) as (conn, space, state):
+                "at": _head(space.epoch, space.head_seq), "entry": entry,
+                "version": version, "changed_seq": changed,
+                **({"links_withheld": dropped} if dropped else {})}
+    with _indexed(store, p, space_ref) as (conn, space, state, scope):
         got = _entry_at_txn(conn, space, state, entry_id, epoch, seq)
+        if got is not None and not _readable_txn(conn, space, scope, entry_id):
+            got = None  # outside the scope: answered as absent
+        dropped = _shown_txn(conn, space, scope, got[0] if got else None)
     at = _head(epoch or state.epoch, state.seq if seq is None else seq)
     if got is None:
-        raise NotFound(f"no entry {entry_id} at seq {at['seq']}", {"at": at})
+        raise NotFound(f"no entry {entry_id} at seq {at['seq']}", dict(_NO_ENTRY, at=at))
     entry, row = got
     return {"head": _head(*state), "at": at, "entry": entry, "version": row.version,
-            "changed_seq": row.src_seq if row.src_epoch == at["epoch"] else 0}
+            "changed_seq": row.src_seq if row.src_epoch == at["epoch"] else 0,
+            **({"links_withheld": dropped} if dropped else {})}
 
 
 def history(store: Store, p: Principal, space_ref: str, entry_id: str, limit: int
             ) -> dict[str, Any]:
     """Every change of one entry, newest first: seq, version, author, agent, provenance."""
     out = []
-    with _indexed(store, p, space_ref) as (conn, space, state):
-        for row in ri.history_txn(conn, space.id, entry_id, limit):
+    with _indexed(store, p, space_ref) as (conn, space, state, scope):
+        hidden = not _readable_txn(conn, space, scope, entry_id)
+        for row in [] if hidden else ri.history_txn(conn, space.id, entry_id, limit):
             b = ri.batch_at_txn(conn, space.id, row.epoch, row.seq)
             if b is None:
                 continue
@@ -272,7 +322,7 @@ def history(store: Store, p: Principal, space_ref: str, entry_id: str, limit: in
                         "author": {"user": user, "device": device, "agent": agent},
                         "provenance": json.loads(body).get("provenance")})
     if not out:
-        raise NotFound(f"no history for {entry_id}")
+        raise NotFound(f"no history for {entry_id}", _NO_ENTRY)
     return {"head": _head(*state), "id": entry_id, "versions": out}
 
 
@@ -312,16 +362,21 @@ def batch(store: Store, p: Principal, space_ref: str, *, seq: int, epoch: str | 
           ) -> dict[str, Any]:
     """What one accepted batch did: each op's entry id, kind and version, who published it
     (user, device, agent) and its provenance (``quire admin revert`` plans from this)."""
-    space = _space(store, p, space_ref)
     with store.read(snapshot=True) as conn:
+        space, role = space_access_txn(conn, p, space_ref, "viewer")
         e = epoch or space.epoch
         found = ri.batch_at_txn(conn, space.id, e, seq)
-    if found is None:
+        b = json.loads(found[0]) if found is not None else {"ops": []}
+        ids = [op["entry"]["id"] if op["op"] == "put" else op["id"] for op in b["ops"]]
+        seen = scopes.visible_txn(conn, space.id, scopes.scope_txn(conn, p, space, role), ids)
+    # a batch of nothing the reader may read is, to it, no batch
+    if found is None or (ids and not seen):
         raise NotFound(f"no batch at seq {seq} of epoch {e}")
     body, user, device, agent, accepted_at = found
-    b = json.loads(body)
     ops = []
-    for op in b["ops"]:
+    for op, eid in zip(b["ops"], ids, strict=True):
+        if eid not in seen:
+            continue
         if op["op"] == "put":
             ops.append({"id": op["entry"]["id"], "op": "put", "base": op["base"],
                         "version": make_entry(op["entry"]).version})
@@ -352,9 +407,12 @@ def diff_entries(old: dict[str, Any] | None, new: dict[str, Any] | None) -> dict
 def diff(store: Store, p: Principal, space_ref: str, entry_id: str, *, from_seq: int,
          to_seq: int | None, epoch: str | None) -> dict[str, Any]:
     """The change of one entry between two seqs of one epoch (``to`` defaults to the head)."""
-    with _indexed(store, p, space_ref) as (conn, space, state):
+    with _indexed(store, p, space_ref) as (conn, space, state, scope):
+        if not _readable_txn(conn, space, scope, entry_id):
+            raise NotFound(f"no entry {entry_id} at seq {from_seq}", _NO_ENTRY)
         old = _entry_at_txn(conn, space, state, entry_id, epoch, from_seq)
         new = _entry_at_txn(conn, space, state, entry_id, epoch, to_seq)
+        _shown_txn(conn, space, scope, old[0] if old else None, new[0] if new else None)
     to = state.seq if to_seq is None else to_seq
     e = epoch or state.epoch
     return {"head": _head(*state), "id": entry_id, "from": _head(e, from_seq),
@@ -378,8 +436,14 @@ def search(store: Store, p: Principal, space_ref: str, q: str | None, limit: int
            ) -> dict[str, Any]:
     """Live entries at the head whose title, tags or body hold every word of ``q``."""
     terms = search_terms(q)
-    with _indexed(store, p, space_ref) as (conn, space, state):
-        total, rows = ri.search_txn(conn, space.id, terms, limit)
+    with _indexed(store, p, space_ref) as (conn, space, state, scope):
+        if scope.unrestricted:
+            total, rows = ri.search_txn(conn, space.id, terms, limit)
+        else:  # every hit up to a bound, filtered: the total counts only readable ones
+            _, hits = ri.search_txn(conn, space.id, terms, SCOPED_SEARCH_MAX)
+            seen = scopes.visible_txn(conn, space.id, scope, [i for i, _, _ in hits])
+            kept = [h for h in hits if h[0] in seen]
+            total, rows = len(kept), kept[:limit]
     return {"head": _head(*state), "terms": terms, "total": total,
             "results": [{"id": i, "title": t, "snippet": _snippet(b, terms)}
                         for i, t, b in rows]}

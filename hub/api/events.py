@@ -35,6 +35,10 @@ bare and the client pulls. A watcher verifies them as it verifies pulled changes
 applies them without a request. The lines are read once per head per hub process
 (``hub.events.ChangeCache``), whichever process committed it.
 
+A caller whose read rules narrow its scope (hub/scope.py) gets bare heads, never
+``changes``: it pulls, and its pull leaves out what it may not read. Its events name no
+entry; they tell it only that the head moved (and when, and by how many batches).
+
 The caller's access (device, user, membership) is re-read every ``events_recheck_ms``, and
 at once when an ``access`` event arrives; when it is gone, the stream ends with
 ``revoked``. When the process stops, every stream ends at once (the client reconnects,
@@ -59,6 +63,7 @@ from hub import feed, signed_state, spaces
 from hub.access import Principal, recheck_principal_txn, space_access_txn
 from hub.api.http import hub_of, principal
 from hub.events import Event
+from hub.scope import scope_txn
 from shared.errors import (
     Forbidden,
     InvalidRequest,
@@ -92,10 +97,13 @@ def _head_of(space: Any) -> dict[str, Any]:
 
 
 def _check_txn(conn: Any, hub: Any, p: Principal, space_ref: str) -> dict[str, Any]:
+    """The head, and ``scoped``: whether read rules narrow the caller's scope (read with the
+    head: its head events then carry no changes, hub/scope.py)."""
     p = recheck_principal_txn(conn, p, hub.now())  # a delegation may expire mid-stream
-    space, _ = space_access_txn(conn, p, space_ref, "viewer")
+    space, role = space_access_txn(conn, p, space_ref, "viewer")
     return dict(_head_of(space), state=signed_state.current_root_txn(
-        conn, space.id, hub.settings.state_root))
+        conn, space.id, hub.settings.state_root),
+        scoped=not scope_txn(conn, p, space, role).unrestricted)
 
 
 def _check(hub: Any, p: Principal, space_ref: str) -> dict[str, Any]:
@@ -222,8 +230,10 @@ async def _change_lines(hub: Any, p: Principal, space_id: str, epoch: str, after
 
     def read(lo: int, hi: int) -> dict[int, str]:
         out: dict[int, str] = {}
-        # the very lines GET …/changes sends, access checked as it checks it
-        for chunk in feed.changes(hub.store, p, space_id, epoch, lo, hi - lo):
+        # the very lines GET …/changes sends, access checked as it checks it; whole batches
+        # only (these lines are shared with every stream of the process): a caller with
+        # read rules is refused, and nothing is cached
+        for chunk in feed.changes(hub.store, p, space_id, epoch, lo, hi - lo, whole=True):
             for line in chunk.decode("utf-8").split("\n"):  # not splitlines: U+2028…
                 if not line:
                     continue
@@ -287,13 +297,14 @@ async def events(request: Request) -> Response:
         release()
         raise
     space_id = head["space"]
+    scoped = bool(head.pop("scoped", False))
     sub.space = space_id
     resume = _parse_last_id(request.headers.get("last-event-id"))
     metrics = hub.metrics
     shared = fanout(hub)
 
     async def stream() -> AsyncIterator[str]:
-        nonlocal head
+        nonlocal head, scoped
         metrics.streams_open.inc()
         sent: tuple[str, int] | None = resume
         ended = "client"  # why the stream ended (quire_event_stream_disconnects_total)
@@ -352,8 +363,8 @@ async def events(request: Request) -> Response:
                 if check_now or heads:
                     next_check = time.monotonic() + recheck
                     newest = max(heads, key=lambda h: int(h["seq"]), default=None)
-                    if (newest is not None and sent is not None and sent[0] == newest["epoch"]
-                            and sent[1] < int(newest["seq"])):
+                    if (not scoped and newest is not None and sent is not None
+                            and sent[0] == newest["epoch"] and sent[1] < int(newest["seq"])):
                         # read the lines while the access check runs (both off the loop);
                         # they are attached below only if it passes
                         _prefetch(_change_lines(hub, p, space_id, newest["epoch"], sent[1],
@@ -382,7 +393,10 @@ async def events(request: Request) -> Response:
                             if (h["epoch"], h["seq"]) == (head["epoch"], head["seq"]):
                                 head["at"] = h.get("at")
                         lines = None
-                        if (sent is not None and sent[0] == head["epoch"]
+                        # a scoped caller's heads go out bare (the shared lines are whole
+                        # batches): it pulls, and its pull leaves out what it may not read
+                        scoped = bool(head.pop("scoped", False))
+                        if (not scoped and sent is not None and sent[0] == head["epoch"]
                                 and sent[1] < head["seq"]):
                             lines = await _change_lines(hub, p, space_id, head["epoch"],
                                                         sent[1], head["seq"])

@@ -14,6 +14,7 @@ from starlette.routing import Route
 from hub import admin, blocks, feed, grants, guard, keyrotation, logs, quotas, record, spaces
 from hub import conflict_reports as reports
 from hub import purge as purging
+from hub import scope as scopes
 from hub import screening as screen
 from hub import space_delete as sdel
 from hub.access import Principal, space_access_txn
@@ -229,8 +230,12 @@ ADMIN_ROUTES = [
     Route("/v1/spaces/{space}/rules", _admin(
         lambda h, p, s: admin.list_rules(h.store, p, s), params=("space",)), methods=["GET"]),
     Route("/v1/spaces/{space}/rules", _admin(
-        lambda h, p, s, b: admin.add_rule(h.store, p, s, b, h.now()), params=("space",),
+        lambda h, p, s, b: admin.add_rule(h.store, p, s, b, h.now(),
+                                          dry_run=bool(b.get("dry_run"))), params=("space",),
         body=fields("rule_add"), status=201), methods=["POST"]),
+    Route("/v1/spaces/{space}/scope", _admin(
+        lambda h, p, s, who, as_user: scopes.show_scope(h.store, p, s, who, as_user),
+        params=("space",), query=("who", "as")), methods=["GET"]),
     Route("/v1/spaces/{space}/rules/{rule}/remove", _admin(
         lambda h, p, s, r, b: admin.remove_rule(h.store, p, s, r, b, h.now()),
         params=("space", "rule"), body=_DRY, access=True), methods=["POST"]),

@@ -1,0 +1,177 @@
+"""Read scopes: what a member or an agent may read of a space. Pure functions over values,
+tested by tables; every read path of the hub (pulls, events, remote reads, the console,
+conflict reports, usage) and the guard ask ``may_read`` and nothing else, so no two of
+them can disagree (docs/security.md, "Read rules"; decisions.md D142).
+
+    the space's rules + the reader (Actor) --read_scope()--> ReadScope (the read rules
+                                                             that apply to it)
+    ReadScope + an entry (id, kind, tags) --may_read()--> True | False
+
+Read rules are rules of the ordinary typed language (shared/policy.py: effect, who, actions,
+a glob on entry ids) whose action is ``read``. Beside the glob (a folder is a prefix:
+``page/hr/*``) a read rule may name ``kinds`` (the entry's kind is one of them: the first
+folder of its id) and ``tags`` (the entry holds one of them); empty means any. No op is a
+read, so a read rule never decides a write, and a write rule never a read. Who they reach is what ``rule_applies`` says for every rule: a
+role, a user id, ``agents`` or ``agent:NAME``; a role's or a user's rule reaches their
+agents only when it denies, so an agent never reads more than its member.
+
+Of the read rules that apply and match an entry, the most specific decides: the glob's
+specificity first (an exact id over any glob, then more literal characters), then the
+number of conditions it adds (kinds, tags), then a space rule over a default, then deny
+over allow. No matching rule: the member reads it (the default is unchanged: members read
+everything). So ``deny read *`` for ``agent:scout`` with ``allow read projects/alpha/*``
+for it gives scout exactly that folder.
+
+An entry is judged whole, by its id, its kind and its tags at the head an answer is built
+from (a deleted entry by the tags of its last live version): its content at any seq, its
+history and its diffs are in scope exactly when the entry is (decisions.md D142).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Any
+
+from shared.canonical import canonical_str
+from shared.digest import sha256_hex
+from shared.policy import Actor, Rule, rule_applies
+
+__all__ = ["EVERYTHING", "READ", "ReadRule", "ReadScope", "is_read_rule", "kind_of",
+           "may_read", "read_rules", "read_scope", "tags_matter", "withheld_mark"]
+
+READ = "read"  # the action a read rule names
+
+
+@dataclass(frozen=True)
+class ReadRule:
+    """A read rule: whom (``who``, as every rule), a glob on entry ids, and optionally the
+    kinds and tags an entry must have one of."""
+
+    id: str
+    effect: str  # "allow" | "deny"
+    who: str
+    entries: str
+    kinds: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    source: str = "space"
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ReadRule:
+        return cls(str(d["id"]), str(d.get("effect", "deny")), str(d["who"]),
+                   str(d["entries"]), tuple(d.get("kinds") or ()), tuple(d.get("tags") or ()),
+                   str(d.get("source", "space")))
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "effect": self.effect, "who": self.who,
+                               "actions": [READ], "entries": self.entries,
+                               "source": self.source}
+        if self.kinds:
+            out["kinds"] = list(self.kinds)
+        if self.tags:
+            out["tags"] = list(self.tags)
+        return out
+
+    def applies(self, actor: Actor) -> bool:
+        """``rule_applies`` of the write rules, to the letter."""
+        return rule_applies(Rule(self.id, self.effect, self.who, (READ,), self.entries,
+                                 source=self.source), actor)
+
+
+def is_read_rule(d: dict[str, Any]) -> bool:
+    """Is the stored rule ``d`` a read rule (its actions hold ``read``)?"""
+    return READ in (d.get("actions") or ())
+
+
+def read_rules(rules: Iterable[dict[str, Any]]) -> list[ReadRule]:
+    """The read rules among a space's rules (as stored: dicts)."""
+    return [ReadRule.from_dict(d) for d in rules if is_read_rule(d)]
+
+
+@dataclass(frozen=True)
+class ReadScope:
+    """The read rules that apply to one reader (``read_scope``)."""
+
+    rules: tuple[ReadRule, ...] = ()
+
+    @property
+    def unrestricted(self) -> bool:
+        """No deny applies: the reader reads everything (an allow alone widens nothing)."""
+        return not any(r.effect == "deny" for r in self.rules)
+
+    @property
+    def fingerprint(self) -> str:
+        """A digest of the rules that make this scope ("" when unrestricted): two answers
+        with the same fingerprint were built under the same read rules."""
+        if self.unrestricted:
+            return ""
+        return sha256_hex(canonical_str(sorted((r.to_dict() for r in self.rules),
+                                               key=lambda d: str(d["id"]))).encode("utf-8"))
+
+    def describe(self) -> list[str]:
+        """The applying read rules, one line each, in the order they were given."""
+        out = []
+        for r in self.rules:
+            cond = "".join([f" of kind {', '.join(r.kinds)}" if r.kinds else "",
+                            f" tagged {', '.join(r.tags)}" if r.tags else ""])
+            out.append(f"{r.effect} read {r.entries}{cond}")
+        return out
+
+
+EVERYTHING = ReadScope()
+
+
+def read_scope(rules: Iterable[dict[str, Any]], actor: Actor) -> ReadScope:
+    """The scope of ``actor``: the space's read rules (``rules``: every rule, as stored)
+    that apply to it."""
+    return ReadScope(tuple(r for r in read_rules(rules) if r.applies(actor)))
+
+
+def kind_of(entry_id: str) -> str:
+    """An entry's kind as a read rule's ``kinds`` judge it: the first folder of its id (a
+    file at the root is a page)."""
+    first, sep, _ = entry_id.partition("/")
+    return first if sep else "page"
+
+
+def _specificity(pattern: str) -> tuple[int, int]:
+    wild = any(c in pattern for c in "*?[")
+    return (0 if wild else 1, sum(1 for c in pattern if c not in "*?[]"))
+
+
+def _matches(r: ReadRule, entry_id: str, kind: str, tags: frozenset[str]) -> bool:
+    return (fnmatchcase(entry_id, r.entries) and (not r.kinds or kind in r.kinds)
+            and (not r.tags or not tags.isdisjoint(r.tags)))
+
+
+def may_read(scope: ReadScope, entry_id: str, tags: Iterable[str] = (),
+             kind: str | None = None) -> bool:
+    """May the reader of ``scope`` read the entry ``entry_id`` with ``tags`` (its tags at the
+    answer's head; a deleted entry's last live tags) and ``kind`` (default: from the id)?"""
+    if not scope.rules:
+        return True
+    k = kind if kind is not None else kind_of(entry_id)
+    held = frozenset(tags)
+    hits = [r for r in scope.rules if _matches(r, entry_id, k, held)]
+    if not hits:
+        return True
+    best = max(hits, key=lambda r: (_specificity(r.entries), bool(r.kinds) + bool(r.tags),
+                                    r.source == "space", r.effect == "deny"))
+    return best.effect == "allow"
+
+
+def tags_matter(scope: ReadScope, entry_id: str, kind: str | None = None) -> bool:
+    """Could the entry's tags change ``may_read`` for it? (False: the id and kind decide, so
+    a reader of many entries need not read their tags.)"""
+    k = kind if kind is not None else kind_of(entry_id)
+    return any(r.tags and fnmatchcase(entry_id, r.entries) and (not r.kinds or k in r.kinds)
+               for r in scope.rules)
+
+
+def withheld_mark(entry_id: str, version: str) -> str:
+    """What a scoped pull says of a version a withheld op replaced: SHA-256 over the id and
+    the version. A replica holding that very version (it was in its scope before) finds it
+    by the mark and removes it; to anyone else the mark names nothing it can test without
+    already knowing the entry's id and exact content (a version is a digest of it)."""
+    return sha256_hex(f"quire-withheld-v1\n{entry_id}\n{version}".encode())

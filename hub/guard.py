@@ -4,7 +4,8 @@
       1. parse and validate the batch, recompute its digest          (pure, shared.wire)
       2. prepare, outside any lock: replay check, principal, role, replica, signature,
          provenance (an agent it names is the caller), epoch, current versions of the
-         touched entries, bases, rules, content screening
+         touched entries, the caller's read scope (hub/scope.py: it writes only what it
+         may read), bases, rules, content screening
          of the entries it writes (hub/screening.py: content_screened, nothing written),
          versions a revert blocked (hub/blocks.py: version_blocked)
       3. hooks.after_prepare()                                       (tests pause here)
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hub import audit, blocks, policy, signed_state
+from hub import scope as scopes
 from hub import screening as screen
 from hub.access import (
     Principal,
@@ -284,9 +286,12 @@ def prepare_txn(conn: Any, batch: Batch, principal: Principal, space_ref: str,
     # ``pre`` read them for batch.space: the space checked above
     current = pre.current if pre is not None else current_versions_txn(
         conn, space.id, [op.entry_id for op in batch.ops])
+    rules = pre.rules if pre is not None else list_rules_txn(conn, space.id)
+    # before the bases: a base mismatch would tell the current version of an entry the
+    # caller may not read (hub/scope.py; the rules version is compared again at commit)
+    scopes.check_writes_txn(conn, space.id, batch.ops, current, rules, principal, role)
     check_bases(batch, current)
     check_portable(batch.ops, current)
-    rules = pre.rules if pre is not None else list_rules_txn(conn, space.id)
     changes, claims = policy.judge_txn(conn, space.id, batch.ops, current)
     check_rules(changes, rules, principal, role)
     if principal.agent is not None:  # an agent's mass delete (shared/policy.py bulk_deletes)

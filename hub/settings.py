@@ -71,6 +71,13 @@ class Settings:
     device_code_ttl: int = 600  # seconds a device login (RFC 8628) may wait for approval
     device_code_interval: int = 5  # seconds between polls the hub asks for
     console_session_ttl: int = 4 * 3600  # seconds a console (browser) sign-in lasts
+    # the remote MCP endpoint's OAuth (hub/oauth/, docs/agents.md "Remote endpoint")
+    remote_mcp: bool = True  # serve /mcp and /oauth (on https or a loopback URL)
+    oauth_access_ttl: int = 600  # seconds an OAuth access token lives
+    oauth_code_ttl: int = 60  # seconds an authorization code may wait for its exchange
+    oauth_request_ttl: int = 600  # seconds a sign-in may wait for a member's consent
+    oauth_consent_ttl: int = 24 * 3600  # a consent (and its refresh tokens); ≤ delegation_ttl_max
+    oauth_requests_per_min: int = 60  # OAuth registrations, authorizations, tokens per address
     # OpenID Connect sign-in for the console (hub/console/oidc.py, docs/operations.md);
     # off while oidc_issuer is empty
     oidc_issuer: str = ""  # the provider's issuer URL, exactly as its metadata states it
@@ -78,7 +85,7 @@ class Settings:
     oidc_client_id: str = ""
     oidc_client_secret_file: str = ""  # a file holding the client secret (preferred)
     oidc_client_secret: str = ""  # or the secret itself, from the environment; never shown
-    oidc_scopes: str = "openid email"
+    oidc_scopes: str = "openid email profile"  # profile: the `name` claim (D138)
     oidc_name: str = ""  # the provider's name on the sign-in button (default: the issuer)
     # instruction-injection markers screened in guardrails and skills, added to the
     # defaults (shared/screening.py): one regular expression a line (docs/security.md)

@@ -29,7 +29,13 @@ from hub.space_delete import fresh_refusal
 from hub.store.batches import count_live_entries_txn
 from hub.store.db import Store
 from hub.store.hub_state import hub_state_txn, insert_hub_state_txn
-from hub.store.invites import insert_invite_txn, invite_by_hash_txn, use_invite_txn
+from hub.store.invites import (
+    insert_invite_txn,
+    invite_by_hash_txn,
+    invite_name_txn,
+    set_invite_name_txn,
+    use_invite_txn,
+)
 from hub.store.principals import (
     count_live_replicas_txn,
     device_by_id_txn,
@@ -40,7 +46,9 @@ from hub.store.principals import (
     list_replicas_txn,
     role_txn,
     set_member_txn,
+    set_name_source_txn,
     set_owner_txn,
+    user_name_txn,
 )
 from hub.store.rules import list_rules_txn
 from hub.store.spaces_sql import (
@@ -74,7 +82,9 @@ def init_hub_txn(conn: Any, now: int) -> str:
 
 
 def create_invite_txn(conn: Any, *, space_id: str | None, role: str, ttl: int, now: int,
-                      actor: dict[str, Any], created_by: str | None) -> dict[str, Any]:
+                      actor: dict[str, Any], created_by: str | None,
+                      name: str | None = None) -> dict[str, Any]:
+    """A new invite; ``name``: the new member's display name, the default at join."""
     code = new_secret(INVITE_PREFIX)
     invite_id = new_id(now)
     expires = now + ttl * 1000
@@ -83,7 +93,11 @@ def create_invite_txn(conn: Any, *, space_id: str | None, role: str, ttl: int, n
     space = None if space_id is None else get_space_txn(conn, space_id, lock=True)
     insert_invite_txn(conn, id=invite_id, code_hash=secret_hash(code), space_id=space_id,
                       role=role, created_by=created_by, created_at=now, expires_at=expires)
-    details = {"invite": invite_id, "role": role, "expires_at": expires}
+    if name is not None:
+        set_invite_name_txn(conn, invite_id, name)
+    details: dict[str, Any] = {"invite": invite_id, "role": role, "expires_at": expires}
+    if name is not None:
+        details["name"] = name
     if space_id is None:
         audit.record_hub_txn(conn, at=now, action="invite.create", actor=actor, details=details)
     else:
@@ -91,7 +105,7 @@ def create_invite_txn(conn: Any, *, space_id: str | None, role: str, ttl: int, n
         audit.record_space_txn(conn, space, at=now, action="invite.create", actor=actor,
                                details=details)
     return {"id": invite_id, "code": code, "expires_at": expires, "role": role,
-            "space": space_id}
+            "space": space_id, "name": name}
 
 
 def create_space(store: Store, p: Principal, name: Any, now: int) -> dict[str, Any]:
@@ -144,6 +158,9 @@ def invite(store: Store, p: Principal, space_ref: str | None, body: dict[str, An
     ttl = body.get("ttl_seconds", ttl_default)
     _require(isinstance(ttl, int) and not isinstance(ttl, bool) and 60 <= ttl <= ttl_max,
              f"ttl_seconds must be an integer between 60 and {ttl_max}")
+    name = body.get("name")
+    if name is not None:
+        name = check_display_name(name)
     if p.delegation_id is not None:
         raise Forbidden("delegated credentials cannot create invites")
     if space_ref is None:
@@ -152,7 +169,7 @@ def invite(store: Store, p: Principal, space_ref: str | None, body: dict[str, An
             raise Forbidden("only hub owners invite owners")
         return store.run_write(lambda conn: create_invite_txn(
             conn, space_id=None, role="owner", ttl=ttl, now=now, actor=p.actor(),
-            created_by=p.user_id))
+            created_by=p.user_id, name=name))
     if not (isinstance(role, str) and role in policy.ROLES):
         raise InvalidRequest("role must be viewer, editor or admin")
 
@@ -160,9 +177,9 @@ def invite(store: Store, p: Principal, space_ref: str | None, body: dict[str, An
         space, _ = space_access_txn(conn, p, space_ref, "admin")
         if dry_run:
             return {"space": space.id, "role": role, "expires_at": now + ttl * 1000,
-                    "dry_run": True}
+                    "name": name, "dry_run": True}
         return create_invite_txn(conn, space_id=space.id, role=role, ttl=ttl, now=now,
-                                 actor=p.actor(), created_by=p.user_id)
+                                 actor=p.actor(), created_by=p.user_id, name=name)
 
     return store.run_write(txn)
 
@@ -172,19 +189,27 @@ def redeem(store: Store, key: HubKey, settings: Settings, body: dict[str, Any],
     """Redeem an invite: register a device (or use the calling one) and grant the role.
 
     A new device gets an access token and a refresh credential bound to ``device_key``; no
-    proof of possession is needed here because those tokens are useless without the key."""
+    proof of possession is needed here because those tokens are useless without the key.
+    A new member's display name (docs/decisions.md D138): the one they chose
+    (``user_name``), else the invite's name, else the machine's guess (``default_name``),
+    else the device name; where it came from is kept (``users.name_source``)."""
     code = body.get("code")
     device_name = body.get("device_name", "device")
     device_key = body.get("device_key")
-    user_name = body.get("user_name") or device_name
+    chosen = body.get("user_name") or None
+    guess = body.get("default_name") or None
     if not (isinstance(code, str) and code.startswith(INVITE_PREFIX)
             and len(code) <= MAX_CREDENTIAL):
         raise InvalidRequest("code must be an invite code ('qi_…')")
     _require(isinstance(device_name, str) and 0 < len(device_name) <= 100,
              "device_name must be 1-100 characters")
-    _require(isinstance(user_name, str) and 0 < len(user_name) <= 100,
+    _require(chosen is None or (isinstance(chosen, str) and 0 < len(chosen) <= 100),
              "user_name must be 1-100 characters")
-    user_name = check_display_name(user_name)
+    chosen = None if chosen is None else check_display_name(chosen)
+    try:
+        guess = None if guess is None else check_display_name(guess)
+    except InvalidRequest:
+        guess = None  # a guess that is not a name: the device name instead
     held = body.get("held_elsewhere", [])
     _require(isinstance(held, list) and len(held) <= 10_000
              and all(isinstance(h, str) and is_id(h) for h in held),
@@ -221,6 +246,13 @@ def redeem(store: Store, key: HubKey, settings: Settings, body: dict[str, Any],
                             "invite was not used", {"reason": "already_joined",
                                                     "space": inv.space_id})
         tokens: dict[str, Any] = {"access_token": None, "refresh_token": None}
+        offered = invite_name_txn(conn, inv.id)
+        source: str | None
+        user_name, source = ((chosen, "member") if chosen else
+                             (offered, "invite") if offered else
+                             (guess, "guess") if guess else
+                             (check_display_name(device_name), "guess"))
+        new_user = caller is None
         if caller is not None:
             if caller.delegation_id is not None:
                 raise Forbidden("delegated credentials cannot redeem invites",
@@ -235,6 +267,7 @@ def redeem(store: Store, key: HubKey, settings: Settings, body: dict[str, Any],
             user_id, device_id = new_id(now), new_id(now)
             insert_user_txn(conn, id=user_id, name=user_name, is_owner=inv.role == "owner",
                             active=True, created_at=now)
+            set_name_source_txn(conn, user_id, source)
             insert_device_txn(conn, id=device_id, user_id=user_id, name=device_name,
                               public_key=device_key, token_hash=None, created_at=now)
             tokens = issue_tokens_txn(conn, key, settings, user_id=user_id,
@@ -259,7 +292,12 @@ def redeem(store: Store, key: HubKey, settings: Settings, body: dict[str, Any],
                                    details={"invite": inv.id, "role": role})
             space_out = {"id": space.id, "name": space.name, "role": role,
                          "epoch": space.epoch}
+        if not new_user:
+            known = user_name_txn(conn, user_id)
+            assert known is not None  # recheck_principal_txn found the caller
+            user_name, source = known
         return dict(tokens, user_id=user_id, device_id=device_id,
+                    user_name=user_name, name_source=source, new_user=new_user,
                     hub=hub_info(conn, key, settings.url), space=space_out)
 
     return store.run_write(txn)

@@ -51,6 +51,7 @@ from hub.console.http import (
     signed_in,
     space_and_role,
 )
+from shared.canonical import canonical_str
 from shared.errors import InvalidRequest
 from shared.humanize import stamp
 from shared.ids import is_id
@@ -419,12 +420,23 @@ async def audit_export(request: Request, p: Any) -> Response:
     ref, _, names = await _audit_scope(request, p)  # the access check first
 
     def lines() -> Iterator[bytes]:
+        end: dict[str, Any] = {}
+
+        def events() -> Iterator[bytes]:
+            for line in admin.audit_lines(hub.store, p, ref, f["since"] or 0):
+                if line.startswith(b'{"end":'):
+                    end.update(json.loads(line)["end"])
+                else:
+                    yield line
+
         n = 0
-        for line, _ in _matching(admin.audit_lines(hub.store, p, ref, f["since"] or 0), f,
-                                 names):
+        for line, _ in _matching(events(), f, names):
             n += 1
             yield line
-        yield (json.dumps({"end": {"count": n}}, separators=(",", ":")) + "\n").encode()
+        # unfiltered, the API's end line as it is (with its names: D138); filtered, a count
+        filtered = f["action"] or f["actor"] or f["until"] is not None
+        tail = {"count": n} if filtered or "names" not in end else dict(end, count=n)
+        yield (canonical_str({"end": tail}) + "\n").encode()
 
     it = lines()
     first = await run_in_threadpool(next, it, None)  # access errors before the headers

@@ -16,6 +16,10 @@
               4. ``email_verified`` is true and an active user has this email (set by the
                  hub operator: ``quire hub email``, stored lower-case)
               5. the account has sign-ins left (``device_codes_per_min``, per account)
+              6. a member whose display name is still this machine's guess (an account or
+                 device name: ``users.name_source`` ``guess``) takes the provider's
+                 ``name`` claim, once (audited ``user.rename``); a name the member, an
+                 admin or the invite gave is never replaced (docs/decisions.md D138)
               then a console session like the device path's (sessions.start_signed_in);
               any failure raises ``Refused`` and creates nothing
 
@@ -165,7 +169,8 @@ async def _verified_claims(hub: Any, app_state: Any, kept: dict[str, Any], code:
             # some providers say the email in the userinfo answer only; same subject required
             info = dict(await client.userinfo(token=token))
             if info.get("sub") == out.get("sub"):
-                out.update({k: info[k] for k in ("email", "email_verified") if k in info})
+                out.update({k: info[k] for k in ("email", "email_verified", "name")
+                            if k in info and k not in out})
     except Refused:
         raise
     except Exception as e:  # authlib/joserfc/HTTP errors: the answer did not check out
@@ -194,6 +199,33 @@ def _member(hub: Any, claims: dict[str, Any]) -> tuple[str, str]:
     return str(row[0]), email
 
 
+def _take_name(hub: Any, user_id: str, claim: Any) -> None:
+    """Step 6: the provider's ``name`` claim replaces a guessed display name (never one a
+    person chose); a claim that is not a display name is ignored."""
+    from hub import audit
+    from hub.admin import check_display_name
+    from hub.store.principals import replace_guessed_name_txn, user_name_txn
+    from shared.errors import InvalidRequest
+
+    try:
+        name = check_display_name(claim)
+    except InvalidRequest:
+        return
+    now = hub.now()
+
+    def txn(conn: Any) -> None:
+        known = user_name_txn(conn, user_id)
+        if known is None or known[1] != "guess" or known[0] == name:
+            return
+        if replace_guessed_name_txn(conn, user_id, name, "oidc"):
+            audit.record_hub_txn(conn, at=now, action="user.rename",
+                                 actor={"user": user_id, "device": None, "agent": None},
+                                 details={"user_id": user_id, "name": name,
+                                          "previous": known[0], "via": "oidc"})
+
+    hub.store.run_write(txn)
+
+
 async def finish(hub: Any, app_state: Any, flow: str | None, params: Any) -> str:
     """Check a callback; the new console session's secret (for its cookie), or Refused."""
     kept = await run_in_threadpool(_take, hub, flow)
@@ -215,6 +247,7 @@ async def finish(hub: Any, app_state: Any, flow: str | None, params: Any) -> str
     if not ok:
         raise Refused("rate_limited", "too many sign-ins for this account; wait a minute "
                                       "and retry")
+    await run_in_threadpool(_take_name, hub, user_id, claims.get("name"))
     via = {"via": "oidc", "issuer": hub.settings.oidc_issuer, "email": email}
     return await run_in_threadpool(sessions.start_signed_in, hub.store, user_id, hub.now(),
                                    hub.settings.console_session_ttl, via)

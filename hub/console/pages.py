@@ -376,16 +376,22 @@ async def invite_create(request: Request, p: Any) -> Response:
     ref = request.path_params["space"]
     sp, role = await call(space_and_role, hub.store, p, ref)
     s, dry = hub.settings, form.get("confirm") != "yes"
-    out = await call(spaces.invite, hub.store, p, ref, {"role": form.get("role", "")},
+    body = {"role": form.get("role", "")}
+    if form.get("name", "").strip():  # the new member's name, offered at join (D138)
+        body["name"] = form.get("name", "")
+    out = await call(spaces.invite, hub.store, p, ref, body,
                      hub.now(), s.invite_ttl, s.invite_ttl_max, dry_run=dry)
     if dry:  # a preview first: only the confirming POST makes the invite (and its code)
+        named = [("For", out["name"])] if out.get("name") else []
         return page(request, "confirm.html", me=p, space=sp, role=role,
                     title=f"Invite a new {out['role']}", button="Confirm create invite",
                     intro=f"whoever holds the code joins {sp['name']} as {out['role']}. "
                           "The code is shown once, on the next page.",
-                    action=request.url.path, fields={"role": out["role"]},
+                    action=request.url.path,
+                    fields={"role": out["role"], **({"name": out["name"]} if named else {})},
                     back=f"/console/spaces/{ref}/members", lists=[],
-                    facts=[("Role", out["role"]), ("Expires", moment(out["expires_at"]))])
+                    facts=[("Role", out["role"]), *named,
+                           ("Expires", moment(out["expires_at"]))])
     return page(request, "invite_created.html", me=p, space=sp, role=role, invite=out)
 
 

@@ -76,8 +76,37 @@ def set_owner_txn(conn: Connection, user_id: str) -> None:
     conn.execute(update(users).where(users.c.id == user_id).values(is_owner=True))
 
 
-def set_user_name_txn(conn: Connection, user_id: str, name: str) -> None:
+# where a user's display name came from (migration 0026; docs/decisions.md D138): member
+# (chosen at join, or renamed by the member), invite (the invite's name), admin (renamed by
+# an admin or owner), oidc (a first sign-in's `name` claim), guess (this machine's account or
+# device name); NULL before 0026. Plain SQL: read and written only here.
+_SET_SOURCE = Sql("UPDATE users SET name_source = :source WHERE id = :id")
+_SOURCE = Sql("SELECT name, name_source FROM users WHERE id = :id")
+_REPLACE_GUESS = Sql("UPDATE users SET name = :name, name_source = :source "
+                     "WHERE id = :id AND name_source = 'guess'")
+
+
+def set_user_name_txn(conn: Connection, user_id: str, name: str,
+                      source: str = "member") -> None:
+    """Set a user's display name, chosen by a person (``source``: member or admin)."""
     conn.execute(update(users).where(users.c.id == user_id).values(name=name))
+    _SET_SOURCE.run(conn, {"id": user_id, "source": source})
+
+
+def set_name_source_txn(conn: Connection, user_id: str, source: str) -> None:
+    _SET_SOURCE.run(conn, {"id": user_id, "source": source})
+
+
+def user_name_txn(conn: Connection, user_id: str) -> tuple[str, str | None] | None:
+    """(display name, where it came from) of a user, or None."""
+    row = _SOURCE.one(conn, {"id": user_id})
+    return None if row is None else (str(row[0]), row[1])
+
+
+def replace_guessed_name_txn(conn: Connection, user_id: str, name: str, source: str) -> bool:
+    """Set the name only while it is still a guess (``name_source`` ``guess``): a name
+    the member or an admin chose is never replaced. True when it was set."""
+    return _REPLACE_GUESS.run(conn, {"id": user_id, "name": name, "source": source}) == 1
 
 
 def deactivate_user_txn(conn: Connection, user_id: str, now: int) -> int:

@@ -484,13 +484,19 @@ def fold_vault_edits(home: Home, space: SpaceConfig) -> None:
 
 
 def join(home: Home, url: str, invite: str, *, vault: str | None, device: str | None,
-         name: str | None = None, say: Callable[[str], None] = lambda _t: None,
+         name: str | None = None, default_name: str | None = None,
+         choose_name: Callable[[str], str | None] | None = None,
+         say: Callable[[str], None] = lambda _t: None,
          progress: Callable[[str], Progress] = lambda _label: NO_PROGRESS
          ) -> dict[str, Any]:
     """Redeem an invite: pin the hub's key, make (or reuse) this device's key, register a
     replica of the invite's space and take its first snapshot. The document says what was
     done (``space`` None for an owner enrollment, ``rejoined`` when access was restored).
-    ``name``: the member's display name, which the hub keeps apart from device names."""
+
+    The member's display name (docs/decisions.md D138), kept by the hub apart from device
+    names: ``name`` when given; else the hub's default (the invite's name, else
+    ``default_name``, this machine's guess), which ``choose_name`` (a person at a terminal)
+    may then change before the first snapshot; a member who already has a name keeps it."""
     from replica.hubclient.auth import auth_for
     from replica.hubclient.client import HubClient
     from replica.machine.credentials import CredentialFile
@@ -519,7 +525,8 @@ def join(home: Home, url: str, invite: str, *, vault: str | None, device: str | 
                  and Path(s.vault).resolve() != want}
     try:
         with HubClient(url, auth=auth, hub_key=public_key) as c:
-            res = c.redeem(invite, device_name, public_b64(key), name, list(elsewhere))
+            res = c.redeem(invite, device_name, public_b64(key), name, list(elsewhere),
+                           default_name)
     except Forbidden as e:
         held = elsewhere.get((e.details or {}).get("space", ""))
         if (e.details or {}).get("reason") != "already_joined" or held is None:
@@ -535,8 +542,13 @@ def join(home: Home, url: str, invite: str, *, vault: str | None, device: str | 
     if known is not None:
         hub.user_id, hub.device_id = known.user_id or hub.user_id, known.device_id or hub.device_id
     hub.save()
+    user_name = res.get("user_name")
+    if res.get("new_user") and name is None and choose_name is not None and user_name:
+        user_name = _chosen_name(hub, str(user_name), choose_name, say)
     base = {"hub": {"id": hub_id, "url": url}, "user_id": hub.user_id,
-            "device_id": hub.device_id, "device_name": device_name}
+            "device_id": hub.device_id, "device_name": device_name,
+            "user_name": user_name, "name_source": res.get("name_source"),
+            "new_user": bool(res.get("new_user"))}
     space_info = res.get("space")
     if not space_info:
         return dict(base, space=None)
@@ -545,6 +557,23 @@ def join(home: Home, url: str, invite: str, *, vault: str | None, device: str | 
         # the membership is back; the next sync publishes what waited in the outbox
         return dict(base, space=space_info, rejoined=True)
     return dict(base, **_take_space(home, hub, space_info, vault, say, progress))
+
+
+def _chosen_name(hub: HubConfig, offered: str, choose_name: Callable[[str], str | None],
+                 say: Callable[[str], None]) -> str:
+    """The name the member types over the one the hub gave (``offered``); kept on the hub
+    as theirs (``POST /v1/users/me/name``). A rename that fails leaves the offered name, and
+    says how to change it later: the join itself went through."""
+    typed = (choose_name(offered) or "").strip()
+    if not typed or typed == offered:
+        return offered
+    try:
+        with open_client(hub) as c:
+            return str(c.admin_post("/v1/users/me/name", {"name": typed})["name"])
+    except QuireError as e:
+        say(f"your display name stays {offered!r} ({e.message}); change it with "
+            f"'quire admin users name me NAME'")
+        return offered
 
 
 def join_space(home: Home, url: str, space_ref: str, *, vault: str | None,

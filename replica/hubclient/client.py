@@ -266,14 +266,16 @@ class HubClient:
         return info, clock
 
     def redeem(self, code: str, device_name: str, device_key: str,
-               user_name: str | None = None, held_elsewhere: list[str] | None = None
-               ) -> dict[str, Any]:
+               user_name: str | None = None, held_elsewhere: list[str] | None = None,
+               default_name: str | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {"code": code, "device_name": device_name,
                                 "device_key": device_key}
         if held_elsewhere:  # an invite for one of these is refused, unused (already_joined)
             body["held_elsewhere"] = held_elsewhere
         if user_name:
             body["user_name"] = user_name  # the member's display name (a new member only)
+        if default_name:
+            body["default_name"] = default_name  # this machine's guess, after the invite's
         return self._request("POST", "/v1/invites/redeem", body)
 
     def spaces(self) -> list[dict[str, Any]]:
@@ -298,16 +300,22 @@ class HubClient:
         return self._request("GET", f"/v1/spaces/{_q(space)}/screening/allows",
                              params=params)["allows"]
 
-    def create_invite(self, space: str, role: str, ttl: int | None = None) -> dict[str, Any]:
+    def create_invite(self, space: str, role: str, ttl: int | None = None,
+                      name: str | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {"role": role}
         if ttl is not None:
             body["ttl_seconds"] = ttl
+        if name is not None:
+            body["name"] = name  # the new member's display name, offered at join
         return self._request("POST", f"/v1/spaces/{_q(space)}/invites", body)
 
-    def create_owner_invite(self, ttl: int | None = None) -> dict[str, Any]:
+    def create_owner_invite(self, ttl: int | None = None, name: str | None = None
+                            ) -> dict[str, Any]:
         body: dict[str, Any] = {"role": "owner"}
         if ttl is not None:
             body["ttl_seconds"] = ttl
+        if name is not None:
+            body["name"] = name
         return self._request("POST", "/v1/invites", body)
 
     def register_replica(self, space: str, name: str) -> str:
@@ -343,14 +351,19 @@ class HubClient:
     def admin_post(self, path: str, body: dict[str, Any]) -> Any:
         return self._request("POST", path, body)
 
-    def audit(self, space: str | None, since: int = 0) -> Iterator[dict[str, Any]]:
-        """Audit events as exported (NDJSON), without the end line."""
+    def audit(self, space: str | None, since: int = 0,
+              names: dict[str, str] | None = None) -> Iterator[dict[str, Any]]:
+        """Audit events as exported (NDJSON), without the end line; ``names`` is filled
+        with the display names the end line carries (id -> name)."""
         params: dict[str, Any] = {"since": since}
         if space:
             params["space"] = space
         for line in self._stream("/v1/audit", params):
             if "end" not in line:
                 yield line
+            elif names is not None and isinstance(line["end"], dict) and isinstance(
+                    line["end"].get("names"), dict):
+                names.update({str(k): str(v) for k, v in line["end"]["names"].items()})
 
     def grant(self, body: dict[str, Any], path: str, proof: str) -> tuple[int, Any]:
         """An unauthenticated call carrying only a DPoP proof (token endpoint, device login).

@@ -203,6 +203,15 @@ def test_rules_preview_and_the_audit_log(hub_app: dict[str, Any],
     after = state(team)
     assert len(after["invites"]) == len(before["invites"]) + 1
     assert [x["entries"] for x in after["rules"]][-1] == "page/*"
+    # an invite for someone: their name is offered at join (D138), shown as text
+    r = b.post("/console/spaces/team/invites", headers=_origin(hub_app), data={
+        "csrf": _csrf(members), "role": "editor", "name": "Dana <i>D</i>"})
+    assert r.status_code == 200 and "Dana &lt;i&gt;D&lt;/i&gt;" in r.text  # the preview
+    r = b.post("/console/spaces/team/invites", headers=_origin(hub_app), data={
+        "csrf": _csrf(members), "role": "editor", "name": "Dana <i>D</i>", "confirm": "yes"})
+    assert r.status_code == 200 and "qi_" in r.text
+    assert state(team)["invites"][-1]["name"] == "Dana <i>D</i>"
+    assert "<td>Dana &lt;i&gt;D&lt;/i&gt;</td>" in b.get("/console/spaces/team/members").text
 
     # the audit log of the same space
     r = b.get("/console/admin/spaces/team/audit")

@@ -23,7 +23,7 @@ from joserfc.jwk import RSAKey
 
 from hub.console import oidc
 from tests.hub.console.oidc_provider import Provider, User
-from tests.kit.wire import redeem
+from tests.kit.wire import ndjson, redeem
 
 CLIENT_ID = "quire-console"
 
@@ -235,3 +235,48 @@ def test_sign_ins_are_limited_per_account_from_any_address(hub: dict[str, Any]) 
         ok.append(r.status_code == 200 and _signed_in(b))
     assert ok == [True] * limit + [False, False], ok
     assert _count(hub, "devices") == devices + limit  # a refused sign-in makes no device
+
+
+def _name(h: dict[str, Any], user_id: str) -> tuple[str, str | None]:
+    from sqlalchemy import text
+
+    with h["hub"].store.read() as conn:
+        row = conn.execute(text("SELECT name, name_source FROM users WHERE id = :id"),
+                           {"id": user_id}).one()
+    return str(row[0]), row[1]
+
+
+def test_a_first_sign_in_names_a_member_who_never_chose_a_name(hub: dict[str, Any]) -> None:
+    """The owner joined without a name (the hub took the device name: a guess): the
+    provider's ``name`` claim replaces it at the first sign-in, once. A member who chose a
+    name at join keeps it whatever the provider says (docs/decisions.md D138)."""
+    prov: Provider = hub["provider"]
+    owner = hub["owner"]
+    assert _name(hub, owner.user_id) == ("owner-laptop", "guess")
+    grace_code = owner.invite("team", "editor")
+    r = hub["client"].post("/v1/invites/redeem", json={
+        "code": grace_code, "device_name": "grace-pc", "user_name": "Grace H.",
+        "device_key": "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"})
+    assert r.status_code == 201 and r.json()["name_source"] == "member", r.text
+    grace = r.json()["user_id"]
+    _email(hub, grace, "grace@example.com")
+    try:
+        prov.claims = {"name": "Ada Lovelace"}
+        b = _browser(hub)
+        assert _callback(b, _to_provider(b, hub, ADA)).status_code == 200 and _signed_in(b)
+        assert _name(hub, owner.user_id) == ("Ada Lovelace", "oidc")
+        prov.claims = {"name": "Countess of Lovelace"}  # a later sign-in changes nothing
+        b = _browser(hub)
+        assert _callback(b, _to_provider(b, hub, ADA)).status_code == 200
+        assert _name(hub, owner.user_id) == ("Ada Lovelace", "oidc")
+        prov.claims = {"name": "Someone Else"}
+        b = _browser(hub)
+        r = _callback(b, _to_provider(b, hub, User("grace-sub", "grace@example.com")))
+        assert r.status_code == 200
+        assert _name(hub, grace) == ("Grace H.", "member")
+    finally:
+        prov.claims = {}
+    audit = owner.get("/v1/audit").text
+    renames = [e for e in ndjson(audit) if e.get("action") == "user.rename"]
+    assert [(e["details"]["previous"], e["details"]["name"]) for e in renames] == [
+        ("owner-laptop", "Ada Lovelace")]

@@ -215,6 +215,7 @@ XSS = '<script>alert("title")</script><img src=x onerror=alert(1)>'
 XSS_BODY = ('<script>alert("body")</script>\n\n<img src=x onerror=alert(2)>\n\n'
             '[click](javascript:alert(3)) <svg onload=alert(4)>\n\n[[page/deploy]]\n')
 XSS_TAG = "<script>alert(5)</script>"
+XSS_ID = "page/x' autofocus onfocus='alert(6)'"  # an entry id takes no <, > or "
 LONG = "x" * 300  # one word, longer than a phone is wide
 PHONE = {"width": 390, "height": 844}
 
@@ -238,7 +239,8 @@ def crew(hub: dict[str, Any]) -> dict[str, Any]:
              base=v1.entry.version, title="How we deploy")
     assert olga.publish(space, [v2]).status_code == 201
     evil = put("page/xss", XSS_BODY, title=XSS, tags=[XSS_TAG], meta={"note": XSS})
-    assert ann.publish(space, [evil]).status_code == 201
+    named = put(XSS_ID, "A hostile name.\n", title="Named")
+    assert ann.publish(space, [evil, named]).status_code == 201
     return {"olga": olga, "space": space}
 
 
@@ -297,6 +299,10 @@ def test_a_team_browses_and_restores(hub: dict[str, Any], crew: dict[str, Any],
     for path in ("/console/spaces/crew", "/console/spaces/crew/search?q=alert"):
         page.goto(url + path)
         assert page.get_by_text(XSS, exact=True).count() >= 1, path
+    page.goto(url + "/console/spaces/crew")
+    page.get_by_role("link", name=XSS_ID, exact=True).click()  # the name, as text
+    page.wait_for_url("**/entry?id=**")
+    assert page.locator("p.head code").inner_text() == XSS_ID
     page.goto(f"{url}/console/spaces/crew/entry?id=page/xss&source=1")
     assert XSS_BODY.strip() in page.locator("pre.body").inner_text()
 
@@ -306,6 +312,7 @@ def test_a_team_browses_and_restores(hub: dict[str, Any], crew: dict[str, Any],
     feed = page.locator("ol.activity > li")
     first = feed.nth(0).inner_text()
     assert "Ann Lee" in first and "created page/xss" in first and "UTC" in first
+    assert f"created {XSS_ID}" in first
     second = feed.nth(1).inner_text()
     assert "Olga Owner" in second and "edited page/deploy (+1 −1 lines)" in second
     assert "created page/rollback (1 line)" in feed.nth(2).inner_text()

@@ -28,6 +28,7 @@ from replica.machine.home import write_json
 from replica.vault import journal_scan
 from replica.watch.activity import Teller
 from replica.watch.core import Watcher, WatchSettings, refused
+from replica.watch.gate import Gate
 from replica.watch.pacing import Backoff
 from replica.watch.server import SocketServer
 from replica.watch.syncer import SpaceSyncer
@@ -75,12 +76,21 @@ class _Until:
     set when the watcher stops, or when the folder at the vault's path is no longer the
     one watched. inotify watches an inode, not a path: a vault removed and put back (a
     copy, a restored backup, a re-mounted disk) is a new folder its watch never sees, and
-    without this the watcher went on as if nothing had happened, blind to every edit."""
+    without this the watcher went on as if nothing had happened, blind to every edit.
 
-    def __init__(self, stop: threading.Event, vault: Path, ident: tuple[int, int] | None):
+    With a ``gate`` (replica/watch/gate.py) it is also where an idle watcher sleeps:
+    watchfiles steps for ``active_s`` after each change the gate saw, and between changes
+    ``is_set`` blocks on the gate (at most until the next identity check), so a quiet vault
+    costs no wake-ups (docs/decisions.md D141); a stop ends the wait at once
+    (``Gate.wake_on``)."""
+
+    def __init__(self, stop: threading.Event, vault: Path, ident: tuple[int, int] | None,
+                 gate: Gate | None = None, active_s: float = 0.0):
         self.stop, self.vault, self.ident = stop, vault, ident
         self.moved = False
         self.next_check = 0.0
+        self.gate, self.active_s = gate, active_s
+        self.active_until = 0.0
 
     def is_set(self) -> bool:
         if self.stop.is_set() or self.moved:
@@ -89,7 +99,18 @@ class _Until:
         if now >= self.next_check:
             self.next_check = now + VAULT_CHECK_S
             self.moved = _identity(self.vault) != self.ident
-        return self.moved
+            if self.moved:
+                return True
+        gate = self.gate
+        if gate is None or gate.broken:
+            return False
+        if gate.wait(0):  # a change: watchfiles steps until it has handed it over
+            self.active_until = now + self.active_s
+        elif now >= self.active_until and gate.wait(self.next_check - now):
+            self.active_until = time.monotonic() + self.active_s
+        # (after a quiet wait, watchfiles still looks at what it collected: a change the
+        # gate missed is handed over at the latest at the next identity check)
+        return self.stop.is_set()
 
 
 def files_thread(vault: Path, inbox: queue.Queue[tuple[Any, ...]],
@@ -114,8 +135,15 @@ def files_thread(vault: Path, inbox: queue.Queue[tuple[Any, ...]],
             gone = False
             log.info("the vault folder is back: watching it again")
             inbox.put(("vault", "back"))
-        until = _Until(stop, vault, ident)
-        failed = _watch_once(vault, inbox, until, step_ms)
+        gate = Gate.open(os.fspath(vault))
+        if gate is not None:
+            gate.wake_on(stop)
+        until = _Until(stop, vault, ident, gate, active_s=max(0.05, 5 * step_ms / 1000))
+        try:
+            failed = _watch_once(vault, inbox, until, step_ms)
+        finally:
+            if gate is not None:
+                gate.close()
         if stop.is_set():
             return
         if _identity(vault) == ident:  # watching failed on the folder still there

@@ -65,29 +65,37 @@ def cmd_proposals(args: argparse.Namespace, out: Any) -> int:
     from shared.humanize import when
 
     home = Home()
-    space = home.space(args.space)
-    hub = home.hub(space.hub_id)
-    if hub is None:
-        raise NotJoined(f"space {space.name} belongs to a hub this machine no longer knows")
+    try:
+        joined = home.space(args.space)
+        space_id, space_name, hub = joined.space_id, joined.name, home.hub(joined.hub_id)
+        if hub is None:
+            raise NotJoined(f"space {joined.name} belongs to a hub this machine no longer "
+                            "knows")
+    except NotJoined:
+        if args.space is None:
+            raise
+        # a space not cloned here (an owner's or admin's machine): the hub this machine is
+        # signed in to answers for it, by name or id
+        space_id, space_name, hub = args.space, args.space, home.default_hub()
 
     def client() -> Any:
         return open_client(hub)
 
     verb = args.verb or "list"
     if verb == "list":
-        doc = proposals.ask(client(), space.space_id, "list",
+        doc = proposals.ask(client(), space_id, "list",
                             state=getattr(args, "state", "open"))
         rows = [(i + 1, x["entry_id"], x["op"], _who(x), when(x["created_at"]),
                  x["state"] + (", you may accept" if x.get("can_accept") else ""),
                  _short(x["reason"])) for i, x in enumerate(doc["proposals"])]
         state = getattr(args, "state", "open")
-        none = f"no {'' if state == 'all' else state + ' '}proposals in {space.name}"
+        none = f"no {'' if state == 'all' else state + ' '}proposals in {space_name}"
         out.doc(doc, table(("#", "entry", "change", "by", "filed", "state", "reason"), rows,
                            empty=none))
         return exitcodes.OK
-    pid = _resolve(client, space.space_id, args.id)
+    pid = _resolve(client, space_id, args.id)
     if verb == "show":
-        doc = proposals.ask(client(), space.space_id, "show", pid)
+        doc = proposals.ask(client(), space_id, "show", pid)
         x = doc["proposal"]
         decided = (f" (by {x.get('decided_by_name') or 'a former member'}, "
                    f"{when(x['decided_at'])})" if x["decided_at"] else "")
@@ -104,12 +112,12 @@ def cmd_proposals(args: argparse.Namespace, out: Any) -> int:
         out.doc(doc, "\n".join(lines))
         return exitcodes.OK
     if verb == "accept":
-        doc = proposals.ask(client(), space.space_id, "accept", pid)
+        doc = proposals.ask(client(), space_id, "accept", pid)
         x = doc["proposal"]
         out.doc(doc, f"accepted: {x['op']} {x['entry_id']} by {_who(x)} is published "
                      f"(seq {doc['seq']}), with you and {x['agent']} in the audit")
         return exitcodes.OK
-    doc = proposals.ask(client(), space.space_id, "reject", pid,
+    doc = proposals.ask(client(), space_id, "reject", pid,
                         {"reason": args.reason} if args.reason else {})
     x = doc["proposal"]
     out.doc(doc, f"rejected: {x['op']} {x['entry_id']} by {_who(x)}")

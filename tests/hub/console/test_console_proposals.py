@@ -5,11 +5,29 @@ token changes nothing; the owner accepts and it is published, with a confirmatio
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
+
 from tests.hub.console.test_console_inproc import _csrf, _origin, members, sign_in
+from tests.kit.pg import pg_database, require_pg
 from tests.kit.wire import WireMember, put
+
+
+@pytest.fixture(params=["sqlite"] + (["postgresql"] if os.environ.get("QUIRE_LONG_E2E")
+                                     else []))
+def db_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """SQLite; PostgreSQL too with QUIRE_LONG_E2E (the default run keeps within its time
+    budget)."""
+    if request.param == "sqlite":
+        yield None
+        return
+    require_pg()
+    with pg_database() as url:
+        yield url
 
 
 def test_a_member_accepts_a_proposal_in_the_console(hub_app: dict[str, Any]) -> None:

@@ -31,9 +31,8 @@ def agent_client(sp: Space, local: Local, agent: str) -> HubClient:
                      transport=hub.transport, hub_key=hub.public_key)
 
 
-def guardrail(sev: str, base: str | None = None) -> Op:
-    return put("guardrail/deploy", "never on fridays\n", base=base, title="deploy",
-               meta={"severity": sev})
+def guardrail(sev: str, base: str | None = None, body: str = "never on fridays\n") -> Op:
+    return put("guardrail/deploy", body, base=base, title="deploy", meta={"severity": sev})
 
 
 def _resign(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:

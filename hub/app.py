@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import threading
@@ -30,6 +31,7 @@ from hub.api.proposals import PROPOSAL_ROUTES
 from hub.api.reads import READ_ROUTES
 from hub.api.routes import ROUTES
 from hub.clientaddr import check_header, client_of, parse_trusted
+from hub.console import consent_pages, proposal_pages
 from hub.console import proposal_pages
 from hub.console import report_pages as reports
 from hub.console.admin_pages import CONSOLE_ADMIN
@@ -41,6 +43,7 @@ from hub.keys import HubKey
 from hub.metrics import Metrics, refusal_reason
 from hub.refusals import CODES as REFUSAL_CODES
 from hub.refusals import Refusals
+from hub.remote_mcp.wiring import remote_endpoint, remote_routes
 from hub.settings import Settings
 from hub.sharedlimits import SharedJti, StreamSlots, limiter
 from hub.store.db import OUTAGE_ERRORS, Store, outage
@@ -198,7 +201,8 @@ def create_app(settings: Settings, *, store: Store | None = None, key: HubKey | 
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         hub.broker.start(asyncio.get_running_loop())
         flusher = asyncio.create_task(_flush_refusals(hub))
-        yield
+        async with remote.lifespan() if remote else contextlib.nullcontext():
+            yield
         flusher.cancel()
         hub.broker.stop()
         await asyncio.to_thread(hub.flush_refusals)  # what the last window counted
@@ -239,8 +243,12 @@ def create_app(settings: Settings, *, store: Store | None = None, key: HubKey | 
 
     served = [*ROUTES, *READ_ROUTES, *PROPOSAL_ROUTES,
               Mount("/console/admin", routes=[*reports.ADMIN_ROUTES, *CONSOLE_ADMIN.routes]),
-              Mount("/console", routes=[*reports.ROUTES, *proposal_pages.ROUTES,
+              Mount("/console", routes=[*reports.ROUTES, *consent_pages.ROUTES,
+                                        *proposal_pages.ROUTES,
                                         *CONSOLE.routes])]
+    remote = remote_endpoint(hub)  # /mcp and its OAuth server (hub/remote_mcp/, D136)
+    if remote is not None:
+        served += remote_routes(hub, remote)
     app = Starlette(routes=served, lifespan=lifespan, exception_handlers={
         QuireError: on_quire_error,
         **{cls: on_database_error for cls in OUTAGE_ERRORS},

@@ -32,7 +32,6 @@ from hub.api.reads import READ_ROUTES
 from hub.api.routes import ROUTES
 from hub.clientaddr import check_header, client_of, parse_trusted
 from hub.console import consent_pages, proposal_pages
-from hub.console import proposal_pages
 from hub.console import report_pages as reports
 from hub.console.admin_pages import CONSOLE_ADMIN
 from hub.console.pages import CONSOLE

@@ -10,9 +10,10 @@ shared/merkle.py, shared/tlog.py; decisions.md D140).
     GET …/log/consistency, …/log/inclusion ──▶ proofs (the nodes above the leaves built
                       first, in a write transaction: ``build``)
 
-Leaves are written in the transaction that decides what they record; the perfect nodes
-above them are built later, when a proof is asked for (a root is computed from the leaves
-past what is built meanwhile), so a publication pays one insert. The log is never
+Leaves are written in the transaction that decides what they record, with the perfect nodes
+they complete (amortized two rows, one read of the space's log row). A log not built to its
+end (a space logged by migration 0028) is built when a proof is asked for, and appends then
+build as they go; meanwhile a root is computed from the leaves past what is built. The log is never
 rewritten: a purge removes content from batches and entries but leaves hold only digests;
 a new epoch is one more leaf; a restore is a new epoch too. A hub restored from a backup
 that lost data (``quire hub restore --lost-data``) has a shorter log than replicas and witnesses
@@ -95,10 +96,11 @@ def build(store: Store, space_id: str, size: int) -> None:
         built = log_sql.built_txn(conn, space_id)
         if built >= size:
             return
-        targets = merkle.completed(built, size)
+        targets = merkle.completed(built, size) + merkle.frontier_nodes(size)
         need = merkle.Tree.needed(lambda t: [t.node(n) for n in targets], built)
         get = merkle.built_upto(log_sql.nodes_txn(conn, space_id, need).__getitem__, built)
-        log_sql.insert_nodes_txn(conn, space_id, [(n, get(n)) for n in targets], size)
+        log_sql.insert_nodes_txn(conn, space_id, [(n, get(n)) for n in targets if n[0]],
+                                 size, [get(n) for n in merkle.frontier_nodes(size)])
 
     store.run_write(txn)
 

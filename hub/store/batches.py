@@ -150,8 +150,8 @@ def batch_by_ids_txn(conn: Connection, replica_id: str, batch_id: str) -> PriorB
 
 def insert_batch_txn(conn: Connection, **values: Any) -> None:
     """The batch row and, in the same breath, its leaf in the space log (hub/spacelog.py:
-    every accepted batch is in the log, whichever path published it). No result is read:
-    safe inside ``pipelined``."""
+    every accepted batch is in the log, whichever path published it). Inside ``pipelined``
+    the log's one read costs one round trip."""
     _INSERT_BATCH.run(conn, values)
     data = canonical_str(tlog.batch_leaf(epoch=values["epoch"], seq=values["seq"],
                                          head=values["head_digest"], batch=values["digest"]))

@@ -4,13 +4,16 @@ they are built, and the witness policies.
     log_nodes        (space, level, idx) → hash; a leaf (level 0) also names the head it
                      leads to (epoch, seq): the log's size at a head is 1 + the index of
                      its last leaf, read with the head, whatever committed since
-    space_logs       space → built: every perfect node above the leaves exists for the
-                     first ``built`` leaves (the rest is computed from the leaves)
+    space_logs       space → size, built, frontier: every perfect node above the leaves
+                     exists for the first ``built`` leaves (past that a root is computed
+                     from the leaves); when built = size, ``frontier`` holds the nodes the
+                     root is made of, and an append builds its nodes at once
     witness_policies (space, n) → the hub-signed policy statement (canonical JSON)
 
-A leaf is written in the publishing transaction by one statement that takes the next index
-itself (``leaf_txn``): no read, so it joins the guard's pipelined writes. Tables live on the
-schema's one ``metadata`` (hub/store/schema.py), created by migration 0028.
+A leaf is written in the transaction that decides it (``leaf_txn``: one read of the space's
+row, then writes: inside the guard's pipelined writes the read costs one round trip), with
+the perfect nodes it completes (amortized one more row). Tables live on the schema's one
+``metadata`` (hub/store/schema.py), created by migration 0028.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from sqlalchemy.engine import Connection
 
 from hub.store.schema import ID, metadata
 from hub.store.sql import Sql
+from shared import merkle
 
 log_nodes = Table(
     "log_nodes", metadata,
@@ -48,7 +52,9 @@ log_nodes = Table(
 space_logs = Table(
     "space_logs", metadata,
     Column("space_id", ID, ForeignKey("spaces.id"), primary_key=True),
+    Column("size", BigInteger, nullable=False),
     Column("built", BigInteger, nullable=False),
+    Column("frontier", LargeBinary, nullable=True),  # 32 bytes per node; valid when built=size
 )
 
 witness_policies = Table(
@@ -60,19 +66,54 @@ witness_policies = Table(
     Column("at", BigInteger, nullable=False),
 )
 
-# the new row's space id is its own parameter: PostgreSQL types each parameter once, and
-# one used both as a value and in the comparison gets two types
-_LEAF = Sql("INSERT INTO log_nodes (space_id, level, idx, hash, epoch, seq, data) "
-            "SELECT :row, 0, COALESCE(MAX(idx) + 1, 0), :h, :e, :n, :d FROM log_nodes "
-            "WHERE space_id = :s AND level = 0")
+_INSERT_NODE = {
+    "sqlite": Sql("INSERT OR IGNORE INTO log_nodes (space_id, level, idx, hash) "
+                  "VALUES (:s, :l, :i, :h)"),
+    "postgresql": Sql("INSERT INTO log_nodes (space_id, level, idx, hash) "
+                      "VALUES (:s, :l, :i, :h) ON CONFLICT DO NOTHING"),
+}
+_STATE = Sql("SELECT size, built, frontier FROM space_logs WHERE space_id = :s")
+_INSERT_LEAF = Sql("INSERT INTO log_nodes (space_id, level, idx, hash, epoch, seq, data) "
+                   "VALUES (:s, 0, :i, :h, :e, :n, :d)")
+_PUT_STATE = {
+    "sqlite": Sql("INSERT INTO space_logs (space_id, size, built, frontier) VALUES "
+                  "(:s, :size, :built, :f) ON CONFLICT (space_id) DO UPDATE SET "
+                  "size = excluded.size, built = excluded.built, frontier = excluded.frontier"),
+    "postgresql": Sql("INSERT INTO space_logs (space_id, size, built, frontier) VALUES "
+                      "(:s, :size, :built, :f) ON CONFLICT (space_id) DO UPDATE SET "
+                      "size = excluded.size, built = excluded.built, "
+                      "frontier = excluded.frontier"),
+}
+
+
+def _split(frontier: bytes) -> list[bytes]:
+    return [frontier[i:i + 32] for i in range(0, len(frontier), 32)]
 
 
 def leaf_txn(conn: Connection, space_id: str, data: str, leaf: bytes, epoch: str, seq: int
              ) -> None:
     """Append a leaf (its data and hash) after the space's last; it leads to head
-    ``(epoch, seq)``. One statement, no result read: safe inside ``pipelined``."""
-    _LEAF.run(conn, {"row": space_id, "s": space_id, "h": leaf, "e": epoch, "n": seq,
-                     "d": data})
+    ``(epoch, seq)``. Runs under the space lock (the publication's, an epoch's, a policy's).
+    When the log is built to its end, the nodes the leaf completes are written with it."""
+    row = _STATE.one(conn, {"s": space_id})
+    if row is None:  # a space logged before its first append here (migration 0028)
+        size = size_txn(conn, space_id)
+        built, frontier = 0, (b"" if size == 0 else None)
+    else:
+        size, built, frontier = int(row[0]), int(row[1]), row[2]
+        frontier = None if frontier is None else bytes(frontier)
+    _INSERT_LEAF.run(conn, {"s": space_id, "i": size, "h": leaf, "e": epoch, "n": seq,
+                            "d": data})
+    new_frontier = None
+    if built == size and frontier is not None:
+        nodes, added = merkle.append(size, _split(frontier), leaf)
+        new_frontier = b"".join(nodes)
+        stmt = _INSERT_NODE.get(conn.dialect.name, _INSERT_NODE["sqlite"])
+        for (level, idx), h in added[1:]:  # the leaf itself is written above
+            stmt.run(conn, {"s": space_id, "l": level, "i": idx, "h": h})
+        built = size + 1
+    _PUT_STATE.get(conn.dialect.name, _PUT_STATE["sqlite"]).run(
+        conn, {"s": space_id, "size": size + 1, "built": built, "f": new_frontier})
 
 
 _LEAF_DATA = Sql("SELECT data FROM log_nodes WHERE space_id = :s AND level = 0 AND idx = :i")
@@ -136,31 +177,28 @@ def leaf_indexes_txn(conn: Connection, space_id: str, epoch: str, seq: int) -> l
     return [int(r[0]) for r in _LEAF_AT.all(conn, {"s": space_id, "e": epoch, "n": seq})]
 
 
-_INSERT_NODE = {
-    "sqlite": Sql("INSERT OR IGNORE INTO log_nodes (space_id, level, idx, hash) "
-                  "VALUES (:s, :l, :i, :h)"),
-    "postgresql": Sql("INSERT INTO log_nodes (space_id, level, idx, hash) "
-                      "VALUES (:s, :l, :i, :h) ON CONFLICT DO NOTHING"),
-}
-_SET_BUILT = {
-    "sqlite": Sql("INSERT INTO space_logs (space_id, built) VALUES (:s, :b) ON CONFLICT "
-                  "(space_id) DO UPDATE SET built = MAX(space_logs.built, excluded.built)"),
-    "postgresql": Sql("INSERT INTO space_logs (space_id, built) VALUES (:s, :b) ON CONFLICT "
-                      "(space_id) DO UPDATE SET built = GREATEST(space_logs.built, "
-                      "excluded.built)"),
+_SET_BUILT = Sql("UPDATE space_logs SET built = :b, frontier = :f WHERE space_id = :s AND "
+                 "size = :b AND built < :b")
+_ENSURE = {
+    "sqlite": Sql("INSERT OR IGNORE INTO space_logs (space_id, size, built) "
+                  "VALUES (:s, :size, 0)"),
+    "postgresql": Sql("INSERT INTO space_logs (space_id, size, built) VALUES (:s, :size, 0) "
+                      "ON CONFLICT DO NOTHING"),
 }
 
 
 def insert_nodes_txn(conn: Connection, space_id: str, nodes: Iterable[tuple[tuple[int, int],
                                                                             bytes]],
-                     built: int) -> None:
+                     built: int, frontier: list[bytes]) -> None:
     """Store perfect nodes above the leaves (a node already there is the same hash: the
-    tree is a function of its leaves) and raise ``built``."""
+    tree is a function of its leaves); the log counts as built to ``built`` (with its
+    ``frontier``) when no leaf was appended past it meanwhile."""
     stmt = _INSERT_NODE.get(conn.dialect.name, _INSERT_NODE["sqlite"])
     for (level, idx), h in nodes:
         stmt.run(conn, {"s": space_id, "l": level, "i": idx, "h": h})
-    _SET_BUILT.get(conn.dialect.name, _SET_BUILT["sqlite"]).run(conn, {"s": space_id,
-                                                                       "b": built})
+    _ENSURE.get(conn.dialect.name, _ENSURE["sqlite"]).run(
+        conn, {"s": space_id, "size": size_txn(conn, space_id)})
+    _SET_BUILT.run(conn, {"s": space_id, "b": built, "f": b"".join(frontier)})
 
 
 _POLICY = Sql("SELECT statement FROM witness_policies WHERE space_id = :s AND leaf < :size "

@@ -46,7 +46,9 @@ def upgrade() -> None:
         'space_logs',
         sa.Column('space_id', sa.String(length=26), sa.ForeignKey('spaces.id'),
                   primary_key=True),
+        sa.Column('size', sa.BigInteger(), nullable=False),
         sa.Column('built', sa.BigInteger(), nullable=False),
+        sa.Column('frontier', sa.LargeBinary(), nullable=True),
     )
     op.create_table(
         'witness_policies',

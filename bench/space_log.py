@@ -1,0 +1,84 @@
+"""What the space log costs a publication (docs/decisions.md, D140): the publish rate with
+the log on (a leaf per batch, the checkpoint signed into each head, one witness required by
+the space's policy) and off (the leaf insert replaced by a no-op and no policy: heads then
+carry the checkpoint of an empty log), side by side in one run, rounds alternating so
+machine load hits both alike. Each publication asks for the head (its checkpoint computed
+and signed) and pushes a one-entry batch, as ``bench/state_root.py`` does. Witnesses are
+asked by replicas when they sync, never on the publication path.
+
+    python -m bench.space_log [--publishes N] [--rounds N] [--out FILE]
+
+Runs the real hub application in-process on SQLite (tests/kit/inproc.py), one process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from hub.store import batches
+from shared.entry import Entry
+from shared.ids import new_id
+from shared.signing import new_private_key, public_b64
+from shared.wire import Op, build_batch
+
+
+def publish(dev: Any, space_id: str, n: int) -> float:
+    """``n`` one-entry batches, one after the other; seconds taken."""
+    with dev.client() as c:
+        replica_id = c.register_replica(space_id, "bench")
+        t0 = time.perf_counter()
+        for i in range(n):
+            h = c.head(space_id)
+            e = Entry(id=f"page/p{i}", title=f"p{i}", body=f"page {i}\n")
+            c.push(space_id, build_batch(dev.key, batch_id=new_id(), replica_id=replica_id,
+                                         space=space_id, epoch=h["epoch"],
+                                         parent_seq=h["seq"], parent_digest=h["digest"],
+                                         ops=[Op(e, None)]))
+        return time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from tests.kit.inproc import InprocHub
+
+    p = argparse.ArgumentParser(prog="python -m bench.space_log", description=__doc__)
+    p.add_argument("--publishes", type=int, default=300)
+    p.add_argument("--rounds", type=int, default=4)
+    p.add_argument("--out", type=Path, default=None)
+    args = p.parse_args(argv)
+    hub = InprocHub()
+    real = batches.leaf_txn
+    rate: dict[bool, list[float]] = {True: [], False: []}
+    witness = {"name": "w1", "key": public_b64(new_private_key()), "url": "http://w1"}
+    try:
+        for r in range(args.rounds):
+            for on in ((True, False) if r % 2 == 0 else (False, True)):
+                batches.leaf_txn = real if on else (lambda *a, **k: None)  # type: ignore
+                space = hub.space()
+                if on:
+                    space.admin.admin_post(f"/v1/spaces/{space.id}/witnesses",
+                                           {"quorum": 1, "witnesses": [witness]})
+                secs = publish(space.device("pub"), space.id, args.publishes)
+                rate[on].append(args.publishes / secs)
+                print(f"round {r + 1} log {'on ' if on else 'off'}: {rate[on][-1]:.1f} "
+                      "publications/s", flush=True)
+    finally:
+        batches.leaf_txn = real
+        hub.close()
+    res = {"publish_rate_on": statistics.median(rate[True]),
+           "publish_rate_off": statistics.median(rate[False]),
+           "publishes": args.publishes, "rounds": args.rounds}
+    res["publish_ratio"] = res["publish_rate_on"] / res["publish_rate_off"]
+    res["goal_ratio"] = 0.9
+    print(json.dumps(res, indent=2))
+    if args.out:
+        args.out.write_text(json.dumps(res, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

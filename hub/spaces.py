@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from hub import audit, policy, signed_state
+from hub import scope as scopes
 from hub.access import (
     INVITE_PREFIX,
     MAX_CREDENTIAL,
@@ -362,9 +363,14 @@ def head(store: Store, key: HubKey, p: Principal, space_ref: str, now: int,
                                       at=now, nonce=nonce, tips=tips)
     actor = policy.Actor(p.user_id, role, p.agent)
     # the effective rules (typed defaults included) that apply to this caller: the replica
-    # pre-checks its pushes with exactly these (shared/policy.py)
+    # pre-checks its pushes with exactly these (shared/policy.py); its read rules as stored
+    # (with their kinds and tags: hub/scope.py)
+    scope = scopes.scope_of_rules(rules, actor)
     applying = [r.to_dict() for r in policy.effective_rules(rules)
-                if policy.rule_applies(r, actor)]
+                if policy.rule_applies(r, actor) and scopes.READ not in r.actions]
+    applying += [r.to_dict() for r in scope.rules]
+    if usage is not None and not scope.unrestricted:  # totals count what it may not read
+        usage = dict(usage, entries=None, bytes=None, history_bytes=None, scoped=True)
     extra = {} if usage is None else {"usage": usage}  # quotas (hub/quotas.py)
     return dict(signed, name=space.name, role=role, rules=applying,
                 rules_version=space.rules_version, **extra)

@@ -464,3 +464,93 @@ def test_read_rules_are_added_listed_and_never_share_event_lines(world: dict[str
     with pytest.raises(Forbidden):
         b"".join(feed.changes(team.hub.store, _principal(viewer), space, None, 0, 10,
                               whole=True))
+
+
+class _ScopedReplica:
+    """What a scoped replica keeps (docs/security.md, "Read rules"): the entries it may read
+    and, per bucket, the lattice sum of those it may not; how it applies a scoped page."""
+
+    def __init__(self) -> None:
+        self.readable: dict[str, str] = {}
+        self.withheld: dict[int, bytes] = {}
+
+    def _move(self, eid: str, old: str | None, new: str | None) -> None:
+        from shared import state
+
+        self.withheld.update(state.apply_changes(self.withheld, [(eid, old, new)]))
+
+    def apply(self, lines: list[dict[str, Any]]) -> None:
+        from shared.entry import make_entry, tombstone
+        from shared.readscope import withheld_mark
+
+        for line in lines[:-1]:
+            w = line.get("withheld")
+            if w:
+                marks = set(w["was"])
+                for eid, v in list(self.readable.items()):
+                    if withheld_mark(eid, v) in marks:  # it left the scope: removed
+                        del self.readable[eid]
+                        self._move(eid, None, v)
+                from shared import state
+                self.withheld = state.sum_lattices([self.withheld,
+                                                    _lattices(w["lattices"])])
+            for op in line["batch"]["ops"]:
+                eid = op["entry"]["id"] if op["op"] == "put" else op["id"]
+                base = op.get("base")
+                if (base is not None and eid not in self.readable
+                        and base != tombstone(eid).version):
+                    self._move(eid, base, None)  # it entered the scope: out of the sum
+                if op["op"] == "put":
+                    self.readable[eid] = make_entry(op["entry"]).version
+                else:
+                    self.readable.pop(eid, None)
+
+
+def test_an_entry_that_leaves_and_reenters_the_scope_by_a_tag_keeps_the_root_verifying(
+        world: dict[str, Any]) -> None:
+    from hub import feed, signed_state
+
+    team = world["team"]
+    hub, store = team.hub, team.hub.store
+    space = team.owner.create_space("tagged")
+    editor, viewer = _join(team, space, "editor"), _join(team, space, "viewer")
+    r = team.owner.post(f"/v1/spaces/{space}/rules", {
+        "effect": "deny", "who": "viewer", "actions": ["read"], "entries": "*",
+        "tags": ["hr"]})
+    assert r.status_code in (200, 201), r.text
+    v, rep, seq = _principal(viewer), _ScopedReplica(), 0
+    a1 = put("page/a", "open\n")
+    versions = [a1]
+    for tags in (["hr"], []):  # hidden by a tag, then shown again
+        b = put("page/a", f"tags {tags}\n", versions[-1].entry.version, tags=tags)
+        versions.append(b)
+    ops = [[a1, put("page/b", "always open\n")], [versions[1]], [versions[2]]]
+    for step, batch in enumerate(ops):
+        assert editor.publish(space, batch).status_code == 201
+        lines = [json.loads(x) for x in _text(feed.changes(store, v, space, None, seq, 100))
+                 .splitlines() if x]
+        rep.apply(lines)
+        seq = lines[-1]["end"]["seq"]
+        with store.read() as conn:
+            root = signed_state.current_root_txn(conn, space, True)
+        assert root == _root(rep.readable, rep.withheld), f"step {step}"
+        assert ("page/a" in rep.readable) is (step != 1)  # removed, then back
+        if step == 1:
+            assert "page/a" not in json.dumps(lines) and '"hr"' not in json.dumps(lines)
+    del hub
+
+
+def test_a_scoped_readers_event_stream_is_told_to_send_bare_heads(world: dict[str, Any]
+                                                                  ) -> None:
+    from hub.api import events
+
+    team = world["team"]
+    space = team.owner.create_space("streams")
+    editor, viewer = _join(team, space, "editor"), _join(team, space, "viewer")
+    assert editor.publish(space, [put("page/hr/pay", "pay\n")]).status_code == 201
+    r = team.owner.post(f"/v1/spaces/{space}/rules", {
+        "effect": "deny", "who": "viewer", "actions": ["read"], "entries": "page/hr/*"})
+    assert r.status_code in (200, 201), r.text
+    # the check each stream runs (in the head's own read) says whether it may carry lines
+    assert events._check(team.hub, _principal(viewer), space)["scoped"] is True
+    assert events._check(team.hub, _principal(editor), space)["scoped"] is False

@@ -112,6 +112,13 @@ OPS: dict[tuple[str, str], Op] = {
                     "the batches touched and the replicas affected. `not_found` names ids "
                     "the space never held (docs/security.md, Purge)."),
     ("GET", "/v1/spaces/{space}/rules"): Op("a space's rules, defaults included"),
+    ("GET", "/v1/spaces/{space}/scope"): Op(
+        "what a member or an agent may read (read rules)",
+        query=(("who", _STR), ("as", _STR)),
+        description="A member asks for their own scope (`who` absent or `me`), an admin for "
+                    "any member's or an agent's (`who=agent:NAME&as=USER`): the read rules "
+                    "that apply and the live entries in and out of scope (docs/security.md, "
+                    "Read rules)."),
     ("POST", "/v1/spaces/{space}/rules"): Op("add a rule (admins)", "object", "rule_add",
                                              201),
     ("POST", "/v1/spaces/{space}/rules/{rule}/remove"): Op("remove a rule (admins)",

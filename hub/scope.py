@@ -202,6 +202,7 @@ def _is_tag(s: str) -> bool:
 
 # ---------------------------------------------------------------- what a reader may read
 
+ANY_AGENT = "*"  # a preview's stand-in for any agent of a member that no rule names
 SAMPLE = 20  # ids an answer names of what is readable or hidden (the counts are whole)
 PREVIEW_ENTRIES = 20_000  # live entries a preview judges (larger spaces: the first these)
 
@@ -242,8 +243,11 @@ def read_impact_txn(conn: Any, space: Any, before: list[dict[str, Any]],
     """A rule change's preview: for each member (and each agent a read rule names, under
     each member), the live entries it would stop and start reading. Only who changes."""
     live = _live_tags_txn(conn, space.id)
-    agents = sorted({r["who"][len("agent:"):] for r in [*before, *after]
-                     if is_read_rule(r) and str(r["who"]).startswith("agent:")})
+    reads = [r for r in [*before, *after] if is_read_rule(r)]
+    agents = sorted({r["who"][len("agent:"):] for r in reads
+                     if str(r["who"]).startswith("agent:")})
+    if any(r["who"] == "agents" for r in reads):
+        agents.append(ANY_AGENT)  # every agent a rule does not name, under each member
     out = []
     for m in list_members_txn(conn, space.id):
         for agent in [None, *agents]:
@@ -283,9 +287,13 @@ def show_scope(store: Any, p: Any, space_ref: str, who: str | None, as_user: str
     for the member ``as``)."""
     with store.read(snapshot=True) as conn:
         own = who in (None, "", "me", p.user_id)
-        space, _ = space_access_txn(conn, p, space_ref, "viewer" if own else "admin")
-        if own:
-            # a caller's own scope as it reads now: an agent's as the agent
-            return show_scope_txn(conn, space, f"agent:{p.agent}" if p.agent else p.user_id,
-                                  p.user_id)
-        return show_scope_txn(conn, space, str(who), as_user)
+        space, role = space_access_txn(conn, p, space_ref, "viewer" if own else "admin")
+        if not own:
+            return show_scope_txn(conn, space, str(who), as_user)
+        # a caller's own scope as it reads now (an agent's as the agent); what it may not
+        # read it is not told, not even how much, unless it manages the space
+        doc = show_scope_txn(conn, space, f"agent:{p.agent}" if p.agent else p.user_id,
+                             p.user_id)
+        if role != "admin" or p.agent is not None:
+            doc.update(hidden=None, hidden_sample=[], judged=None)
+        return doc

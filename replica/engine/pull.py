@@ -60,7 +60,12 @@ class Puller:
         if hub.get("usage") and self.store.get_meta("usage") != hub["usage"]:
             self.store.set_meta("usage", hub["usage"])  # quotas, for quire status
         if head is None or fresh.epoch != head.epoch:
-            self.check_log(fresh)
+            try:
+                self.check_log(fresh)
+            except HubUnverified as e:
+                if head is not None and e.details.get("reason") == "log_rollback":
+                    self.restore_behind(head, fresh)  # what the hub says happened, if so
+                raise
             self.snapshots.snapshot(report, fresh)
             return
         if fresh.seq < head.seq:
@@ -88,6 +93,24 @@ class Puller:
         new = logcheck.check(fresh, kept, self.client.hub_keys, self.log_sources())
         if new is not None and new != kept:
             self.store.set_meta(logcheck.KEPT, new)
+
+    def restore_behind(self, head: Head, fresh: SignedHead) -> None:
+        """A shorter log in a new epoch: a hub restored from a backup after losing data
+        says so in its signed epoch statement, and the snapshot path refuses that as
+        ``restore_behind`` (with the way to accept it). Only the snapshot's first line is
+        read (its head and epoch statements); nothing is applied."""
+        lines = self.client.snapshot_lines(self.space_id)
+        try:
+            first = next(lines)
+            signed = self.client.verified_head(first.get("head"), self.space_id)
+            accepted = self.store.get_meta(ACCEPTED_RESTORE)
+            verify.snapshot_path(self.client.hub_keys, self.space_id, head, signed,
+                                 first.get("epochs"), fresh,
+                                 accepted if isinstance(accepted, str) else None)
+        finally:
+            close = getattr(lines, "close", None)
+            if close is not None:
+                close()
 
     def log_sources(self) -> logcheck.Sources:
         path = f"/v1/spaces/{self.space_id}"

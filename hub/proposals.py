@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hub import audit, guard, policy
+from hub import screening as screen
 from hub.access import HubAttested, Principal, space_access_txn
 from hub.admission import check_portable
 from hub.attested_publish import publish_attested
@@ -152,9 +153,12 @@ def _get_txn(conn: Any, p: Principal, space_ref: str, proposal_id: str, *,
 
 
 def file(store: Store, p: Principal, space_ref: str, body: dict[str, Any], now: int, *,
-         max_body: int = DEFAULT_MAX_BODY) -> dict[str, Any]:
+         max_body: int = DEFAULT_MAX_BODY, screening: screen.Config = screen.DEFAULT
+         ) -> dict[str, Any]:
     """An agent files a proposal: ``body`` = {op: a batch op (put with the whole entry, or
-    delete), reason}. The op's ``base`` must be the entry's current version."""
+    delete), reason}. The op's ``base`` must be the entry's current version. Screened like
+    a publication (``content_screened``), the reason too: a secret an agent proposes is
+    never stored, not even in a proposal nobody accepts."""
     if p.agent is None or p.delegation_id is None:
         raise Forbidden("proposals are filed by agents (under a delegation); a member "
                         "makes the change, or asks an admin", {"reason": "agents_only"})
@@ -174,6 +178,7 @@ def file(store: Store, p: Principal, space_ref: str, body: dict[str, Any], now: 
         check_portable([op], current)
         if cur is not None and not cur[1] and cur[0] == op.entry.version:
             raise InvalidRequest(f"{op.entry_id} is already exactly as proposed")
+        screen.check_txn(conn, space.id, [op], screening, {"note": reason})
         if sql.count_open_txn(conn, space.id, p.user_id, p.agent or "") >= MAX_OPEN_PER_AGENT:
             raise Forbidden(f"this agent has {MAX_OPEN_PER_AGENT} open proposals in this "
                             "space; withdraw some or wait for a decision",

@@ -16,6 +16,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from hub import proposals
+from hub import screening as screen
 from hub.api.http import JSON, hub_of, principal, read_json
 from hub.api.routes import SMALL_BODY, fields
 from shared.errors import InvalidRequest
@@ -39,7 +40,8 @@ async def file_proposal(request: Request) -> Response:
     body = await read_json(request, s.max_body_bytes, allowed=fields("proposal_file"),
                            nul=True)
     out = await run_in_threadpool(proposals.file, hub.store, p, request.path_params["space"],
-                                  body, hub.now(), max_body=s.max_entry_body)
+                                  body, hub.now(), max_body=s.max_entry_body,
+                                  screening=screen.config_for(s.screening_injection))
     return JSON(out, status_code=201)
 
 

@@ -226,8 +226,8 @@ class Session:
             first = denied[0].refusal or {}
             out.append(f"publication refused for {len(denied)} of your change(s) by the space "
                        f"rules (e.g. {first.get('action') or first.get('rule')} "
-                       f"{denied[0].entry_id}): kept locally, not published; ask an admin, do "
-                       "not retry")
+                       f"{denied[0].entry_id}): kept locally, not published; propose it to a "
+                       "member (propose) or ask an admin; do not retry")
         clashing = [c.entry_id for c in mine.values() if c.state == "conflict"]
         if clashing:
             out.append(f"{len(clashing)} of your change(s) clash with newer versions on the "

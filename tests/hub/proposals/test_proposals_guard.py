@@ -182,3 +182,17 @@ def test_members_cannot_file(team: WireTeam) -> None:
     r = team.editor.post(f"/v1/spaces/{team.space}/proposals",
                          {"op": put("page/m").to_wire(), "reason": "x"})
     assert r.status_code == 403 and r.json()["error"]["details"]["reason"] == "agents_only"
+
+
+def test_a_secret_in_a_proposal_is_never_stored(team: WireTeam) -> None:
+    """Screened at filing, like a publication: content and reason."""
+    t = team
+    d = t.delegate(t.editor, "write", agent="leaky")
+    key = "AKIA" + "Z3MSJV4WW7BZYXQP"  # assembled: no literal key in the repository
+    for op, reason in ((put("page/keys", f"aws_access_key_id = {key}\n"), "handy"),
+                       (put("page/keys2", "nothing secret\n"), f"use {key}")):
+        r = file(t, t.editor, d["token"], op, reason)
+        assert r.status_code == 422 and r.json()["error"]["code"] == "content_screened", r.text
+    listed = as_token(t, t.editor, d["token"], "GET",
+                      f"/v1/spaces/{t.space}/proposals?state=all").json()["proposals"]
+    assert listed == []

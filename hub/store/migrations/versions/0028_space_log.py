@@ -7,7 +7,7 @@ The current epoch's batches of every space become the log's first leaves, in seq
 pinned key).
 
 Revision ID: 0028
-Revises: 0023
+Revises: 0027
 """
 import hashlib
 import json
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = '0028'
-down_revision = '0023'
+down_revision = '0027'
 branch_labels = None
 depends_on = None
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from hub import audit, policy
+from hub import scope as scopes
 from hub.access import Principal, space_access_txn
 from hub.keys import HubKey
 from hub.logs import event
@@ -40,6 +41,7 @@ from hub.store.principals import (
     list_devices_txn,
     list_members_txn,
     list_replicas_txn,
+    names_txn,
     remove_member_txn,
     revoke_device_txn,
     revoke_replica_txn,
@@ -112,8 +114,11 @@ def list_rules(store: Store, p: Principal, space_ref: str) -> dict[str, Any]:
         space, _ = space_access_txn(conn, p, space_ref, "admin")
         rules = list_rules_txn(conn, space.id)
     # ``effective``: what the guard evaluates, the built-in typed defaults included
+    # (read rules as stored: their kinds and tags are not in shared/policy.py's Rule)
     return {"space": space.id, "rules_version": space.rules_version, "rules": rules,
-            "effective": [r.to_dict() for r in policy.effective_rules(rules)]}
+            "effective": [r.to_dict() for r in policy.effective_rules(rules)
+                          if scopes.READ not in r.actions]
+            + [dict(r, source="space") for r in rules if scopes.is_read_rule(r)]}
 
 
 def _one_agent(who: str) -> bool:
@@ -131,15 +136,17 @@ def parse_rule(body: dict[str, Any]) -> dict[str, Any]:
                                       or _one_agent(who))):
         raise InvalidRequest("who must be viewer, editor, admin, agents, agent:NAME (one "
                              "agent, a name as delegations take it) or a user id")
+    known = (*policy.RULE_ACTIONS, scopes.READ)  # read rules: hub/scope.py, D142
     if not (isinstance(actions, list) and actions
-            and all(a in policy.RULE_ACTIONS for a in actions)
+            and all(a in known for a in actions)
             and len(set(actions)) == len(actions)):
         raise InvalidRequest("actions must be a non-empty list of create, update, delete, "
-                             "bulk_delete")
+                             "bulk_delete, or read alone")
     if not (isinstance(entries, str) and GLOB.match(entries)):
         raise InvalidRequest("entries must be a glob on entry ids, e.g. guardrail/*")
-    ordered = [a for a in policy.RULE_ACTIONS if a in actions]
-    return {"effect": effect, "who": who, "actions": ordered, "entries": entries}
+    ordered = [a for a in known if a in actions]
+    return {"effect": effect, "who": who, "actions": ordered, "entries": entries,
+            **scopes.parse_conditions(body, ordered)}
 
 
 def add_rule(store: Store, p: Principal, space_ref: str, body: dict[str, Any], now: int,
@@ -151,11 +158,18 @@ def add_rule(store: Store, p: Principal, space_ref: str, body: dict[str, Any], n
     def txn(conn: Any) -> dict[str, Any]:
         space, _ = space_access_txn(conn, p, space_ref, "admin", lock=True)
         if dry_run:
-            return {"rule": rule, "rules_version": space.rules_version, "dry_run": True}
+            out = {"rule": rule, "rules_version": space.rules_version, "dry_run": True}
+            if scopes.is_read_rule(rule):  # who would stop or start reading what
+                now_rules = list_rules_txn(conn, space.id)
+                out["read_impact"] = scopes.read_impact_txn(
+                    conn, space, now_rules, [*now_rules, dict(rule, id="new")])
+            return out
         rule_id = new_id(now)
         insert_rule_txn(conn, id=rule_id, space_id=space.id, effect=rule["effect"],
                         who=rule["who"], actions=",".join(rule["actions"]),
-                        entries=rule["entries"], created_at=now)
+                        entries=rule["entries"], created_at=now,
+                        kinds=",".join(rule.get("kinds", [])) or None,
+                        tags=",".join(rule.get("tags", [])) or None)
         # the guard compares rules_version at commit: a batch prepared under the old rules
         # is refused with head_changed and retried under these
         bump_rules_version_txn(conn, space.id)
@@ -176,6 +190,10 @@ def remove_rule(store: Store, p: Principal, space_ref: str, rule_id: str,
         if not found:
             raise NotFound(f"no rule {rule_id} in this space")
         out = {"rule": found[0], "rules_version": space.rules_version + 1}
+        if dry_run and scopes.is_read_rule(found[0]):  # who would start reading what
+            every = list_rules_txn(conn, space.id)
+            out["read_impact"] = scopes.read_impact_txn(
+                conn, space, every, [r for r in every if r["id"] != rule_id])
         _finish(out, dry_run)
         delete_rule_txn(conn, space.id, rule_id)
         bump_rules_version_txn(conn, space.id)
@@ -360,7 +378,8 @@ def rename_user(store: Store, p: Principal, user_id: str, body: dict[str, Any], 
             raise NotFound(f"no user {user_id} you may rename")
         out = {"user_id": target, "name": name, "previous": user.name}
         _finish(out, dry_run)
-        set_user_name_txn(conn, target, name)
+        # the member's own choice, or an admin's: never replaced by a sign-in's claim
+        set_user_name_txn(conn, target, name, "member" if target == p.user_id else "admin")
         audit.record_hub_txn(conn, at=now, action="user.rename", actor=p.actor(),
                              details=out)
         return out
@@ -517,8 +536,11 @@ def revoke_delegation(store: Store, p: Principal, delegation_id: str, body: dict
 
 def audit_lines(store: Store, p: Principal, space_ref: str | None, since: int
                 ) -> Iterator[bytes]:
-    """NDJSON export: one event per line, then ``{"end": {"count"}}``. Owners export every
-    chain (or one space); a space admin exports that space's chain."""
+    """NDJSON export: one event per line, then ``{"end": {"count", "names"}}``. Owners
+    export every chain (or one space); a space admin exports that space's chain. ``names``:
+    the display names of the users, devices, replicas and spaces the exported events name
+    (actors, the ids in their details, the chains), for output that shows names instead of
+    ids (D138); the events themselves keep every id, as the chain hashed them."""
     direct(p)
     with store.read(snapshot=True) as conn:
         chain = None
@@ -528,10 +550,29 @@ def audit_lines(store: Store, p: Principal, space_ref: str | None, since: int
         elif not p.is_owner:
             raise Forbidden("only hub owners export the whole audit; name a space you admin")
         n = 0
+        ids: set[str] = set()
         for row in iter_audit_txn(conn, since, chain):
             n += 1
-            yield (canonical_str(audit.row_to_event(row)) + "\n").encode()
-        yield (canonical_str({"end": {"count": n}}) + "\n").encode()
+            ev = audit.row_to_event(row)
+            if len(ids) < MAX_AUDIT_NAMES:
+                ids.update(_named_ids(ev))
+            yield (canonical_str(ev) + "\n").encode()
+        names = names_txn(conn, ids)
+        yield (canonical_str({"end": {"count": n, "names": names}}) + "\n").encode()
+
+
+MAX_AUDIT_NAMES = 20_000  # ids named at the end of one export (members, devices, spaces)
+_NAMED_KEYS = ("user", "user_id", "device", "device_id", "replica", "replica_id", "space")
+
+
+def _named_ids(ev: dict[str, Any]) -> set[str]:
+    """The ids an audit event names that have display names: its actor, its chain (a
+    space) and the people, devices, replicas and spaces its details point to."""
+    found = {ev["chain"]}
+    for part in (ev.get("actor"), ev.get("details")):
+        if isinstance(part, dict):
+            found.update(str(part[k]) for k in _NAMED_KEYS if isinstance(part.get(k), str))
+    return {i for i in found if is_id(i)}
 
 
 def verify_audit(store: Store, p: Principal, space_ref: str | None) -> dict[str, Any]:

@@ -51,7 +51,12 @@ REQUESTS: dict[str, dict[str, Any]] = {
     "redeem": _obj({"code": {"type": "string"}, "device_name": {"type": "string"},
                     "device_key": {"type": "string", "description": "Ed25519 public key, "
                                    "base64url"},
-                    "user_name": {"type": "string"},
+                    "user_name": {"type": "string", "description": "the display name the "
+                                  "member chose (default: the invite's name, else "
+                                  "default_name)"},
+                    "default_name": {"type": "string", "description": "the machine's guess "
+                                     "(its account's full name), used when neither the "
+                                     "member nor the invite names them"},
                     "held_elsewhere": {"type": "array", "items": {"type": "string"},
                                        "description": "ids of spaces the caller's machine "
                                        "already holds in another vault: an invite for one "
@@ -70,7 +75,10 @@ REQUESTS: dict[str, dict[str, Any]] = {
                          ("name",), examples=[{"name": "team-memory"}]),
     "invite_create": _obj({"role": {"type": "string",
                                     "enum": ["viewer", "editor", "admin", "owner"]},
-                           "ttl_seconds": TTL}, ("role",),
+                           "ttl_seconds": TTL,
+                           "name": {"type": "string", "maxLength": 100,
+                                    "description": "the new member's display name: the "
+                                    "default they are offered at join"}}, ("role",),
                           examples=[{"role": "editor", "ttl_seconds": 86400}]),
     "replica_register": _obj({"name": {"type": "string"}}),
     "conflict_report": _obj({"conflicts": {
@@ -115,7 +123,11 @@ REQUESTS: dict[str, dict[str, Any]] = {
                   ("entries", "reason")),
     "rule_add": _obj({"effect": {"type": "string", "enum": ["allow", "deny"]},
                       "who": {"type": "string"}, "actions": {"type": "string"},
-                      "entries": {"type": "string"}}, ("who", "actions", "entries")),
+                      "entries": {"type": "string"},
+                      # a read rule's conditions (hub/scope.py, D142)
+                      "kinds": {"type": "array", "items": {"type": "string"}},
+                      "tags": {"type": "array", "items": {"type": "string"}}, **DRY},
+                     ("who", "actions", "entries")),
     "dry_run": _obj(DRY),
     "role_set": _obj({"role": ROLE, **DRY}, ("role",)),
     "user_rename": _obj({"name": {"type": "string"}, **DRY}, ("name",)),

@@ -58,6 +58,11 @@ users = Table(
     Column("created_at", BigInteger, nullable=False),
     # the verified email an OpenID Connect sign-in is matched by (0017; `quire hub email`)
     Column("email", String(320), nullable=True),
+    # where the name came from (0026): member (chosen at join or renamed by the member),
+    # invite (the invite's name), admin, oidc (the provider's `name` claim), guess (this
+    # machine's account or device name); NULL before 0026. A first OpenID Connect sign-in
+    # replaces only a guess (docs/decisions.md D138)
+    Column("name_source", String(16), nullable=True),
     Index("ix_users_email", "email", unique=True),
 )
 
@@ -109,6 +114,7 @@ invites = Table(
     Column("used_at", BigInteger, nullable=True),
     Column("used_by", ID, nullable=True),
     Column("revoked_at", BigInteger, nullable=True),
+    Column("name", String(100), nullable=True),  # the new member's display name (0026)
 )
 
 replicas = Table(
@@ -183,9 +189,12 @@ rules = Table(
     Column("space_id", ID, ForeignKey("spaces.id"), nullable=False, index=True),
     Column("effect", String(8), nullable=False),  # only "deny" today
     Column("who", String(64), nullable=False),  # a role, a user id, or "agents"
-    Column("actions", String(64), nullable=False),  # comma-separated create,update,delete
+    Column("actions", String(64), nullable=False),  # comma-separated create,update,delete,read
     Column("entries", String(240), nullable=False),  # glob on entry ids
     Column("created_at", BigInteger, nullable=False),
+    # read rules (0029): comma-separated kinds and tags the entry must have one of; null: any
+    Column("kinds", String(240), nullable=True),
+    Column("tags", String(240), nullable=True),
 )
 
 # ---------------------------------------------------------------- identity (0002)

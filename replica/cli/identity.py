@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import socket
 import time
 from typing import TYPE_CHECKING, Any
@@ -111,8 +112,48 @@ def _done(out: Any, res: dict[str, Any], what: str) -> None:
 def _rule_line(r: dict[str, Any]) -> str:
     when = " when it weakens a guardrail" if r.get("when") == "weakens" else ""
     src = "  (default)" if r.get("source") == "default" else ""
-    return (f"{r['id']}  {r.get('effect', 'deny')} {','.join(r['actions'])} for {r['who']} "
-            f"on {r['entries']}{when}{src}")
+    cond = "".join([f" of kind {','.join(r['kinds'])}" if r.get("kinds") else "",
+                    f" tagged {','.join(r['tags'])}" if r.get("tags") else ""])
+    rule_id = f"{r['id']}  " if r.get("id") else ""  # a rule not added yet has none
+    return (f"{rule_id}{r.get('effect', 'deny')} {','.join(r['actions'])} for "
+            f"{r['who']} on {r['entries']}{cond}{when}{src}")
+
+
+def _who(d: dict[str, Any]) -> str:
+    """A member, or their agent, by name (never an id)."""
+    agent = d.get("agent")
+    who = (f"the agents of {d['name']}" if agent == "*" else
+           f"agent {agent} of {d['name']}" if agent else d["name"])
+    return f"{who} ({d['role']})"
+
+
+def _impact_lines(impact: list[dict[str, Any]]) -> list[str]:
+    """A read rule's preview: who would stop or start reading what."""
+    if not impact:
+        return ["nobody would read anything more or less"]
+    out = []
+    for d in impact:
+        for verb, n, sample in (("stop", d["loses"], d["loses_sample"]),
+                                ("start", d["gains"], d["gains_sample"])):
+            if n:
+                more = f" and {n - len(sample)} more" if n > len(sample) else ""
+                out.append(f"{_who(d)} would {verb} reading {n} entr"
+                           f"{'y' if n == 1 else 'ies'}: {', '.join(sample)}{more}")
+    return out
+
+
+def _scope_lines(d: dict[str, Any]) -> str:
+    """``quire admin scope show``: what this member or agent may read."""
+    of = f" of {d['judged']}" if d.get("judged") is not None else ""
+    lines = [f"{_who(d)} reads {d['readable']}{of} live "
+             f"entr{'y' if d['readable'] == 1 and not of else 'ies'}"
+             + (" (no read rule narrows it)" if d["unrestricted"] else "")]
+    lines += [f"  rule: {r}" for r in d["rules"]]
+    if d["hidden"]:
+        more = d["hidden"] - len(d["hidden_sample"])
+        lines.append(f"  not readable: {', '.join(d['hidden_sample'])}"
+                     + (f" and {more} more" if more > 0 else ""))
+    return "\n".join(lines)
 
 
 def admin(args: argparse.Namespace, out: Any, c: HubClient, hub: HubConfig) -> bool:
@@ -122,21 +163,42 @@ def admin(args: argparse.Namespace, out: Any, c: HubClient, hub: HubConfig) -> b
     if noun == "rules":
         base = f"/v1/spaces/{_q(args.space)}/rules"
         if verb == "list":
-            # the effective rules: the built-in typed defaults, then the space's own
+            # the effective rules: the built-in typed defaults, then the space's own; a
+            # rule about one member shows their name (its id stays in --json)
+            people = {} if out.json else {
+                p["user_id"]: p["name"] for p in c.admin_get(
+                    f"/v1/spaces/{_q(args.space)}/people").get("people") or []}
             _rows(out, "effective", c.admin_get(base),
                   ["id", "effect", "actions", "who", "entries", "when", "source"],
-                  lambda r: [r["id"], r.get("effect", "deny"), ",".join(r["actions"]), r["who"],
-                             r["entries"], r.get("when") or "", r.get("source", "space")])
+                  lambda r: [r["id"], r.get("effect", "deny"), ",".join(r["actions"]),
+                             people.get(r["who"], r["who"]), r["entries"],
+                             r.get("when") or "", r.get("source", "space")])
         elif verb == "add":
             effect = "allow" if args.allow else "deny"
-            res = c.admin_post(base, {"effect": effect, "who": args.who, "entries": args.entries,
-                                      "actions": [a.strip() for a in
-                                                  (args.allow or args.deny).split(",")
-                                                  if a.strip()]})
-            out.doc(res, f"added rule {_rule_line(res['rule'])}")
+            body: dict[str, Any] = {
+                "effect": effect, "who": args.who, "entries": args.entries,
+                "actions": [a.strip() for a in (args.allow or args.deny).split(",")
+                            if a.strip()], **dry}
+            for field in ("kinds", "tags"):  # a read rule's conditions
+                if getattr(args, field, None):
+                    body[field] = [x.strip() for x in getattr(args, field).split(",")
+                                   if x.strip()]
+            res = c.admin_post(base, body)
+            said = ("would add" if res.get("dry_run") else "added") + \
+                f" rule {_rule_line(res['rule'])}"
+            if "read_impact" in res:
+                said += "\n" + "\n".join(_impact_lines(res["read_impact"]))
+            out.doc(res, said + ("\n(dry run: nothing changed)" if res.get("dry_run") else ""))
         else:
             res = c.admin_post(f"{base}/{_q(args.rule)}/remove", dry)
-            _done(out, res, f"removed rule {args.rule}")
+            extra = ("\n" + "\n".join(_impact_lines(res["read_impact"]))
+                     if "read_impact" in res else "")
+            _done(out, res, f"removed rule {args.rule}{extra}")
+    elif noun == "scope":
+        asked = {k: v for k, v in (("who", args.who), ("as", getattr(args, "as_user", None)))
+                 if v}
+        res = c.admin_get(f"/v1/spaces/{_q(args.space)}/scope", asked or None)
+        out.doc(res, _scope_lines(res))
     elif noun == "member":
         base = f"/v1/spaces/{_q(args.space)}/members"
         if verb == "list":
@@ -151,8 +213,9 @@ def admin(args: argparse.Namespace, out: Any, c: HubClient, hub: HubConfig) -> b
             _done(out, res, f"removed {args.user} from {args.space}")
     elif noun == "invite" and verb == "list":
         _rows(out, "invites", c.admin_get(f"/v1/spaces/{_q(args.space)}/invites"),
-              ["id", "role", "expires", "state"],
-              lambda i: [i["id"], i["role"], _when(i["expires_at"]), _state(i)])
+              ["id", "for", "role", "expires", "state"],
+              lambda i: [i["id"], i.get("name") or "", i["role"], _when(i["expires_at"]),
+                         _state(i)])
     elif noun == "invite" and verb == "revoke":
         res = c.admin_post(f"/v1/invites/{_q(args.invite)}/revoke", dry)
         _done(out, res, f"revoked invite {args.invite}")
@@ -199,14 +262,14 @@ def epoch_text(space: str, res: dict[str, Any]) -> str:
     imp = res.get("impact") or {}
     left = imp.get("history_left") or {}
     reps = imp.get("replicas_resnapshot") or []
-    lines = [f"dry run: nothing changed; epoch {res.get('previous')} of {space} would end"
-             if res.get("dry_run") else
-             f"epoch of {space} is now {res.get('epoch')} (was {res.get('previous')})",
-             f"  history left behind: {left.get('batches', 0)} batch(es) of epoch "
-             f"{left.get('epoch')}",
+    # epochs and replicas by what people know them by, never their ids (--json has them)
+    lines = [f"dry run: nothing changed; the current epoch of {space} would end"
+             if res.get("dry_run") else f"{space} is in a new epoch (the previous one ended)",
+             f"  history left behind: {left.get('batches', 0)} batch(es) of the previous "
+             "epoch",
              f"  entries carried into the new epoch: {imp.get('entries_carried', 0)}",
              f"  replicas that take a snapshot on their next sync: {len(reps)}"]
-    lines += [f"    {r['id']}  {r['name']} ({r['device_name']})" for r in reps]
+    lines += [f"    {r['name']} ({r['device_name']})" for r in reps]
     lines.append("  members who lose access: none (members, roles and devices stay)")
     return "\n".join(lines)
 
@@ -222,16 +285,60 @@ def _audit(args: argparse.Namespace, out: Any, c: HubClient, hub: HubConfig) -> 
     if args.verify:
         _verify_audit(args, out, c, hub)
         return
-    events = list(c.audit(args.space, int(args.since or 0)))
+    names: dict[str, str] = {}
+    events = list(c.audit(args.space, int(args.since or 0), names))
     if out.json:
         for ev in events:  # JSON lines: one event per line
             print(json.dumps(ev, ensure_ascii=False, sort_keys=True), flush=True)
         return
-    from shared.humanize import stamp
-
     for ev in events:
-        who = ev["actor"].get("agent") or ev["actor"].get("user") or ev["actor"]
-        print(f"{stamp(ev['at'], seconds=True)}  {ev['chain'][:10]}#{ev['n']:<5} {ev['action']:20} {who}")
+        print(audit_line(ev, names))
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# details worth a person's eye, in this order; ids among them are shown by name or left out
+_DETAIL_KEYS = ("role", "name", "previous", "agent", "scope", "reason", "entries", "seq",
+                "epoch_reason", "user", "user_id", "device", "replica", "space", "email")
+
+
+def audit_line(ev: dict[str, Any], names: dict[str, str]) -> str:
+    """One audit event for people: local time, where (the space's name, or ``hub``) and
+    its number in that chain, the action, who (display name, the agent on their behalf, the
+    device by name) and its details with names for ids; never an id (``--json`` keeps the
+    events as exported). An id the hub could not name (an invite, a batch) is left out."""
+    from shared.humanize import stamp
+    from shared.ids import is_id
+
+    def shown(v: Any) -> str | None:
+        if isinstance(v, str) and is_id(v):
+            return names.get(v)
+        if isinstance(v, list):
+            parts = [p for p in (shown(x) for x in v[:5]) if p]
+            return ", ".join(parts) + (f" and {len(v) - 5} more" if len(v) > 5 else "") \
+                if parts else None
+        if isinstance(v, (str, int)) and not isinstance(v, bool):
+            return _CONTROL.sub("", str(v))[:80]
+        return None
+
+    chain = ev.get("chain")
+    where = "hub" if chain == "hub" else names.get(str(chain), "a space")
+    raw_actor, raw_details = ev.get("actor"), ev.get("details")
+    actor: dict[str, Any] = raw_actor if isinstance(raw_actor, dict) else {}
+    if actor.get("user"):
+        who = names.get(str(actor["user"]), "a member")
+        if actor.get("agent"):
+            who += f" for agent {_CONTROL.sub('', str(actor['agent']))[:64]}"
+        if actor.get("device") and names.get(str(actor["device"])):
+            who += f" ({names[str(actor['device'])]})"
+    elif actor.get("system"):
+        who = f"system ({_CONTROL.sub('', str(actor['system']))[:40]})"
+    else:
+        who = "anonymous"
+    details: dict[str, Any] = raw_details if isinstance(raw_details, dict) else {}
+    said = [f"{k} {v}" for k in _DETAIL_KEYS if k in details
+            and (v := shown(details[k])) is not None]
+    return (f"{stamp(ev['at'], seconds=True)}  {where}#{ev['n']:<5} {ev['action']:20} {who}"
+            + (f"  ({'; '.join(said)})" if said else ""))
 
 
 def _verify_audit(args: argparse.Namespace, out: Any, c: HubClient, hub: HubConfig) -> None:
@@ -289,13 +396,27 @@ def add_admin_parsers(nouns: Any, common: argparse.ArgumentParser, parser_class:
     ra = r.add_parser("add", parents=[common], help="add an allow or a deny rule")
     ra.add_argument("space", metavar="SPACE")
     eff = ra.add_mutually_exclusive_group(required=True)
-    eff.add_argument("--deny", metavar="ACTIONS", help="create,update,delete")
+    eff.add_argument("--deny", metavar="ACTIONS", help="create,update,delete, or read")
     eff.add_argument("--allow", metavar="ACTIONS",
-                     help="create,update,delete (e.g. relax the guardrail default)")
+                     help="create,update,delete (e.g. relax the guardrail default), or read")
     ra.add_argument("--who", required=True,
                     help="viewer|editor|admin, a user id, agents (every agent) or agent:NAME "
                          "(one agent); a role's or user's allow never reaches their agents")
     ra.add_argument("--entries", required=True, metavar="GLOB", help="e.g. 'guardrail/*'")
+    ra.add_argument("--kinds", metavar="KINDS", help="a read rule: only entries of these "
+                    "kinds (comma-separated)")
+    ra.add_argument("--tags", metavar="TAGS", help="a read rule: only entries holding one of "
+                    "these tags (comma-separated)")
+    dry(ra)
+
+    sc = verbs("scope", "what a member or an agent may read (read rules)")
+    ss = sc.add_parser("show", parents=[common], help="the read rules that apply and the "
+                       "entries in and out of scope")
+    ss.add_argument("space", metavar="SPACE")
+    ss.add_argument("--who", metavar="USER_ID|agent:NAME",
+                    help="a member (default: you), or an agent (with --as)")
+    ss.add_argument("--as", dest="as_user", metavar="USER_ID",
+                    help="the member an agent acts for")
     rr = dry(r.add_parser("remove", parents=[common]))
     rr.add_argument("space", metavar="SPACE")
     rr.add_argument("rule", metavar="RULE_ID")

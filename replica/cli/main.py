@@ -11,6 +11,7 @@ import argparse
 import functools
 import importlib
 import json
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -70,8 +71,10 @@ class Out:
 
 def usage_line(u: dict[str, Any]) -> str:
     """``3 of 1000 entries, 2.1 KiB of 4.0 GiB, history 5.0 KiB of 16.0 GiB``."""
-    def of(n: int, limit: int, size: bool) -> str:
+    def of(n: int | None, limit: int, size: bool) -> str:
         show = _size if size else str
+        if n is None:  # a reader with read rules is not told the space's totals (D142)
+            return f"(not shown) of {show(limit)}" if limit else "(not shown)"
         return f"{show(n)} of {show(limit)}" if limit else f"{show(n)} (no quota)"
     q = u.get("quota") or {}
     return (f"{of(u['entries'], q.get('entries', 0), False)} entries, "
@@ -145,34 +148,70 @@ def _human_status(doc: dict[str, Any]) -> str:
 # ---------------------------------------------------------------- commands
 
 
-def _account_name() -> str | None:
-    """The default display name of a new member: this computer account's name."""
+def machine_name() -> str | None:
+    """This machine's guess at a new member's display name, used only when neither the
+    member nor the invite names them: the account's full name (the first field of its
+    GECOS entry), else the account name (docs/decisions.md D138)."""
     import getpass
 
+    try:
+        import pwd
+
+        full = pwd.getpwuid(os.getuid()).pw_gecos.split(",")[0].strip()
+        if full:
+            return full[:100]
+    except (ImportError, KeyError, AttributeError, OSError):
+        pass  # no passwd entry (a container's uid, Windows): the account name
     try:
         return getpass.getuser()[:100] or None
     except Exception:  # noqa: BLE001 - no account name: the hub uses the device name
         return None
 
 
+def _ask_name(out: Out) -> Callable[[str], str | None] | None:
+    """Ask a person at a terminal for their display name, offering the hub's default;
+    None (not asked) under --json or without a terminal on both ends."""
+    if out.json or not (sys.stdin.isatty() and sys.stderr.isatty()):
+        return None
+
+    def ask(offered: str) -> str | None:
+        sys.stderr.write(f"your display name, as your team sees it [{offered}]: ")
+        sys.stderr.flush()
+        try:
+            return sys.stdin.readline().strip() or None
+        except (OSError, KeyboardInterrupt):
+            return None
+
+    return ask
+
+
 def cmd_join(args: argparse.Namespace, out: Out) -> int:
     if (args.invite is None) == (args.space is None):
         raise InvalidRequest("give either --invite CODE or --space NAME (a space you are "
                              "a member of, on a device signed in with 'quire login')")
+    asked = None
     if args.space is not None:
         doc = service.join_space(Home(), args.url, args.space, vault=args.vault,
                                  say=out.say, progress=out.progress)
     else:
+        asked = None if args.name else _ask_name(out)
         doc = service.join(Home(), args.url, args.invite, vault=args.vault,
-                           device=args.device, name=args.name or _account_name(),
-                           say=out.say, progress=out.progress)
+                           device=args.device, name=args.name, default_name=machine_name(),
+                           choose_name=asked, say=out.say, progress=out.progress)
     url, name = doc["hub"]["url"], doc.pop("device_name")
+    # a name nobody chose here (no --name, no prompt): say which, and how to change it
+    named = ""
+    if doc.get("new_user") and doc.get("user_name") and not args.name and asked is None:
+        whence = ("the invite's" if doc.get("name_source") == "invite"
+                  else "a guess from this account")
+        named = (f"\nyour name as the team sees it: {doc['user_name']!r} ({whence}; "
+                 "'quire admin users name me NAME' changes it)")
     if doc.get("already_joined"):
         out.doc(doc, f"{doc['space']['name']} is already joined here, in "
                      f"{doc['space']['vault']}")
     elif doc["space"] is None:
-        out.doc(doc, f"joined hub {url} as device {name!r} (no space: owner enrollment)\n"
-                     "next: quire admin space create team-memory   # or any name")
+        out.doc(doc, f"joined hub {url} as device {name!r} (no space: owner enrollment)"
+                     f"{named}\nnext: quire admin space create team-memory   # or any name")
     elif doc.get("rejoined"):
         out.doc(doc, f"access to {doc['space']['name']} restored; next: quire sync "
                      f"{doc['space']['name']}")
@@ -180,7 +219,7 @@ def cmd_join(args: argparse.Namespace, out: Out) -> int:
         status = doc["status"]
         out.doc(doc, f"vault written to {doc['space']['vault']} "
                      f"({len(doc['sync']['merged'])} merged, "
-                     f"head seq {status['head']['seq'] if status['head'] else 0})")
+                     f"head seq {status['head']['seq'] if status['head'] else 0}){named}")
     return 0
 
 
@@ -381,14 +420,15 @@ def cmd_admin(args: argparse.Namespace, out: Out) -> int:
             out.doc(res, f"space {args.space} quota set\n  usage: {usage_line(res)}")
         elif args.noun == "invite" and args.verb == "create":
             if args.owner:
-                res = c.create_owner_invite(args.ttl)
+                res = c.create_owner_invite(args.ttl, args.name)
             else:
                 if not args.space or not args.role:
                     raise UsageError("give SPACE and --role, or --owner")
-                res = c.create_invite(args.space, args.role, args.ttl)
+                res = c.create_invite(args.space, args.role, args.ttl, args.name)
             from shared.humanize import when
 
-            out.doc(res, f"invite code: {res['code']}\n(single use, expires "
+            named = f" for {res['name']}" if res.get("name") else ""
+            out.doc(res, f"invite code{named}: {res['code']}\n(single use, expires "
                          f"{when(res.get('expires_at'))}; join with: quire join {hub.url} "
                          f"--invite {res['code']})")
         elif args.noun == "revert":
@@ -471,9 +511,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                   "(default: ./<space name>)")
     j.add_argument("--device", metavar="NAME", help="this device's name (default: host name)")
     j.add_argument("--name", metavar="NAME",
-                   help="your display name as a new member, shown to admins (default: this "
-                        "computer account's name; 'quire admin users name me NAME' changes "
-                        "it)")
+                   help="your display name as a new member, as your team sees it (default: "
+                        "the invite's name, else this account's full name; asked at a "
+                        "terminal; 'quire admin users name me NAME' changes it)")
     j.set_defaults(func=cmd_join)
 
     s = sub.add_parser("spaces", parents=[common], help="list the spaces this machine joined")
@@ -570,6 +610,9 @@ def build_parser() -> argparse.ArgumentParser:
     ic.add_argument("--role", choices=["viewer", "editor", "admin"])
     ic.add_argument("--owner", action="store_true", help="an owner enrollment code (no space)")
     ic.add_argument("--ttl", type=int, metavar="SECONDS", help="lifetime of the code")
+    ic.add_argument("--name", metavar="NAME",
+                    help="the new member's display name: offered to them at join (they "
+                         "may type another)")
     identity_cli.add_invite_verbs(inv, common)
     ep = nouns.add_parser("epoch", parents=[common], help="epochs").add_subparsers(
         dest="verb", metavar="VERB", parser_class=_Parser)

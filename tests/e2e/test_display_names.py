@@ -80,3 +80,64 @@ def test_join_name_and_member_list_through_the_cli(hub: FreshHub, owner: Path,
     assert renamed["previous"] == "Carol C." and renamed["name"] == "Carol"
     human = quire(owner, "admin", "member", "list", space).stdout
     assert "Carol" in human and "carol-laptop" not in human
+
+
+def _join_at_a_terminal(home: Path, url: str, code: str, vault: Path, typed: str
+                        ) -> tuple[str, str]:
+    """``quire join`` as a person runs it: stdin and stderr on a terminal (a pty), the
+    name typed at the prompt. (prompt text, stdout)."""
+    import os
+    import pty
+    import select
+    import subprocess
+    import time
+
+    from tests.kit.cli import QUIRE
+    from tests.kit.host import REPO
+
+    master, slave = pty.openpty()
+    env = dict(os.environ, QUIRE_HOME=str(home))
+    p = subprocess.Popen([*QUIRE, "join", url, "--invite", code, "--vault", str(vault)],
+                         stdin=slave, stderr=slave, stdout=subprocess.PIPE, env=env, cwd=REPO)
+    os.close(slave)
+    seen = b""
+    deadline = time.monotonic() + 60
+    try:
+        while b"]: " not in seen:
+            assert time.monotonic() < deadline and p.poll() is None, seen
+            if select.select([master], [], [], 0.5)[0]:
+                seen += os.read(master, 4096)
+        os.write(master, typed.encode() + b"\n")
+        out, _ = p.communicate(timeout=60)
+    finally:
+        os.close(master)
+    assert p.returncode == 0, (seen, out)
+    return seen.decode(errors="replace"), out.decode()
+
+
+def test_a_new_member_is_offered_the_invites_name_and_may_type_another(
+        hub: FreshHub, owner: Path, tmp_path: Path) -> None:
+    """The invite's name is the default: taken as is without a terminal (no prompt),
+    offered at the prompt at one (typing another keeps that one), and ``--name`` wins over
+    it. Before: every member was named after the computer account (``root`` here)."""
+    space = "invite-names-" + uuid.uuid4().hex[:6]
+    qjson(owner, "admin", "space", "create", space)
+
+    def invite(name: str) -> str:
+        made = qjson(owner, "admin", "invite", "create", space, "--role", "editor",
+                     "--name", name)
+        assert made["name"] == name
+        return str(made["code"])
+
+    dana = qjson(tmp_path / "dana", "join", hub.url, "--invite", invite("Dana Label"),
+                 "--vault", str(tmp_path / "v-dana"))
+    assert dana["user_name"] == "Dana Label" and dana["new_user"] is True
+    erin = qjson(tmp_path / "erin", "join", hub.url, "--invite", invite("Erin Label"),
+                 "--name", "Erin E.", "--vault", str(tmp_path / "v-erin"))
+    assert erin["user_name"] == "Erin E."
+    prompt, out = _join_at_a_terminal(tmp_path / "finn", hub.url, invite("Finn Label"),
+                                      tmp_path / "v-finn", "Finnegan")
+    assert "[Finn Label]" in prompt and "vault written to" in out, (prompt, out)
+    names = {m["name"] for m in qjson(owner, "admin", "member", "list", space)["members"]}
+    assert {"Dana Label", "Erin E.", "Finnegan"} <= names, names
+    assert not names & {"Finn Label", "Erin Label"}, names  # (the owner's: a guess)

@@ -51,8 +51,12 @@ def test_remote_and_local_reads_agree_and_change_nothing(team) -> None:  # type:
 
 def test_remote_read_errors_are_documented_codes(team) -> None:  # type: ignore[no-untyped-def]
     bob = team.member("bob")
+    # a page the hub does not have is an error (exit 1), as a local read of one: not 5,
+    # "the hub refuses you" (docs/cli.md, Exit codes; before: 5)
     p = quire(bob.home, "read", "page/none", "--remote", "--json", check=False)
-    assert p.returncode != 0 and '"not_found"' in p.stdout
+    assert p.returncode == 1 and '"not_found"' in p.stdout and '"no_entry"' in p.stdout, p
+    p = quire(bob.home, "read", "page/none", "--remote", "--history", check=False)
+    assert p.returncode == 1 and "page/none" in p.stderr + p.stdout, p
     p = quire(bob.home, "search", "!!!", "--remote", "--json", check=False)
     assert p.returncode != 0 and '"invalid_request"' in p.stdout
     p = quire(bob.home, "read", "page/none", "--history", "--json", check=False)

@@ -45,23 +45,32 @@ def _lowerings(entry_id: str) -> set[str]:
     return {ascii_lower, entry_id.lower(), fold(entry_id)}
 
 
-def check_names_txn(conn: Any, space_id: str, ops: Sequence[Any],
-                    current: dict[str, tuple[str, bool]]) -> None:
+def names_asked(ops: Sequence[Any], current: dict[str, tuple[str, bool]]) -> list[str]:
+    """What to look the batch's creates up by (``hub/store/names_sql.py``), or [] when the
+    batch creates nothing."""
+    return sorted({low for eid in _creates(ops, current) for low in _lowerings(eid)})
+
+
+def _creates(ops: Sequence[Any], current: dict[str, tuple[str, bool]]) -> list[str]:
+    return [op.entry_id for op in ops if not op.entry.deleted and (
+        current.get(op.entry_id) is None or current[op.entry_id][1])]
+
+
+def check_names(ops: Sequence[Any], current: dict[str, tuple[str, bool]],
+                found: list[str]) -> None:
     """Refuse (``policy_denied``, rule ``name_collision``) the batch when an op creates an
     entry whose name equals, ignoring case and Unicode normalization, a live entry's that
-    the batch does not delete, or another create's: on macOS and Windows they are one file,
-    and a member there would hold one of the two. Whole ids only: a folder spelled in
-    another case is caught by the replica (replica/engine/push.py). Runs while preparing
-    (hub/policy.py ``judge_txn``); one indexed statement, only when the batch creates."""
-    creates = [op.entry_id for op in ops if not op.entry.deleted and (
-        current.get(op.entry_id) is None or current[op.entry_id][1])]
+    the batch does not delete (``found``: the live entries ``names_asked`` found), or
+    another create's: on macOS and Windows they are one file, and a member there would
+    hold one of the two. Whole ids only: a folder spelled in another case is caught by the
+    replica (replica/engine/push.py)."""
+    creates = _creates(ops, current)
     if not creates:
         return
     gone = {op.entry_id for op in ops if op.entry.deleted}
-    asked = sorted({low for eid in creates for low in _lowerings(eid)})
-    found = [eid for eid in live_lowered_txn(conn, space_id, asked) if eid not in gone]
     wanted = {fold(eid) for eid in creates}
-    live = [eid for eid in found if fold(eid) in wanted and eid not in creates]
+    live = [eid for eid in found
+            if eid not in gone and fold(eid) in wanted and eid not in creates]
     hit = {eid: p for eid, p in collisions(creates, live).items()
            if p.other is not None and fold(p.other) == fold(eid)}  # whole names only
     if not hit:
@@ -73,3 +82,14 @@ def check_names_txn(conn: Any, space_id: str, ops: Sequence[Any],
     raise PolicyDenied(f"{len(denied)} new entry name(s) are one file with another entry's "
                        f"on macOS and Windows; the whole batch was refused: "
                        f"{denied[0]['reason']}", {"denied": denied, "reason": COLLISION})
+
+
+def check_names_txn(conn: Any, space_id: str, ops: Sequence[Any],
+                    current: dict[str, tuple[str, bool]]) -> None:
+    """``check_names`` with its read: while preparing (hub/policy.py ``judge_txn``), so a
+    collision is refused before the lock; the guard checks again under the space lock
+    (hub/guard.py ``commit_txn``), where a create racing in another batch is seen. One
+    indexed statement, only when the batch creates."""
+    asked = names_asked(ops, current)
+    if asked:
+        check_names(ops, current, live_lowered_txn(conn, space_id, asked))

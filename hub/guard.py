@@ -44,7 +44,7 @@ from hub.access import (
     recheck_device_txn,
     space_access_txn,
 )
-from hub.admission import check_portable
+from hub.admission import check_names, check_portable, names_asked
 from hub.events import CHANNEL, Broker
 from hub.keys import HubKey
 from hub.logs import current_request_id, event, reason_of
@@ -70,6 +70,7 @@ from hub.store.guard_reads import (
     prepare_context_of,
     prepare_context_read,
 )
+from hub.store.names_sql import lowered_of, lowered_reads
 from hub.store.principals import role_txn
 from hub.store.quotas_sql import live_counts_txn, usage_row_txn
 from hub.store.rules import list_rules_txn, rules_of, rules_read
@@ -339,14 +340,16 @@ def _commit_reads_txn(conn: Any, space: SpaceRow, batch: Batch, principal: Princ
                       quota: bool, state_root: bool, claims: tuple[int, ...] = ()
                       ) -> tuple[CommitContext, dict[str, tuple[str, bool]],
                                  dict[str, str] | None, dict[int, bytes] | None,
-                                 list[list[Any]]]:
+                                 list[list[Any]], list[str]]:
     """What the committing transaction reads once it holds the space lock, in one round
     trip on PostgreSQL (``read_together``): the re-reads (``commit_context_read``), the
     current versions of the touched entries, their live contents (the quota measures
     them), the holders of the guardrail keys the ``claims`` take (hub/policy.py
     ``takeover_reads``) and the kept lattices of their buckets (the state root moves with
-    them). Only writes under the same lock change any of it, so reading it together is
-    reading it in turn."""
+    them), and the live entries whose names a create may collide with (hub/admission.py
+    ``names_asked``: a create is an op without a base, bases being checked here). Only
+    writes under the same lock change any of it, so reading it together is reading it in
+    turn."""
     ids = [op.entry_id for op in batch.ops]
     versions = versions_reads(space.id, ids)
     contents = contents_reads(space.id, ids) if quota else []
@@ -357,6 +360,9 @@ def _commit_reads_txn(conn: Any, space: SpaceRow, batch: Batch, principal: Princ
         *versions, *contents]
     holders = policy.takeover_reads(space.id, batch.ops, claims) if claims else []
     reads += holders
+    asked = names_asked([op for op in batch.ops if op.base is None], {})
+    names = lowered_reads(space.id, asked) if asked else []
+    reads += names
     if state_root:
         reads.append(signed_state.lattice_read(space.id, batch.ops))
     rows = read_together(conn, reads)
@@ -366,7 +372,8 @@ def _commit_reads_txn(conn: Any, space: SpaceRow, batch: Batch, principal: Princ
             for eid, c in part} if quota else None
     at = 1 + len(versions) + len(contents)
     lattices = signed_state.lattices_of(rows[-1]) if state_root else None
-    return ctx, current, live, lattices, rows[at:at + len(holders)]
+    found = lowered_of(rows[at + len(holders):at + len(holders) + len(names)])
+    return ctx, current, live, lattices, rows[at:at + len(holders)], found
 
 
 def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep: Prepared,
@@ -389,7 +396,7 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
         hooks.in_commit(conn, batch, "locked")
     # every re-read below, after the lock (and after the hook: what a concurrent change
     # committed by now is seen), in one round trip; the checks run in their usual order
-    ctx, current, contents, lattices, holders = _commit_reads_txn(
+    ctx, current, contents, lattices, holders, named = _commit_reads_txn(
         conn, space, batch, principal, quota is not None, state_root, prep.claims)
     # a concurrent publish of the very same batch may have landed since preparation
     replay = _replay_of(ctx.prior, batch, space.id)
@@ -422,6 +429,8 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
                           {"reason": "rules_changed", "seq": space.head_seq,
                            "digest": space.head_digest})
     check_bases(batch, current)
+    # a create whose name another batch took since preparing (hub/admission.py)
+    check_names(batch.ops, current, named)
     if prep.claims:
         # a guardrail that takes a key is an update of the key's holders (hub/policy.py):
         # judged on the holders read under this lock, as one may have landed since the

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from hub.store.sql import Sql
+from hub.store.sql import Read, Sql
 
 _LOWERED: dict[int, Sql] = {}
 
 
-def live_lowered_txn(conn: Any, space_id: str, lowered: list[str]) -> list[str]:
-    """The ids of the space's live entries whose ``lower(entry_id)`` is in ``lowered``."""
-    out: list[str] = []
+def lowered_reads(space_id: str, lowered: list[str]) -> list[Read]:
+    """The statements of ``live_lowered_txn``, for ``read_together`` (rows: ``lowered_of``)."""
+    out: list[Read] = []
     for i in range(0, len(lowered), 500):
         part = lowered[i:i + 500]
         stmt = _LOWERED.get(len(part))
@@ -28,5 +28,15 @@ def live_lowered_txn(conn: Any, space_id: str, lowered: list[str]) -> list[str]:
                 f"({marks}) AND deleted = false")
         params: dict[str, Any] = {f"f{j}": f for j, f in enumerate(part)}
         params["s"] = space_id
-        out += [str(r[0]) for r in stmt.all(conn, params)]
+        out.append((stmt, params))
     return out
+
+
+def lowered_of(results: list[list[Any]]) -> list[str]:
+    return [str(r[0]) for rows in results for r in rows]
+
+
+def live_lowered_txn(conn: Any, space_id: str, lowered: list[str]) -> list[str]:
+    """The ids of the space's live entries whose ``lower(entry_id)`` is in ``lowered``."""
+    return lowered_of([stmt.all(conn, params)
+                       for stmt, params in lowered_reads(space_id, lowered)])

@@ -1,19 +1,17 @@
 """Names that are one file on macOS and Windows (docs/decisions.md D139): the hub refuses a
 create whose name equals a live entry's ignoring case (``policy_denied``, rule
 ``name_collision``, naming the other entry and a name that would do), nothing written; and
-the replica keeps such a file back before publishing, with the same rule. The attack: a
+the replica keeps such a file back before publishing, with the same rule
+(tests/replica/engine/test_any_path_inproc.py). The attack: a
 member on Linux publishes ``notes/plan`` beside ``Notes/Plan``; every member on a Mac then
 holds one file for two entries, and each sync there overwrites one with the other."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from shared.entry import Entry
-from tests.kit.inproc import Space, inproc_hub, space  # noqa: F401 (fixtures)
 from tests.kit.wire import WireTeam, delete, make_wire_team, put
 
 
@@ -47,29 +45,31 @@ def test_a_name_differing_only_in_case_is_refused_and_a_rename_is_not(
     # a rename that changes the case: the old name is deleted in the same batch
     r = ed.publish(team.space, [delete("Notes/Plan", first.entry.version), put("notes/plan")])
     assert r.status_code == 201, r.text
-    # without the check the attack lands (the check is what refuses it)
+    # without the checks (preparing, and under the lock) the attack lands
+    import hub.guard
     import hub.policy
 
     monkeypatch.setattr(hub.policy, "check_names_txn", lambda *a: None)
+    monkeypatch.setattr(hub.guard, "check_names", lambda *a: None)
     assert ed.publish(team.space, [put("NOTES/PLAN")]).status_code == 201
 
 
-def test_the_replica_keeps_a_colliding_file_back_and_publishes_the_rest(
-        tmp_path: Path, space: Space) -> None:  # noqa: F811
-    ann = space.replica(tmp_path, "ann")
+def test_a_name_taken_while_the_batch_was_prepared_is_refused_at_commit(
+        team: WireTeam) -> None:
+    """``Race/Plan`` lands between the preparation of ``race/plan`` and its committing
+    transaction (rebased onto it): only the lookup under the space lock sees it."""
+    hooks = team.hub.hooks
+    body = team.editor.batch(team.space, [put("race/plan")])
+    landed = []
+
+    def other_lands(_batch: object) -> None:
+        hooks.after_prepare = None
+        landed.append(team.owner.publish(team.space, [put("Race/Plan")]).status_code)
+
+    hooks.after_prepare = other_lands
     try:
-        ann.write(Entry(id="Notes/Plan", title="plan", body="v1\n"))
-        assert ann.sync().pushed == 1
-        for eid in ("notes/plan", "NOTES/other", "Notes/fine"):
-            ann.write(Entry(id=eid, title=eid, body="x\n"))
-        rep = ann.sync()
-        held = {d["id"]: d for d in rep.policy_denied}
-        assert set(held) == {"notes/plan", "NOTES/other"}, rep.policy_denied
-        assert held["notes/plan"]["rule"] == "name_collision"
-        assert held["notes/plan"]["of"] == "Notes/Plan"
-        assert held["NOTES/other"]["suggested"] == "Notes/other"  # the folder's spelling
-        assert "notes/plan.md" in held["notes/plan"]["message"]
-        assert set(space.live()) == {"Notes/Plan", "Notes/fine"}  # nothing else published
-        assert ann.path("notes/plan").exists()  # nothing lost
+        r = team.editor.post(f"/v1/spaces/{team.space}/batches?rebase=1", body)
     finally:
-        ann.close()
+        hooks.after_prepare = None
+    assert landed == [201]
+    assert refused(r) == [("race/plan", "name_collision", "Race/Plan")]

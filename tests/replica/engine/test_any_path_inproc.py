@@ -2,7 +2,8 @@
 sync engine and the real hub in-process: names people keep (spaces, upper case, accents,
 a file at the root, nested folders) are published, cloned and pulled to the same paths,
 and their edits and deletes travel back. Before, each of these files stayed in
-``problems`` for good."""
+``problems`` for good. A name that is one file with another entry's on macOS and Windows is
+kept back, named, with a name that would do (tests/hub/test_name_collisions.py: the hub)."""
 
 from __future__ import annotations
 
@@ -41,3 +42,24 @@ def test_people_names_sync_to_the_same_paths_both_ways(tmp_path: Path, space: Sp
         ann.close()
         if bob is not None:
             bob.close()
+
+
+def test_the_replica_keeps_a_colliding_file_back_and_publishes_the_rest(
+        tmp_path: Path, space: Space) -> None:
+    ann = space.replica(tmp_path, "ann")
+    try:
+        ann.write(Entry(id="Notes/Plan", title="plan", body="v1\n"))
+        assert ann.sync().pushed == 1
+        for eid in ("notes/plan", "NOTES/other", "Notes/fine"):
+            ann.write(Entry(id=eid, title=eid, body="x\n"))
+        rep = ann.sync()
+        held = {d["id"]: d for d in rep.policy_denied}
+        assert set(held) == {"notes/plan", "NOTES/other"}, rep.policy_denied
+        assert held["notes/plan"]["rule"] == "name_collision"
+        assert held["notes/plan"]["of"] == "Notes/Plan"
+        assert held["NOTES/other"]["suggested"] == "Notes/other"  # the folder's spelling
+        assert "notes/plan.md" in held["notes/plan"]["message"]
+        assert set(space.live()) == {"Notes/Plan", "Notes/fine"}  # nothing else published
+        assert ann.path("notes/plan").exists()  # nothing lost
+    finally:
+        ann.close()

@@ -125,18 +125,25 @@ def _line(row: Any, batch: str, withheld: dict[str, Any] | None) -> str:
 
 
 def changes(store: Store, p: Principal, space_ref: str, epoch: str | None, after: int,
-            limit: int, signer: Signer | None = None, *, whole: bool = False
-            ) -> Iterator[bytes]:
+            limit: int, signer: Signer | None = None, *, whole: bool = False,
+            held_scope: str | None = None) -> Iterator[bytes]:
     """Yields NDJSON chunks. Access and epoch are checked before the first chunk, so the
     caller pulls that chunk before sending headers and errors become proper responses.
     With ``signer`` the end line carries the signed head at the last seq sent. ``whole``:
     only whole batches (lines shared between readers, hub/api/events.py): a reader whose
-    scope is narrowed is refused instead."""
+    scope is narrowed is refused instead. ``held_scope``: the fingerprint of the read rules
+    the caller's copy was built under ("" none; None: not said); when its scope is another
+    now (a rule narrowed or widened it), changes after its head would not make its copy
+    the scope's, so it is sent to a snapshot (``reason: scope``)."""
     with store.read(snapshot=True) as conn:
         space, role = space_access_txn(conn, p, space_ref, "viewer")
         scope = scopes.scope_txn(conn, p, space, role)
         if whole and not scope.unrestricted:
             raise Forbidden("whole batches are not served to a reader with read rules")
+        if held_scope is not None and held_scope != scope.fingerprint:
+            raise SnapshotRequired("the read rules changed what you may read; take a "
+                                   "snapshot", {"epoch": space.epoch, "reason": "scope",
+                                                "scope": scope.fingerprint})
         if epoch is not None and epoch != space.epoch:
             raise SnapshotRequired("the space is in another epoch; take a snapshot",
                                    {"epoch": space.epoch, "reason": "epoch"})

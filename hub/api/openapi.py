@@ -79,7 +79,10 @@ OPS: dict[tuple[str, str], Op] = {
     ("GET", "/v1/spaces/{space}/changes"): Op(
         "batches after a seq (NDJSON)", "ndjson",
         query=(("epoch", {"type": "string"}), ("after", _INT),
-               ("limit", {"type": "integer", "minimum": 1}))),
+               ("limit", {"type": "integer", "minimum": 1}), ("scope", _STR)),
+        description="`scope`: the read-rules fingerprint the caller's copy was built under "
+                    "(empty: none); when the caller's scope is another now, "
+                    "`snapshot_required` with `reason: scope` (docs/security.md, Read rules)."),
     ("GET", "/v1/spaces/{space}/snapshot"): Op("every live entry at one head (NDJSON)",
                                                "ndjson"),
     ("GET", "/v1/spaces/{space}/devices"): Op("hub-signed attestations of device keys"),

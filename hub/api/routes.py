@@ -387,7 +387,7 @@ async def changes(request: Request) -> Response:
     p = await principal(request)
     hub = hub_of(request)
     qp = request.query_params
-    unknown = set(qp) - {"epoch", "after", "limit"}
+    unknown = set(qp) - {"epoch", "after", "limit", "scope"}
     if unknown:
         raise InvalidRequest(f"unknown query parameters: {', '.join(sorted(unknown))}")
     epoch, after, limit = feed.parse_changes_query(qp.get("epoch"), qp.get("after"),
@@ -395,7 +395,8 @@ async def changes(request: Request) -> Response:
                                                    hub.settings.changes_page_max)
     return await ndjson(feed.changes(hub.store, p, request.path_params["space"], epoch, after,
                                      limit, feed.Signer(hub.key, hub.now(),
-                                                        hub.settings.state_root)))
+                                                        hub.settings.state_root),
+                                     held_scope=qp.get("scope")))
 
 
 async def snapshot(request: Request) -> Response:

@@ -558,3 +558,28 @@ def test_a_scoped_readers_event_stream_is_told_to_send_bare_heads(world: dict[st
     # the check each stream runs (in the head's own read) says whether it may carry lines
     assert events._check(team.hub, _principal(viewer), space)["scoped"] is True
     assert events._check(team.hub, _principal(editor), space)["scoped"] is False
+
+
+def test_a_pull_built_under_other_read_rules_is_sent_to_a_snapshot(world: dict[str, Any]
+                                                                   ) -> None:
+    from tests.kit.wire import ndjson
+
+    team = world["team"]
+    space = team.owner.create_space("shrink")
+    editor, viewer = _join(team, space, "editor"), _join(team, space, "viewer")
+    assert editor.publish(space, [put("page/hr/pay", "pay\n"),
+                                  put("page/eng/deploy", "deploy\n")]).status_code == 201
+    base = f"/v1/spaces/{space}/changes?after=1&scope="
+    assert viewer.get(base).status_code == 200  # built under no read rule, none now
+    r = team.owner.post(f"/v1/spaces/{space}/rules", {
+        "effect": "deny", "who": "viewer", "actions": ["read"], "entries": "page/hr/*"})
+    assert r.status_code in (200, 201), r.text
+    # the scope shrank: the hub stops serving the entry at once, and a copy built under
+    # the old rules is sent to a snapshot rather than pulled forward
+    r = viewer.get(base)
+    assert r.status_code == 410 and r.json()["error"]["details"]["reason"] == "scope"
+    snap = ndjson(viewer.get(f"/v1/spaces/{space}/snapshot").text)
+    fp = snap[0]["scope"]
+    assert fp == r.json()["error"]["details"]["scope"]
+    assert [x["entry"]["id"] for x in snap[1:-1]] == ["page/eng/deploy"]
+    assert viewer.get(f"/v1/spaces/{space}/changes?after=1&scope={fp}").status_code == 200

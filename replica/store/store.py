@@ -330,12 +330,16 @@ def dirty_ids_txn(conn: Conn) -> list[str]:
 
 
 def synced_guardrails_txn(conn: Conn) -> dict[str, Entry]:
-    """The synced live ``guardrail/*`` entries: a range of the primary key ('0' follows '/')."""
+    """The synced live guardrails, by their effective kind (shared/kinds.py): the
+    ``guardrail/*`` range of the primary key ('0' follows '/'), and the entries whose
+    synced content has a ``kind`` key (a guardrail elsewhere says so in its front matter).
+    Read only when a change takes a guardrail key (replica/engine/push.py)."""
     out = {}
-    for r in _rows(conn, "SELECT id, synced, synced_version FROM entries WHERE id >= "
-                         "'guardrail/' AND id < 'guardrail0' AND synced IS NOT NULL"):
+    for r in _rows(conn, "SELECT id, synced, synced_version FROM entries WHERE synced IS NOT "
+                         "NULL AND ((id >= 'guardrail/' AND id < 'guardrail0') OR synced "
+                         "LIKE '%\"kind\":%')"):
         e = stored_entry(r[1], r[2])
-        if e is not None and not e.deleted:
+        if e is not None and not e.deleted and e.kind == "guardrail":
             out[r[0]] = e
     return out
 

@@ -63,3 +63,31 @@ def test_the_replica_keeps_a_colliding_file_back_and_publishes_the_rest(
         assert ann.path("notes/plan").exists()  # nothing lost
     finally:
         ann.close()
+
+
+def test_a_guardrail_kept_by_front_matter_cannot_be_shadowed_from_guardrail(
+        tmp_path: Path, space: Space) -> None:
+    """The local check finds the holders of a key among guardrails in any folder
+    (``synced_guardrails_txn``): a new ``guardrail/…`` taking the key of ``Rules/…`` is
+    judged as an update of it and kept back, as the hub would refuse it."""
+    admin = space.replica(tmp_path / "a", "admin", "admin")
+    mallory = space.replica(tmp_path / "m", "mallory")
+    try:
+        admin.write(Entry(id="Rules/no-force-push", title="no force push",
+                          body="Never force-push to main.\n",
+                          meta={"kind": "guardrail", "severity": "block"}))
+        admin.sync()
+        mallory.sync()
+        mallory.write(Entry(id="guardrail/aaa-ci", title="no force push",
+                            body="Force-pushing is fine.\n",
+                            meta={"severity": "block", "key": "Rules/no-force-push"}))
+        rep = mallory.sync()
+        assert [(d["id"], d["rule"]) for d in rep.policy_denied] == [
+            ("guardrail/aaa-ci", "default:guardrails-additive")], rep.policy_denied
+        msg = rep.policy_denied[0]["message"]
+        assert "takes the key Rules/no-force-push" in msg
+        assert "the hub refused" not in msg  # kept back before pushing, not after
+        assert set(space.live()) == {"Rules/no-force-push"}
+    finally:
+        admin.close()
+        mallory.close()

@@ -245,7 +245,7 @@ def _hidden_txn(conn: Any, space_id: str, scope: ReadScope
 
     def judge() -> None:
         seen = scopes.visible_txn(conn, space_id, scope, [r.entry_id for r in page], {
-            r.entry_id: scopes.tags_of_content(r.content) for r in page})
+            r.entry_id: json.loads(r.content) for r in page})
         for r in page:
             if r.entry_id not in seen:
                 ids.add(r.entry_id)

@@ -39,7 +39,6 @@ from hub.store.spaces_sql import get_space_txn
 from shared.entry import make_entry, tombstone
 from shared.errors import Forbidden, InvalidRequest, NotFound
 from shared.ids import is_entry_id, is_id
-from shared.readscope import may_read
 from shared.search import search_terms
 
 INDEX_STEP = 500  # batches parsed per indexing transaction
@@ -240,7 +239,7 @@ def list_entries(store: Store, p: Principal, space_ref: str, *, prefix: str, aft
             more = len(got) > limit
             if got:
                 cursor = got[-1][0]
-            rows += [r for r in got if may_read(scope, r[0], scopes.tags_of_content(r[3]))]
+            rows += [r for r in got if scopes.readable_content(scope, r[0], r[3])]
     items = []
     for entry_id, version, seq, content, changed_at in rows[:limit]:
         items.append({"id": entry_id, "version": version, "title": json.loads(content)
@@ -282,8 +281,7 @@ def get_entry(store: Store, p: Principal, space_ref: str, entry_id: str, *,
             space, role = space_access_txn(conn, p, space_ref, "viewer")
             found = ri.live_entry_txn(conn, space.id, entry_id)
             scope = scopes.scope_txn(conn, p, space, role)
-            if found is None or not may_read(scope, entry_id,
-                                             scopes.tags_of_content(found[2])):
+            if found is None or not scopes.readable_content(scope, entry_id, found[2]):
                 raise NotFound(f"no entry {entry_id} at the head", _NO_ENTRY)
             version, changed, content = found
             entry = json.loads(content)

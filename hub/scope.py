@@ -1,7 +1,8 @@
 """Read scopes on the hub (docs/security.md, "Read rules"; decisions.md D142): the scope of
 a reader, read in the very transaction that builds its answer, and which entries it may
 see. The decision itself is ``shared/readscope.py`` (``may_read``); this module only
-gathers what it needs: the space's rules and the entries' tags at the answer's head.
+gathers what it needs: the space's rules and the entries' tags and kinds at the answer's
+head.
 
     scope_txn(conn, p, space, role)          the reader's ReadScope, from the rules read in
                                              this transaction: a rule committed before the
@@ -40,17 +41,19 @@ from shared.readscope import (
     EVERYTHING,
     READ,
     ReadScope,
+    content_matters,
     is_read_rule,
     may_read,
+    may_read_entry,
     read_scope,
-    tags_matter,
 )
 
-__all__ = ["EVERYTHING", "READ", "ReadScope", "actor_of", "check_writes_txn", "is_read_rule",
-           "parse_conditions", "read_impact_txn", "scope_doc_txn", "scope_of_rules",
-           "scope_txn", "show_scope", "show_scope_txn", "tags_of_content", "tags_txn", "visible_txn"]
+__all__ = ["EVERYTHING", "READ", "ReadScope", "actor_of", "check_writes_txn", "entries_txn",
+           "is_read_rule", "parse_conditions", "read_impact_txn", "readable_content",
+           "scope_doc_txn", "scope_of_rules", "scope_txn", "show_scope", "show_scope_txn",
+           "visible_txn"]
 
-LAST_LIVE_LOOKBACK = 20  # history rows read to find a deleted entry's last live tags
+LAST_LIVE_LOOKBACK = 20  # history rows read to find a deleted entry's last live version
 
 
 def actor_of(p: Any, role: str | None) -> Actor:
@@ -82,9 +85,9 @@ def scope_txn(conn: Any, p: Any, space: Any, role: str | None) -> ReadScope:
     return scope
 
 
-def _last_live_tags_txn(conn: Any, space_id: str, entry_id: str) -> list[str] | None:
-    """The tags of a deleted entry's last live version (the read index's history), or None
-    when it cannot be read (not indexed yet, or purged)."""
+def _last_live_txn(conn: Any, space_id: str, entry_id: str) -> dict[str, Any] | None:
+    """A deleted entry's last live version (the read index's history), or None when it
+    cannot be read (not indexed yet, or purged)."""
     for row in ri.history_txn(conn, space_id, entry_id, LAST_LIVE_LOOKBACK):
         if row.deleted:
             continue
@@ -93,52 +96,53 @@ def _last_live_tags_txn(conn: Any, space_id: str, entry_id: str) -> list[str] | 
             return None
         for op in json.loads(found[0])["ops"]:
             if op["op"] == "put" and op["entry"]["id"] == entry_id:
-                return list(op["entry"].get("tags", []))
+                return dict(op["entry"])
         return None
     return None
 
 
-def tags_txn(conn: Any, space_id: str, ids: Iterable[str],
-             known: dict[str, list[str]] | None = None) -> dict[str, list[str] | None]:
-    """Each id's tags at the head this transaction reads (``known``: tags the caller already
-    holds, e.g. from live contents it read); None: not known (treated as out of scope)."""
-    out: dict[str, list[str] | None] = dict(known or {})
+def entries_txn(conn: Any, space_id: str, ids: Iterable[str],
+                known: dict[str, dict[str, Any]] | None = None
+                ) -> dict[str, dict[str, Any] | None]:
+    """Each id's content at the head this transaction reads, as a read rule judges it (a
+    deleted entry: its last live version; ``known``: contents the caller already holds,
+    e.g. live ones it read); None: not known (treated as out of scope)."""
+    out: dict[str, dict[str, Any] | None] = dict(known or {})
     need = [i for i in ids if i not in out]
     if not need:
         return out
     live = current_contents_txn(conn, space_id, need)
     for eid in need:
-        if eid in live:
-            out[eid] = list(json.loads(live[eid]).get("tags", []))
-        else:
-            out[eid] = _last_live_tags_txn(conn, space_id, eid)
+        out[eid] = json.loads(live[eid]) if eid in live else _last_live_txn(conn, space_id,
+                                                                             eid)
     return out
 
 
 def visible_txn(conn: Any, space_id: str, scope: ReadScope, ids: Iterable[str],
-                known: dict[str, list[str]] | None = None) -> set[str]:
+                known: dict[str, dict[str, Any]] | None = None) -> set[str]:
     """The ids of ``ids`` the reader of ``scope`` may read at this transaction's head.
-    ``known``: tags of some of them at that head, already read (live contents)."""
+    ``known``: contents of some of them at that head, already read (live ones). Content is
+    read only for the ids a rule with tags or kinds could decide."""
     wanted = list(dict.fromkeys(ids))
     if scope.unrestricted:
         return set(wanted)
     out = set()
-    by_tags = []
+    by_content = []
     for eid in wanted:
-        if tags_matter(scope, eid):
-            by_tags.append(eid)
+        if content_matters(scope, eid):
+            by_content.append(eid)
         elif may_read(scope, eid):
             out.add(eid)
-    if by_tags:
-        tags = tags_txn(conn, space_id, by_tags, known)
-        out |= {eid for eid in by_tags
-                if tags.get(eid) is not None and may_read(scope, eid, tags[eid] or [])}
+    if by_content:
+        got = entries_txn(conn, space_id, by_content, known)
+        out |= {eid for eid in by_content
+                if (e := got.get(eid)) is not None and may_read_entry(scope, eid, e)}
     return out
 
 
-def tags_of_content(content: str) -> list[str]:
-    """An entry's tags from its canonical JSON."""
-    return list(json.loads(content).get("tags", []))
+def readable_content(scope: ReadScope, entry_id: str, content: str) -> bool:
+    """``may_read`` of a live entry whose canonical JSON is at hand."""
+    return scope.unrestricted or may_read_entry(scope, entry_id, json.loads(content))
 
 
 def check_writes_txn(conn: Any, space_id: str, ops: Any, current: dict[str, tuple[str, bool]],
@@ -157,7 +161,8 @@ def check_writes_txn(conn: Any, space_id: str, ops: Any, current: dict[str, tupl
     for op in ops:
         eid = op.entry_id
         now_ok = eid not in current or eid in held
-        after_ok = now_ok if op.entry.deleted else may_read(scope, eid, op.entry.tags)
+        after_ok = now_ok if op.entry.deleted else may_read_entry(scope, eid,
+                                                                  op.entry.to_dict())
         if not (now_ok and after_ok):
             denied.append({"id": eid, "action": "delete" if op.entry.deleted else "put",
                            "reason": f"{eid} is outside what the space rules let you read, "
@@ -207,21 +212,22 @@ SAMPLE = 20  # ids an answer names of what is readable or hidden (the counts are
 PREVIEW_ENTRIES = 20_000  # live entries a preview judges (larger spaces: the first these)
 
 
-def _live_tags_txn(conn: Any, space_id: str) -> list[tuple[str, list[str]]]:
+def _live_txn(conn: Any, space_id: str) -> list[tuple[str, dict[str, Any]]]:
     out = []
     for row in iter_live_entries_txn(conn, space_id):
-        out.append((row.entry_id, tags_of_content(row.content)))
+        e = json.loads(row.content)
+        out.append((row.entry_id, {"tags": e.get("tags", []), "meta": e.get("meta", {})}))
         if len(out) >= PREVIEW_ENTRIES:
             break
     return out
 
 
-def _judge(scope: ReadScope, live: list[tuple[str, list[str]]]) -> set[str]:
-    return {eid for eid, tags in live if may_read(scope, eid, tags)}
+def _judge(scope: ReadScope, live: list[tuple[str, dict[str, Any]]]) -> set[str]:
+    return {eid for eid, e in live if may_read_entry(scope, eid, e)}
 
 
 def scope_doc_txn(conn: Any, space: Any, user: dict[str, Any], agent: str | None,
-                  rules: list[dict[str, Any]], live: list[tuple[str, list[str]]]
+                  rules: list[dict[str, Any]], live: list[tuple[str, dict[str, Any]]]
                   ) -> dict[str, Any]:
     """What ``user`` (a member row: user_id, name, role), or its agent ``agent``, may read
     under ``rules``: the read rules that apply, and the live entries in and out of scope."""
@@ -242,7 +248,7 @@ def read_impact_txn(conn: Any, space: Any, before: list[dict[str, Any]],
                     after: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A rule change's preview: for each member (and each agent a read rule names, under
     each member), the live entries it would stop and start reading. Only who changes."""
-    live = _live_tags_txn(conn, space.id)
+    live = _live_txn(conn, space.id)
     reads = [r for r in [*before, *after] if is_read_rule(r)]
     agents = sorted({r["who"][len("agent:"):] for r in reads
                      if str(r["who"]).startswith("agent:")})
@@ -276,7 +282,7 @@ def show_scope_txn(conn: Any, space: Any, who: str, as_user: str | None
     if m is None:
         raise NotFound("no such member of this space", {"user": user_id})
     rules = list_rules_txn(conn, space.id)
-    return dict(scope_doc_txn(conn, space, m, agent, rules, _live_tags_txn(conn, space.id)),
+    return dict(scope_doc_txn(conn, space, m, agent, rules, _live_txn(conn, space.id)),
                 space=space.id)
 
 

@@ -9,8 +9,9 @@ them can disagree (docs/security.md, "Read rules"; decisions.md D142).
 
 Read rules are rules of the ordinary typed language (shared/policy.py: effect, who, actions,
 a glob on entry ids) whose action is ``read``. Beside the glob (a folder is a prefix:
-``page/hr/*``) a read rule may name ``kinds`` (the entry's kind is one of them: the first
-folder of its id) and ``tags`` (the entry holds one of them); empty means any. No op is a
+``page/hr/*``) a read rule may name ``kinds`` (the entry's effective kind is one of them:
+its front matter's ``kind:``, else its first folder, shared/kinds.py) and ``tags`` (the
+entry holds one of them); empty means any. No op is a
 read, so a read rule never decides a write, and a write rule never a read. Who they reach is what ``rule_applies`` says for every rule: a
 role, a user id, ``agents`` or ``agent:NAME``; a role's or a user's rule reaches their
 agents only when it denies, so an agent never reads more than its member.
@@ -36,10 +37,12 @@ from typing import Any
 
 from shared.canonical import canonical_str
 from shared.digest import sha256_hex
+from shared.kinds import effective_kind, folder_kind
 from shared.policy import Actor, Rule, rule_applies
 
-__all__ = ["EVERYTHING", "READ", "ReadRule", "ReadScope", "is_read_rule", "kind_of",
-           "may_read", "read_rules", "read_scope", "tags_matter", "withheld_mark"]
+__all__ = ["EVERYTHING", "READ", "ReadRule", "ReadScope", "content_matters", "is_read_rule",
+           "kind_of", "may_read", "may_read_entry", "read_rules", "read_scope", "tags_matter",
+           "withheld_mark"]
 
 READ = "read"  # the action a read rule names
 
@@ -129,10 +132,9 @@ def read_scope(rules: Iterable[dict[str, Any]], actor: Actor) -> ReadScope:
 
 
 def kind_of(entry_id: str) -> str:
-    """An entry's kind as a read rule's ``kinds`` judge it: the first folder of its id (a
-    file at the root is a page)."""
-    first, sep, _ = entry_id.partition("/")
-    return first if sep else "page"
+    """An entry's kind from its id alone (its folder: shared/kinds.py ``folder_kind``), for
+    an entry whose front matter is not at hand."""
+    return folder_kind(entry_id)
 
 
 def _specificity(pattern: str) -> tuple[int, int]:
@@ -161,9 +163,23 @@ def may_read(scope: ReadScope, entry_id: str, tags: Iterable[str] = (),
     return best.effect == "allow"
 
 
+def may_read_entry(scope: ReadScope, entry_id: str, entry: dict[str, Any]) -> bool:
+    """``may_read`` of an entry whose content (a dict as the wire holds it) is at hand: its
+    tags and its effective kind (front matter ``kind:`` first)."""
+    meta = entry.get("meta")
+    return may_read(scope, entry_id, entry.get("tags") or (),
+                    effective_kind(entry_id, meta if isinstance(meta, dict) else None))
+
+
+def content_matters(scope: ReadScope, entry_id: str) -> bool:
+    """Could the entry's content (its tags, or a kind its front matter declares) change
+    ``may_read`` for it? False: the id decides, so a reader of many entries need not read
+    their content."""
+    return any((r.tags or r.kinds) and fnmatchcase(entry_id, r.entries) for r in scope.rules)
+
+
 def tags_matter(scope: ReadScope, entry_id: str, kind: str | None = None) -> bool:
-    """Could the entry's tags change ``may_read`` for it? (False: the id and kind decide, so
-    a reader of many entries need not read their tags.)"""
+    """Could the entry's tags change ``may_read`` for it, its kind being ``kind``?"""
     k = kind if kind is not None else kind_of(entry_id)
     return any(r.tags and fnmatchcase(entry_id, r.entries) and (not r.kinds or k in r.kinds)
                for r in scope.rules)

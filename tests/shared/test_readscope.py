@@ -83,3 +83,14 @@ def test_a_withheld_mark_names_neither_id_nor_version() -> None:
     mark = withheld_mark("page/hr/pay", "v" * 64)
     assert "page" not in mark and len(mark) == 64
     assert mark != withheld_mark("page/hr/pay", "w" * 64)
+
+
+def test_a_kind_declared_in_front_matter_is_the_kind_a_rule_judges() -> None:
+    from shared.readscope import content_matters, may_read_entry
+
+    scope = read_scope([rule("deny", "editor", "*", kinds=["guardrail"])], ALICE)
+    # a guardrail kept in a notes folder is a guardrail (shared/kinds.py)
+    assert not may_read_entry(scope, "notes/ci", {"meta": {"kind": "guardrail"}})
+    assert may_read_entry(scope, "notes/ci", {"meta": {}})
+    assert not may_read_entry(scope, "guardrail/x", {})
+    assert content_matters(scope, "notes/ci")

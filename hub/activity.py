@@ -10,7 +10,9 @@ at a time (the console's *Activity* page, docs/console.md).
       epoch before this one once this one is exhausted
 
 Reads what a member already reads (the space's viewer check): the same batches the
-history and the changes feed serve. The line counts compare each put with the entry's
+history and the changes feed serve, less what the reader's read rules leave out (ops on
+entries outside its scope, hub/scope.py, judged in the page's transaction; a batch of only
+those is not listed). The line counts compare each put with the entry's
 version just before the batch, from the read index (hub/reads.py keeps it current); a
 batch with more than ``OPS_SHOWN`` ops lists that many and counts the rest.
 """
@@ -22,6 +24,7 @@ import json
 from typing import Any
 
 from hub import reads
+from hub import scope as scopes
 from hub.access import Principal, space_access_txn
 from hub.store import read_index as ri
 from hub.store.activity_sql import epochs_txn, newest_txn
@@ -46,6 +49,10 @@ def _before_txn(conn: Any, space_id: str, entry_id: str, epoch: str, seq: int
         if op["op"] == "put" and op["entry"]["id"] == entry_id:
             return dict(op["entry"])
     return None
+
+
+def _op_id(op: dict[str, Any]) -> str:
+    return str(op["entry"]["id"] if op["op"] == "put" else op["id"])
 
 
 def _lines(text: str) -> list[str]:
@@ -80,23 +87,31 @@ def activity(store: Store, p: Principal, space_ref: str, *, epoch: str | None = 
     e = epoch or space.epoch
     out = []
     with store.read(snapshot=True) as conn:
+        space, role = space_access_txn(conn, p, space_ref, "viewer")
+        scope = scopes.scope_txn(conn, p, space, role)
         epochs = epochs_txn(conn, space.id)
         rows = newest_txn(conn, space.id, e, before if before is not None else 2 ** 62,
                           limit + 1)
         for row in rows[:limit]:
             b = json.loads(row.body)
             prov = b.get("provenance") or {}
+            every = b["ops"]
+            if not scope.unrestricted:
+                seen = scopes.visible_txn(conn, space.id, scope, [_op_id(op) for op in every])
+                every = [op for op in every if _op_id(op) in seen]
+                if not every:
+                    continue  # nothing in it this reader may read
             ops = [describe(op, None if op["op"] == "delete" else
                             _before_txn(conn, space.id, op["entry"]["id"], e, row.seq),
                             prov.get("tool"))
-                   for op in b["ops"][:OPS_SHOWN]]
+                   for op in every[:OPS_SHOWN]]
             out.append({"epoch": e, "seq": row.seq, "accepted_at": row.accepted_at,
                         "author": {"user": row.user_id, "device": row.device_id,
                                    "agent": row.agent},
                         "provenance": prov, "ops": ops,
-                        "more_ops": max(0, len(b["ops"]) - OPS_SHOWN)})
+                        "more_ops": max(0, len(every) - OPS_SHOWN)})
     prior = [x for x in epochs if x < e]  # epoch ids sort by creation time
     older = prior[-1] if prior and len(rows) <= limit else None
     return {"head": {"epoch": space.epoch, "seq": space.head_seq}, "epoch": e,
-            "changes": out, "next": out[-1]["seq"] if len(rows) > limit else None,
+            "changes": out, "next": rows[limit - 1].seq if len(rows) > limit else None,
             "older_epoch": older}

@@ -269,10 +269,11 @@ def read_impact_txn(conn: Any, space: Any, before: list[dict[str, Any]],
     return out
 
 
-def show_scope_txn(conn: Any, space: Any, who: str, as_user: str | None
-                   ) -> dict[str, Any]:
+def show_scope_txn(conn: Any, space: Any, who: str, as_user: str | None,
+                   entry: str | None = None) -> dict[str, Any]:
     """``quire admin scope show``: what a member (``who``: a user id) or an agent
-    (``who``: ``agent:NAME``, acting for ``as_user``) may read now."""
+    (``who``: ``agent:NAME``, acting for ``as_user``) may read now; with ``entry``, also
+    whether it may read that one (``entry_readable``: the console's rules page)."""
     members = {m["user_id"]: m for m in list_members_txn(conn, space.id)}
     agent = who[len("agent:"):] if who.startswith("agent:") else None
     user_id = as_user if agent is not None else who
@@ -282,12 +283,16 @@ def show_scope_txn(conn: Any, space: Any, who: str, as_user: str | None
     if m is None:
         raise NotFound("no such member of this space", {"user": user_id})
     rules = list_rules_txn(conn, space.id)
-    return dict(scope_doc_txn(conn, space, m, agent, rules, _live_txn(conn, space.id)),
-                space=space.id)
+    doc = dict(scope_doc_txn(conn, space, m, agent, rules, _live_txn(conn, space.id)),
+               space=space.id)
+    if entry is not None:
+        scope = read_scope(rules, Actor(m["user_id"], doc["role"], agent))
+        doc["entry_readable"] = entry in visible_txn(conn, space.id, scope, [entry])
+    return doc
 
 
-def show_scope(store: Any, p: Any, space_ref: str, who: str | None, as_user: str | None
-               ) -> dict[str, Any]:
+def show_scope(store: Any, p: Any, space_ref: str, who: str | None, as_user: str | None,
+               entry: str | None = None) -> dict[str, Any]:
     """``GET /v1/spaces/{space}/scope?who=&as=``: a member asks for their own scope (``who``
     absent or ``me``); an admin for any member's, or an agent's (``agent:NAME`` acting
     for the member ``as``)."""
@@ -295,11 +300,11 @@ def show_scope(store: Any, p: Any, space_ref: str, who: str | None, as_user: str
         own = who in (None, "", "me", p.user_id)
         space, role = space_access_txn(conn, p, space_ref, "viewer" if own else "admin")
         if not own:
-            return show_scope_txn(conn, space, str(who), as_user)
+            return show_scope_txn(conn, space, str(who), as_user, entry)
         # a caller's own scope as it reads now (an agent's as the agent); what it may not
         # read it is not told, not even how much, unless it manages the space
         doc = show_scope_txn(conn, space, f"agent:{p.agent}" if p.agent else p.user_id,
-                             p.user_id)
+                             p.user_id, entry)
         if role != "admin" or p.agent is not None:
             doc.update(hidden=None, hidden_sample=[], judged=None)
         return doc

@@ -39,6 +39,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Mount, Route
 
 from hub import admin, reads, spaces
+from hub import scope as scopes
 from hub.api.http import hub_of
 from hub.console import preview
 from hub.console.http import (
@@ -155,6 +156,9 @@ async def rules_page(request: Request, p: Any) -> Response:
         entry = reads.parse_entry_id(qp.get("entry"))
         result = dict(preview.what_may_change(rules["effective"], user, who["role"], agent,
                                               entry), name=who["name"])
+        # and what they may read (read rules, hub/scope.py), as the API's scope answers
+        result["scope"] = await call(scopes.show_scope, hub.store, p, ref,
+                                     f"agent:{agent}" if agent else user, user, entry)
     return page(request, "rules.html", me=p, space=sp, role=role, rules=rules["rules"],
                 names={m["user_id"]: m["name"] for m in members},
                 effective=rules["effective"], members=members, result=result,

@@ -9,11 +9,10 @@ gives the same version (tested by round-trip tables).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
-
-import yaml
 
 from shared.canonical import (
     CanonicalError,
@@ -216,30 +215,35 @@ def make_entry(data: Any, *, max_body: int = DEFAULT_MAX_BODY,
 # ---------------------------------------------------------------- vault form
 
 
-class _Loader(yaml.SafeLoader):
-    """Safe YAML without implicit timestamps: dates stay strings, as people wrote them."""
+@functools.cache
+def _yaml() -> tuple[Any, Any, Any]:
+    """(yaml, its safe loader without implicit timestamps, its safe dumper), made at the
+    first use: a command that reads and writes no Markdown (a no-op sync, a status) does
+    not import yaml (~15-45 ms; D141)."""
+    import yaml
 
+    class _Loader(yaml.SafeLoader):
+        """Safe YAML without implicit timestamps: dates stay strings, as people wrote them."""
 
-_Loader.yaml_implicit_resolvers = {
-    k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:timestamp"]
-    for k, v in yaml.SafeLoader.yaml_implicit_resolvers.copy().items()
-}
+    _Loader.yaml_implicit_resolvers = {
+        k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:timestamp"]
+        for k, v in yaml.SafeLoader.yaml_implicit_resolvers.copy().items()
+    }
 
+    class _Dumper(yaml.SafeDumper):
+        pass
 
-class _Dumper(yaml.SafeDumper):
-    pass
+    def _str_representer(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data)
 
-
-def _str_representer(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
-    return dumper.represent_scalar("tag:yaml.org,2002:str", data)
-
-
-_Dumper.add_representer(str, _str_representer)
+    _Dumper.add_representer(str, _str_representer)
+    return yaml, _Loader, _Dumper
 
 
 def _dump(value: Any) -> str:
-    return yaml.dump(value, Dumper=_Dumper, sort_keys=True, allow_unicode=True,
-                     default_flow_style=False, width=1 << 30)
+    yaml, _, dumper = _yaml()
+    return str(yaml.dump(value, Dumper=dumper, sort_keys=True, allow_unicode=True,
+                         default_flow_style=False, width=1 << 30))
 
 
 def to_markdown(entry: Entry, local: dict[str, Any] | None = None) -> str:
@@ -283,8 +287,9 @@ def parse_markdown(entry_id: str, text: str, *, max_body: int = DEFAULT_MAX_BODY
         if end is None:
             raise EntryError("front matter is not closed by a '---' line", line=1)
         raw = "".join(lines[1:end])
+        yaml, loader, _ = _yaml()
         try:
-            loaded = yaml.load(raw, Loader=_Loader) if raw.strip() else {}
+            loaded = yaml.load(raw, Loader=loader) if raw.strip() else {}
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
             line = (mark.line + 2) if mark is not None else 1
@@ -344,8 +349,9 @@ def _key_line(raw: str, key: str) -> int | None:
     """The file line (front matter starts on line 2) of ``key`` (``meta.severity``,
     ``tags[2]``) in the front matter ``raw``; the closest enclosing key found, else None.
     Unknown top-level keys are kept under ``meta``, so ``meta.X`` is also looked up as ``X``."""
+    yaml, loader, _ = _yaml()
     try:
-        node = yaml.compose(raw, Loader=_Loader)
+        node = yaml.compose(raw, Loader=loader)
     except yaml.YAMLError:
         return None
     parts: list[str | int] = [m.group(1) if m.group(1) is not None else int(m.group(2))
@@ -360,6 +366,7 @@ def _key_line(raw: str, key: str) -> int | None:
 
 def _walk(node: Any, parts: list[str | int]) -> tuple[int, int] | None:
     """(0-based line, depth reached) of the deepest node of ``parts`` found from ``node``."""
+    yaml = _yaml()[0]
     found: tuple[int, int] | None = None
     for depth, part in enumerate(parts, 1):
         nxt = None

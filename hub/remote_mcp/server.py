@@ -19,6 +19,7 @@ lifespan (``lifespan``).
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import json
 import logging
@@ -225,12 +226,36 @@ class Endpoint:
 
     @asynccontextmanager
     async def lifespan(self) -> AsyncIterator[None]:
-        """A session manager per app lifespan (the SDK's runs once)."""
-        self.manager = StreamableHTTPSessionManager(
+        """A session manager per app lifespan (the SDK's runs once).
+
+        The manager's task group is entered and left by one task of its own (``hold``), not
+        by the lifespan's caller: a server (or a test harness) may enter the lifespan in one
+        task and leave it in another, and an anyio cancel scope must be left by the task
+        that entered it."""
+        manager = StreamableHTTPSessionManager(
             app=self.server._lowlevel_server, json_response=True, stateless=True)
-        async with self.manager.run():
+        ready, stop = asyncio.Event(), asyncio.Event()
+
+        async def hold() -> None:
+            try:
+                async with manager.run():
+                    self.manager = manager
+                    ready.set()
+                    await stop.wait()
+            finally:
+                self.manager = None
+                ready.set()
+
+        task = asyncio.create_task(hold(), name="quire-remote-mcp")
+        await ready.wait()
+        if task.done():
+            task.result()  # the manager did not start: raise why
+        try:
             yield
-        self.manager = None
+        finally:
+            self.manager = None
+            stop.set()
+            await task
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1")

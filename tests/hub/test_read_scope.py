@@ -1,9 +1,9 @@
 """Read rules on every read path of the hub (hub/scope.py, decisions.md D142), as a
 property: for random read rules (roles, members, agents; globs, kinds, tags) over random
 small histories, no answer of a remote read (list, get, history, diff, search, batch), a
-pull (changes, snapshot), the conflict reports, the activity or the usage holds an id, a
-title, a snippet, a link or a history line of an entry outside the reader's scope, and every entry
-inside it is there. The scope is computed here by an oracle of its own (``_oracle_reads``),
+pull (changes, snapshot), the conflict reports, the activity, the console's wiki-link
+resolution or the usage holds an id, a title, a snippet, a link or a history line of an
+entry outside the reader's scope, and every entry inside it is there. The scope is computed here by an oracle of its own (``_oracle_reads``),
 never by the function under test. The scoped pulls still verify against the signed state
 root (what they leave out travels as lattices).
 
@@ -243,7 +243,7 @@ def test_no_read_path_answers_outside_the_readers_scope(world: dict[str, Any]) -
 
 def _one_example(world: dict[str, Any], data: st.DataObject, raw: list[dict[str, Any]],
                  reader: str, k: int) -> None:
-    from hub import activity, conflict_reports, feed, quotas, reads, signed_state
+    from hub import activity, conflict_reports, feed, quotas, reads, signed_state, wikilinks
     from hub.quotas import HubQuotas
     from shared.errors import NotFound
 
@@ -338,6 +338,10 @@ def _one_example(world: dict[str, Any], data: st.DataObject, raw: list[dict[str,
     if data.draw(st.integers(0, 2)) == 0:
         feed_page = activity.activity(store, p, h.space)
         _assert_hides(feed_page, hidden, "activity")
+        # [[links]] the console resolves: by id, and by the last part of an id
+        names = set(IDS) | {i.rsplit("/", 1)[1] for i in IDS}
+        _assert_hides(wikilinks.resolve(store, p, h.space, "page/top", names), hidden,
+                      "wiki links")
         _assert_hides(conflict_reports.list_reports(store, p, h.space), hidden, "conflicts")
         use = quotas.usage(store, HubQuotas.from_settings(hub.settings), p, h.space)
         if hidden and any(eid in live for eid in hidden):

@@ -48,6 +48,12 @@ OPS: dict[tuple[str, str], Op] = {
     ("GET", "/healthz"): Op("liveness", "ok", auth=False),
     ("GET", "/readyz"): Op("readiness: the database answers", "ok", auth=False),
     ("GET", "/v1/openapi.json"): Op("this document", "object", auth=False),
+    # the remote MCP endpoint's discovery documents (RFC 9728, RFC 8414; D136): an MCP host
+    # reads them before it signs in, so no token
+    ("GET", "/.well-known/oauth-protected-resource/mcp"): Op(
+        "remote MCP: protected-resource metadata (RFC 9728)", "object", auth=False),
+    ("GET", "/.well-known/oauth-authorization-server/oauth"): Op(
+        "remote MCP: authorization-server metadata (RFC 8414)", "object", auth=False),
     ("GET", "/v1/docs"): Op("this document as a page", "html", auth=False),
     ("GET", "/v1/hub"): Op("hub id, URL and signing key (pin it at join)", "hub", auth=False),
     ("GET", "/v1/keys"): Op("hub public keys (JWK)", "keys", auth=False),
@@ -295,7 +301,7 @@ def _operation(method: str, path: str, params: list[str]) -> dict[str, Any]:
 def document(routes: list[Any]) -> dict[str, Any]:
     paths: dict[str, Any] = {}
     for r in routes:
-        for method in sorted(m for m in (r.methods or ()) if m != "HEAD"):
+        for method in sorted(m for m in (r.methods or ()) if m not in ("HEAD", "OPTIONS")):
             paths.setdefault(r.path, {})[method.lower()] = _operation(
                 method, r.path, list(r.param_convertors))
     schemas: dict[str, Any] = {"Error": ERROR}

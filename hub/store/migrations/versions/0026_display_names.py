@@ -22,7 +22,9 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table('users') as batch:
+    # users is referenced by other tables' foreign keys: a batch copy-and-move of it fails
+    # on SQLite with foreign keys on, so drop the plain column in place (SQLite >= 3.35)
+    with op.batch_alter_table('users', recreate='never') as batch:
         batch.drop_column('name_source')
     with op.batch_alter_table('invites') as batch:
         batch.drop_column('name')

@@ -25,6 +25,8 @@ from replica.trust import logcheck, verify
 from shared.errors import HubUnverified, SnapshotRequired
 from shared.signed import SignedHead
 
+WITNESSED_PAGE = 500  # batches per page up to a witnessed head (the hub's default page)
+
 
 class Puller:
     """Brings one space's store up to the hub's head; the caller holds the space lock."""
@@ -148,10 +150,16 @@ class Puller:
     def _pull_changes(self, report: SyncReport, head: Head, until: int) -> None:
         authors = self.authors()
         start = head.seq  # progress: batches pulled of those the signed head says there are
+        # a space with witnesses: pages end at the witnessed head at the latest (what was
+        # published since waits for the next sync, which checks the log first)
+        witnessed = logcheck.requires_witnesses(self.store.get_meta(logcheck.KEPT))
         while True:
+            if witnessed and head.seq >= until:
+                return
             try:
-                page = self.client.changes(self.space_id, epoch=head.epoch, after=head.seq,
-                                           after_digest=head.digest)
+                page = self.client.changes(
+                    self.space_id, epoch=head.epoch, after=head.seq, after_digest=head.digest,
+                    limit=min(until - head.seq, WITNESSED_PAGE) if witnessed else None)
             except SnapshotRequired:
                 self.snapshots.snapshot(report)
                 return

@@ -327,3 +327,31 @@ def test_changes_past_the_witnessed_head_wait_for_a_full_sync() -> None:
         logcheck.check_witnessed(kept, "e2", 1)
     logcheck.check_witnessed(dict(kept, policy=None), "e1", 9)  # no witnesses: as before
     logcheck.check_witnessed(None, "e1", 9)
+
+
+def test_a_pull_stops_at_the_witnessed_head_when_more_was_published_meanwhile(
+        space: Any, tmp_path: Path, w1: RunningWitness) -> None:
+    """Where the space has witnesses, a batch published between the head a sync checked
+    and its pull of the changes waits for the next sync (which checks the log first)."""
+    _policy(space, 1, w1.entry())
+    a = space.replica(tmp_path, "a", wrap=Hostile)
+    b = space.replica(tmp_path, "b")
+    try:
+        a.sync()
+        b.write(PAGE)
+        b.sync()
+        witnessed = space.head()["seq"]
+
+        def publish_first(request: Any, forward: Any) -> Any:
+            b.write(B_NEW)
+            b.sync()  # lands after a's head was checked, before its changes are read
+            return forward()
+
+        a.transport.intercept("changes", publish_first, times=1)
+        a.sync()
+        assert a.store.head().seq == witnessed and a.read(B_NEW.id) is None
+        a.sync()
+        assert a.read(B_NEW.id) is not None and _kept(a).size == 3  # type: ignore[union-attr]
+    finally:
+        a.close()
+        b.close()

@@ -221,13 +221,16 @@ def effective_role(p: Principal, space_id: str, member_role: Callable[[], str | 
     (read only when the answer depends on it)."""
     if p.delegation_id is not None and p.space_id != space_id:
         return None  # a delegated token reaches exactly one space
-    if p.is_owner and p.delegation_id is None:
+    # an agent's rights: a delegated token, or a hub-attested change judged as the agent
+    # acting for the member (hub/attested_publish.py, rights="agent")
+    for_agent = p.delegation_id is not None or (p.via_hub is not None and p.agent is not None)
+    if p.is_owner and not for_agent:
         return "admin"
     role = member_role()
     if role is not None and p.scope == "read":
         return "viewer"
-    if role == "admin" and p.delegation_id is not None:
-        return "editor"  # delegated tokens never reach admin rights
+    if role == "admin" and for_agent:
+        return "editor"  # an agent never reaches admin rights, however it publishes
     return role
 
 

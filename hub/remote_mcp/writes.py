@@ -7,10 +7,10 @@ published hub-attested (hub/attested_publish.py, D135) for the member who consen
     write(grant, op)    1. the token has the ``write`` scope (else ``insufficient_scope``)
                         2. the space allows remote writes (else ``forbidden``,
                            ``remote_writes_off``: use ``propose``)
-                        3. the consenting member is an editor of the space, not an admin or
-                           the hub's owner: the attested path judges the role as the
-                           member's, and an admin's rights (weakening a guardrail) must never
-                           reach an agent, whose delegation is capped at editor (D136)
+                        3. the consenting member may edit the space (editor or admin); the
+                           attested path judges the agent with the member's role capped at
+                           editor (hub/access.py ``effective_role``), so an admin's rights
+                           (weakening a guardrail) never reach an agent (D136)
                         4. ``publish_attested(rights="agent")``: one batch signed by the
                            member's hub-held device, judged by the guard as the agent acting
                            for the member (rules for agents and ``agent:NAME``), the audit
@@ -67,9 +67,8 @@ def write(hub: Any, g: RemoteGrant, entry: dict[str, Any] | None, entry_id: str,
     if not on:
         raise Forbidden("this space does not allow remote writes; file a proposal "
                         "(propose) a member accepts", {"reason": "remote_writes_off"})
-    if role != "editor":
-        raise Forbidden("remote writes act for an editor only: an admin's or owner's agent "
-                        "files proposals (its writes would be judged with admin rights)",
+    if role not in ("editor", "admin"):
+        raise Forbidden("remote writes act for a member who may edit this space",
                         {"reason": "member_not_editor", "role": role})
     op = Op(tombstone(entry_id) if entry is None else make_entry(
         entry, max_body=hub.settings.max_entry_body), base)

@@ -467,10 +467,17 @@ def test_remote_writes_only_where_the_space_allows_them_and_for_an_editor(
     pub = [e for e in lines if e.get("action") == "publish"][-1]
     assert pub["actor"]["attested"]["agent"] == "remote-cloud-agent"
     assert pub["actor"]["attested"]["approved_by"] == served["editor"].user_id
-    # the owner's agent would be judged with admin rights: refused, it proposes instead
+    # the owner's agent writes with an editor's rights, never the owner's: lowering the
+    # guardrail (which the owner may do) is refused, a page is published
     mine = signed_in_token(served, "alpha", "read propose write")
-    admin = asyncio.run(tools(served["url"], mine["access_token"], [("write", new)]))[0]
-    assert admin["is_error"] and admin["error"]["details"]["reason"] == "member_not_editor"
+    got = asyncio.run(tools(served["url"], mine["access_token"], [
+        ("read", {"entry_id": "guardrail/no-prod"})]))[0]
+    lower = {"entry_id": "guardrail/no-prod", "title": "no prod", "body": "never touch prod\n",
+             "meta": {"severity": "info"}, "base": got["version"]}
+    weak, page = asyncio.run(tools(served["url"], mine["access_token"], [
+        ("write", lower), ("write", dict(new, entry_id="page/owner-agent"))]))
+    assert weak["is_error"] and weak["error"]["code"] in ("policy_denied", "forbidden"), weak
+    assert not page["is_error"] and page["published"], page
     # a token without the write scope
     ro = signed_in_token(as_editor, "alpha", "read propose")
     denied = asyncio.run(tools(served["url"], ro["access_token"], [("write", new)]))[0]

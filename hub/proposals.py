@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hub import audit, guard, policy
+from hub import scope as scopes
 from hub import screening as screen
 from hub.access import HubAttested, Principal, space_access_txn
 from hub.admission import check_portable
@@ -140,10 +141,24 @@ def may_make_txn(conn: Any, space_id: str, p: Principal, role: str,
     return True
 
 
+def _readable_txn(conn: Any, space_id: str, scope: scopes.ReadScope,
+                  rows: list[sql.ProposalRow]) -> list[sql.ProposalRow]:
+    """The proposals the reader of ``scope`` may see (hub/scope.py, D142): on an entry it
+    may read, proposing content it may read."""
+    if scope.unrestricted:
+        return rows
+    seen = scopes.visible_txn(conn, space_id, scope, [r.entry_id for r in rows])
+    return [r for r in rows if r.entry_id in seen
+            and (r.deleted or scopes.readable_content(scope, r.entry_id, r.content))]
+
+
 def _get_txn(conn: Any, p: Principal, space_ref: str, proposal_id: str, *,
              lock: bool = False) -> tuple[Any, str, sql.ProposalRow]:
     space, role = space_access_txn(conn, p, space_ref, "viewer", lock=lock)
     row = sql.get_txn(conn, space.id, proposal_id) if is_id(proposal_id) else None
+    if row is not None and not _readable_txn(conn, space.id,
+                                             scopes.scope_txn(conn, p, space, role), [row]):
+        row = None  # outside the reader's scope: as if there were none
     if row is None or (_is_agent(p) and not _own(p, row)):
         raise NotFound(f"no proposal {proposal_id} in this space")
     return space, role, row
@@ -166,8 +181,11 @@ def file(store: Store, p: Principal, space_ref: str, body: dict[str, Any], now: 
     reason = _reason(body)
 
     def txn(conn: Any) -> dict[str, Any]:
-        space, _role = space_access_txn(conn, p, space_ref, "viewer", lock=True)
+        space, role = space_access_txn(conn, p, space_ref, "viewer", lock=True)
         current = current_versions_txn(conn, space.id, [op.entry_id])
+        # an agent proposes only what it may read (as the guard refuses writes)
+        scopes.check_writes_txn(conn, space.id, [op], current,
+                                list_rules_txn(conn, space.id), p, role)
         cur = current.get(op.entry_id)
         ok = (cur is None or cur[1]) if op.base is None else (
             cur is not None and not cur[1] and cur[0] == op.base)
@@ -212,6 +230,7 @@ def list_proposals(store: Store, p: Principal, space_ref: str, state: str | None
                             states=None if state in (None, "all") else (state,),
                             agent=(p.user_id, p.agent or "") if _is_agent(p) else None,
                             limit=MAX_LISTED)
+        rows = _readable_txn(conn, space.id, scopes.scope_txn(conn, p, space, role), rows)
         names = names_txn(conn, {i for r in rows for i in (r.user_id, r.decided_by) if i})
         out = [_view(r, names, can_accept=r.state == "open"
                      and may_make_txn(conn, space.id, p, role, r)) for r in rows]

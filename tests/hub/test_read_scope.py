@@ -590,3 +590,38 @@ def test_a_pull_built_under_other_read_rules_is_sent_to_a_snapshot(world: dict[s
     assert fp == r.json()["error"]["details"]["scope"]
     assert [x["entry"]["id"] for x in snap[1:-1]] == ["page/eng/deploy"]
     assert viewer.get(f"/v1/spaces/{space}/changes?after=1&scope={fp}").status_code == 200
+
+
+def test_proposals_follow_read_rules(world: dict[str, Any]) -> None:
+    from hub import proposals
+    from hub.access import Principal
+    from shared.errors import NotFound, PolicyDenied
+
+    team = world["team"]
+    hub = team.hub
+    space = team.owner.create_space("proposed")
+    editor, viewer = _join(team, space, "editor"), _join(team, space, "viewer")
+    assert editor.publish(space, [put("page/hr/pay", "pay\n"), put("page/open", "open\n")]
+                          ).status_code == 201
+    d = team.delegate(editor, "write", space=space, agent="bot")
+    bot = Principal(editor.user_id, editor.device_id, "editor", False, agent="bot",
+                    delegation_id=d["delegation"]["id"], scope="write", space_id=space)
+    base = editor.get(f"/v1/spaces/{space}/entry?id=page/hr/pay").json()["version"]
+    op = {"op": "put", "entry": put("page/hr/pay", "pay, proposed\n").entry.to_dict(),
+          "base": base}
+    filed = proposals.file(hub.store, bot, space, {"op": op, "reason": "fix pay"}, hub.now())
+    pid = filed["proposal"]["id"]
+    r = team.owner.post(f"/v1/spaces/{space}/rules", {
+        "effect": "deny", "who": "viewer", "actions": ["read"], "entries": "page/hr/*"})
+    assert r.status_code in (200, 201), r.text
+    v = _principal(viewer)
+    assert proposals.list_proposals(hub.store, v, space)["proposals"] == []
+    with pytest.raises(NotFound):
+        proposals.show(hub.store, v, space, pid)
+    assert len(proposals.list_proposals(hub.store, _principal(editor), space)["proposals"]) == 1
+    # the attack: an agent proposes a change to what it may not read
+    r = team.owner.post(f"/v1/spaces/{space}/rules", {
+        "effect": "deny", "who": "agent:bot", "actions": ["read"], "entries": "page/hr/*"})
+    assert r.status_code in (200, 201), r.text
+    with pytest.raises(PolicyDenied):
+        proposals.file(hub.store, bot, space, {"op": op, "reason": "again"}, hub.now())

@@ -491,6 +491,15 @@ class Bench:
                 times = [git.pull(clones[size]).seconds for _ in range(c["noop_repeats"])]
                 row.value = statistics.median(times)
                 row.details = {"runs_s": [round(x, 3) for x in times], "how": "git pull"}
+            # what a sync without a watcher is held to at the large size: git's own look at
+            # every file of the work tree (issue 33)
+            with self.attempt("noop_sync", size, "git-status", "s") as row:
+                self.gate("git")
+                if size not in clones:
+                    raise Unavailable("no clone of this size")
+                times = [git.status(clones[size]).seconds for _ in range(c["noop_repeats"])]
+                row.value = statistics.median(times)
+                row.details = {"runs_s": [round(x, 3) for x in times], "how": "git status"}
 
     # ------------------------------------------------------------ PouchDB
 

@@ -82,6 +82,10 @@ class GitPeer:
     def noop_pull(self, clone: Path) -> Timed:
         return self.pull(clone)
 
+    def status(self, clone: Path) -> Timed:
+        """``git status`` of the work tree (a cold process: it stats every tracked file)."""
+        return self.git("status", "--porcelain", cwd=clone)
+
     def bulk_push(self, name: str, entries: list[dict[str, Any]], batch: int) -> float:
         """Publish entries in commits of ``batch`` files, each pushed; total seconds."""
         work = self.root / f"{name}-bulk"

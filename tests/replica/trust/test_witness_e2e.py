@@ -20,6 +20,7 @@ from replica.hubclient.client import HubClient
 from replica.machine.home import Home
 from shared import tlog
 from shared.entry import Entry
+from shared.errors import QuireError
 from tests.kit.cli import CliTeam, device_auth, quire
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(
@@ -53,11 +54,18 @@ def test_quire_sync_takes_only_what_a_real_witness_co_signed(team: CliTeam, tmp_
             assert time.monotonic() < deadline, "the witness did not start"
             time.sleep(0.1)
         a, b = team.members("a", "b")
-        h = Home(team.owner).hubs()[0]  # the owner sets the policy (the API: no CLI yet)
-        with HubClient(h.url, auth=device_auth(h), hub_key=h.public_key) as owner:
-            owner.admin_post(f"/v1/spaces/{team.space['id']}/witnesses", {
-                "quorum": 1, "witnesses": [{"name": me["name"], "key": me["key"],
-                                            "url": me["url"]}]})
+        # the owner lists the witness (quire witness add, through the entry point)
+        env = dict(os.environ, QUIRE_HOME=str(team.owner))
+        set_ = subprocess.run([*ENTRY, "witness", "add", "--quorum", "1", "--json", "--",
+                               team.space["name"], me["name"], me["key"], me["url"]],
+                              capture_output=True, text=True, env=env, timeout=60)
+        assert set_.returncode == 0, set_.stdout + set_.stderr
+        assert json.loads(set_.stdout)["policy"]["quorum"] == 1
+        h = Home(a.home).hubs()[0]  # an editor is not a hub owner: refused
+        with HubClient(h.url, auth=device_auth(h), hub_key=h.public_key) as editor:
+            with pytest.raises(QuireError):
+                editor.admin_post(f"/v1/spaces/{team.space['id']}/witnesses",
+                                  {"quorum": 0, "witnesses": []})
         a.write(PAGE)
         a.sync()
         b.sync()

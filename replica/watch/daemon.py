@@ -60,6 +60,9 @@ def _journaled(vault: str, p: str) -> bool:
 OVERFLOW_HINT = 1000
 VAULT_WAIT_S = 1.0  # how often a watcher whose vault is gone looks for it again
 VAULT_CHECK_S = 0.5  # how often a watched vault is checked to be the folder watched
+# steps watchfiles takes after a change the gate saw before it waits on the gate again: it
+# hands a batch over once a step saw nothing new, two or three steps after the change
+ACTIVE_STEPS = 5
 
 
 def _identity(vault: Path) -> tuple[int, int] | None:
@@ -79,18 +82,19 @@ class _Until:
     without this the watcher went on as if nothing had happened, blind to every edit.
 
     With a ``gate`` (replica/watch/gate.py) it is also where an idle watcher sleeps:
-    watchfiles steps for ``active_s`` after each change the gate saw, and between changes
+    watchfiles takes ``active_steps`` steps after each change the gate saw (steps, not
+    time: a loaded machine stretches a step, never skips one), and between changes
     ``is_set`` blocks on the gate (at most until the next identity check), so a quiet vault
     costs no wake-ups (docs/decisions.md D141); a stop ends the wait at once
     (``Gate.wake_on``)."""
 
     def __init__(self, stop: threading.Event, vault: Path, ident: tuple[int, int] | None,
-                 gate: Gate | None = None, active_s: float = 0.0):
+                 gate: Gate | None = None, active_steps: int = ACTIVE_STEPS):
         self.stop, self.vault, self.ident = stop, vault, ident
         self.moved = False
         self.next_check = 0.0
-        self.gate, self.active_s = gate, active_s
-        self.active_until = 0.0
+        self.gate, self.active_steps = gate, active_steps
+        self.steps_left = 0  # steps watchfiles still takes before is_set waits on the gate
 
     def is_set(self) -> bool:
         if self.stop.is_set() or self.moved:
@@ -105,9 +109,11 @@ class _Until:
         if gate is None or gate.broken:
             return False
         if gate.wait(0):  # a change: watchfiles steps until it has handed it over
-            self.active_until = now + self.active_s
-        elif now >= self.active_until and gate.wait(self.next_check - now):
-            self.active_until = time.monotonic() + self.active_s
+            self.steps_left = self.active_steps
+        elif self.steps_left > 0:
+            self.steps_left -= 1
+        elif gate.wait(self.next_check - now):
+            self.steps_left = self.active_steps
         # (after a quiet wait, watchfiles still looks at what it collected: a change the
         # gate missed is handed over at the latest at the next identity check)
         return self.stop.is_set()
@@ -138,7 +144,7 @@ def files_thread(vault: Path, inbox: queue.Queue[tuple[Any, ...]],
         gate = Gate.open(os.fspath(vault))
         if gate is not None:
             gate.wake_on(stop)
-        until = _Until(stop, vault, ident, gate, active_s=max(0.05, 5 * step_ms / 1000))
+        until = _Until(stop, vault, ident, gate)
         try:
             failed = _watch_once(vault, inbox, until, step_ms)
         finally:
@@ -399,6 +405,9 @@ def run_watch(home: Any, spaces: list[Any], settings: WatchSettings | None = Non
         for r in running:
             r.threads[0].join(timeout=60)
             r.syncer.close()
+            # the files thread leaves watchfiles' Rust loop before the interpreter ends: a
+            # daemon thread woken inside it during finalization aborts the process
+            r.threads[2].join(timeout=2)
         say("watcher stopped")
         return 0
     finally:

@@ -45,6 +45,8 @@ class SpaceSyncer:
         # the store's last history row told about (replica/watch/activity.py): rows after
         # it are what the next sync pulled and pushed
         self._told_n: int | None = None
+        self._me_key: Any = None  # hub.json's stat when ``_me_id`` was read
+        self._me_id: str | None = None
 
     def _open(self) -> tuple[Any, Any, Any]:
 
@@ -73,21 +75,33 @@ class SpaceSyncer:
                 rows = [r._asdict() for r in conn.execute(
                     "SELECT * FROM history WHERE n > ? ORDER BY n", (self._told_n or 0,))]
                 touched = {e for r in rows for e in activity.entry_ids(r)}
-                deleted = [e for e in touched
-                           if st.live_version(st.get_state_txn(conn, e).synced) is None]
+                deleted = _deleted_txn(conn, touched)
+                names = st.get_meta_txn(conn, activity.PEOPLE)  # as `quire log` last asked
             if rows:
                 self._told_n = int(rows[-1]["n"])
-            hub = self.home.hub(self.space.hub_id)
-            names = store.get_meta(activity.PEOPLE)  # as `quire log` last asked the hub
             return activity.sync_lines(rows, report.to_json(),
                                        replica_id=self.space.replica_id,
-                                       me=hub.user_id if hub else None, deleted=deleted,
+                                       me=self._me(), deleted=deleted,
                                        names=names if isinstance(names, dict) else None)
         except Exception:  # noqa: BLE001 - see the docstring
             import logging
 
             logging.getLogger("quire.watch").exception("could not describe the sync")
             return []
+
+    def _me(self) -> str | None:
+        """This machine's user id on the space's hub (hub.json, read again only when the
+        file changed: a new login)."""
+        hub_json = self.home.hub_dir(self.space.hub_id) / "hub.json"
+        try:
+            st_ = os.stat(hub_json)
+            key: Any = (st_.st_mtime_ns, st_.st_size, st_.st_ino)
+        except OSError:
+            key = None
+        if key is None or key != self._me_key:
+            hub = self.home.hub(self.space.hub_id)
+            self._me_key, self._me_id = key, (hub.user_id if hub else None)
+        return self._me_id
 
     def open_store(self) -> Any:
         """The store the watcher keeps open (a served status reads it), or None before
@@ -365,6 +379,21 @@ def _own_folder_txn(conn: Any, vault: Path, p: str, rel: str) -> bool:
                                                           f"{rel}/{de.path[len(p) + 1:]}"):
                     return False
     return True
+
+
+def _deleted_txn(conn: Any, ids: set[str]) -> list[str]:
+    """Those of ``ids`` deleted now (no synced entry, or a tombstone), from the covering
+    index: no entry is read."""
+    if not ids:
+        return []
+    todo = sorted(ids)
+    live: set[str] = set()
+    for i in range(0, len(todo), 500):
+        part = todo[i:i + 500]
+        live |= {r[0] for r in conn.execute(
+            "SELECT id FROM entries INDEXED BY entries_cover WHERE synced_version IS NOT NULL"
+            f" AND NOT synced_deleted AND id IN ({','.join('?' * len(part))})", tuple(part))}
+    return [e for e in todo if e not in live]
 
 
 def _retry_at(waiting: dict[str, int]) -> int | None:

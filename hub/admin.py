@@ -57,7 +57,9 @@ from shared.errors import Forbidden, InvalidRequest, NotFound, QuotaExceeded
 from shared.ids import is_id, new_id
 from shared.signing import jwk_thumbprint
 
-GLOB = re.compile(r"^[a-z0-9*?\[\]_./-]{1,200}$")
+# a glob on entry ids, which are vault paths (shared/ids.py): any printable characters,
+# within the rules column (String(240)); ``Meeting Notes/*`` as well as ``guardrail/*``
+GLOB = re.compile(r"^[^\x00-\x1f\x7f\\]{1,240}$")
 log = logging.getLogger("quire.hub.admin")
 AGENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,63}$")
 RULE_WHO_MAX = 64  # rules.who (hub/store/schema.py): ``agent:`` leaves 58 for the name

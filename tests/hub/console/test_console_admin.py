@@ -179,7 +179,7 @@ def test_rules_preview_and_the_audit_log(hub_app: dict[str, Any],
     r = team["ed"].publish(team["space"], [delete("guardrail/x", g.entry.version)])
     assert r.status_code == 403 and r.json()["error"]["code"] == "policy_denied", r.text
     assert verdicts(user=ed, agent="claude-code", entry="skill/y")["create"] == "denied"
-    r = b.get("/console/admin/spaces/team/rules", params={"user": ed, "entry": "no id"})
+    r = b.get("/console/admin/spaces/team/rules", params={"user": ed, "entry": "../no id"})  # not an id (any path is)
     assert r.status_code == 422 and "invalid_request" in r.text
 
     # a new invite and a new rule: previewed (no code made, no rule added), then made

@@ -124,3 +124,23 @@ def test_a_space_rule_on_guardrail_glob_covers_guardrails_in_any_folder(
     rid = agent_rule.json()["rule"]["id"]
     r = t.owner.post(f"/v1/spaces/{t.space}/rules/{rid}/remove", {})
     assert r.status_code == 200, r.text
+
+
+def test_a_space_rule_may_name_a_folder_as_people_name_it(team: WireTeam) -> None:
+    """Rules' globs take what ids are (any path): a rule on ``Board Minutes/*`` was refused
+    (``invalid_request``: lowercase ASCII only), so such a folder could not be protected."""
+    t = team
+    r = t.owner.post(f"/v1/spaces/{t.space}/rules", {
+        "effect": "deny", "who": "editor", "actions": ["create", "update"],
+        "entries": "Board Minutes/*"})
+    assert r.status_code == 201, r.text
+    rid = r.json()["rule"]["id"]
+    try:
+        assert denied(t.editor.publish(t.space, [put("Board Minutes/2026-12", "x\n")])) == [
+            ("Board Minutes/2026-12", "create", rid)]
+        assert t.editor.publish(t.space, [put("Minutes/2026-12", "x\n")]).status_code == 201
+    finally:
+        t.owner.post(f"/v1/spaces/{t.space}/rules/{rid}/remove", {})
+    bad = t.owner.post(f"/v1/spaces/{t.space}/rules", {
+        "effect": "deny", "who": "editor", "actions": ["create"], "entries": "a\x07b"})
+    assert bad.status_code == 422, bad.text

@@ -56,10 +56,14 @@ HUB_ALLOWED: dict[str, set[str]] = {
     "store": set(),
     "domain": {"store"},
     "api": {"domain", "store"},
-    "console": {"api", "domain", "store"},
+    # the remote MCP endpoint's authorization server (consent, tokens, the SDK's routes)
+    # and the endpoint itself: HTTP rooms over the domain, like api
+    "oauth": {"api", "domain", "store"},
+    "remote_mcp": {"oauth", "api", "domain", "store"},
+    "console": {"oauth", "remote_mcp", "api", "domain", "store"},  # consent pages
     "ops": {"domain", "store"},
-    "app": {"api", "console", "ops", "domain", "store"},
-    "cli": {"app", "api", "console", "ops", "domain", "store"},
+    "app": {"oauth", "remote_mcp", "api", "console", "ops", "domain", "store"},
+    "cli": {"app", "oauth", "remote_mcp", "api", "console", "ops", "domain", "store"},
     "witness": set(),  # quire witness serve: a service of its own (shared only)
 }
 
@@ -67,7 +71,8 @@ HUB_ALLOWED: dict[str, set[str]] = {
 THIRD_PARTY_OWNERS: dict[str, set[str]] = {
     "sqlalchemy": {"hub:store"},
     "alembic": {"hub:store"},
-    "starlette": {"hub:app", "hub:api", "hub:console", "hub:witness",
+    "starlette": {"hub:app", "hub:api", "hub:console", "hub:witness", "hub:oauth",
+                  "hub:remote_mcp",
                   "bench:bench"},  # bench/bare.py
     "httpx2": {"replica:hubclient", "bench:bench"},
     "httpx": {"replica:hubclient", "bench:bench"},
@@ -371,7 +376,7 @@ def test_a_planted_sqlalchemy_outside_the_store_is_forbidden(tmp_path: Path) -> 
     })
     assert forbidden_imports(tree, tmp_path) == [
         "hub.blocks imports sqlalchemy (only ['hub:store'])",
-        "hub.blocks imports starlette (only ['bench:bench', 'hub:api', 'hub:app', 'hub:console', 'hub:witness'])"]
+        "hub.blocks imports starlette (only ['bench:bench', 'hub:api', 'hub:app', 'hub:console', 'hub:oauth', 'hub:remote_mcp', 'hub:witness'])"]
 
 
 def test_a_planted_domain_import_of_the_api_is_forbidden(tmp_path: Path) -> None:

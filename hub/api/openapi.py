@@ -126,8 +126,8 @@ OPS: dict[tuple[str, str], Op] = {
         query=(("who", _STR), ("as", _STR)),
         description="A member asks for their own scope (`who` absent or `me`), an admin for "
                     "any member's or an agent's (`who=agent:NAME&as=USER`): the read rules "
-                    "that apply and the live entries in and out of scope (docs/security.md, "
-                    "Read rules)."),
+                    "that apply and the live entries in and out of scope "
+                    "(docs/security.md, Read rules)."),
     ("POST", "/v1/spaces/{space}/rules"): Op("add a rule (admins)", "object", "rule_add",
                                              201),
     ("POST", "/v1/spaces/{space}/rules/{rule}/remove"): Op("remove a rule (admins)",

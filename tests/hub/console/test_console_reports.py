@@ -47,7 +47,7 @@ def test_a_report_is_listed_replaced_and_guarded(hub_app: dict[str, Any],
     team["store"] = hub_app["hub"].store
     s, ed, viewer = team["space"], team["ed"], team["viewer"]
     rep = ed.replica(s)
-    r = report(ed, s, rep, {"conflicts": [ITEM, dict(ITEM, entry="skill/x<b>", kind=
+    r = report(ed, s, rep, {"conflicts": [ITEM, dict(ITEM, entry="skill/../x", kind=
                                                      "edit_delete", claimed=True)]})
     assert r.status_code == 422  # not an entry id: the whole report is refused
     r = report(ed, s, rep, {"conflicts": [ITEM, dict(ITEM, entry="skill/lint",

@@ -225,8 +225,9 @@ def _head(epoch: str, seq: int) -> dict[str, Any]:
 
 
 def list_entries(store: Store, p: Principal, space_ref: str, *, prefix: str, after: str,
-                 limit: int) -> dict[str, Any]:
-    """Live entries at the head, by id, ``prefix`` (e.g. ``guardrail/``) and a cursor."""
+                 limit: int, guardrails: bool = False) -> dict[str, Any]:
+    """Live entries at the head, by id, ``prefix`` (e.g. ``guardrail/``) and a cursor;
+    ``guardrails``: the live guardrails in any folder instead (``prefix`` unused)."""
     if len(prefix) > 240 or len(after) > 240:
         raise InvalidRequest("prefix and after are at most 240 characters")
     with store.read(snapshot=True) as conn:
@@ -235,7 +236,9 @@ def list_entries(store: Store, p: Principal, space_ref: str, *, prefix: str, aft
         rows: list[Any] = []
         cursor, more = after, True
         while more and len(rows) <= limit:  # pages until limit + 1 readable ones, or none
-            got = ri.list_live_txn(conn, space.id, prefix, cursor, limit + 1)
+            got = (ri.list_live_guardrails_txn(conn, space.id, cursor, limit + 1)
+                   if guardrails else ri.list_live_txn(conn, space.id, prefix, cursor,
+                                                       limit + 1))
             more = len(got) > limit
             if got:
                 cursor = got[-1][0]

@@ -89,12 +89,18 @@ def _world_entries(hub: Any, g: RemoteGrant) -> list[dict[str, Any]]:
     """The live entries the world model reads (guardrails, skills, personas, the profile)
     with their content, at the head."""
     out: list[dict[str, Any]] = []
+    seen: set[str] = set()
     for prefix in WORLD_KINDS:
         after = ""
         while len(out) < MAX_WORLD_ENTRIES:
+            # guardrails in any folder (a front matter ``kind: guardrail`` counts, D139)
             page = reads.list_entries(hub.store, g.principal, g.space_id, prefix=prefix,
-                                      after=after, limit=500)
+                                      after=after, limit=500,
+                                      guardrails=prefix == "guardrail/")
             for e in page["entries"]:
+                if e["id"] in seen:
+                    continue
+                seen.add(e["id"])
                 got = reads.get_entry(hub.store, g.principal, g.space_id, e["id"])
                 out.append({**got["entry"], "_seq": e["changed_seq"]})
             if page["next"] is None:

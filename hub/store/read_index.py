@@ -184,6 +184,13 @@ _LIST_LIVE = Sql("SELECT e.entry_id, e.version, e.seq, e.content, b.accepted_at 
                  "AND b.epoch = e.epoch AND b.seq = e.seq "
                  "WHERE e.space_id = :s AND e.deleted = :f AND e.entry_id > :after "
                  "AND substr(e.entry_id, 1, :plen) = :prefix ORDER BY e.entry_id LIMIT :lim")
+# the live guardrails whatever their path (a key digest: hub/policy.py ``key_digest_of``,
+# the partial index ``ix_entries_key_digest``): what an agent's world model must show
+_LIST_GUARDRAILS = Sql("SELECT e.entry_id, e.version, e.seq, e.content, b.accepted_at "
+                       "FROM entries e LEFT JOIN batches b ON b.space_id = e.space_id "
+                       "AND b.epoch = e.epoch AND b.seq = e.seq "
+                       "WHERE e.space_id = :s AND e.deleted = :f AND e.entry_id > :after "
+                       "AND e.key_digest IS NOT NULL ORDER BY e.entry_id LIMIT :lim")
 _LIVE_ENTRY = Sql("SELECT version, seq, content FROM entries "
                   "WHERE space_id = :s AND entry_id = :id AND deleted = :f")
 
@@ -195,6 +202,15 @@ def list_live_txn(conn: Connection, space_id: str, prefix: str, after: str, limi
     an entry a restore wrote, which no batch of the space carries)."""
     rows = _LIST_LIVE.all(conn, {"s": space_id, "f": False, "after": after,
                                  "plen": len(prefix), "prefix": prefix, "lim": limit})
+    return [(r[0], r[1], int(r[2]), r[3], None if r[4] is None else int(r[4]))
+            for r in rows]
+
+
+def list_live_guardrails_txn(conn: Connection, space_id: str, after: str, limit: int
+                             ) -> list[tuple[str, str, int, str, int | None]]:
+    """The live guardrails in any folder (``list_live_txn``'s rows), by id after ``after``."""
+    rows = _LIST_GUARDRAILS.all(conn, {"s": space_id, "f": False, "after": after,
+                                       "lim": limit})
     return [(r[0], r[1], int(r[2]), r[3], None if r[4] is None else int(r[4]))
             for r in rows]
 

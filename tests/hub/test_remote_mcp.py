@@ -482,3 +482,18 @@ def test_remote_writes_only_where_the_space_allows_them_and_for_an_editor(
     ro = signed_in_token(as_editor, "alpha", "read propose")
     denied = asyncio.run(tools(served["url"], ro["access_token"], [("write", new)]))[0]
     assert denied["error"]["details"]["reason"] == "insufficient_scope"
+
+
+def test_the_world_model_shows_a_guardrail_kept_by_front_matter_in_any_folder(
+        served: dict[str, Any]) -> None:
+    """A guardrail is a guardrail by its ``kind:`` wherever it lives (D139): a remote agent's
+    world model must show one in ``Ops/`` (listing ``guardrail/`` alone missed it)."""
+    owner = served["owner"]
+    g = put("Ops/No Friday", "no deploys on a Friday\n", title="No Friday",
+            meta={"kind": "guardrail", "severity": "block"})
+    assert owner.publish("beta", [g]).status_code == 201
+    t = signed_in_token(served, "beta", "read")
+    wm = asyncio.run(tools(served["url"], t["access_token"], [
+        ("bootstrap_world_model", {})]))[0]
+    assert not wm["is_error"], wm
+    assert [x["id"] for x in wm["guardrails"]] == ["Ops/No Friday"], wm["guardrails"]

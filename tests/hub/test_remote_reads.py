@@ -191,7 +191,7 @@ def test_search_follows_new_publications(hub: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("path", [
     "search", "search?q=%20%20", "search?q=!!!", "search?q=" + "a" * 501,
-    "entry", "entry?id=nokind", "entry?id=page/deploy&seq=-1", "entry?id=page/deploy&seq=x",
+    "entry", "entry?id=page/../x", "entry?id=page/deploy&seq=-1", "entry?id=page/deploy&seq=x",
     "entries?limit=0", "entries?limit=501", "entries?bogus=1", "diff?id=page/deploy",
     "history?id=page/deploy&limit=100000",
 ])

@@ -44,7 +44,7 @@ def test_secret_refused_allowed_once_by_an_admin(team: WireTeam) -> None:
     r = ed.post(path, body)
     assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden", r.text
     for bad in ({"entry": "page/ci", "version": "abc"},
-                {"entry": "Not An Id", "version": op.entry.version},
+                {"entry": "page/../ci", "version": op.entry.version},
                 {"entry": "page/ci", "version": op.entry.version, "rule": "Bad Rule!"},
                 dict(body, extra=1)):
         r = t.owner.post(path, bad)

@@ -4,10 +4,12 @@ the space row, and the purge of every row that names a space once its retention 
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from sqlalchemy import MetaData, delete, func, select, update
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import SAWarning
 
 from hub.store import schema
 
@@ -45,13 +47,23 @@ def deleted_at_txn(conn: Connection, space_id: str) -> int | None:
     return None if row is None else row.deleted_at
 
 
+def reflected(conn: Connection) -> MetaData:
+    """The database's own tables and columns, as it holds them now."""
+    md = MetaData()
+    with warnings.catch_warnings():
+        # the expression indexes (ix_entries_lower, the name-collision check) cannot be
+        # reflected on SQLite; only the tables and their columns matter to the callers
+        warnings.filterwarnings("ignore", "Skipped unsupported reflection",
+                                category=SAWarning)
+        md.reflect(conn)
+    return md
+
+
 def _space_tables(conn: Connection) -> list[Any]:
     """Every table with a ``space_id`` column, dependents first (PostgreSQL checks the
     foreign keys), read from the database itself: tables of later migrations are
     included without a list to keep up to date."""
-    md = MetaData()
-    md.reflect(conn)
-    return [tb for tb in reversed(md.sorted_tables)
+    return [tb for tb in reversed(reflected(conn).sorted_tables)
             if "space_id" in tb.c and tb.name != "spaces"]
 
 

@@ -11,9 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import MetaData, func, select
+from sqlalchemy import func, select
 
 from hub.space_delete import purge_expired
+from hub.store.space_delete_sql import reflected
 from shared.signed import parse_deletion_statement
 from tests.kit.wire import WireTeam, make_wire_team, put
 
@@ -24,9 +25,8 @@ def team(tmp_path: Path, db_url: str | None) -> Iterator[WireTeam]:
 
 
 def _rows_naming(t: WireTeam, space_id: str) -> dict[str, int]:
-    md = MetaData()
     with t.hub.store.read() as conn:
-        md.reflect(conn)
+        md = reflected(conn)
         out = {tb.name: conn.execute(select(func.count()).select_from(tb).where(
             tb.c.space_id == space_id)).scalar_one()
             for tb in md.sorted_tables if "space_id" in tb.c}

@@ -34,7 +34,7 @@ def test_invite_times_read_as_dates_and_lists_are_aligned_tables(team: CliTeam):
     assert re.search(r"expires in 7 days, \d{4}-\d\d-\d\d \d\d:\d\d UTC", human), human
     assert not re.search(r"\d{13}", human)
     listed = quire(team.owner, "admin", "invite", "list", team.name).stdout.splitlines()
-    assert re.match(r"^id\s+role\s+expires\s+state$", listed[0]), listed
+    assert re.match(r"^id\s+for\s+role\s+expires\s+state$", listed[0]), listed  # for: the name
     row = next(ln for ln in listed if ln.startswith(created["id"]))
     assert re.search(r"viewer\s+in 7 days, .* UTC\s+open$", row), row
     assert listed[0].index("role") == row.index("viewer")  # aligned columns

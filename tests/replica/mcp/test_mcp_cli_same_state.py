@@ -74,5 +74,6 @@ def test_a_held_entry_is_listed_wherever_the_state_is_conflicts(team: CliTeam):
         "page/held"]
     assert qjson(b.home, "status")["state"] == "conflicts"
     listed = quire(b.home, "conflicts", "list").stdout.splitlines()  # a table for people
-    assert listed[0].split() == ["packet", "entry", "kind", "fields", "claimed", "by"]
+    assert listed[0].split() == ["packet", "entry", "kind", "fields", "theirs", "by", "claimed",
+                                 "by"]  # "theirs by", "claimed by": who, by name
     assert "page/held" in listed[1]

@@ -138,7 +138,9 @@ def register(mcp: MCPServer, session: Any) -> ProposalTools:
                                  "all"] = "all") -> CallToolResult:
         return _result(session, lambda: t.proposals(state))
 
-    @mcp.tool(description="Take one of your open proposals back.",
+    @mcp.tool(description="Take one of your open proposals back (its id from propose or "
+                          "proposals): a member no longer sees it; an accepted or rejected "
+                          "one is proposal_closed.",
               annotations=hints(read_only=False))
     def withdraw(proposal: ProposalRef) -> CallToolResult:
         return _result(session, lambda: t.withdraw(proposal))

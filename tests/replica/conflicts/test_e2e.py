@@ -224,7 +224,7 @@ async def _agent_session(alice: CliMember) -> dict[str, Any]:
             "sync": {"force": True},
             "search": {"query": ""},
             "read": {"entry_id": "../../etc/passwd"},
-            "write": {"entry_id": "Not An Id", "title": "t", "body": "b"},
+            "write": {"entry_id": "page/../x", "title": "t", "body": "b"},
             "conflicts_list": {"limit": "all"},
             "conflict_show": {"packet": "pk-doesnotexist0000000"},
             "conflict_claim": {"packet": pid, "ttl_seconds": 0},
@@ -234,7 +234,7 @@ async def _agent_session(alice: CliMember) -> dict[str, Any]:
             "delete": {"entry_id": "page/none"},
             "revert_local": {"entry_ids": ["page/deploy"], "all": True},
             "restore": {"entry_id": "page/deploy", "seq": -1},
-            "history": {"entry_id": "Not An Id"},
+            "history": {"entry_id": "page/../x"},
             "activity": {"limit": 0},
             "list_entries": {"kind": "page", "folder": "skill/x"},
             "read_many": {"entry_ids": []},
@@ -242,6 +242,9 @@ async def _agent_session(alice: CliMember) -> dict[str, Any]:
             "edit": {"entry_id": "page/deploy", "replace_text": {"old": "zzz-absent",
                                                                  "new": "x"}},
             "links": {"entry_id": "page/deploy", "direction": "sideways"},
+            "propose": {"entry_id": "page/deploy", "reason": ""},
+            "proposals": {"state": "maybe"},
+            "withdraw": {"proposal": ""},
         }
         assert set(invalid) == set(TOOLS)
         for name, args in invalid.items():

@@ -1,13 +1,14 @@
-"""Which live entry a ``[[wiki link]]`` names, as the replica reads it
-(replica/app/page_text.py ``wikilink_target``): for ``[[name]]`` in entry ``source``,
+"""Which live entry a ``[[wiki link]]`` names: the replica's rule (shared/links.py
+``resolve_wikilink``: the id as written, else next to the source, else the shortest path
+ending with the name, case-insensitively), asked of the database instead of a set of every
+id. For ``[[name]]`` in entry ``source``:
 
-    1. an entry whose id is ``name``
-    2. else ``<source's kind>/name``
-    3. else the first entry, by id, whose id ends with ``/name`` (case-insensitively)
+    1. an entry whose id is ``name``, or the path next to ``source`` (two key lookups)
+    2. else the entries whose id is or ends with ``/name`` (an unindexed scan of the
+       space's ids, so at most ``MAX_TAIL_SCANS`` names a call take it; the rest stay
+       text), of which shared/links.py picks as the replica does
 
-and none when nothing matches (the console then shows the link as text). Steps 1 and 2
-are lookups by key; step 3 scans the space's ids, so at most ``MAX_TAIL_SCANS`` names a
-call take it (the rest stay text). For members
+and none when nothing matches (the console then shows the link as text). For members
 (the space's viewer check); the console renders the links (hub/console/markdown.py). A
 name that resolves to an entry outside the reader's read scope (hub/scope.py, D142) stays
 unresolved, as if nothing matched: a link must not tell that a hidden entry exists.
@@ -15,36 +16,40 @@ unresolved, as if nothing matched: a link must not tell that a hidden entry exis
 
 from __future__ import annotations
 
+import posixpath
+import unicodedata
+
 from hub import scope as scopes
 from hub.access import Principal, space_access_txn
 from hub.store.db import Store
-from hub.store.wikilinks_sql import first_with_tail_txn, live_txn
+from hub.store.wikilinks_sql import live_txn, named_txn
+from shared import links
 
 MAX_NAMES = 200  # names resolved in one call (hub/console/markdown.py asks for no more)
 MAX_TAIL_SCANS = 50  # names looked up by their last segment (a scan of the space's ids)
+MAX_CANDIDATES = 100  # entries ending with one name that the rule picks from
 
 
 def resolve(store: Store, p: Principal, space_ref: str, source: str, names: set[str]
             ) -> dict[str, str]:
     """``{name: entry id}`` for each name in ``names`` that resolves to a live entry."""
     out: dict[str, str] = {}
-    kind = source.split("/", 1)[0]
+    folder = posixpath.dirname(source)
     scans = 0
     with store.read(snapshot=True) as conn:
         space, role = space_access_txn(conn, p, space_ref, "viewer")
         for raw in sorted(names)[:MAX_NAMES]:
-            name = raw.strip().removesuffix(".md")
+            name = unicodedata.normalize("NFC", raw.strip()).removesuffix(".md").strip("/")
             if not name or len(name) > 240:
                 continue
-            if live_txn(conn, space.id, name):
-                out[raw] = name
-            elif live_txn(conn, space.id, f"{kind}/{name}"):
-                out[raw] = f"{kind}/{name}"
-            elif scans < MAX_TAIL_SCANS:
+            near = posixpath.normpath(posixpath.join(folder, name)) if folder else name
+            found = {n for n in {name, near} if live_txn(conn, space.id, n)}
+            if not found and scans < MAX_TAIL_SCANS:
                 scans += 1
-                found = first_with_tail_txn(conn, space.id, name)
-                if found is not None:
-                    out[raw] = found
+                found = set(named_txn(conn, space.id, name, MAX_CANDIDATES))
+            target = links.resolve_wikilink(source, raw, links.Names(found))
+            if target is not None:
+                out[raw] = target
         scope = scopes.scope_txn(conn, p, space, role)
         if not scope.unrestricted:
             seen = scopes.visible_txn(conn, space.id, scope, out.values())

@@ -311,3 +311,21 @@ def test_restore_one_page_as_the_members_edit(hub_app: dict[str, Any],
     assert r.status_code == 303, r.text
     got = owner.get(f"/v1/spaces/{space}/entry", params={"id": "page/old"}).json()
     assert got["entry"]["body"] == "Old.\n"
+
+
+def test_a_wiki_link_goes_where_the_replica_would_send_it(hub_app: dict[str, Any],
+                                                          team: dict[str, Any]) -> None:
+    """Two pages end with the name: the console picks as shared/links.py does for the
+    replica (the shortest path), not the first id."""
+    from shared import links
+
+    ids = ["Archive/Old/Runbook", "Ops/Runbook", "Meetings/Plan"]
+    plan = put("Meetings/Plan", "See [[runbook]].\n")
+    assert team["ed"].publish(team["space"], [put("Archive/Old/Runbook", "old\n"),
+                                              put("Ops/Runbook", "new\n"), plan]
+                              ).status_code == 201
+    want = links.resolve_wikilink("Meetings/Plan", "runbook", links.Names(ids))
+    assert want == "Ops/Runbook"
+    r = sign_in(hub_app, team["viewer"]).get("/console/spaces/team/entry",
+                                             params={"id": "Meetings/Plan"})
+    assert f'href="/console/spaces/team/entry?id={want}"' in r.text, r.text

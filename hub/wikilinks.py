@@ -38,20 +38,25 @@ def resolve(store: Store, p: Principal, space_ref: str, source: str, names: set[
     scans = 0
     with store.read(snapshot=True) as conn:
         space, role = space_access_txn(conn, p, space_ref, "viewer")
+        scope = scopes.scope_txn(conn, p, space, role)
+
+        def visible(ids: set[str]) -> set[str]:
+            # hidden entries are never candidates: one that won the pick and was dropped
+            # afterwards would tell, by the link falling to text, that it exists
+            if scope.unrestricted or not ids:
+                return ids
+            return set(scopes.visible_txn(conn, space.id, scope, ids))
+
         for raw in sorted(names)[:MAX_NAMES]:
             name = unicodedata.normalize("NFC", raw.strip()).removesuffix(".md").strip("/")
             if not name or len(name) > 240:
                 continue
             near = posixpath.normpath(posixpath.join(folder, name)) if folder else name
-            found = {n for n in {name, near} if live_txn(conn, space.id, n)}
+            found = visible({n for n in {name, near} if live_txn(conn, space.id, n)})
             if not found and scans < MAX_TAIL_SCANS:
                 scans += 1
-                found = set(named_txn(conn, space.id, name, MAX_CANDIDATES))
+                found = visible(set(named_txn(conn, space.id, name, MAX_CANDIDATES)))
             target = links.resolve_wikilink(source, raw, links.Names(found))
             if target is not None:
                 out[raw] = target
-        scope = scopes.scope_txn(conn, p, space, role)
-        if not scope.unrestricted:
-            seen = scopes.visible_txn(conn, space.id, scope, out.values())
-            out = {k: v for k, v in out.items() if v in seen}
     return out

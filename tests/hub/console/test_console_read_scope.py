@@ -45,3 +45,24 @@ def test_console_pages_follow_read_rules(hub_app: dict[str, Any]) -> None:
     assert "not readable" in hidden and "deny read page/hr/*" in hidden
     shown = a.get(rules, params={"user": ed.user_id, "entry": "page/hr/pay"}).text
     assert ">readable<" in shown and "no read rule narrows it" in shown
+
+
+@pytest.mark.parametrize("hidden_exists", [True, False])
+def test_a_wiki_link_does_not_tell_whether_a_hidden_entry_exists(
+        hub_app: dict[str, Any], hidden_exists: bool) -> None:
+    """A probe page links ``[[hr/salaries]]`` next to a visible decoy ``notes/hr/salaries``:
+    the viewer, who may not read ``hr/*``, sees the link go to the decoy whether or not
+    ``hr/salaries`` exists (a hidden candidate that won the pick and was dropped after
+    would turn the link into text, and tell)."""
+    t = members(hub_app)
+    owner, space, ed, viewer = t["owner"], t["space"], t["ed"], t["viewer"]
+    pages = [put("notes/hr/salaries", "decoy\n"), put("notes/probe", "[[hr/salaries]]\n")]
+    if hidden_exists:
+        pages.append(put("hr/salaries", "the real one\n"))
+    assert ed.publish(space, pages).status_code == 201
+    r = owner.post(f"/v1/spaces/{space}/rules", {"effect": "deny", "who": "viewer",
+                                                 "actions": ["read"], "entries": "hr/*"})
+    assert r.status_code in (200, 201), r.text
+    page = sign_in(hub_app, viewer).get("/console/spaces/team/entry",
+                                        params={"id": "notes/probe"}).text
+    assert 'href="/console/spaces/team/entry?id=notes/hr/salaries"' in page, page

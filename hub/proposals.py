@@ -79,10 +79,15 @@ def entry_lines(entry: dict[str, Any] | None) -> list[str]:
 
 
 def diff(current: dict[str, Any] | None, proposed: dict[str, Any] | None) -> list[str]:
-    """Unified diff lines from the current entry to the proposed one (at most DIFF_LINES)."""
+    """Unified diff lines from the current entry to the proposed one: at most DIFF_LINES,
+    then, when there are more, one line saying how many are not shown (a reviewer must
+    never take a cut diff for the whole change: ``diff_complete`` in ``show``)."""
     out = list(difflib.unified_diff(entry_lines(current), entry_lines(proposed),
                                     "current", "proposed", lineterm="", n=3))
-    return out[:DIFF_LINES]
+    if len(out) <= DIFF_LINES:
+        return out
+    return [*out[:DIFF_LINES], f"@@ {len(out) - DIFF_LINES} more lines of this diff are not "
+            "shown: read the whole proposal (quire proposals show ID --json) @@"]
 
 
 def _reason(body: dict[str, Any]) -> str:
@@ -252,7 +257,8 @@ def show(store: Store, p: Principal, space_ref: str, proposal_id: str) -> dict[s
             "current": {"version": None if version is None or version[1] else version[0],
                         "entry": current},
             "moved": (None if version is None or version[1] else version[0]) != row.base,
-            "diff": diff(current, proposed)}
+            "diff": (d := diff(current, proposed)),
+            "diff_complete": len(d) <= DIFF_LINES}
 
 
 def accept(store: Store, key: HubKey, settings: Any, p: Principal, space_ref: str,

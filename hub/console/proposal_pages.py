@@ -57,6 +57,7 @@ async def proposal_page(request: Request, p: Any) -> Response:
     out = await call(proposals.show, hub.store, p, ref, request.path_params["proposal"])
     return page(request, "proposal.html", me=p, space=sp, role=role, p_=out["proposal"],
                 current=out["current"], moved=out["moved"], diff=out["diff"],
+                diff_complete=out["diff_complete"],
                 banner=BANNERS.get(request.query_params.get("done", "")),
                 action=request.url.path.rstrip("/") + "/decide")
 

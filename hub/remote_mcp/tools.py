@@ -20,7 +20,7 @@ from hub import reads
 from hub.oauth.tokens import RemoteGrant
 from shared.answers import ANSWER_BUDGET, check_offset, entry_answer, fit_rows
 from shared.entry import Entry, make_entry
-from shared.errors import Forbidden, InvalidRequest, SpaceNotFound
+from shared.errors import Forbidden, InvalidRequest, RateLimited, SpaceNotFound
 from shared.worldmodel import DEFAULT_MAX_BYTES, bundle
 
 # which scope each tool needs (hub/oauth/scopes.py: write ⊃ propose ⊃ read)
@@ -146,10 +146,22 @@ def propose(hub: Any, g: RemoteGrant, entry_id: str, reason: str, title: str = "
             "id": entry_id, "title": title, "body": body, "tags": tags or [],
             "links": links or [], "meta": meta or {}}}
     from hub import proposals  # hub/proposals.py (D135)
-
+    from hub import screening as screen
+    take_publication(hub, g)
     got = proposals.file(hub.store, g.principal, g.space_id, {"op": op, "reason": reason},
-                         hub.now(), max_body=hub.settings.max_entry_body)
+                         hub.now(), max_body=hub.settings.max_entry_body,
+                         screening=screen.config_for(hub.settings.screening_injection))
     return dict(got)
+
+
+def take_publication(hub: Any, g: RemoteGrant) -> None:
+    """A token of the hub's publication limit for the consent's device, as every batch a
+    device pushes takes one (``publications_per_min``): a remote agent's writes and
+    proposals are bounded like any device's publications."""
+    ok, wait = hub.publish_limiter.allow(g.principal.device_id)
+    if not ok:
+        raise RateLimited("too many changes from this agent; wait and retry",
+                          {"retry_after": wait})
 
 
 def write(hub: Any, g: RemoteGrant, entry_id: str, title: str = "", body: str = "",
@@ -160,6 +172,7 @@ def write(hub: Any, g: RemoteGrant, entry_id: str, title: str = "", body: str = 
 
     entry = None if delete else {"id": entry_id, "title": title, "body": body,
                                  "tags": tags or [], "links": links or [], "meta": meta or {}}
+    take_publication(hub, g)
     return writes.write(hub, g, entry, entry_id, base)
 
 

@@ -497,3 +497,25 @@ def test_the_world_model_shows_a_guardrail_kept_by_front_matter_in_any_folder(
         ("bootstrap_world_model", {})]))[0]
     assert not wm["is_error"], wm
     assert [x["id"] for x in wm["guardrails"]] == ["Ops/No Friday"], wm["guardrails"]
+
+
+def test_a_remote_agent_proposing_past_the_publication_limit_is_refused(
+        served: dict[str, Any]) -> None:
+    """Proposals and writes take the publication limit's tokens for the consent's device,
+    as a device's pushes do: without it a remote agent could file and withdraw without
+    bound."""
+    from hub.ratelimit import RateLimiter
+
+    hub = served["hub"]
+    kept = hub.publish_limiter
+    frozen = hub.now()
+    hub.publish_limiter = RateLimiter(1 / 60, 1, clock=lambda: frozen)  # one, then none
+    try:
+        t = signed_in_token(served, "beta", "read propose")  # alpha's proposals: listed
+        ask = {"entry_id": "page/limit", "title": "x", "body": "x\n", "reason": "why"}
+        first, second = asyncio.run(tools(served["url"], t["access_token"], [
+            ("propose", ask), ("propose", dict(ask, entry_id="page/limit2"))]))
+    finally:
+        hub.publish_limiter = kept
+    assert not first["is_error"], first
+    assert second["is_error"] and second["error"]["code"] == "rate_limited", second

@@ -146,16 +146,32 @@ def revoke(store: Store, p: Principal, consent_id: str, now: int) -> None:
         c = sql.consent_txn(conn, consent_id) if len(consent_id) <= 26 else None
         if c is None or c.user_id != p.user_id:
             raise NotFound("no such consent of yours")
-        if not sql.revoke_consent_txn(conn, consent_id, now):
-            return  # revoked already
-        d = get_delegation_txn(conn, c.delegation_id)
-        if d is not None and d.revoked_at is None:
-            revoke_delegation_txn(conn, c.delegation_id, now)
-        revoke_device_txn(conn, c.device_id, now)  # the agent's device row: nothing left live
-        space = get_space_txn(conn, c.space_id, lock=True)  # a former member revokes too
-        audit.record_space_txn(conn, space, at=now, action="oauth.consent_revoke",
-                               actor=p.actor(), details={"consent": consent_id,
-                                                         "agent": c.agent,
-                                                         "delegation": c.delegation_id})
+        end_txn(conn, c, now, actor=p.actor(), reason="member")
 
     store.run_write(txn)
+
+
+def revoke_leaked_txn(conn: Any, consent_id: str, now: int) -> None:
+    """A replayed authorization code or a rotated refresh token used again: the consent's
+    credentials leaked, so everything it made ends as a member's revocation does, audited
+    with ``reason: leaked`` (the actor: the consent's own agent, whose credential it was)."""
+    c = sql.consent_txn(conn, consent_id)
+    if c is not None:
+        end_txn(conn, c, now, reason="leaked",
+                actor={"user": c.user_id, "device": c.device_id, "agent": c.agent})
+
+
+def end_txn(conn: Any, c: Any, now: int, *, actor: dict[str, Any], reason: str) -> None:
+    """The consent ``c`` (a row of ``sql.consent_txn``) revoked with its delegation and its
+    device row (nothing of it left live), audited ``oauth.consent_revoke``; nothing when it
+    was revoked already."""
+    if not sql.revoke_consent_txn(conn, c.id, now):
+        return  # revoked already
+    d = get_delegation_txn(conn, c.delegation_id)
+    if d is not None and d.revoked_at is None:
+        revoke_delegation_txn(conn, c.delegation_id, now)
+    revoke_device_txn(conn, c.device_id, now)
+    space = get_space_txn(conn, c.space_id, lock=True)  # a former member revokes too
+    audit.record_space_txn(conn, space, at=now, action="oauth.consent_revoke", actor=actor,
+                           details={"consent": c.id, "agent": c.agent,
+                                    "delegation": c.delegation_id, "reason": reason})

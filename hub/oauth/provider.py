@@ -35,6 +35,7 @@ from mcp.shared.auth import InvalidScopeError, OAuthClientInformationFull, OAuth
 from starlette.concurrency import run_in_threadpool
 
 from hub.access import secret_hash
+from hub.oauth import consent
 from hub.oauth import scopes as sc
 from hub.oauth import tokens as tk
 from hub.store import oauth_sql as sql
@@ -121,7 +122,7 @@ class QuireProvider:
         def txn(conn: Any) -> Any:
             row = sql.code_txn(conn, secret_hash(authorization_code))
             if row is not None and row.used_at is not None:
-                sql.revoke_consent_txn(conn, row.consent_id, now)  # a replayed code leaked
+                consent.revoke_leaked_txn(conn, row.consent_id, now)  # a replayed code leaked
                 return "replayed"
             return row
 
@@ -173,7 +174,7 @@ class QuireProvider:
             if row is None or row.kind != "refresh":
                 return None
             if row.used_at is not None:  # a rotated refresh token again: it leaked
-                sql.revoke_consent_txn(conn, row.consent_id, now)
+                consent.revoke_leaked_txn(conn, row.consent_id, now)
                 return None
             return row
 

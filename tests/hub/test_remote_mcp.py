@@ -356,6 +356,18 @@ def test_wrong_verifier_reused_code_and_redirect_mismatch_are_refused(
         "Authorization": f"Bearer {ok.json()['access_token']}"})
     assert r.status_code == 401
     assert r.json()["error"]["details"]["reason"] in ("consent_revoked", "token_revoked")
+    # ended as a member's revocation ends it: the delegation too, audited as a leak
+    lines = [json.loads(x) for x in served["owner"].get(
+        "/v1/audit", params={"space": "alpha"}).text.splitlines() if x.strip()]
+    ended = [e for e in lines if e.get("action") == "oauth.consent_revoke"
+             and e["details"].get("reason") == "leaked"]
+    assert ended, [e.get("action") for e in lines]
+    from sqlalchemy import text
+
+    with served["hub"].store.read() as conn:
+        revoked = conn.execute(text("SELECT revoked_at FROM delegations WHERE id = :d"),
+                               {"d": ended[-1]["details"]["delegation"]}).scalar_one()
+    assert revoked is not None
     # a plain method is not accepted: S256 only
     r = web.get(client["meta"]["authorization_endpoint"], params={
         "response_type": "code", "client_id": client["client_id"], "redirect_uri": REDIRECT,

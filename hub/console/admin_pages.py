@@ -53,9 +53,10 @@ from hub.console.http import (
     space_and_role,
 )
 from shared.canonical import canonical_str
-from shared.errors import InvalidRequest
+from shared.errors import InvalidRequest, NotFound
 from shared.humanize import stamp
 from shared.ids import is_id
+from shared.kinds import effective_kind
 
 AUDIT_SHOWN = 200  # events listed on the audit page (newest first); the export has them all
 
@@ -154,8 +155,13 @@ async def rules_page(request: Request, p: Any) -> Response:
         if agent is not None and not admin.AGENT.match(agent):
             raise InvalidRequest("agent must be 1-64 of letters, digits, '_.@:-'")
         entry = reads.parse_entry_id(qp.get("entry"))
+        try:  # a live entry's own kind (front matter first, D139), else its path's
+            live = (await call(reads.get_entry, hub.store, p, ref, entry))["entry"]
+            kind: str | None = effective_kind(entry, live.get("meta"))
+        except NotFound:
+            kind = None
         result = dict(preview.what_may_change(rules["effective"], user, who["role"], agent,
-                                              entry), name=who["name"])
+                                              entry, kind), name=who["name"])
         # and what they may read (read rules, hub/scope.py), as the API's scope answers
         result["scope"] = await call(scopes.show_scope, hub.store, p, ref,
                                      f"agent:{agent}" if agent else user, user, entry)

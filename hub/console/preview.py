@@ -16,6 +16,7 @@ from typing import Any
 
 from shared import policy
 from shared.ids import is_id
+from shared.kinds import folder_kind
 
 CAN = {
     "viewer": ["read, search and pull the space"],
@@ -71,20 +72,25 @@ def agent_role(role: str | None) -> str | None:
 
 
 def may_change(effective: list[dict[str, Any]], user_id: str, role: str | None,
-               agent: str | None, entry_id: str) -> list[dict[str, Any]]:
+               agent: str | None, entry_id: str, kind: str | None = None
+               ) -> list[dict[str, Any]]:
     """For each action on ``entry_id``: whether the guard lets this member (or their agent,
     under a write delegation) do it, with the deciding rule and reason when it does not.
     Guardrails get a row for a weakening update too (lowering severity, changing text), and
     their deletion is judged as the weakening it is."""
     actual = agent_role(role) if agent else role
     actor = policy.Actor(user_id, actual, agent)
-    changes = [policy.Change(entry_id, a) for a in policy.ACTIONS]
-    if entry_id.startswith("guardrail/"):
+    # the entry's effective kind (shared/kinds.py: front matter first, D139), else the one
+    # its path gives a new entry; rules match it as ``<kind>/<id>`` too
+    k = kind or folder_kind(entry_id)
+    changes = [policy.Change(entry_id, a, kind=k) for a in policy.ACTIONS]
+    if k == "guardrail":
         # as the guard judges guardrails (shared/policy.py change_of): an update may raise
         # the severity (additive) or weaken it; deleting one always weakens it
-        changes = [policy.Change(entry_id, "create"), policy.Change(entry_id, "update"),
-                   policy.Change(entry_id, "update", True, "weakens it"),
-                   policy.Change(entry_id, "delete", True, "deletes the guardrail")]
+        changes = [policy.Change(entry_id, "create", kind=k),
+                   policy.Change(entry_id, "update", kind=k),
+                   policy.Change(entry_id, "update", True, "weakens it", kind=k),
+                   policy.Change(entry_id, "delete", True, "deletes the guardrail", kind=k)]
     rows = []
     for c in changes:
         label = c.action + (" (weakening)" if c.weakens and c.action == "update" else "")
@@ -101,10 +107,11 @@ def may_change(effective: list[dict[str, Any]], user_id: str, role: str | None,
 
 
 def what_may_change(effective: list[dict[str, Any]], user_id: str, role: str | None,
-                    agent: str | None, entry_id: str) -> dict[str, Any]:
+                    agent: str | None, entry_id: str, kind: str | None = None
+                    ) -> dict[str, Any]:
     """The rules page's answer: the role acted as, the verdict per action, and the
     effective rules that apply to the member (or their agent)."""
     acting = agent_role(role) if agent else role
     return {"role": role, "agent": agent, "entry": entry_id, "acting_as": acting,
-            "rows": may_change(effective, user_id, role, agent, entry_id),
+            "rows": may_change(effective, user_id, role, agent, entry_id, kind),
             "applying": applying(effective, policy.Actor(user_id, acting, agent))}

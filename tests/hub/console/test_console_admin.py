@@ -178,6 +178,12 @@ def test_rules_preview_and_the_audit_log(hub_app: dict[str, Any],
     assert verdicts(user=ed, entry="guardrail/x")["delete"] == "denied"
     r = team["ed"].publish(team["space"], [delete("guardrail/x", g.entry.version)])
     assert r.status_code == 403 and r.json()["error"]["code"] == "policy_denied", r.text
+    # a guardrail by its front matter, in any folder, is previewed as one (D139)
+    fm = put("Ops/No Friday", "No deploys on a Friday.\n",
+             meta={"kind": "guardrail", "severity": "block"})
+    assert team["owner"].publish(team["space"], [fm]).status_code == 201
+    v = verdicts(user=ed, entry="Ops/No Friday")
+    assert v["update (weakening)"] == "denied" and v["delete"] == "denied", v
     assert verdicts(user=ed, agent="claude-code", entry="skill/y")["create"] == "denied"
     r = b.get("/console/admin/spaces/team/rules", params={"user": ed, "entry": "../no id"})  # not an id (any path is)
     assert r.status_code == 422 and "invalid_request" in r.text

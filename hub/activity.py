@@ -42,13 +42,7 @@ def _before_txn(conn: Any, space_id: str, entry_id: str, epoch: str, seq: int
     row = ri.version_at_txn(conn, space_id, entry_id, epoch, seq - 1)
     if row is None or row.deleted:
         return None
-    found = ri.batch_at_txn(conn, space_id, row.src_epoch, row.src_seq)
-    if found is None:
-        return None
-    for op in json.loads(found[0])["ops"]:
-        if op["op"] == "put" and op["entry"]["id"] == entry_id:
-            return dict(op["entry"])
-    return None
+    return ri.put_in_batch_txn(conn, space_id, row.src_epoch, row.src_seq, entry_id)
 
 
 def _op_id(op: dict[str, Any]) -> str:

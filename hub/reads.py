@@ -253,13 +253,10 @@ def list_entries(store: Store, p: Principal, space_ref: str, *, prefix: str, aft
 
 def _content_at_txn(conn: Any, space_id: str, entry_id: str, row: ri.VersionRow
                     ) -> dict[str, Any]:
-    found = ri.batch_at_txn(conn, space_id, row.src_epoch, row.src_seq)
-    if found is None:
+    got = ri.put_in_batch_txn(conn, space_id, row.src_epoch, row.src_seq, entry_id)
+    if got is None:
         raise NotFound(f"the history of {entry_id} at this seq is no longer held")
-    for op in json.loads(found[0])["ops"]:
-        if op["op"] == "put" and op["entry"]["id"] == entry_id:
-            return dict(op["entry"])
-    raise NotFound(f"the history of {entry_id} at this seq is no longer held")
+    return got
 
 
 def _entry_at_txn(conn: Any, space: Any, state: ri.IndexState, entry_id: str,

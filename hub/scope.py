@@ -91,13 +91,7 @@ def _last_live_txn(conn: Any, space_id: str, entry_id: str) -> dict[str, Any] | 
     for row in ri.history_txn(conn, space_id, entry_id, LAST_LIVE_LOOKBACK):
         if row.deleted:
             continue
-        found = ri.batch_at_txn(conn, space_id, row.src_epoch, row.src_seq)
-        if found is None:
-            return None
-        for op in json.loads(found[0])["ops"]:
-            if op["op"] == "put" and op["entry"]["id"] == entry_id:
-                return dict(op["entry"])
-        return None
+        return ri.put_in_batch_txn(conn, space_id, row.src_epoch, row.src_seq, entry_id)
     return None
 
 

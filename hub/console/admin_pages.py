@@ -50,7 +50,7 @@ from hub.console.http import (
     page,
     redirect,
     signed_in,
-    space_and_role,
+    space_of,
 )
 from shared.canonical import canonical_str
 from shared.errors import InvalidRequest, NotFound
@@ -67,12 +67,6 @@ def _confirmed(form: dict[str, str]) -> bool:
 
 def _members_url(ref: str) -> str:
     return f"/console/spaces/{ref}/members"
-
-
-async def _space(request: Request, p: Any) -> tuple[str, dict[str, Any], str]:
-    ref = request.path_params["space"]
-    sp, role = await call(space_and_role, hub_of(request).store, p, ref)
-    return ref, sp, role
 
 
 def _confirm(request: Request, p: Any, sp: dict[str, Any], role: str, *, title: str,
@@ -92,7 +86,7 @@ def _confirm(request: Request, p: Any, sp: dict[str, Any], role: str, *, title: 
 async def role_change(request: Request, p: Any) -> Response:
     hub = hub_of(request)
     form = await checked_form(request)
-    ref, sp, role = await _space(request, p)
+    ref, sp, role = await space_of(request, p)
     user = request.path_params["user"]
     body = {"role": form.get("role", ""), "dry_run": not _confirmed(form)}
     out = await call(admin.set_role, hub.store, p, ref, user, body, hub.now())
@@ -119,7 +113,7 @@ async def role_change(request: Request, p: Any) -> Response:
 async def invite_revoke(request: Request, p: Any) -> Response:
     hub = hub_of(request)
     form = await checked_form(request)
-    ref, sp, role = await _space(request, p)
+    ref, sp, role = await space_of(request, p)
     inv = request.path_params["invite"]
     out = await call(admin.revoke_invite, hub.store, p, inv,
                      {"dry_run": not _confirmed(form)}, hub.now())
@@ -141,7 +135,7 @@ async def invite_revoke(request: Request, p: Any) -> Response:
 @signed_in
 async def rules_page(request: Request, p: Any) -> Response:
     hub = hub_of(request)
-    ref, sp, role = await _space(request, p)
+    ref, sp, role = await space_of(request, p)
     rules = await call(admin.list_rules, hub.store, p, ref)
     members = (await call(admin.list_members, hub.store, p, ref))["members"]
     qp = request.query_params
@@ -175,7 +169,7 @@ async def rules_page(request: Request, p: Any) -> Response:
 async def rule_remove(request: Request, p: Any) -> Response:
     hub = hub_of(request)
     form = await checked_form(request)
-    ref, sp, role = await _space(request, p)
+    ref, sp, role = await space_of(request, p)
     out = await call(admin.remove_rule, hub.store, p, ref, request.path_params["rule"],
                      {"dry_run": not _confirmed(form)}, hub.now())
     back = f"/console/admin/spaces/{ref}/rules"
@@ -197,7 +191,7 @@ async def rule_remove(request: Request, p: Any) -> Response:
 @signed_in
 async def access_page(request: Request, p: Any) -> Response:
     hub = hub_of(request)
-    ref, sp, role = await _space(request, p)
+    ref, sp, role = await space_of(request, p)
     dels = await call(admin.list_space_delegations, hub.store, p, ref)
     reps = await call(admin.list_replicas, hub.store, p, ref)
     members = await call(admin.list_members, hub.store, p, ref)
@@ -212,7 +206,7 @@ async def access_page(request: Request, p: Any) -> Response:
 async def replica_revoke(request: Request, p: Any) -> Response:
     hub = hub_of(request)
     form = await checked_form(request)
-    ref, sp, role = await _space(request, p)
+    ref, sp, role = await space_of(request, p)
     out = await call(admin.revoke_replica, hub.store, p, ref, request.path_params["replica"],
                      {"dry_run": not _confirmed(form)}, hub.now())
     back = f"/console/admin/spaces/{ref}/access"
@@ -231,7 +225,7 @@ async def replica_revoke(request: Request, p: Any) -> Response:
 async def delegation_revoke(request: Request, p: Any) -> Response:
     hub = hub_of(request)
     form = await checked_form(request)
-    ref, sp, role = await _space(request, p)
+    ref, sp, role = await space_of(request, p)
     out = await call(admin.revoke_delegation, hub.store, p,
                      request.path_params["delegation"], {"dry_run": not _confirmed(form)},
                      hub.now())
@@ -251,7 +245,7 @@ async def delegation_revoke(request: Request, p: Any) -> Response:
 @signed_in
 async def epoch_page(request: Request, p: Any) -> Response:
     hub = hub_of(request)
-    ref, sp, role = await _space(request, p)
+    ref, sp, role = await space_of(request, p)
     await call(admin.list_members, hub.store, p, ref)  # the admin check, as the bump's
     return page(request, "epoch.html", me=p, space=sp, role=role)
 
@@ -260,7 +254,7 @@ async def epoch_page(request: Request, p: Any) -> Response:
 async def epoch_bump(request: Request, p: Any) -> Response:
     hub = hub_of(request)
     form = await checked_form(request)
-    ref, sp, role = await _space(request, p)
+    ref, sp, role = await space_of(request, p)
     body = {"reason": form.get("reason", "")}
     dry = not _confirmed(form)
     out = await call(spaces.bump_epoch, hub.store, p, ref, body, hub.now(), hub.key,
@@ -395,7 +389,7 @@ async def _audit_scope(request: Request, p: Any
         return None, {"base": "/console/admin/audit", "space": None, "role": None,
                       "chains": {s["id"]: s["name"] for s in spaces_["spaces"]}}, {
             d["user_id"]: d["user_name"] for d in devices["devices"]}
-    ref, sp, role = await _space(request, p)
+    ref, sp, role = await space_of(request, p)
     members = await call(admin.list_members, hub.store, p, ref)
     return ref, {"base": f"/console/admin/spaces/{ref}/audit", "space": sp, "role": role,
                  "chains": {}}, {m["user_id"]: m["name"] for m in members["members"]}

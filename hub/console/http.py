@@ -160,3 +160,11 @@ def space_and_role(store: Any, p: Any, space_ref: str) -> tuple[dict[str, Any], 
         if space_ref in (sp["id"], sp["name"]):
             return sp, sp.get("role") or "admin"
     raise NotFound(f"no space {space_ref!r} that you are a member of")
+
+
+async def space_of(request: Request, p: Any) -> tuple[str, dict[str, Any], str]:
+    """The ``{space}`` of the page's path: (the reference as written, the space as the
+    caller sees it, their role there)."""
+    ref = request.path_params["space"]
+    sp, role = await call(space_and_role, hub_of(request).store, p, ref)
+    return ref, sp, role

@@ -24,7 +24,7 @@ from starlette.routing import Route
 
 from hub import proposals
 from hub.api.http import hub_of
-from hub.console.http import call, checked_form, page, redirect, signed_in, space_and_role
+from hub.console.http import call, checked_form, page, redirect, signed_in, space_of
 from shared.errors import InvalidRequest
 
 BANNERS = {"accepted": "Accepted: the change is published, with the agent and you in the "
@@ -32,16 +32,10 @@ BANNERS = {"accepted": "Accepted: the change is published, with the agent and yo
            "rejected": "Rejected: the agent's member sees why; nothing was published."}
 
 
-async def _space(request: Request, p: Any) -> tuple[str, dict[str, Any], str]:
-    ref = request.path_params["space"]
-    sp, role = await call(space_and_role, hub_of(request).store, p, ref)
-    return ref, sp, role
-
-
 @signed_in
 async def proposals_page(request: Request, p: Any) -> Response:
     hub = hub_of(request)
-    ref, sp, role = await _space(request, p)
+    ref, sp, role = await space_of(request, p)
     state = request.query_params.get("state", "open")
     out = await call(proposals.list_proposals, hub.store, p, ref,
                      state if state in (*proposals.STATES, "all") else "open")
@@ -53,7 +47,7 @@ async def proposals_page(request: Request, p: Any) -> Response:
 @signed_in
 async def proposal_page(request: Request, p: Any) -> Response:
     hub = hub_of(request)
-    ref, sp, role = await _space(request, p)
+    ref, sp, role = await space_of(request, p)
     out = await call(proposals.show, hub.store, p, ref, request.path_params["proposal"])
     return page(request, "proposal.html", me=p, space=sp, role=role, p_=out["proposal"],
                 current=out["current"], moved=out["moved"], diff=out["diff"],
@@ -66,7 +60,7 @@ async def proposal_page(request: Request, p: Any) -> Response:
 async def decide(request: Request, p: Any) -> Response:
     hub = hub_of(request)
     form = await checked_form(request)
-    ref, _sp, _role = await _space(request, p)
+    ref, _sp, _role = await space_of(request, p)
     pid = request.path_params["proposal"]
     decision = form.get("decision")
     if decision == "accept":

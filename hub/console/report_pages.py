@@ -25,19 +25,13 @@ from starlette.routing import Route
 
 from hub import conflict_reports, reads, screening
 from hub.api.http import hub_of
-from hub.console.http import call, checked_form, page, redirect, signed_in, space_and_role
-
-
-async def _space(request: Request, p: Any) -> tuple[str, dict[str, Any], str]:
-    ref = request.path_params["space"]
-    sp, role = await call(space_and_role, hub_of(request).store, p, ref)
-    return ref, sp, role
+from hub.console.http import call, checked_form, page, redirect, signed_in, space_of
 
 
 @signed_in
 async def conflicts_page(request: Request, p: Any) -> Response:
     hub = hub_of(request)
-    ref, sp, role = await _space(request, p)
+    ref, sp, role = await space_of(request, p)
     n = request.query_params.get("page", "1")
     out = await call(conflict_reports.list_reports, hub.store, p, ref,
                      int(n) if n.isdigit() and len(n) < 9 else 1)
@@ -49,7 +43,7 @@ async def conflicts_page(request: Request, p: Any) -> Response:
 @signed_in
 async def screening_page(request: Request, p: Any) -> Response:
     hub = hub_of(request)
-    ref, sp, role = await _space(request, p)
+    ref, sp, role = await space_of(request, p)
     out = await call(screening.list_allows, hub.store, p, ref, None)
     names = await call(reads.names, hub.store, p, ref,
                        {str(a["created_by"]) for a in out["allows"]})
@@ -62,7 +56,7 @@ async def screening_page(request: Request, p: Any) -> Response:
 async def screening_allow(request: Request, p: Any) -> Response:
     hub = hub_of(request)
     form = await checked_form(request)
-    ref, sp, role = await _space(request, p)
+    ref, sp, role = await space_of(request, p)
     body = {k: form.get(k, "").strip() for k in ("entry", "version", "rule")}
     body["rule"] = body["rule"] or "*"
     dry = form.get("confirm") != "yes"

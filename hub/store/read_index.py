@@ -9,6 +9,7 @@ PostgreSQL. Functions ending in ``_txn`` run inside a transaction opened by the 
 
 from __future__ import annotations
 
+import json
 from typing import Any, NamedTuple
 
 from sqlalchemy.engine import Connection
@@ -122,6 +123,19 @@ def history_txn(conn: Connection, space_id: str, entry_id: str, limit: int
 def batch_at_txn(conn: Connection, space_id: str, epoch: str, seq: int) -> Any:
     """(body, user_id, device_id, agent, accepted_at) of one stored batch, or None."""
     return _BATCH_AT.one(conn, {"s": space_id, "e": epoch, "n": seq})
+
+
+def put_in_batch_txn(conn: Connection, space_id: str, epoch: str, seq: int, entry_id: str
+                     ) -> dict[str, Any] | None:
+    """The entry as batch ``seq`` of ``epoch`` put it, or None (the batch is not held, or
+    it did not put that entry): how a version row's content is read back."""
+    found = batch_at_txn(conn, space_id, epoch, seq)
+    if found is None:
+        return None
+    for op in json.loads(found[0])["ops"]:
+        if op["op"] == "put" and op["entry"]["id"] == entry_id:
+            return dict(op["entry"])
+    return None
 
 
 _TEXT_DELETE = Sql("DELETE FROM entry_text WHERE space_id = :s AND entry_id = :id")

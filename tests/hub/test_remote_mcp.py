@@ -281,7 +281,8 @@ def test_an_agent_host_signs_in_with_the_mcp_client_reads_searches_and_proposes(
     owner_name = next(x["name"] for x in people if x["user_id"] == served["owner"].user_id)
     assert hist["versions"][0]["by"] == owner_name  # a name, never an id
     assert hist["versions"][0]["at"].endswith("+00:00")
-    assert [e["id"] for e in lst["entries"]] == ["page/deploy"]
+    listed_ids = [e["id"] for e in lst["entries"]]  # other tests of the module add pages
+    assert "page/deploy" in listed_ids and all(i.startswith("page/") for i in listed_ids)
     assert [g["key"] for g in wm["guardrails"]] == ["no-prod"]
     assert wm["space"]["name"] == "alpha"
     assert not prop["is_error"] and prop["proposal"]["state"] == "open", prop

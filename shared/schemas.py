@@ -148,6 +148,17 @@ REQUESTS: dict[str, dict[str, Any]] = {
                                      {"type": "null"}]}
                        for f in ("max_entries", "max_bytes", "max_history_bytes")},
                       minProperties=1),
+    # a space's witness policy (hub/spacelog.py; docs/security.md, "The log and its
+    # witnesses")
+    "witnesses_set": _obj({
+        "quorum": {"type": "integer", "minimum": 0,
+                   "description": "how many of the witnesses must co-sign"},
+        "witnesses": {"type": "array", "items": _obj({
+            "name": {"type": "string"},
+            "key": {"type": "string", "description": "Ed25519 public key, base64url"},
+            "url": {"type": "string", "description": "the witness's base URL"}},
+            ("name", "key", "url"))},
+        "reason": {"type": "string"}}, ("quorum", "witnesses")),
 }
 
 ERROR = _obj({"error": _obj({

@@ -259,6 +259,18 @@ OPS: dict[tuple[str, str], Op] = {
                                           description=_DRY),
     ("GET", "/v1/spaces/{space}/search"): Op("entries holding every word, at the head",
                                              query=(("q", _STR), ("limit", _LIMIT))),
+    # the space log and its witnesses (hub/api/spacelog.py, D140)
+    ("GET", "/v1/spaces/{space}/log/consistency"): Op(
+        "a consistency proof between two sizes of the space log, and the last leaf of the "
+        "second", query=(("first", _INT), ("second", _INT))),
+    ("GET", "/v1/spaces/{space}/log/inclusion"): Op(
+        "the inclusion proof of the leaf a head is right after (a batch, a new epoch)",
+        query=(("epoch", _STR), ("seq", _INT), ("size", _INT))),
+    ("GET", "/v1/spaces/{space}/witnesses"): Op(
+        "the space's witness policies, hub-signed, oldest first"),
+    ("POST", "/v1/spaces/{space}/witnesses"): Op(
+        "set the space's witnesses and quorum (hub owners, audited, a signed statement and a "
+        "leaf of the log)", "object", "witnesses_set"),
 }
 
 _MEDIA = {"ndjson": "application/x-ndjson", "sse": "text/event-stream",

@@ -6,7 +6,8 @@ witnesses"):
     GET  /v1/spaces/{space}/witnesses                           the signed policies
     POST /v1/spaces/{space}/witnesses  {quorum, witnesses, reason?}   hub owners
 
-Their OpenAPI operations and request schema are registered here, beside the handlers.
+Their OpenAPI operations are declared with the others (hub/api/openapi.py), the request
+schema in shared/schemas.py.
 """
 
 from __future__ import annotations
@@ -20,37 +21,10 @@ from starlette.routing import Route
 
 from hub import spacelog
 from hub.api.http import JSON, hub_of, principal, read_json
-from hub.api.openapi import OPS, Op
 from shared.errors import InvalidRequest
 from shared.schemas import REQUESTS
 
-WITNESS = {"type": "object", "additionalProperties": False,
-           "required": ["name", "key", "url"],
-           "properties": {"name": {"type": "string"},
-                          "key": {"type": "string", "description": "Ed25519 public key, "
-                                  "base64url"},
-                          "url": {"type": "string", "description": "the witness's base URL"}}}
-REQUESTS.setdefault("witnesses_set", {
-    "type": "object", "additionalProperties": False, "required": ["quorum", "witnesses"],
-    "properties": {"quorum": {"type": "integer", "minimum": 0,
-                              "description": "how many of the witnesses must co-sign"},
-                   "witnesses": {"type": "array", "items": WITNESS},
-                   "reason": {"type": "string"}}})
-_INT = {"type": "integer", "minimum": 0}
 BODY_LIMIT = 16 * 1024  # a policy of 16 witnesses is well under it
-OPS.update({
-    ("GET", "/v1/spaces/{space}/log/consistency"): Op(
-        "a consistency proof between two sizes of the space log, and the last leaf of the "
-        "second", query=(("first", _INT), ("second", _INT))),
-    ("GET", "/v1/spaces/{space}/log/inclusion"): Op(
-        "the inclusion proof of the leaf a head is right after (a batch, a new epoch)",
-        query=(("epoch", {"type": "string"}), ("seq", _INT), ("size", _INT))),
-    ("GET", "/v1/spaces/{space}/witnesses"): Op(
-        "the space's witness policies, hub-signed, oldest first"),
-    ("POST", "/v1/spaces/{space}/witnesses"): Op(
-        "set the space's witnesses and quorum (hub owners, audited, a signed statement and a "
-        "leaf of the log)", "object", "witnesses_set"),
-})
 
 
 def _query(request: Request, allowed: set[str]) -> dict[str, str]:

@@ -25,18 +25,6 @@ REPLY_TIMEOUT = {"status": 120.0, "sync": 3600.0}  # s: a served sync may pull a
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["witness"]:
-        if argv[1:2] and argv[1] in ("list", "add", "remove"):  # a space's policy
-            from replica.cli.witness_cmd import main as policy
-
-            return policy(argv[1:])
-        import importlib  # the service, its own (hub/witness/), reached by name only
-
-        return int(importlib.import_module("hub.witness.cli").main(argv[1:]))
-    if argv[:1] == ["verify"] and "--evidence" in argv:  # offline: no home, no hub
-        from replica.cli.evidence import main as evidence
-
-        return evidence(argv[1:])
     try:
         code = served(argv, os.environ)
     except BrokenPipeError:  # ``quire status | head`` answered by a watcher

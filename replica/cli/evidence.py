@@ -1,5 +1,6 @@
 """``quire verify --evidence FILE``: check, offline, that two signed checkpoints prove a hub
-showed two histories of a space (docs/cli.md, "Witness"; replica/trust/logcheck.py).
+showed two histories of a space (docs/cli.md, "Witness"; replica/trust/logcheck.py); an
+option of ``quire verify`` (replica/cli/main.py ``cmd_verify``).
 
 FILE is JSON: ``{"checkpoints": [NOTE, NOTE]}``, or the error ``quire sync --json`` printed
 (``{"error": {"details": {"evidence": …}}}``), or what a witness answers for a log
@@ -9,7 +10,6 @@ a file that is none of these. Nothing is read but the file: the keys are in the 
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import Any
@@ -29,26 +29,18 @@ def pair_of(doc: Any) -> tuple[Any, Any] | None:
     return None
 
 
-def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="quire verify --evidence")
-    p.add_argument("--evidence", required=True, metavar="FILE")
-    p.add_argument("--json", action="store_true")
-    args = p.parse_args(argv)
+def check(path: str) -> tuple[int, dict[str, Any], str]:
+    """(exit code, the JSON document, the human line) for the evidence in ``path``."""
     try:
-        pair = pair_of(json.loads(Path(args.evidence).read_text(encoding="utf-8")))
+        pair = pair_of(json.loads(Path(path).read_text(encoding="utf-8")))
     except (OSError, ValueError) as e:
         pair, why = None, str(e)
     else:
         why = "no pair of checkpoints in it"
     if pair is None:
-        print(json.dumps({"ok": False, "error": why}) if args.json
-              else f"error: {args.evidence}: {why}")
-        return 2
+        return 2, {"ok": False, "error": why}, f"error: {path}: {why}"
     try:
         proven = tlog.equivocation(*pair)
     except (ValueError, TypeError) as e:
-        print(json.dumps({"ok": False, "reason": str(e)}) if args.json
-              else f"not proven: {e}")
-        return 1
-    print(json.dumps({"ok": True, "proven": proven}) if args.json else f"proven: {proven}")
-    return 0
+        return 1, {"ok": False, "reason": str(e)}, f"not proven: {e}"
+    return 0, {"ok": True, "proven": proven}, f"proven: {proven}"

@@ -358,6 +358,12 @@ def cmd_verify(args: argparse.Namespace, out: Out) -> int:
     from replica.app import selfcheck
     from replica.cli.exitcodes import OK, UNVERIFIED
 
+    if args.evidence is not None:  # offline: no home, no hub (replica/cli/evidence.py)
+        from replica.cli import evidence
+
+        code, doc, human = evidence.check(args.evidence)
+        out.doc(doc, human)
+        return code
     home = Home()
     doc = selfcheck.run(home, home.space(args.space), with_hub=args.hub)
     out.doc(doc, selfcheck.human(doc))
@@ -546,7 +552,13 @@ def build_parser() -> argparse.ArgumentParser:
     ve.add_argument("space", nargs="?", metavar="SPACE", help="space id or name")
     ve.add_argument("--hub", action="store_true",
                     help="also ask the hub to verify its chain from genesis and its audit chain")
+    ve.add_argument("--evidence", metavar="FILE", default=None,
+                    help="offline, nothing but FILE: do two signed checkpoints prove the hub "
+                         "showed two histories? (exit 0 proven, 1 not, 2 no pair in it)")
     ve.set_defaults(func=cmd_verify)
+    from replica.cli.witness_cmd import add_parsers as add_witness_parsers
+
+    add_witness_parsers(sub, common, _Parser)
 
     w = sub.add_parser("watch", parents=[common],
                        help="keep spaces current: hub events, vault edits, backoff")

@@ -67,7 +67,8 @@ class Signer:
              ) -> dict[str, Any]:
         return signed_state.signed_head(self.key, space=space.id, epoch=space.epoch, seq=seq,
                                         digest=digest, root=root, at=self.now,
-                                        tips=signed_state.audit_tips_txn(conn, space, seq))
+                                        tips=signed_state.audit_tips_txn(conn, space, seq,
+                                                                            self.enabled))
 
 
 def parse_changes_query(epoch: str | None, after: str | None, limit: str | None,

@@ -339,14 +339,15 @@ def _known_head(space: SpaceRow, seq: int, digest: str,
 def _commit_reads_txn(conn: Any, space: SpaceRow, batch: Batch, principal: Principal,
                       quota: bool, state_root: bool, claims: tuple[int, ...] = ()
                       ) -> tuple[CommitContext, dict[str, tuple[str, bool]],
-                                 dict[str, str] | None, dict[int, bytes] | None,
+                                 dict[str, str] | None,
+                                 tuple[dict[int, bytes] | None, dict[str, Any] | None],
                                  list[list[Any]], list[str]]:
     """What the committing transaction reads once it holds the space lock, in one round
     trip on PostgreSQL (``read_together``): the re-reads (``commit_context_read``), the
     current versions of the touched entries, their live contents (the quota measures
     them), the holders of the guardrail keys the ``claims`` take (hub/policy.py
     ``takeover_reads``) and the kept lattices of their buckets (the state root moves with
-    them), and the live entries whose names a create may collide with (hub/admission.py
+    them; and the folder tree's nodes on their paths), and the live entries whose names a create may collide with (hub/admission.py
     ``names_asked``: a create is an op without a base, bases being checked here). Only
     writes under the same lock change any of it, so reading it together is reading it in
     turn."""
@@ -363,6 +364,9 @@ def _commit_reads_txn(conn: Any, space: SpaceRow, batch: Batch, principal: Princ
     asked = names_asked([op for op in batch.ops if op.base is None], {})
     names = lowered_reads(space.id, asked) if asked else []
     reads += names
+    tree = state_root and signed_state.FOLDER_TREE
+    if tree:
+        reads.append(signed_state.folder_read(space.id, batch.ops))
     if state_root:
         reads.append(signed_state.lattice_read(space.id, batch.ops))
     rows = read_together(conn, reads)
@@ -372,8 +376,9 @@ def _commit_reads_txn(conn: Any, space: SpaceRow, batch: Batch, principal: Princ
             for eid, c in part} if quota else None
     at = 1 + len(versions) + len(contents)
     lattices = signed_state.lattices_of(rows[-1]) if state_root else None
+    folders = signed_state.folder_nodes_of(rows[-2]) if tree else None
     found = lowered_of(rows[at + len(holders):at + len(holders) + len(names)])
-    return ctx, current, live, lattices, rows[at:at + len(holders)], found
+    return ctx, current, live, (lattices, folders), rows[at:at + len(holders)], found
 
 
 def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep: Prepared,
@@ -396,7 +401,7 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
         hooks.in_commit(conn, batch, "locked")
     # every re-read below, after the lock (and after the hook: what a concurrent change
     # committed by now is seen), in one round trip; the checks run in their usual order
-    ctx, current, contents, lattices, holders, named = _commit_reads_txn(
+    ctx, current, contents, kept, holders, named = _commit_reads_txn(
         conn, space, batch, principal, quota is not None, state_root, prep.claims)
     # a concurrent publish of the very same batch may have landed since preparation
     replay = _replay_of(ctx.prior, batch, space.id)
@@ -454,7 +459,7 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
         head = chain_next(space.head_digest, batch.digest)
         # the signed state root moves with the head, O(ops) (hub/signed_state.py)
         root = signed_state.advance_txn(conn, space.id, signed_state.batch_changes(
-            batch.ops, current), ctx.root, lattices) if state_root \
+            batch.ops, current), ctx.root, *kept) if state_root \
             else signed_state.DISABLED_ROOT
         receipt = canonical_str(sign_receipt(key.private, receipt_body(
             space=space.id, batch_id=batch.batch_id, replica_id=batch.replica_id, seq=seq,

@@ -11,8 +11,14 @@ shared/signed.py).
                                          its leaf in the space log
     GET …/devices ──attestations_txn──▶ signed device records (key, valid_from, revoked_at)
 
+The folder tree (shared/foldertree.py) moves in the same transactions: ``advance_txn``
+rehashes the touched folders and their ancestors (O(depth) per op) and the head signs its
+root as ``tree`` where it is the space's current head (a page ending earlier carries none);
+``folder_proof_txn`` serves a scope's completeness proof (shared/folderproof.py).
+
 A space without a state row (created before migration 0003) gets one computed from its
-entries on first use. ``enabled=False`` (setting ``state_root``) skips the bookkeeping for
+entries on first use; without folder rows (before migration 0030), likewise at its next
+publication, and a head computes its ``tree`` from the entries until then. ``enabled=False`` (setting ``state_root``) skips the bookkeeping for
 benchmarks: heads then carry the all-zero state, which no replica accepts.
 """
 
@@ -23,11 +29,12 @@ from typing import Any, NamedTuple
 
 from hub import spacelog
 from hub.keys import HubKey
+from hub.store import folders_sql as fs
 from hub.store import state_sql as ss
 from hub.store.batches import iter_changes_txn
 from hub.store.hub_state import hub_state_txn
 from hub.store.spaces_sql import SpaceRow
-from shared import state, tlog
+from shared import foldertree, state, tlog
 from shared.canonical import canonical_str
 from shared.signed import (
     DEVICE_DOMAIN,
@@ -40,10 +47,58 @@ from shared.signed import (
 )
 
 DISABLED_ROOT = "0" * 64  # served when the setting is off: never a real root
+# The folder tree is kept with the state root; benchmarks turn it off alone to measure what
+# it costs a publication (bench/folder_proof.py). A hub never does: its heads then carry a
+# ``tree`` computed from the entries at every read.
+FOLDER_TREE = True
+
+
+def _rebuild_tree_txn(conn: Any, space_id: str, live: list[tuple[str, str]]
+                      ) -> dict[str, foldertree.Node]:
+    nodes = foldertree.tree_of(live)
+    fs.clear_txn(conn, space_id)
+    fs.write_txn(conn, space_id, nodes, ())
+    return nodes
+
+
+def _advance_tree_txn(conn: Any, space_id: str, changes: list[state.Change],
+                      nodes: dict[str, foldertree.Node] | None) -> None:
+    """The folder tree after ``changes``. ``nodes``: the kept nodes ``foldertree.needed``
+    names (and their children), as this transaction read them; no top row means the tree
+    was never built: rebuilt from the entries as they are before the batch."""
+    moved = [c for c in changes if c[1] != c[2]]
+    if not moved:
+        return
+    if nodes is None:
+        nodes = fs.nodes_txn(conn, space_id, foldertree.needed(c[0] for c in moved))
+    if foldertree.TOP not in nodes:
+        nodes = _rebuild_tree_txn(conn, space_id, list(ss.iter_live_versions_txn(conn, space_id)))
+    write, gone, _ = foldertree.advance(nodes, moved)
+    fs.write_txn(conn, space_id, write, gone)
+
+
+def folder_read(space_id: str, ops: Any) -> Any:
+    """The read of the kept folder nodes ``advance_txn`` needs for ``ops`` (``read_together``;
+    its rows go to ``folder_nodes_of``)."""
+    return fs.nodes_read(space_id, foldertree.needed(op.entry_id for op in ops))
+
+
+folder_nodes_of = fs.nodes_of
+
+
+def tree_root_txn(conn: Any, space_id: str) -> str:
+    """The tree root at the space's current head (read transaction: nothing written)."""
+    kept = fs.top_txn(conn, space_id) if FOLDER_TREE else None
+    if kept is not None:
+        return kept
+    return foldertree.root_of_entries(ss.iter_live_versions_txn(conn, space_id))
 
 
 def _rebuild_txn(conn: Any, space_id: str) -> tuple[list[bytes], str]:
-    lattices = state.lattices_of(ss.iter_live_versions_txn(conn, space_id))
+    live = list(ss.iter_live_versions_txn(conn, space_id))
+    if FOLDER_TREE:
+        _rebuild_tree_txn(conn, space_id, live)
+    lattices = state.lattices_of(live)
     ss.clear_lattices_txn(conn, space_id)
     ss.set_lattices_txn(conn, space_id, lattices)
     digests = state.digests_with(state.EMPTY_DIGESTS, lattices)
@@ -61,19 +116,23 @@ _READ = object()
 
 
 def advance_txn(conn: Any, space_id: str, changes: list[state.Change],
-                cur: Any = _READ, lattices: dict[int, bytes] | None = None) -> str:
+                cur: Any = _READ, lattices: dict[int, bytes] | None = None,
+                folders: dict[str, foldertree.Node] | None = None) -> str:
     """Apply a batch's ``(id, old live version, new live version)`` to the space's state and
     return the new root. Runs in the publishing transaction, before the entries are written
     (a missing state is rebuilt from the entries as they were before the batch). ``cur``:
     the kept ``(digests, root)`` (or None) as this transaction already read it;
     ``lattices``: the kept lattices of (at least) every bucket the changes touch, read with
-    it (``lattice_read``); ignored when the state had to be rebuilt."""
+    it (``lattice_read``); ignored when the state had to be rebuilt. ``folders``: the kept
+    folder nodes (``folder_read``), likewise."""
     if cur is _READ:
         cur = ss.root_txn(conn, space_id)
     if cur is None:
-        digests, lattices = _rebuild_txn(conn, space_id)[0], None
+        digests, lattices, folders = _rebuild_txn(conn, space_id)[0], None, None
     else:
         digests = state.unpack_digests(cur[0])
+    if FOLDER_TREE:
+        _advance_tree_txn(conn, space_id, changes, folders)
     buckets = sorted({state.bucket_of(c[0]) for c in changes if c[1] != c[2]})
     if not buckets:
         return state.root_of(digests)
@@ -134,16 +193,20 @@ class Tips(NamedTuple):
     space: tuple[int, str]  # the space's audit chain tip
     hub: tuple[int, str]  # the hub chain's tip
     log: spacelog.LogHead | None = None  # the space log at this head (None: before it)
+    tree: tuple[int, str] | None = None  # (seq, folder tree root) at the space's head
 
 
-def audit_tips_txn(conn: Any, space: SpaceRow, seq: int | None = None) -> Tips:
+def audit_tips_txn(conn: Any, space: SpaceRow, seq: int | None = None,
+                   enabled: bool = True) -> Tips:
     """The audit tips (space chain, hub chain) as this transaction reads them: signed into
     the head so a replica holds the hub to the audit log it had then (docs/security.md, "The
     audit log"); and the log's checkpoint right after head ``seq`` (default: the space's
     head), so a replica and the witnesses hold the hub to one history (hub/spacelog.py)."""
     hub = hub_state_txn(conn)
+    at_head = enabled and (seq is None or seq == space.head_seq)
     return Tips((int(space.audit_seq), space.audit_digest),
-                (int(hub.audit_seq), hub.audit_digest), spacelog.checkpoint_txn(conn, space, seq))
+                (int(hub.audit_seq), hub.audit_digest), spacelog.checkpoint_txn(conn, space, seq),
+                (space.head_seq, tree_root_txn(conn, space.id)) if at_head else None)
 
 
 def checkpoint_note(key: HubKey, space: str, log: spacelog.LogHead) -> str:
@@ -159,10 +222,12 @@ def signed_head(key: HubKey, *, space: str, epoch: str, seq: int, digest: str, r
     log = tips.log if isinstance(tips, Tips) else None
     if log is not None and (log.epoch, log.seq) != (epoch, seq):
         log = None  # read for another head (a page's end: pass its seq to audit_tips_txn)
+    tree = tips.tree if isinstance(tips, Tips) else None
     return sign_head(key.private, head_body(
         space=space, epoch=epoch, seq=seq, digest=digest, state=root, at=at, nonce=nonce,
         audit=audit, hub_audit=hub_audit,
-        checkpoint=None if log is None else checkpoint_note(key, space, log)))
+        checkpoint=None if log is None else checkpoint_note(key, space, log),
+        tree=tree[1] if tree is not None and tree[0] == seq else None))
 
 
 def epoch_statement_txn(conn: Any, key: HubKey, space: SpaceRow, epoch: str, reason: str,

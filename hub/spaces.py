@@ -353,7 +353,7 @@ def head(store: Store, key: HubKey, p: Principal, space_ref: str, now: int,
             rules = list_rules_txn(conn, space.id)
             root = signed_state.current_root_txn(conn, space.id, state_root)
             usage = None if quota is None else usage_doc_txn(conn, quota, space.id)
-            tips = signed_state.audit_tips_txn(conn, space)
+            tips = signed_state.audit_tips_txn(conn, space, enabled=state_root)
     except SpaceDeleted as e:
         if nonce is None:
             raise

@@ -3,7 +3,8 @@
 
     signed head        {space, epoch, seq, digest, state, at[, nonce]    HEAD_DOMAIN
                         [, audit_seq, audit_digest, hub_audit_seq, hub_audit_digest]
-                        [, checkpoint: the log's signed note, shared/tlog.py]}
+                        [, checkpoint: the log's signed note, shared/tlog.py]
+                        [, tree: the folder tree root, shared/foldertree.py]}
     device attestation {device, user, public_key, valid_from, revoked_at, at}  DEVICE_DOMAIN
     epoch statement    {space, epoch, previous, previous_seq, previous_digest, reason, at
                         [, purged: entry ids a purge removed]}
@@ -97,6 +98,9 @@ class SignedHead:
     # the space log's checkpoint at this head, as a signed note (shared/tlog.py); None
     # from a hub before the log (docs/decisions.md, D140)
     checkpoint: str | None = None
+    # the folder tree root at this head (shared/foldertree.py); None from a hub before it,
+    # and on a head that was not the space's current one when signed (a page's end)
+    tree: str | None = None
 
 
 HEAD_FIELDS = {"space", "epoch", "seq", "digest", "state", "at"}
@@ -106,16 +110,19 @@ HEAD_FIELDS = {"space", "epoch", "seq", "digest", "state", "at"}
 # is caught (replica/trust/audit_tips.py; docs/security.md, "The audit log").
 AUDIT_FIELDS = {"audit_seq", "audit_digest", "hub_audit_seq", "hub_audit_digest"}
 CHECKPOINT = "checkpoint"  # optional too: heads from hubs before the log lack it
+TREE = "tree"  # optional: heads from hubs before the folder tree lack it (decisions.md D143)
 
 
 def head_body(*, space: str, epoch: str, seq: int, digest: str, state: str, at: int,
               nonce: str | None = None, audit: tuple[int, str] | None = None,
-              hub_audit: tuple[int, str] | None = None, checkpoint: str | None = None
-              ) -> dict[str, Any]:
+              hub_audit: tuple[int, str] | None = None, checkpoint: str | None = None,
+              tree: str | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {"space": space, "epoch": epoch, "seq": seq, "digest": digest,
                             "state": state, "at": at}
     if checkpoint is not None:
         body[CHECKPOINT] = checkpoint
+    if tree is not None:
+        body[TREE] = tree
     if nonce is not None:
         body["nonce"] = nonce
     if audit is not None:
@@ -142,16 +149,19 @@ def parse_head(hub_key: Keys, obj: Any, *, space: str, nonce: str | None = None
                ) -> SignedHead:
     """A head the pinned key signed, for ``space`` (and over ``nonce`` when given)."""
     if isinstance(obj, dict):  # the head endpoint adds unsigned context (role, rules…)
-        keep = HEAD_FIELDS | AUDIT_FIELDS | {"nonce", "signature", CHECKPOINT}
+        keep = HEAD_FIELDS | AUDIT_FIELDS | {"nonce", "signature", CHECKPOINT, TREE}
         obj = {k: v for k, v in obj.items() if k in keep}
     body = verified_body(hub_key, HEAD_DOMAIN, obj, HEAD_FIELDS,
-                         {"nonce", CHECKPOINT} | AUDIT_FIELDS, "head")
+                         {"nonce", CHECKPOINT, TREE} | AUDIT_FIELDS, "head")
     if not (is_id(body["space"]) and is_id(body["epoch"]) and _int(body["seq"])
             and is_digest(body["digest"]) and is_digest(body["state"]) and _int(body["at"])):
         raise HubUnverified("signed head has a field of the wrong form")
     checkpoint = body.get(CHECKPOINT)
     if checkpoint is not None and not (isinstance(checkpoint, str) and len(checkpoint) < 8192):
         raise HubUnverified("signed head has a checkpoint of the wrong form")
+    tree = body.get(TREE)
+    if tree is not None and not is_digest(tree):
+        raise HubUnverified("signed head has a tree root of the wrong form")
     if body["space"] != space:
         raise HubUnverified("signed head is for another space", {"space": body["space"]})
     got = body.get("nonce")
@@ -161,7 +171,7 @@ def parse_head(hub_key: Keys, obj: Any, *, space: str, nonce: str | None = None
     return SignedHead(body["space"], body["epoch"], body["seq"], body["digest"],
                       body["state"], body["at"], got, dict(obj),
                       _tip(body, "audit_seq", "audit_digest"),
-                      _tip(body, "hub_audit_seq", "hub_audit_digest"), checkpoint)
+                      _tip(body, "hub_audit_seq", "hub_audit_digest"), checkpoint, tree)
 
 
 # ---------------------------------------------------------------- device attestations

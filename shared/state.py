@@ -96,6 +96,17 @@ EMPTY_ROOT = root_of(EMPTY_DIGESTS)
 Change = tuple[str, "str | None", "str | None"]  # (entry id, old live version, new live version)
 
 
+def moved(acc: int, entry_id: str, old: str | None, new: str | None) -> int:
+    """The lattice ``acc`` with the element of ``(entry_id, old)`` taken out and that of
+    ``(entry_id, new)`` put in (``None``: absent on that side). Also the folder tree's
+    per-folder lattices (shared/foldertree.py)."""
+    if old is not None:
+        acc = _add(acc, _neg(element(entry_id, old)))
+    if new is not None:
+        acc = _add(acc, element(entry_id, new))
+    return acc
+
+
 def apply_changes(lattices: Mapping[int, bytes], changes: Iterable[Change]
                   ) -> dict[int, bytes]:
     """New lattices of the buckets ``changes`` touch. ``lattices`` holds the current lattice
@@ -109,11 +120,7 @@ def apply_changes(lattices: Mapping[int, bytes], changes: Iterable[Change]
         v = acc.get(b)
         if v is None:
             v = to_int(lattices.get(b, ZERO))
-        if old is not None:
-            v = _add(v, _neg(element(entry_id, old)))
-        if new is not None:
-            v = _add(v, element(entry_id, new))
-        acc[b] = v
+        acc[b] = moved(v, entry_id, old, new)
     return {b: to_bytes(v) for b, v in acc.items()}
 
 

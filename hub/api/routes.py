@@ -31,6 +31,7 @@ from hub.api.http import (
     rate_limit,
     read_json,
 )
+from hub.api.proofs import PROOF_ROUTES
 from hub.api.spacelog import LOG_ROUTES
 from hub.quotas import HubQuotas
 from hub.store.batches import batch_by_ids_txn
@@ -554,5 +555,6 @@ ROUTES = [
     Route("/v1/spaces/{space}/purge", purge_entries, methods=["POST"]),
     *ADMIN_ROUTES,  # identity and administration (hub/admin.py, hub/grants.py)
     *LOG_ROUTES,  # the space log and its witnesses (hub/spacelog.py)
+    *PROOF_ROUTES,  # folder completeness proofs (hub/completeness.py)
     Route("/v1/spaces/{space}/events", live.events, methods=["GET"]),
 ]

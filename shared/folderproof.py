@@ -2,8 +2,11 @@
 ``tree`` root (shared/foldertree.py), that the entries it holds are exactly the entries of
 its scope at that head (docs/protocol.md, "Folder proofs"; decisions.md D143).
 
-    scope: "projects/alpha/**" (a subtree) | "guardrail/*" (entries directly in one folder)
-           | "**" | "*"                     (anything else is not a folder scope: unproven)
+    scope: "projects/alpha/*" or "projects/alpha/**": the folder and everything under it
+           (globs as read rules and ``--only`` read them: ``*`` crosses folders), "*", "**":
+           everything; anything else is not a folder scope: served, never proved.
+           Scope.direct (the entries directly in a folder) has no glob: kept for callers
+           that name such a scope, the proof handles it
     spine = every folder on the way from "" down to each scoped folder (not under a subtree)
 
     hub:     build(nodes of the spine and their children, scope) ─▶ proof
@@ -73,27 +76,35 @@ def _folder(text: str) -> str | None:
 
 
 def parse_scope(patterns: Iterable[str]) -> Scope | None:
-    """The folder scope of ``patterns`` (``F/**``, ``F/*``, ``**``, ``*``); None when one
-    is not a folder pattern (a kind, a tag, a single entry, a glob inside a name): such a
-    scope is served but cannot be proved complete."""
-    subtrees: set[str] = set()
-    direct: set[str] = set()
+    """The folder scope of glob ``patterns`` (``F/*``, ``F/**``, ``*``, ``**``: with ``*``
+    crossing folders, as ``fnmatch`` reads them, each is folder F and all under it); None
+    when one is not a folder pattern (a single entry, a glob inside a name): such a scope is
+    served but cannot be proved complete."""
     pats = list(patterns)
     if not pats or len(pats) > MAX_SCOPES:
         return None
+    subtrees: set[str] = set()
     for p in pats:
         if not isinstance(p, str):
             return None
-        if p == "**" or p.endswith("/**"):
-            f, into = _folder(p[:-3] if p != "**" else ""), subtrees
-        elif p == "*" or p.endswith("/*"):
-            f, into = _folder(p[:-2] if p != "*" else ""), direct
+        stem = p.rstrip("*")
+        if p in ("*", "**"):
+            f: str | None = ft.TOP
+        elif p.endswith(("/*", "/**")) and stem.endswith("/") and len(p) - len(stem) <= 2:
+            f = _folder(stem[:-1])
         else:
             return None
         if f is None:
             return None
-        into.add(f)
-    tops = frozenset(t for t in subtrees if not any(t != u and _under(t, u) for u in subtrees))
+        subtrees.add(f)
+    return scope_of(subtrees, ())
+
+
+def scope_of(subtrees: Iterable[str], direct: Iterable[str]) -> Scope:
+    """A scope of folders held whole and folders whose direct entries are held, with what
+    another part already holds dropped."""
+    subs = set(subtrees)
+    tops = frozenset(t for t in subs if not any(t != u and _under(t, u) for u in subs))
     return Scope(tops, frozenset(d for d in direct if not any(_under(d, t) for t in tops)))
 
 

@@ -19,7 +19,7 @@ from shared.signed import MAX_NONCE
 
 OPS.update({
     ("GET", "/v1/spaces/{space}/proof"): Op(
-        "a completeness proof for folder scopes (FOLDER/**, FOLDER/*) at the current head, "
+        "a completeness proof for folder scopes (FOLDER/*: it and all under it) at the current head, "
         "with the signed head whose tree root it ends at",
         query=(("scope", {"type": "string"}), ("nonce", {"type": "string"}))),
 })

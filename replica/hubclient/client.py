@@ -444,6 +444,20 @@ class HubClient:
             raise HubUnverified("head is for another space")
         return dict(h, signed=signed)
 
+    def folder_proof(self, space: str, scope: list[str], nonce: str
+                     ) -> tuple[SignedHead, Any]:
+        """The completeness proof for folder globs ``scope`` and the head it ends at,
+        signed over ``nonce`` (docs/protocol.md, "Folder proofs"); the proof itself is
+        checked by replica/trust/completeness.py against what the store holds."""
+        doc = self._request("GET", f"/v1/spaces/{_q(space)}/proof",
+                            params={"scope": scope, "nonce": nonce},
+                            headers=self._pull_headers())
+        if not isinstance(doc, dict) or set(doc) != {"head", "proof"}:
+            raise HubUnverified("the folder proof answer is not {head, proof}",
+                                {"reason": "bad_proof"})
+        signed = self.verified_head(doc["head"], space, nonce)
+        return signed, doc["proof"]
+
     def devices(self, space: str) -> list[Any]:
         """Hub-signed device attestations (verified by replica/trust/verify.py)."""
         res = self._request("GET", f"/v1/spaces/{_q(space)}/devices",

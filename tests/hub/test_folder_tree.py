@@ -74,11 +74,11 @@ def test_the_tree_follows_every_publication_and_its_proofs_verify(
     assert signed.tree == head.tree and signed.seq == head.seq
     held = [(i, v) for i, v in live if scope.holds(i)]
     assert {i for i, _ in held} == {"projects/alpha/plan", "projects/alpha/deep/notes",
-                                    "guardrail/no-force-push"}
+                                    "guardrail/no-force-push", "guardrail/archived/retired"}
     fp.verify(signed.tree or "", scope, held, doc["proof"])
     with pytest.raises(HubUnverified):  # one withheld: refused
         fp.verify(signed.tree or "", scope, held[1:], doc["proof"])
-    for hidden in ("hr", "salaries", "archived", "README", "beta"):
+    for hidden in ("hr", "salaries", "README", "beta"):
         assert hidden not in r.text.replace(space, "")
 
     # a space as migration 0030 leaves it (no folder rows): heads compute the root from the

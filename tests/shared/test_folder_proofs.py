@@ -33,9 +33,10 @@ entry_sets = st.dictionaries(
     st.tuples(st.sampled_from(FOLDERS), st.sampled_from(NAMES)).map(
         lambda t: f"{t[0]}/{t[1]}" if t[0] else t[1]),
     st.sampled_from(["v1", "v2", "v3"]), max_size=14)
-patterns = st.lists(st.tuples(st.sampled_from(FOLDERS), st.booleans()).map(
-    lambda t: (f"{t[0]}/**" if t[0] else "**") if t[1] else (f"{t[0]}/*" if t[0] else "*")),
-    min_size=1, max_size=3)
+# folders held whole (what a glob names) and folders whose direct entries are held
+scopes = st.tuples(st.lists(st.sampled_from(FOLDERS), max_size=2),
+                   st.lists(st.sampled_from(FOLDERS), max_size=2)).filter(
+    lambda t: bool(t[0] or t[1])).map(lambda t: fp.scope_of(*t))
 
 
 def test_incremental_root_equals_the_root_from_scratch() -> None:
@@ -59,10 +60,8 @@ def test_incremental_root_equals_the_root_from_scratch() -> None:
 
 
 @settings(max_examples=80, deadline=None)
-@given(entry_sets, patterns)
-def test_random_trees_and_scopes_verify(entries: dict[str, str], pats: list[str]) -> None:
-    scope = fp.parse_scope(pats)
-    assert scope is not None
+@given(entry_sets, scopes)
+def test_random_trees_and_scopes_verify(entries: dict[str, str], scope: fp.Scope) -> None:
     root, proof = _proof(entries, scope)
     fp.verify(root, scope, _held(entries, scope), proof)
 
@@ -99,10 +98,8 @@ def _mutations(entries: dict[str, str], scope: fp.Scope, proof: dict):
 
 
 @settings(max_examples=80, deadline=None)
-@given(entry_sets, patterns)
-def test_any_single_mutation_is_refused(entries: dict[str, str], pats: list[str]) -> None:
-    scope = fp.parse_scope(pats)
-    assert scope is not None
+@given(entry_sets, scopes)
+def test_any_single_mutation_is_refused(entries: dict[str, str], scope: fp.Scope) -> None:
     root, proof = _proof(entries, scope)
     for what, held, p in _mutations(entries, scope, proof):
         with pytest.raises(HubUnverified):
@@ -120,8 +117,7 @@ def test_a_withheld_entry_moved_into_a_sibling_folder_is_refused() -> None:
     """A hub that hides an in-scope guardrail by listing a second ``guardrail`` child (the
     same name hash) holding it: the name hashes must be unique."""
     space = _space()
-    scope = fp.parse_scope(["projects/alpha/**", "guardrail/*"])
-    assert scope is not None
+    scope = fp.scope_of(["projects/alpha"], ["guardrail"])
     root, proof = _proof(space, scope)
     held = [h for h in _held(space, scope) if h[0] != "guardrail/no-force-push"]
     forged = dict(space)
@@ -138,8 +134,7 @@ def test_a_withheld_entry_moved_into_a_sibling_folder_is_refused() -> None:
 
 def test_a_proof_reveals_no_name_outside_the_scope() -> None:
     space = _space()
-    scope = fp.parse_scope(["projects/alpha/**", "guardrail/*"])
-    assert scope is not None
+    scope = fp.scope_of(["projects/alpha"], ["guardrail"])  # guardrail/archived: out
     _, proof = _proof(space, scope)
     text = repr(proof)
     for hidden in ("beta", "secret", "hr", "salaries", "archived", "retired", "README"):
@@ -152,6 +147,16 @@ def test_a_proof_reveals_no_name_outside_the_scope() -> None:
                                   ["a/**/b/*"], ["../**"]])
 def test_what_is_not_a_folder_scope_cannot_be_proved(pats: list[str]) -> None:
     assert fp.parse_scope(pats) is None
+
+
+def test_folder_globs_are_read_as_fnmatch_reads_them() -> None:
+    """``*`` crosses folders in read rules and ``--only``: ``guardrail/*`` is the folder and
+    all under it, so the proof's scope is the set the replica holds."""
+    assert fp.parse_scope(["guardrail/*"]) == fp.scope_of(["guardrail"], [])
+    assert fp.parse_scope(["a/**", "a/b/*"]) == fp.scope_of(["a"], [])
+    assert fp.parse_scope(["*"]) == fp.scope_of([""], [])
+    scope = fp.parse_scope(["guardrail/*"])
+    assert scope is not None and scope.holds("guardrail/archived/retired")
 
 
 def test_empty_tree_root() -> None:

@@ -32,6 +32,7 @@ from shared.canonical import loads_strict
 from shared.errors import Internal, InvalidRequest, NotFound, QuireError, RateLimited, TooLarge
 from shared.ids import is_id
 from shared.jsonlimits import JsonLimitError, JsonLimits
+from shared.signed import MAX_NONCE
 from shared.wire import REPLICA_HEADER
 
 log = logging.getLogger("quire.hub.api")
@@ -212,6 +213,14 @@ async def ndjson(it: Iterator[bytes]) -> Response:
 
 
 # ---------------------------------------------------------------- who is calling
+
+
+def checked_nonce(nonce: str) -> str:
+    """A caller's nonce for a head signed over it: 1-64 of ``A-Za-z0-9-_``."""
+    if not (0 < len(nonce) <= MAX_NONCE and nonce.isascii()
+            and nonce.replace("-", "").replace("_", "").isalnum()):
+        raise InvalidRequest(f"nonce: 1-{MAX_NONCE} of A-Z, a-z, 0-9, '-', '_'")
+    return nonce
 
 
 def hub_of(request: Request) -> Any:

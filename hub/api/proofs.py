@@ -12,10 +12,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from hub import completeness
-from hub.api.http import JSON, hub_of, principal
+from hub.api.http import JSON, checked_nonce, hub_of, principal
 from hub.api.openapi import OPS, Op
 from shared.errors import InvalidRequest
-from shared.signed import MAX_NONCE
 
 OPS.update({
     ("GET", "/v1/spaces/{space}/proof"): Op(
@@ -29,16 +28,13 @@ async def proof(request: Request) -> Response:
     p = await principal(request)
     hub = hub_of(request)
     qp = request.query_params
-    unknown = set(qp) - {"scope", "nonce"}
-    if unknown:
-        raise InvalidRequest(f"unknown query parameters: {', '.join(sorted(unknown))}")
+    if set(qp) - {"scope", "nonce"}:
+        raise InvalidRequest("the proof takes scope (repeated) and nonce only")
     nonce = qp.get("nonce")
-    if nonce is not None and not (0 < len(nonce) <= MAX_NONCE and nonce.isascii() and nonce
-                                  .replace("-", "").replace("_", "").isalnum()):
-        raise InvalidRequest(f"nonce: 1-{MAX_NONCE} of A-Z, a-z, 0-9, '-', '_'")
     return JSON(await run_in_threadpool(
         completeness.proof, hub.store, hub.key, p, request.path_params["space"],
-        qp.getlist("scope"), hub.now(), nonce, hub.settings.state_root))
+        qp.getlist("scope"), hub.now(), None if nonce is None else checked_nonce(nonce),
+        hub.settings.state_root))
 
 
 PROOF_ROUTES = [Route("/v1/spaces/{space}/proof", proof, methods=["GET"])]

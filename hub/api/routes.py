@@ -21,6 +21,7 @@ from hub.access import Principal, space_access_txn
 from hub.api import events as live
 from hub.api.http import (
     JSON,
+    checked_nonce,
     claims_then_take,
     client_addr,
     hub_of,
@@ -38,7 +39,6 @@ from hub.store.batches import batch_by_ids_txn
 from shared.errors import InvalidRequest, NotFound, QuireError, RateLimited, Unavailable
 from shared.ids import is_id
 from shared.schemas import REQUESTS
-from shared.signed import MAX_NONCE
 
 SMALL_BODY = 16 * 1024
 log = logging.getLogger("quire.hub")
@@ -357,10 +357,7 @@ async def head(request: Request) -> Response:
     qp = request.query_params
     nonce = None
     if set(qp) == {"nonce"}:  # a freshness proof: the head signed over the caller's nonce
-        nonce = qp["nonce"]
-        if not (0 < len(nonce) <= MAX_NONCE and nonce.replace("-", "").replace("_", "")
-                .isalnum() and nonce.isascii()):
-            raise InvalidRequest(f"nonce: 1-{MAX_NONCE} of A-Z, a-z, 0-9, '-', '_'")
+        nonce = checked_nonce(qp["nonce"])
     elif qp:  # ?wait=S&after=SEQ: long-poll (hub/api/events.py)
         return JSON(await live.long_poll_head(request, p, hub))
     out = await run_in_threadpool(spaces.head, hub.store, hub.key, p,

@@ -16,7 +16,7 @@ from sqlalchemy import BigInteger, Column, ForeignKey, Index, LargeBinary, Strin
 from sqlalchemy.engine import Connection
 
 from hub.store.schema import ID, metadata
-from hub.store.sql import Read, Sql
+from hub.store.sql import Read, Sql, in_statement
 from shared import foldertree as ft
 
 folder_nodes = Table(
@@ -41,13 +41,9 @@ _TOP = Sql("SELECT digest FROM folder_nodes WHERE space_id = :s AND folder = ''"
 
 def nodes_read(space_id: str, folders: list[str]) -> Read:
     """The kept nodes of ``folders`` and of all their children (rows: ``nodes_of``)."""
-    n = len(folders)
-    stmt = _READS.get(n)
-    if stmt is None:
-        marks = ", ".join(f":f{i}" for i in range(n))
-        stmt = _READS[n] = Sql("SELECT folder, lattice, size, digest FROM folder_nodes "
-                               f"WHERE space_id = :s AND (folder IN ({marks}) "
-                               f"OR parent IN ({marks}))")
+    stmt = in_statement(_READS, len(folders), lambda marks: (
+        "SELECT folder, lattice, size, digest FROM folder_nodes WHERE space_id = :s "
+        f"AND (folder IN ({marks}) OR parent IN ({marks}))"), "f")
     params: dict[str, Any] = {f"f{i}": f for i, f in enumerate(folders)}
     params["s"] = space_id
     return stmt, params

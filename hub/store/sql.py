@@ -18,7 +18,7 @@ Functions ending in ``_txn`` must run inside a transaction opened by ``Store.rea
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -73,6 +73,15 @@ def driver_error(conn: Connection, sql: str, params: Any, e: Exception) -> Excep
 
 
 Read = tuple[Sql, dict[str, Any]]  # a statement and its parameters, for ``read_together``
+
+
+def in_statement(cache: dict[int, Sql], n: int, text: Callable[[str], str], name: str) -> Sql:
+    """The statement ``text(":name0, :name1, …")`` for an ``IN`` of ``n`` values, made once
+    per ``n`` and kept in ``cache``."""
+    stmt = cache.get(n)
+    if stmt is None:
+        stmt = cache[n] = Sql(text(", ".join(f":{name}{i}" for i in range(n))))
+    return stmt
 
 
 def read_together(conn: Connection, reads: list[Read]) -> list[list[Any]]:

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from hub.store.sql import Sql
+from hub.store.sql import Sql, in_statement
 
 _ROOT = Sql("SELECT digests, root FROM state_roots WHERE space_id = :s")
 _UPSERT_ROOT = Sql("INSERT INTO state_roots (space_id, digests, root) VALUES (:s, :d, :r) "
@@ -46,12 +46,9 @@ def set_root_txn(conn: Connection, space_id: str, digests: bytes, root: str) -> 
 
 def lattices_read(space_id: str, buckets: list[int]) -> tuple[Sql, dict[str, Any]]:
     """The statement of ``lattices_txn`` (its rows go to ``lattices_of``)."""
-    n = len(buckets)
-    stmt = _LATTICES.get(n)
-    if stmt is None:
-        marks = ", ".join(f":b{i}" for i in range(n))
-        stmt = _LATTICES[n] = Sql("SELECT bucket, lattice FROM state_buckets "
-                                  f"WHERE space_id = :s AND bucket IN ({marks})")
+    stmt = in_statement(_LATTICES, len(buckets), lambda marks: (
+        f"SELECT bucket, lattice FROM state_buckets WHERE space_id = :s AND bucket IN ({marks})"),
+        "b")
     params: dict[str, Any] = {f"b{i}": b for i, b in enumerate(buckets)}
     params["s"] = space_id
     return stmt, params

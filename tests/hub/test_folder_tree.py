@@ -1,5 +1,5 @@
-"""The folder tree on the hub (hub/signed_state.py, hub/completeness.py), on SQLite and
-PostgreSQL: every publication (creates, updates, deletes, a folder emptied) keeps the tree
+"""The folder tree on the hub (hub/signed_state.py, hub/completeness.py), on PostgreSQL
+(SQLite: the hostile suite): every publication (creates, updates, deletes, a folder emptied) keeps the tree
 equal to the one computed from the entries, the head signs its root as ``tree``, the proof
 served for a folder scope verifies against it, a tree lost (a space from before migration
 0030) is rebuilt, and a proof is refused for folders the reader may not read whole or for a
@@ -7,6 +7,7 @@ scope that is not folders."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,7 +19,8 @@ from shared import folderproof as fp
 from shared import foldertree as ft
 from shared.errors import HubUnverified
 from shared.signed import parse_head
-from tests.kit.wire import WireMember, delete, put, redeem
+from tests.kit.pg import pg_database, require_pg
+from tests.kit.wire import WireMember, WireTeam, delete, make_wire_team, put
 
 SCOPE = ["projects/alpha/**", "guardrail/*"]
 
@@ -44,12 +46,17 @@ def _publish(m: WireMember, space: str, ops: list[Any]) -> None:
     assert r.status_code == 201, r.text
 
 
-def test_the_tree_follows_every_publication_and_its_proofs_verify(
-        hub_app: dict[str, Any]) -> None:
-    hub = hub_app["hub"]
-    owner = redeem(hub_app["client"], hub_app["code"], "owner")
-    space = owner.create_space("tree")
-    ed = redeem(hub_app["client"], owner.invite(space, "editor"), "ed")
+@pytest.fixture
+def team(tmp_path: Any) -> Iterator[WireTeam]:
+    """On PostgreSQL (the hostile suite, tests/replica/trust/test_hostile_folder_proofs.py,
+    drives the same code on SQLite)."""
+    require_pg()
+    with pg_database() as url:
+        yield from make_wire_team(tmp_path / "data", url)
+
+
+def test_the_tree_follows_every_publication_and_its_proofs_verify(team: WireTeam) -> None:
+    hub, space, ed = team.hub, team.space, team.editor
     head = parse_head(hub.key.public, ed.head(space), space=space)
     assert head.tree == ft.EMPTY_ROOT
     _publish(ed, space, [put("projects/alpha/plan"), put("projects/alpha/deep/notes"),
@@ -93,14 +100,9 @@ def test_the_tree_follows_every_publication_and_its_proofs_verify(
         assert signed_state.tree_root_txn(conn, space) == ft.root_of_entries(_live(hub, space))
 
 
-def test_a_proof_is_refused_for_folders_the_reader_may_not_read_whole(
-        hub_app: dict[str, Any]) -> None:
-    hub = hub_app["hub"]
-    owner = redeem(hub_app["client"], hub_app["code"], "owner")
-    space = owner.create_space("scoped")
-    viewer = redeem(hub_app["client"], owner.invite(space, "viewer"), "v")
-    _publish(owner, space, [put("projects/alpha/plan"), put("projects/alpha/pay", tags=["hr"]),
-                            put("guardrail/g")])
+    # a proof is served only for folders the reader may read whole
+    owner, viewer = team.owner, team.viewer
+    _publish(owner, space, [put("projects/alpha/pay", tags=["hr"])])
     r = owner.post(f"/v1/spaces/{space}/rules", {
         "effect": "deny", "who": "viewer", "actions": ["read"], "entries": "*",
         "tags": ["hr"]})
@@ -110,6 +112,7 @@ def test_a_proof_is_refused_for_folders_the_reader_may_not_read_whole(
     assert r.json()["error"]["details"]["reason"] == "read_scope"
     assert "pay" not in r.text
     assert proof_of(viewer, space, ["guardrail/*"]).status_code == 200  # all readable
+    assert proof_of(ed, space, ["projects/alpha/*"]).status_code == 200  # the rule is not hers
     for bad in (["projects/alpha/plan"], ["projects/*.md"], []):
         r = proof_of(viewer, space, bad)
         assert r.status_code == 422, r.text

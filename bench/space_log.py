@@ -19,6 +19,7 @@ import argparse
 import json
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +30,16 @@ from shared.signing import new_private_key, public_b64
 from shared.wire import Op, build_batch
 
 
-def publish(dev: Any, space_id: str, n: int) -> tuple[float, float]:
-    """``n`` one-entry batches, one after the other; (wall, CPU) seconds taken."""
+def publish(dev: Any, space_id: str, n: int,
+            id_of: Callable[[int], str] = lambda i: f"page/p{i}") -> tuple[float, float]:
+    """``n`` one-entry batches (entry ``id_of(i)``), one after the other; (wall, CPU)
+    seconds taken."""
     with dev.client() as c:
         replica_id = c.register_replica(space_id, "bench")
         t0, c0 = time.perf_counter(), time.process_time()
         for i in range(n):
             h = c.head(space_id)
-            e = Entry(id=f"page/p{i}", title=f"p{i}", body=f"page {i}\n")
+            e = Entry(id=id_of(i), title=f"p{i}", body=f"page {i}\n")
             c.push(space_id, build_batch(dev.key, batch_id=new_id(), replica_id=replica_id,
                                          space=space_id, epoch=h["epoch"],
                                          parent_seq=h["seq"], parent_digest=h["digest"],

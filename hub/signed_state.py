@@ -48,8 +48,8 @@ from shared.signed import (
 
 DISABLED_ROOT = "0" * 64  # served when the setting is off: never a real root
 # The folder tree is kept with the state root; benchmarks turn it off alone to measure what
-# it costs a publication (bench/folder_proof.py). A hub never does: its heads then carry a
-# ``tree`` computed from the entries at every read.
+# it costs a publication (bench/folder_proof.py). A hub never does: its heads then carry no
+# ``tree``, and no partial replica can prove its scope complete.
 FOLDER_TREE = True
 
 
@@ -203,7 +203,7 @@ def audit_tips_txn(conn: Any, space: SpaceRow, seq: int | None = None,
     audit log"); and the log's checkpoint right after head ``seq`` (default: the space's
     head), so a replica and the witnesses hold the hub to one history (hub/spacelog.py)."""
     hub = hub_state_txn(conn)
-    at_head = enabled and (seq is None or seq == space.head_seq)
+    at_head = enabled and FOLDER_TREE and (seq is None or seq == space.head_seq)
     return Tips((int(space.audit_seq), space.audit_digest),
                 (int(hub.audit_seq), hub.audit_digest), spacelog.checkpoint_txn(conn, space, seq),
                 (space.head_seq, tree_root_txn(conn, space.id)) if at_head else None)

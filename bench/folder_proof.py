@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import statistics
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.space_log import publish
+from bench.space_log import emit, on_off_rates
 from shared import folderproof, foldertree, state
 from shared.canonical import canonical_str
 
@@ -69,35 +68,10 @@ def proof_cost(entries: int, projects: int, runs: int = 5) -> dict[str, Any]:
             "verify_vs_state_lattices": verify_s / statistics.median(base)}
 
 
-def publish_cost(publishes: int, rounds: int) -> dict[str, Any]:
+def _switch(on: bool, space: Any) -> None:
     from hub import signed_state
-    from tests.kit.inproc import InprocHub
 
-    hub = InprocHub()
-    rate: dict[bool, list[float]] = {True: [], False: []}
-    cpu: dict[bool, list[float]] = {True: [], False: []}
-    try:
-        for r in range(rounds):
-            for on in ((True, False) if r % 2 == 0 else (False, True)):
-                signed_state.FOLDER_TREE = on
-                space = hub.space()
-                secs, cpus = publish(space.device("pub"), space.id, publishes,
-                                     lambda i: f"projects/p{i % 10}/notes/e{i}")
-                rate[on].append(publishes / secs)
-                cpu[on].append(publishes / cpus)
-                print(f"round {r + 1} tree {'on ' if on else 'off'}: {rate[on][-1]:.1f} "
-                      f"publications/s, {cpu[on][-1]:.1f} per CPU second", flush=True)
-    finally:
-        signed_state.FOLDER_TREE = True
-        hub.close()
-    res = {"publish_rate_on": statistics.median(rate[True]),
-           "publish_rate_off": statistics.median(rate[False]),
-           "cpu_rate_on": statistics.median(cpu[True]),
-           "cpu_rate_off": statistics.median(cpu[False]),
-           "publishes": publishes, "rounds": rounds}
-    res["publish_ratio"] = res["publish_rate_on"] / res["publish_rate_off"]
-    res["cpu_ratio"] = res["cpu_rate_on"] / res["cpu_rate_off"]
-    return res
+    signed_state.FOLDER_TREE = on
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,11 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
     res = {"proof_1pct": proof_cost(args.entries, 1), "proof_10pct": proof_cost(args.entries, 10),
-           "publish": publish_cost(args.publishes, args.rounds)}
-    print(json.dumps(res, indent=2))
-    if args.out:
-        args.out.write_text(json.dumps(res, indent=2) + "\n")
-    return 0
+           "publish": on_off_rates(args.publishes, args.rounds, "tree", _switch,
+                                   lambda i: f"projects/p{i % 10}/notes/e{i}")}
+    return emit(res, args.out)
 
 
 if __name__ == "__main__":

@@ -47,47 +47,66 @@ def publish(dev: Any, space_id: str, n: int,
         return time.perf_counter() - t0, time.process_time() - c0
 
 
-def main(argv: list[str] | None = None) -> int:
+def on_off_rates(publishes: int, rounds: int, label: str,
+                 switch: Callable[[bool, Any], None],
+                 id_of: Callable[[int], str] = lambda i: f"page/p{i}") -> dict[str, Any]:
+    """The publish rate with a feature on and off, side by side: ``rounds`` rounds on a
+    fresh in-process hub, alternating which side goes first; ``switch(on, space)`` turns
+    the feature on or off (and sets up the fresh space) before each side publishes."""
     from tests.kit.inproc import InprocHub
 
-    p = argparse.ArgumentParser(prog="python -m bench.space_log", description=__doc__)
-    p.add_argument("--publishes", type=int, default=300)
-    p.add_argument("--rounds", type=int, default=4)
-    p.add_argument("--out", type=Path, default=None)
-    args = p.parse_args(argv)
     hub = InprocHub()
-    real = batches.leaf_txn
     rate: dict[bool, list[float]] = {True: [], False: []}
     cpu: dict[bool, list[float]] = {True: [], False: []}
-    witness = {"name": "w1", "key": public_b64(new_private_key()), "url": "http://w1"}
     try:
-        for r in range(args.rounds):
+        for r in range(rounds):
             for on in ((True, False) if r % 2 == 0 else (False, True)):
-                batches.leaf_txn = real if on else (lambda *a, **k: None)  # type: ignore
                 space = hub.space()
-                if on:
-                    space.admin.admin_post(f"/v1/spaces/{space.id}/witnesses",
-                                           {"quorum": 1, "witnesses": [witness]})
-                secs, cpus = publish(space.device("pub"), space.id, args.publishes)
-                rate[on].append(args.publishes / secs)
-                cpu[on].append(args.publishes / cpus)
-                print(f"round {r + 1} log {'on ' if on else 'off'}: {rate[on][-1]:.1f} "
+                switch(on, space)
+                secs, cpus = publish(space.device("pub"), space.id, publishes, id_of)
+                rate[on].append(publishes / secs)
+                cpu[on].append(publishes / cpus)
+                print(f"round {r + 1} {label} {'on ' if on else 'off'}: {rate[on][-1]:.1f} "
                       f"publications/s, {cpu[on][-1]:.1f} per CPU second", flush=True)
     finally:
-        batches.leaf_txn = real
+        switch(True, None)
         hub.close()
     res = {"publish_rate_on": statistics.median(rate[True]),
            "publish_rate_off": statistics.median(rate[False]),
            "cpu_rate_on": statistics.median(cpu[True]),
            "cpu_rate_off": statistics.median(cpu[False]),
-           "publishes": args.publishes, "rounds": args.rounds}
+           "publishes": publishes, "rounds": rounds}
     res["publish_ratio"] = res["publish_rate_on"] / res["publish_rate_off"]
     res["cpu_ratio"] = res["cpu_rate_on"] / res["cpu_rate_off"]
-    res["goal_ratio"] = 0.9
+    return res
+
+
+def emit(res: dict[str, Any], out: Path | None) -> int:
+    """Print the result and write it to ``out`` when given."""
     print(json.dumps(res, indent=2))
-    if args.out:
-        args.out.write_text(json.dumps(res, indent=2) + "\n")
+    if out:
+        out.write_text(json.dumps(res, indent=2) + "\n")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.space_log", description=__doc__)
+    p.add_argument("--publishes", type=int, default=300)
+    p.add_argument("--rounds", type=int, default=4)
+    p.add_argument("--out", type=Path, default=None)
+    args = p.parse_args(argv)
+    real = batches.leaf_txn
+    witness = {"name": "w1", "key": public_b64(new_private_key()), "url": "http://w1"}
+
+    def switch(on: bool, space: Any) -> None:
+        batches.leaf_txn = real if on else (lambda *a, **k: None)  # type: ignore
+        if on and space is not None:
+            space.admin.admin_post(f"/v1/spaces/{space.id}/witnesses",
+                                   {"quorum": 1, "witnesses": [witness]})
+
+    res = on_off_rates(args.publishes, args.rounds, "log", switch)
+    res["goal_ratio"] = 0.9
+    return emit(res, args.out)
 
 
 if __name__ == "__main__":

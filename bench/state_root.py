@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from bench.space_log import emit
 from replica.trust import verify
 from shared import state
 from shared.entry import Entry
@@ -109,10 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     res["publish_ratio"] = res["publish_rate_on"] / res["publish_rate_off"]
     res["clone_ratio"] = res["clone_s_on"] / res["clone_s_off"]
-    print(json.dumps(res, indent=2))
-    if args.out:
-        args.out.write_text(json.dumps(res, indent=2) + "\n")
-    return 0
+    return emit(res, args.out)
 
 
 if __name__ == "__main__":

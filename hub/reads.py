@@ -306,22 +306,43 @@ def get_entry(store: Store, p: Principal, space_ref: str, entry_id: str, *,
 
 def history(store: Store, p: Principal, space_ref: str, entry_id: str, limit: int
             ) -> dict[str, Any]:
-    """Every change of one entry, newest first: seq, version, author, agent, provenance."""
-    out = []
+    """Every change of one entry, newest first: seq, version, author, agent, provenance.
+    A rename is followed: the version a batch put ``from`` another id (docs/protocol.md,
+    "Renames") names it, and the older versions are that id's; each row names its ``id``."""
+    out: list[dict[str, Any]] = []
     with _indexed(store, p, space_ref) as (conn, space, state, scope):
-        hidden = not _readable_txn(conn, space, scope, entry_id)
-        for row in [] if hidden else ri.history_txn(conn, space.id, entry_id, limit):
-            b = ri.batch_at_txn(conn, space.id, row.epoch, row.seq)
-            if b is None:
-                continue
-            body, user, device, agent, accepted_at = b
-            out.append({"epoch": row.epoch, "seq": row.seq, "version": row.version,
-                        "deleted": row.deleted, "accepted_at": accepted_at,
-                        "author": {"user": user, "device": device, "agent": agent},
-                        "provenance": json.loads(body).get("provenance")})
+        cur: str | None = entry_id
+        before: ri.IndexState | None = None
+        while cur is not None and len(out) < limit and _readable_txn(conn, space, scope, cur):
+            eid, cur = cur, None
+            for row in ri.history_txn(conn, space.id, eid, limit - len(out), before):
+                b = ri.batch_at_txn(conn, space.id, row.epoch, row.seq)
+                if b is None:
+                    continue
+                body, user, device, agent, accepted_at = b
+                doc = json.loads(body)
+                moved = None if row.deleted else _moved_from(doc, eid)
+                out.append({"id": eid, "epoch": row.epoch, "seq": row.seq,
+                            "version": row.version, "deleted": row.deleted,
+                            "accepted_at": accepted_at,
+                            "author": {"user": user, "device": device, "agent": agent},
+                            "provenance": doc.get("provenance"),
+                            **({"from": moved} if moved is not None else {})})
+                if moved is not None:  # the older versions are the old name's
+                    cur, before = moved, ri.IndexState(row.epoch, row.seq)
+                    break
     if not out:
         raise NotFound(f"no history for {entry_id}", _NO_ENTRY)
     return {"head": _head(*state), "id": entry_id, "versions": out}
+
+
+def _moved_from(batch: dict[str, Any], entry_id: str) -> str | None:
+    """The id a batch renamed ``entry_id`` from (its put's ``from``), or None."""
+    for op in batch.get("ops") or []:
+        if op.get("op") == "put" and op["entry"]["id"] == entry_id:
+            moved = op.get("from")
+            return moved if isinstance(moved, str) else None
+    return None
 
 
 def people(store: Store, p: Principal, space_ref: str) -> dict[str, Any]:
@@ -377,7 +398,8 @@ def batch(store: Store, p: Principal, space_ref: str, *, seq: int, epoch: str | 
             continue
         if op["op"] == "put":
             ops.append({"id": op["entry"]["id"], "op": "put", "base": op["base"],
-                        "version": make_entry(op["entry"]).version})
+                        "version": make_entry(op["entry"]).version,
+                        **({"from": op["from"]} if "from" in op else {})})
         else:
             ops.append({"id": op["id"], "op": "delete", "base": op["base"],
                         "version": tombstone(op["id"]).version})

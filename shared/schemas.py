@@ -97,7 +97,10 @@ REQUESTS: dict[str, dict[str, Any]] = {
                        ("seq", "digest")),
         "ops": {"type": "array", "minItems": 1, "items": {"oneOf": [
             _obj({"op": {"const": "put"}, "entry": ENTRY,
-                  "base": {"oneOf": [DIGEST, {"type": "null"}]}}, ("op", "entry", "base")),
+                  "base": {"oneOf": [DIGEST, {"type": "null"}]},
+                  "from": {"type": "string", "description": "a rename: the id this entry "
+                           "was moved from, deleted by the same batch"}},
+                 ("op", "entry", "base")),
             _obj({"op": {"const": "delete"}, "id": {"type": "string"}, "base": DIGEST},
                  ("op", "id", "base"))]}},
         "provenance": {"oneOf": [{"type": "object", "additionalProperties":

@@ -32,10 +32,14 @@ REPLICA_HEADER = "Quire-Replica"
 
 @dataclass(frozen=True)
 class Op:
-    """One change: ``entry`` is the new content (a tombstone for a delete)."""
+    """One change: ``entry`` is the new content (a tombstone for a delete). ``moved_from``
+    (a put only): the id this entry was renamed from; the same batch deletes that id, so
+    for versions, the chain and the state root a move is a delete and a put, and the name
+    is what history and the replicas follow (docs/protocol.md, "Renames")."""
 
     entry: Entry
     base: str | None
+    moved_from: str | None = None
 
     @property
     def entry_id(self) -> str:
@@ -44,6 +48,9 @@ class Op:
     def to_wire(self) -> dict[str, Any]:
         if self.entry.deleted:
             return {"op": "delete", "id": self.entry.id, "base": self.base}
+        if self.moved_from is not None:
+            return {"op": "put", "entry": self.entry.to_dict(), "base": self.base,
+                    "from": self.moved_from}
         return {"op": "put", "entry": self.entry.to_dict(), "base": self.base}
 
 
@@ -128,8 +135,9 @@ def parse_op(raw: Any, i: int, max_body: int) -> Op:
     where = f"ops[{i}]"
     _require(isinstance(raw, dict), f"{where} must be an object")
     kind = raw.get("op")
+    moved_from = None
     if kind == "put":
-        _exact_keys(raw, {"op", "entry", "base"}, set(), where)
+        _exact_keys(raw, {"op", "entry", "base"}, {"from"}, where)
         try:
             entry = make_entry(raw["entry"], max_body=max_body)
         except EntryError as e:
@@ -137,6 +145,11 @@ def parse_op(raw: Any, i: int, max_body: int) -> Op:
                 raise TooLarge(f"{where}: {e}", {"op": i}) from e
             raise InvalidRequest(f"{where}: {e}", {"op": i}) from e
         _require(not entry.deleted, f"{where}: use op 'delete' for deletions")
+        if "from" in raw:
+            moved_from = raw["from"]
+            _require(isinstance(moved_from, str) and entry_id_problem(moved_from) is None,
+                     f"{where}.from must be an entry id", op=i)
+            _require(moved_from != entry.id, f"{where}.from must name another entry", op=i)
     elif kind == "delete":
         _exact_keys(raw, {"op", "id", "base"}, set(), where)
         problem = entry_id_problem(raw["id"])
@@ -147,7 +160,18 @@ def parse_op(raw: Any, i: int, max_body: int) -> Op:
         raise InvalidRequest(f"{where}.op must be 'put' or 'delete'", {"op": i})
     base = raw["base"]
     _require(base is None or is_digest(base), f"{where}.base must be a version digest or null")
-    return Op(entry=entry, base=base)
+    return Op(entry=entry, base=base, moved_from=moved_from)
+
+
+def _check_moves(ops: tuple[Op, ...]) -> None:
+    """A put ``from`` X is a rename: the same batch must delete X (the base the guard
+    checks), and one deleted id is renamed once."""
+    deleted = {op.entry_id for op in ops if op.entry.deleted}
+    sources = [op.moved_from for op in ops if op.moved_from is not None]
+    for src in sources:
+        _require(src in deleted, f"a rename from {src} needs the delete of {src} in the "
+                                 "same batch", entry=src)
+    _require(len(set(sources)) == len(sources), "an entry may be renamed only once per batch")
 
 
 def parse_batch(raw: Any, *, max_ops: int = DEFAULT_MAX_OPS,
@@ -171,6 +195,7 @@ def parse_batch(raw: Any, *, max_ops: int = DEFAULT_MAX_OPS,
     ops = tuple(parse_op(o, i, max_body) for i, o in enumerate(ops_raw))
     ids = [op.entry_id for op in ops]
     _require(len(set(ids)) == len(ids), "an entry may appear only once per batch")
+    _check_moves(ops)
     prov = raw.get("provenance")
     if prov is not None:
         _require(isinstance(prov, dict), "provenance must be an object or null")

@@ -103,6 +103,11 @@ _AT = Sql("SELECT epoch, seq, version, deleted, src_epoch, src_seq FROM entry_ve
 _HISTORY = Sql("SELECT epoch, seq, version, deleted, src_epoch, src_seq FROM entry_versions "
                "WHERE space_id = :s AND entry_id = :id AND seq > 0 "
                "ORDER BY epoch DESC, seq DESC LIMIT :lim")
+_HISTORY_BEFORE = Sql(
+    "SELECT epoch, seq, version, deleted, src_epoch, src_seq FROM entry_versions "
+    "WHERE space_id = :s AND entry_id = :id AND seq > 0 "
+    "AND (epoch < :e OR (epoch = :e AND seq < :n)) "
+    "ORDER BY epoch DESC, seq DESC LIMIT :lim")
 _BATCH_AT = Sql("SELECT body, user_id, device_id, agent, accepted_at FROM batches "
                 "WHERE space_id = :s AND epoch = :e AND seq = :n")
 
@@ -114,10 +119,17 @@ def version_at_txn(conn: Connection, space_id: str, entry_id: str, epoch: str, s
                                              int(r[5]))
 
 
-def history_txn(conn: Connection, space_id: str, entry_id: str, limit: int
-                ) -> list[VersionRow]:
+def history_txn(conn: Connection, space_id: str, entry_id: str, limit: int,
+                before: IndexState | None = None) -> list[VersionRow]:
+    """The entry's version rows, newest first; ``before``: only those older than that
+    (epoch, seq) (the history of the id a rename there came from: hub/reads.py)."""
+    params: dict[str, Any] = {"s": space_id, "id": entry_id, "lim": limit}
+    stmt = _HISTORY
+    if before is not None:
+        stmt = _HISTORY_BEFORE
+        params.update(e=before.epoch, n=before.seq)
     return [VersionRow(r[0], int(r[1]), r[2], bool(r[3]), r[4], int(r[5]))
-            for r in _HISTORY.all(conn, {"s": space_id, "id": entry_id, "lim": limit})]
+            for r in stmt.all(conn, params)]
 
 
 def batch_at_txn(conn: Connection, space_id: str, epoch: str, seq: int) -> Any:

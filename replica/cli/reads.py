@@ -74,7 +74,8 @@ def cmd_read(args: argparse.Namespace, out: Any) -> int:
 
 def _history_lines(doc: dict[str, Any], ask: Any) -> list[str]:
     """One line per version, newest first: seq, local time, the member's display name
-    (the hub's ``people``; "a member" when it does not know them) and the agent; no ids."""
+    (the hub's ``people``; "a member" when it does not know them) and the agent, and the
+    page's names across a rename; no ids."""
     from shared.errors import QuireError
     from shared.humanize import stamp
 
@@ -89,8 +90,12 @@ def _history_lines(doc: dict[str, Any], ask: Any) -> list[str]:
         if a.get("agent"):
             who += f" for agent {a['agent']}"
         at = stamp(v["accepted_at"]) if isinstance(v.get("accepted_at"), int) else ""
+        # a rename is followed (docs/protocol.md, "Renames"): older versions are the old name's
+        name = f"  as {v['id']}" if v.get("id", doc["id"]) != doc["id"] else ""
+        moved = f"  renamed from {v['from']}" if v.get("from") else ""
         lines.append(f"{v['seq']:>6}  {at}  {'deleted' if v['deleted'] else 'version'} "
-                     f"{'' if v['deleted'] else v['version'][:12]}  {who}".rstrip())
+                     f"{'' if v['deleted'] else v['version'][:12]}  {who}{moved}{name}"
+                     .rstrip())
     return lines
 
 

@@ -143,9 +143,41 @@ class Ledger:
         if not pending:
             return waiting
         crash_point("before_vault_write")
+        self._move_renamed(pending)
         for i in range(0, len(pending), CHUNK):
             self._flush_chunk(pending[i:i + CHUNK], waiting)
         return waiting
+
+    def _move_renamed(self, pending: list[tuple[str, str | None, str | None]]) -> None:
+        """A pulled rename journals the delete of X (its file showing bytes h) and the
+        write of Y (no file shown) with those same bytes h: the file is moved instead, so
+        it stays one file (an editor holding it sees a rename); the writes then find both
+        done. Anything else at either path (an edit, a file being written, a file at Y) is
+        left to the writes as journaled."""
+        gone = {shown: eid for eid, content, shown in pending
+                if content is None and shown is not None}
+        if not gone:
+            return
+        now_ms = self.clock()
+        for eid, content, shown in pending:
+            if content is None or shown is not None:
+                continue
+            data = content.encode("utf-8")
+            src_id = gone.pop(md.file_hash(data), None)
+            if src_id is None:
+                continue
+            src, dst = md.entry_path(self.vault, src_id), md.entry_path(self.vault, eid)
+            if vaultfaults.behind_link(self.vault, src) or \
+                    vaultfaults.behind_link(self.vault, dst) or os.path.lexists(dst):
+                continue
+            try:
+                info = os.lstat(src)
+                if not statmod.S_ISREG(info.st_mode) or md.file_hash(src.read_bytes()) != \
+                        md.file_hash(data) or self._busy_until(src, info, now_ms) is not None:
+                    continue
+                vlt.move(self.vault, src, dst, vlt.file_key(info))
+            except OSError:
+                continue  # the journaled writes settle it
 
     def _busy_until(self, path: Path, info: os.stat_result, now_ms: int) -> int | None:
         """None when the file at ``path`` may be written over now; else when to try again

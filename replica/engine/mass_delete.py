@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from replica.engine import renames
 from replica.store import store as st
 from replica.store.db import Conn
 
@@ -79,6 +80,10 @@ def held_txn(conn: Conn, threshold: Threshold, confirmed: bool
     ``confirmed`` (``quire sync --confirm-deletes``) or under the threshold."""
     deletes = pending_deletes_txn(conn)
     if confirmed or not deletes:
+        return set(), None
+    # the old names of renames (a create holds their content) are no deletes of pages
+    deletes = sorted(set(deletes) - renames.renamed_sources_txn(conn, deletes))
+    if not deletes:
         return set(), None
     live = live_count_txn(conn)
     why = threshold.exceeded(len(deletes), live)

@@ -10,7 +10,7 @@ after our head, a snapshot is taken instead (replica/engine/clone.py).
 
 from __future__ import annotations
 
-from replica.engine import changes
+from replica.engine import changes, renames
 from replica.engine.clone import Snapshotter
 from replica.engine.ledger import Ledger
 from replica.engine.report import Progress, SyncReport
@@ -186,7 +186,11 @@ class Puller:
         else:
             detail = changes.record_txn(conn, ids, [op.entry for op in batch.ops],
                                         batch.provenance)
+        # local work carried across a rename on either side (replica/engine/renames.py)
+        settled = renames.rebase_txn(conn, batch.ops, report, self.ledger.schedule_write_txn)
         for op in batch.ops:
+            if op.entry_id in settled:
+                continue
             # the batch provenance rides along: conflict packets show which agent wrote theirs
             self.ledger.merge_remote_txn(
                 conn, op.entry, report,

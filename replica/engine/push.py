@@ -31,7 +31,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from replica.engine import blocked
+from replica.engine import blocked, renames
 from replica.engine.clone import Snapshotter
 from replica.engine.crash import crash_point
 from replica.engine.ledger import Ledger
@@ -285,6 +285,8 @@ class Publisher:
         if not ops:
             return None
         ops, provenance = plan_batch(self.store, ops, self.provenance)
+        with self.store.engine.connect() as conn:  # a delete and a create of one content
+            ops = renames.pair_txn(conn, ops)
         batch = build_batch(self.key, batch_id=new_id(), replica_id=self.replica_id,
                             space=self.space_id, epoch=head.epoch, parent_seq=head.seq,
                             parent_digest=head.digest, ops=ops, provenance=provenance)

@@ -370,6 +370,24 @@ def remove(vault: Path, path: Path, expected: FileKey | None = None) -> bool:
     return True
 
 
+def move(vault: Path, src: Path, dst: Path, expected: FileKey) -> bool:
+    """Move the file at ``src`` (still ``expected``) to ``dst``, which must not exist (a hard
+    link then an unlink: never over a file); False, nothing changed, when either is not so.
+    The old folder is tidied as ``remove`` does."""
+    _safe_target(vault, src)
+    _safe_target(vault, dst)
+    if key_at(os.fspath(src)) != expected:
+        return False
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(src, dst, follow_symlinks=False)
+    except OSError:  # taken meanwhile, or a file system without hard links
+        return False
+    _fsync_dir(dst.parent)
+    remove(vault, src)  # gone meanwhile: the move is done all the same
+    return True
+
+
 def _fsync_dir(d: Path) -> None:
     if not FSYNC:
         return

@@ -1,0 +1,45 @@
+"""A rename on one machine while another edits the old name (docs/replica.md "Renames",
+docs/decisions.md D144), with a real hub process and two members through the real CLI:
+both vaults end with one file, at the new name, carrying the edit; the old name is not
+resurrected and nothing is held; ``quire read --remote --history`` of the new name shows
+both names. Before, the second sync held an edit/delete conflict on the old name and the
+history of the new name began at the rename."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from shared.entry import Entry
+from tests.kit.cli import CliTeam, FreshHub, qjson
+
+pytestmark = [pytest.mark.e2e]
+
+OLD, NEW = "Meeting Notes/Release Plan", "Archive/Release Plan"
+BODY = "goals\nscope\ndates\n"
+
+
+def test_a_rename_and_an_edit_of_the_old_name_converge_on_the_new_name(
+        hub: FreshHub, owner: Path, tmp_path: Path) -> None:
+    team = CliTeam(hub, owner, tmp_path, "rn-" + tmp_path.name[-6:].lower().replace("_", "-"))
+    ann, bob = team.members("ann", "bob")
+    ann.write(Entry(id=OLD, title="Release plan", body=BODY))
+    ann.sync()
+    bob.sync()
+    # at once: ann moves the file, bob edits it under its old name
+    ann.path(NEW).parent.mkdir(parents=True)
+    ann.path(OLD).rename(ann.path(NEW))
+    bob.write(Entry(id=OLD, title="Release plan", body=BODY.replace("dates", "dates: May 4")))
+    assert ann.sync()["sync"]["pushed"] == 2  # one batch: the delete and the put from it
+    doc = bob.sync()["sync"]
+    assert not doc["held"], doc
+    ann.sync()
+    want = {f"{NEW}.md": ann.path(NEW).read_bytes()}
+    assert ann.files() == bob.files() == want
+    assert ann.read(NEW).body == "goals\nscope\ndates: May 4\n"  # type: ignore[union-attr]
+    hist = qjson(ann.home, "read", NEW, "--remote", "--history")
+    assert [(v["id"], v.get("from")) for v in hist["versions"]] == [
+        (NEW, None), (NEW, OLD), (OLD, None)]
+    text = ann.run("read", NEW, "--remote", "--history").stdout
+    assert f"renamed from {OLD}" in text and f"as {OLD}" in text, text

@@ -1,0 +1,159 @@
+"""Renames are renames (docs/replica.md "Renames", docs/decisions.md D144), through the real
+sync engine and the real hub in-process: a file moved in one vault is published as one
+rename (a delete and a put ``from`` it, in one batch), other vaults rename their file, the
+hub's history of the new name shows the old one, and an edit made elsewhere to the old name
+lands on the new name, in either order, a conflict only where both changed the same lines.
+Before, a rename was a delete and an unrelated create: an edit of the old name elsewhere
+came back as an edit/delete conflict (or resurrected the old file), and history started
+over at the new name."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replica.engine.mass_delete import Threshold
+from shared.entry import Entry
+from tests.kit.inproc import Local, Space
+
+OLD, NEW = "Meeting Notes/Release Plan", "Archive/Release Plan 2026"
+BODY = "one\ntwo\nthree\nfour\nfive\n"
+
+
+@pytest.fixture
+def pair(tmp_path: Path, space: Space) -> Iterator[tuple[Local, Local]]:
+    ann = space.replica(tmp_path, "ann")
+    ann.write(Entry(id=OLD, title="plan", body=BODY))
+    assert ann.sync().pushed == 1
+    bob = space.replica(tmp_path, "bob")
+    bob.sync()
+    assert bob.read(OLD) is not None
+    try:
+        yield ann, bob
+    finally:
+        ann.close()
+        bob.close()
+
+
+def rename(r: Local, old: str, new: str) -> None:
+    dst = r.path(new)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    r.path(old).rename(dst)
+
+
+def edit(r: Local, eid: str, old: str, new: str) -> None:
+    e = r.read(eid)
+    assert e is not None
+    r.write(Entry(id=eid, title=e.title, body=e.body.replace(old, new)))
+
+
+def history(space: Space, eid: str) -> list[tuple[str, str | None]]:
+    doc: dict[str, Any] = space.admin.admin_get(f"/v1/spaces/{space.id}/history", {"id": eid})
+    return [(v["id"], v.get("from")) for v in doc["versions"]]
+
+
+def test_a_moved_file_is_one_rename_everywhere(space: Space, pair: tuple[Local, Local]
+                                               ) -> None:
+    ann, bob = pair
+    rename(ann, OLD, NEW)
+    rep = ann.sync()
+    assert not rep.problems and not rep.held, rep
+    ops = space.batches(ann)[-1]["ops"]
+    assert sorted((o["op"], o.get("id") or o["entry"]["id"], o.get("from")) for o in ops) == [
+        ("delete", OLD, None), ("put", NEW, OLD)], ops
+    inode = bob.path(OLD).stat().st_ino
+    rep = bob.sync()
+    assert not bob.path(OLD).exists()
+    assert bob.path(NEW).stat().st_ino == inode  # the file moved: not removed and rewritten
+    assert bob.files() == ann.files() and set(bob.files()) == {f"{NEW}.md"}
+    assert [(o["action"], o.get("from")) for c in rep.changes for o in c["ops"]] == [
+        ("renamed", OLD)]
+    assert history(space, NEW) == [(NEW, OLD), (OLD, None)]
+
+
+def test_an_edit_of_the_old_name_made_after_the_rename_lands_on_the_new_name(
+        space: Space, pair: tuple[Local, Local]) -> None:
+    ann, bob = pair
+    rename(ann, OLD, NEW)
+    ann.sync()  # the rename is published first
+    edit(ann, NEW, "one\n", "ONE (ann)\n")
+    ann.sync()
+    edit(bob, OLD, "five\n", "FIVE (bob)\n")  # bob has not seen the rename
+    rep = bob.sync()
+    assert not rep.held, rep
+    assert not bob.path(OLD).exists()
+    want = "ONE (ann)\ntwo\nthree\nfour\nFIVE (bob)\n"
+    assert bob.read(NEW).body == want  # type: ignore[union-attr]
+    ann.sync()
+    assert ann.files() == bob.files() and set(ann.files()) == {f"{NEW}.md"}
+    assert set(space.live()) == {NEW} and space.live()[NEW].body == want
+    assert [i for i, _ in history(space, NEW)] == [NEW, NEW, NEW, OLD]
+
+
+def test_an_edit_published_before_the_rename_is_carried_by_it(
+        space: Space, pair: tuple[Local, Local]) -> None:
+    ann, bob = pair
+    edit(bob, OLD, "three\n", "THREE (bob)\n")
+    bob.sync()  # the edit of the old name is published first
+    rename(ann, OLD, NEW)  # ann renamed it before seeing that edit
+    rep = ann.sync()
+    assert not rep.held, rep
+    want = BODY.replace("three\n", "THREE (bob)\n")
+    assert not ann.path(OLD).exists() and ann.read(NEW).body == want  # type: ignore[union-attr]
+    ops = space.batches(ann)[-1]["ops"]
+    assert {o.get("from") for o in ops} == {None, OLD}, ops  # still one rename
+    bob.sync()
+    assert ann.files() == bob.files() and set(bob.files()) == {f"{NEW}.md"}
+    assert history(space, NEW) == [(NEW, OLD), (OLD, None), (OLD, None)]
+
+
+def test_the_same_lines_changed_on_both_sides_are_held_on_the_new_name(
+        space: Space, pair: tuple[Local, Local]) -> None:
+    ann, bob = pair
+    rename(ann, OLD, NEW)
+    ann.sync()
+    edit(ann, NEW, "two\n", "TWO (ann)\n")
+    ann.sync()
+    edit(bob, OLD, "two\n", "TWO (bob)\n")
+    rep = bob.sync()
+    assert rep.held == [NEW], rep
+    assert not bob.path(OLD).exists()  # not resurrected: the conflict is on the new name
+    (c,) = bob.store.conflicts()
+    assert (c.entry_id, c.base.body, c.ours.body, c.theirs.body) == (  # type: ignore[union-attr]
+        NEW, BODY, BODY.replace("two", "TWO (bob)"), BODY.replace("two", "TWO (ann)"))
+    assert set(space.live()) == {NEW}
+
+
+def test_a_rename_onto_a_name_taken_meanwhile_is_held_with_both_kept(
+        space: Space, pair: tuple[Local, Local]) -> None:
+    ann, bob = pair
+    bob.write(Entry(id=NEW, title="bob's", body="bob's own page\n"))
+    bob.sync()
+    rename(ann, OLD, NEW)
+    rep = ann.sync()
+    assert rep.held == [NEW], rep
+    (c,) = ann.store.conflicts()  # both kept: the moved page ours, bob's theirs
+    assert (c.ours.body, c.theirs.body) == (BODY, "bob's own page\n")  # type: ignore[union-attr]
+    assert space.live()[NEW].body == "bob's own page\n"
+
+
+def test_renaming_a_folder_of_many_pages_is_not_held_as_a_mass_delete(
+        space: Space, pair: tuple[Local, Local]) -> None:
+    ann, bob = pair
+    ann.engine.delete_threshold = Threshold(pages=3)  # 6 deletes would be held
+    for i in range(6):
+        ann.write(Entry(id=f"Team/p{i}", title=f"p{i}", body=f"page {i}\n"))
+    ann.sync()
+    (ann.vault / "Team").rename(ann.vault / "Crew")
+    rep = ann.sync()
+    assert rep.deletes_held is None, rep.deletes_held
+    crew = {f"Crew/p{i}" for i in range(6)}
+    assert set(space.live()) == crew | {OLD}
+    assert {o.get("from") for o in space.batches(ann)[-1]["ops"]} == {
+        None} | {f"Team/p{i}" for i in range(6)}
+    bob.sync()
+    assert {p for p in bob.files() if p.startswith("Crew/")} == {f"{c}.md" for c in crew}
+    assert not any(p.startswith("Team/") for p in bob.files())

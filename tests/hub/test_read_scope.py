@@ -625,3 +625,75 @@ def test_proposals_follow_read_rules(world: dict[str, Any]) -> None:
     assert r.status_code in (200, 201), r.text
     with pytest.raises(PolicyDenied):
         proposals.file(hub.store, bot, space, {"op": op, "reason": "again"}, hub.now())
+
+
+def _folders(team: WireTeam, space: str) -> tuple[list[tuple[str, str]], dict[str, Any]]:
+    """The space's live (id, version) and the folder tree the hub keeps for it."""
+    from hub.store import folders_sql, state_sql
+
+    with team.hub.store.read() as conn:
+        live = list(state_sql.iter_live_versions_txn(conn, space))
+        rows = conn.exec_driver_sql("SELECT folder, lattice, size, digest FROM folder_nodes "
+                                    f"WHERE space_id = '{space}'").fetchall()
+    return live, folders_sql.nodes_of(rows)
+
+
+def test_the_folder_tree_follows_publications_and_proofs_go_to_whole_readers(
+        world: dict[str, Any]) -> None:
+    """The folder tree (decisions.md D143) stays the one computed from the entries through
+    creates, updates and a folder emptied; the head signs it; the proof served verifies
+    and names nothing outside its folders; a tree lost (a space from before migration 0030)
+    is rebuilt; a proof is refused to a reader a rule keeps from part of the folders."""
+    from shared import folderproof as fp
+    from shared import foldertree as ft
+    from shared.errors import HubUnverified
+    from shared.signed import parse_head
+
+    team = world["team"]
+    key = team.hub.key.public
+    space = team.owner.create_space("folders")
+    ed, viewer = _join(team, space, "editor"), _join(team, space, "viewer")
+    only = ["projects/alpha/*", "guardrail/*"]
+    assert parse_head(key, ed.head(space), space=space).tree == ft.EMPTY_ROOT
+    assert ed.publish(space, [put("projects/alpha/plan"), put("projects/alpha/deep/notes"),
+                              put("projects/beta/secret"), put("guardrail/no-force-push"),
+                              put("README")]).status_code == 201
+    was = dict(_folders(team, space)[0])
+    assert ed.publish(space, [put("hr/salaries"), put("projects/alpha/plan", "changed\n",
+                                                      base=was["projects/alpha/plan"]),
+                              delete("projects/beta/secret", was["projects/beta/secret"])]
+                      ).status_code == 201
+    live, kept = _folders(team, space)
+    assert kept == ft.tree_of(live) and "projects/beta" not in kept  # emptied: gone
+    r = ed.get(f"/v1/spaces/{space}/proof", params={"scope": only, "nonce": "n1"})
+    assert r.status_code == 200, r.text
+    signed = parse_head(key, r.json()["head"], space=space, nonce="n1")
+    assert signed.tree == ft.root_of_entries(live)
+    scope = fp.parse_scope(only)
+    assert scope is not None
+    held = [(i, v) for i, v in live if scope.holds(i)]
+    fp.verify(signed.tree or "", scope, held, r.json()["proof"])
+    with pytest.raises(HubUnverified):
+        fp.verify(signed.tree or "", scope, held[1:], r.json()["proof"])
+    assert not {"hr", "salaries", "README", "beta"} & set(
+        "\n".join(_strings(r.json())).replace("/", "\n").split())
+    # no folder rows (migration 0030): heads compute the root, a publication rebuilds
+    team.hub.store.run_write(lambda conn: conn.exec_driver_sql(
+        f"DELETE FROM folder_nodes WHERE space_id = '{space}'"))
+    assert parse_head(key, ed.head(space), space=space).tree == signed.tree
+    assert ed.publish(space, [put("projects/alpha/new")]).status_code == 201
+    live, kept = _folders(team, space)
+    assert kept == ft.tree_of(live)
+    # a proof only for folders the reader reads whole; only folder globs are provable
+    assert ed.publish(space, [put("projects/alpha/pay", tags=["hr"])]).status_code == 201
+    _set_rules(team.hub, space, [{"id": new_id(), "effect": "deny", "who": "viewer",
+                                  "entries": "*", "tags": ["hr"]}])
+    r = viewer.get(f"/v1/spaces/{space}/proof", params={"scope": ["projects/alpha/*"]})
+    assert r.status_code == 403 and r.json()["error"]["details"]["reason"] == "read_scope"
+    assert "pay" not in r.text
+    assert viewer.get(f"/v1/spaces/{space}/proof",
+                      params={"scope": ["guardrail/*"]}).status_code == 200
+    for bad in (["projects/alpha/plan"], ["projects/*.md"], []):
+        r = viewer.get(f"/v1/spaces/{space}/proof", params={"scope": bad})
+        assert r.status_code == 422 and r.json()["error"]["details"]["reason"] == \
+            "unprovable_scope", r.text

@@ -107,6 +107,7 @@ class Publisher:
     def _build_ops(self, report: SyncReport | None = None) -> list[Op]:
         ops = []
         denied: list[dict[str, Any]] = []
+        refused_gone: dict[str, Entry] = {}  # deletes the rules keep back: synced content
         access = self.store.get_meta("access") or {}
         # resolutions an agent's MCP session made: its own sync publishes them, under its
         # delegation (replica/engine/agent_push.py), never this device's
@@ -134,10 +135,13 @@ class Publisher:
             refusal = self._local_denial(access, s, op, synced_guardrails)
             if refusal is not None:
                 denied.append(refusal)  # kept dirty in the store and the vault, not pushed
+                if op.entry.deleted and s.synced is not None:
+                    refused_gone[s.id] = s.synced
                 continue
             ops.append(op)
             if len(ops) >= MAX_OPS_PER_BATCH:
                 break
+        ops = self._hold_renamed(ops, refused_gone, denied)
         ops = self._hold_collisions(ops, denied)
         # content screening, as the guard will (replica/engine/screened.py): kept back, reported
         ops, screened = hold_back(ops, allows_from(self.client, self.space_id))
@@ -157,6 +161,13 @@ class Publisher:
                                                   "kept locally, not published")
                     for d in details.get("denied") or []
                     if isinstance(d, dict) and d.get("id") in ids}
+            # a rename is one change: refused its delete, its put waits with it
+            held.update({op.entry_id: {
+                "id": op.entry_id, "action": "create", "rule": "rename", "of": op.moved_from,
+                "reason": f"renamed from {op.moved_from}, whose delete the hub refused",
+                "message": f"renamed from {op.moved_from}, whose delete the hub refused; "
+                           "kept locally, not published"}
+                for op in batch.ops if op.moved_from in held and op.entry_id not in held})
         elif isinstance(e, QuotaExceeded):
             held = self._over_quota(batch, details)
         else:
@@ -203,6 +214,21 @@ class Publisher:
                            "other pages, or ask an admin to raise it (quire admin space "
                            "quota)"}
         return held
+
+    @staticmethod
+    def _hold_renamed(ops: list[Op], refused_gone: dict[str, Entry],
+                      denied: list[dict[str, Any]]) -> list[Op]:
+        """A rename is one change: the create that renames a page whose delete the rules
+        keep back (a guardrail moved out of its folder) is kept back with it, never
+        published alone as a copy (replica/engine/renames.py)."""
+        moved = renames.partners(ops, refused_gone)
+        for new, old in sorted(moved.items()):
+            denied.append({"id": new, "action": "create", "rule": "rename",
+                           "of": old, "reason": f"renamed from {old}, whose delete is "
+                                                "refused",
+                           "message": f"{new}.md is {old}.md renamed, and the rules refuse "
+                                      f"to delete {old}; kept locally, not published"})
+        return [op for op in ops if op.entry_id not in moved]
 
     def _hold_collisions(self, ops: list[Op], denied: list[dict[str, Any]]) -> list[Op]:
         """The creates of ``ops`` whose name is one file with another entry's on macOS and

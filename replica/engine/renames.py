@@ -62,6 +62,15 @@ def pair(ops: list[Op], gone: dict[str, Entry]) -> list[Op]:
     return sorted(out, key=lambda o: order[o.entry_id])
 
 
+def partners(ops: list[Op], gone: dict[str, Entry]) -> dict[str, str]:
+    """The creates of ``ops`` that would rename one of ``gone`` (id → synced content of a
+    delete not among ``ops``): new id → old id."""
+    if not gone:
+        return {}
+    return {op.entry_id: op.moved_from for op in pair(ops, gone)
+            if op.moved_from is not None and op.moved_from in gone}
+
+
 def pair_txn(conn: Conn, ops: list[Op]) -> list[Op]:
     """``pair`` over the deletes of ``ops`` as this store has them synced."""
     deletes = [op.entry_id for op in ops if op.entry.deleted]

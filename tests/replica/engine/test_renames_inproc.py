@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from replica.engine import renames
 from replica.engine.mass_delete import Threshold
 from shared.entry import Entry
 from tests.kit.inproc import Local, Space
@@ -157,3 +158,66 @@ def test_renaming_a_folder_of_many_pages_is_not_held_as_a_mass_delete(
     bob.sync()
     assert {p for p in bob.files() if p.startswith("Crew/")} == {f"{c}.md" for c in crew}
     assert not any(p.startswith("Team/") for p in bob.files())
+
+
+def test_renaming_a_guardrail_out_of_its_folder_publishes_neither_half(
+        space: Space, pair: tuple[Local, Local]) -> None:
+    """The attack: an editor moves ``guardrail/no-force.md`` to ``Archive/``, where it is a
+    page. The delete of the guardrail is refused (default rule); the rename's create is
+    kept back with it, so no weakened copy is published beside the guardrail."""
+    ann, bob = pair
+    owner = space.replica(ann.root, "owner", role="admin")
+    try:
+        owner.sync()
+        owner.write(Entry(id="guardrail/no-force", title="no force push",
+                          body="never force-push main\n", meta={"severity": "block"}))
+        owner.sync()
+        bob.sync()
+        rename(bob, "guardrail/no-force", "Archive/no-force")
+        before = space.head()["seq"]
+        rep = bob.sync()
+        held = {d["id"]: d["rule"] for d in rep.policy_denied}
+        assert held == {"guardrail/no-force": "default:guardrails-additive",
+                        "Archive/no-force": "rename"}, rep.policy_denied
+        assert space.head()["seq"] == before  # nothing published
+        assert "Archive/no-force" not in space.live() and "guardrail/no-force" in space.live()
+    finally:
+        owner.close()
+
+
+def test_a_rename_whose_delete_the_hub_refuses_is_held_whole(pair: tuple[Local, Local]
+                                                              ) -> None:
+    """When the hub refuses the delete of a rename (rules the local check did not know), the
+    put ``from`` it is held back with it, not sent alone in the next batch."""
+    from shared.entry import tombstone
+    from shared.errors import PolicyDenied
+    from shared.wire import Op
+
+    ann, _bob = pair
+    put = Op(Entry(id=NEW, title="plan", body=BODY), None, moved_from=OLD)
+    batch = type("B", (), {"ops": (Op(tombstone(OLD), "0" * 64), put)})()
+    e = PolicyDenied("refused", {"denied": [{"id": OLD, "action": "delete", "rule": "r1",
+                                             "reason": "no"}]})
+    pub = ann.engine.publisher
+    assert pub.hub_refused(batch, e)  # type: ignore[arg-type]
+    assert {k: v["rule"] for k, v in pub.refused.items()} == {OLD: "r1", NEW: "rename"}
+
+
+def test_pairing_takes_one_create_per_delete_of_the_same_content_only() -> None:
+    """git's exact-rename rule: equal content but for the id; one create per delete, lowest
+    ids first; an update, an edited copy or a second copy stays what it is."""
+    from shared.entry import tombstone
+    from shared.wire import Op
+
+    def e(eid: str, body: str = "same\n") -> Entry:
+        return Entry(id=eid, title="t", body=body)
+
+    gone = {"a/x": e("a/x"), "a/y": e("a/y", "other\n")}
+    ops = [Op(tombstone("a/x"), "0" * 64), Op(tombstone("a/y"), "1" * 64),
+           Op(e("b/x2"), None), Op(e("b/x1"), None),  # two copies: the lower id pairs
+           Op(e("b/y", "other, edited\n"), None),  # edited: a create
+           Op(e("c/z"), "2" * 64)]  # an update: never a rename
+    got = {op.entry_id: op.moved_from for op in renames.pair(ops, gone)}
+    assert got == {"a/x": None, "a/y": None, "b/x1": "a/x", "b/x2": None, "b/y": None,
+                   "c/z": None}
+    assert [op.entry_id for op in renames.pair(ops, gone)] == [op.entry_id for op in ops]

@@ -167,7 +167,8 @@ def build_server(hub: Any) -> RemoteMCP:
 
     @mcp.tool(annotations=READS, description=(
         "Who changed an entry, newest first: by (the member's name), agent, at (UTC), seq, "
-        "version, deleted."))
+        "version, deleted; across a rename, renamed_from on the version that renamed it "
+        "and id on the old name's versions."))
     def history(entry_id: EntryId,
                 limit: Annotated[int, Field(ge=1, le=100)] = 20) -> CallToolResult:
         return _unused()

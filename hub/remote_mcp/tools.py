@@ -80,7 +80,10 @@ def history(hub: Any, g: RemoteGrant, entry_id: str, limit: int = 20) -> dict[st
     names = reads.names(hub.store, g.principal, g.space_id, users)
     rows = fit_rows([{"by": names.get(v["author"]["user"], "a former member"),
                       "agent": v["author"]["agent"], "at": _iso(v["accepted_at"]),
-                      "seq": v["seq"], "version": v["version"], "deleted": v["deleted"]}
+                      "seq": v["seq"], "version": v["version"], "deleted": v["deleted"],
+                      # across a rename the older versions are the old name's
+                      **({"id": v["id"]} if v["id"] != entry_id else {}),
+                      **({"renamed_from": v["from"]} if v.get("from") else {})}
                      for v in got["versions"]])
     return {"head": got["head"], "id": entry_id, "versions": rows}
 

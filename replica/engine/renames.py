@@ -118,11 +118,15 @@ def rebase_txn(conn: Conn, ops: Iterable[Op], report: SyncReport, schedule: Sche
     renames on either side. Returns the ids the ledger must not merge again (already
     settled here)."""
     settled: set[str] = set()
+    dirty: set[str] | None = None  # read once, from the dirty index, when a put asks
     for op in ops:
         if op.moved_from is not None:
             _edit_onto_rename_txn(conn, op.moved_from, op.entry)
         elif not op.entry.deleted:
-            if _edit_onto_local_rename_txn(conn, op.entry, report, schedule):
+            if dirty is None:
+                dirty = set(st.dirty_ids_txn(conn))
+            if op.entry_id in dirty and _edit_onto_local_rename_txn(conn, op.entry, report,
+                                                                    schedule):
                 settled.add(op.entry_id)
     return settled
 

@@ -96,6 +96,8 @@ def test_an_edit_of_the_old_name_made_after_the_rename_lands_on_the_new_name(
 
 def test_an_edit_published_before_the_rename_is_carried_by_it(
         space: Space, pair: tuple[Local, Local]) -> None:
+    """The other order: the edit of the old name lands first, the rename is published
+    after (the pull merges the edit into the local rename, which goes out carrying it)."""
     ann, bob = pair
     edit(bob, OLD, "three\n", "THREE (bob)\n")
     bob.sync()  # the edit of the old name is published first
@@ -111,9 +113,10 @@ def test_an_edit_published_before_the_rename_is_carried_by_it(
     assert history(space, NEW) == [(NEW, OLD), (OLD, None), (OLD, None)]
 
 
-def test_the_same_lines_changed_on_both_sides_are_held_on_the_new_name(
+def test_conflicts_across_a_rename_are_held_on_the_new_name_with_both_kept(
         space: Space, pair: tuple[Local, Local]) -> None:
     ann, bob = pair
+    # the same lines changed on both sides: held on the new name, the old not resurrected
     rename(ann, OLD, NEW)
     ann.sync()
     edit(ann, NEW, "two\n", "TWO (ann)\n")
@@ -121,24 +124,22 @@ def test_the_same_lines_changed_on_both_sides_are_held_on_the_new_name(
     edit(bob, OLD, "two\n", "TWO (bob)\n")
     rep = bob.sync()
     assert rep.held == [NEW], rep
-    assert not bob.path(OLD).exists()  # not resurrected: the conflict is on the new name
+    assert not bob.path(OLD).exists()
     (c,) = bob.store.conflicts()
     assert (c.entry_id, c.base.body, c.ours.body, c.theirs.body) == (  # type: ignore[union-attr]
         NEW, BODY, BODY.replace("two", "TWO (bob)"), BODY.replace("two", "TWO (ann)"))
     assert set(space.live()) == {NEW}
-
-
-def test_a_rename_onto_a_name_taken_meanwhile_is_held_with_both_kept(
-        space: Space, pair: tuple[Local, Local]) -> None:
-    ann, bob = pair
-    bob.write(Entry(id=NEW, title="bob's", body="bob's own page\n"))
+    # a rename onto a name taken meanwhile: held there, the moved page ours, theirs kept
+    ann.write(Entry(id="Notes/b", title="b", body="ann's b\n"))
+    ann.sync()
+    bob.write(Entry(id="Archive/b", title="bob's", body="bob's own page\n"))
     bob.sync()
-    rename(ann, OLD, NEW)
+    rename(ann, "Notes/b", "Archive/b")
     rep = ann.sync()
-    assert rep.held == [NEW], rep
-    (c,) = ann.store.conflicts()  # both kept: the moved page ours, bob's theirs
-    assert (c.ours.body, c.theirs.body) == (BODY, "bob's own page\n")  # type: ignore[union-attr]
-    assert space.live()[NEW].body == "bob's own page\n"
+    assert rep.held == ["Archive/b"], rep
+    (c,) = ann.store.conflicts()
+    assert (c.ours.body, c.theirs.body) == ("ann's b\n", "bob's own page\n")  # type: ignore[union-attr]
+    assert space.live()["Archive/b"].body == "bob's own page\n"
 
 
 def test_renaming_a_folder_of_many_pages_is_not_held_as_a_mass_delete(
@@ -185,7 +186,7 @@ def test_renaming_a_guardrail_out_of_its_folder_publishes_neither_half(
         owner.close()
 
 
-def test_a_rename_whose_delete_the_hub_refuses_is_held_whole(pair: tuple[Local, Local]
+def test_a_rename_whose_delete_the_hub_refuses_is_held_whole(tmp_path: Path, space: Space
                                                               ) -> None:
     """When the hub refuses the delete of a rename (rules the local check did not know), the
     put ``from`` it is held back with it, not sent alone in the next batch."""
@@ -193,14 +194,17 @@ def test_a_rename_whose_delete_the_hub_refuses_is_held_whole(pair: tuple[Local, 
     from shared.errors import PolicyDenied
     from shared.wire import Op
 
-    ann, _bob = pair
+    ann = space.replica(tmp_path, "ann")
     put = Op(Entry(id=NEW, title="plan", body=BODY), None, moved_from=OLD)
     batch = type("B", (), {"ops": (Op(tombstone(OLD), "0" * 64), put)})()
     e = PolicyDenied("refused", {"denied": [{"id": OLD, "action": "delete", "rule": "r1",
                                              "reason": "no"}]})
     pub = ann.engine.publisher
-    assert pub.hub_refused(batch, e)  # type: ignore[arg-type]
-    assert {k: v["rule"] for k, v in pub.refused.items()} == {OLD: "r1", NEW: "rename"}
+    try:
+        assert pub.hub_refused(batch, e)  # type: ignore[arg-type]
+        assert {k: v["rule"] for k, v in pub.refused.items()} == {OLD: "r1", NEW: "rename"}
+    finally:
+        ann.close()
 
 
 def test_pairing_takes_one_create_per_delete_of_the_same_content_only() -> None:

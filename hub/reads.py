@@ -181,7 +181,7 @@ def catch_up(store: Store, space_id: str) -> None:
 
 
 @contextmanager
-def _indexed(store: Store, p: Principal, space_ref: str
+def indexed(store: Store, p: Principal, space_ref: str
              ) -> Iterator[tuple[Any, Any, Any, scopes.ReadScope]]:
     """(conn, space, index state, the reader's scope): access checked, the read index
     brought up to the head, then one consistent read transaction over it, in which access
@@ -290,7 +290,7 @@ def get_entry(store: Store, p: Principal, space_ref: str, entry_id: str, *,
                 "at": _head(space.epoch, space.head_seq), "entry": entry,
                 "version": version, "changed_seq": changed,
                 **({"links_withheld": dropped} if dropped else {})}
-    with _indexed(store, p, space_ref) as (conn, space, state, scope):
+    with indexed(store, p, space_ref) as (conn, space, state, scope):
         got = _entry_at_txn(conn, space, state, entry_id, epoch, seq)
         if got is not None and not _readable_txn(conn, space, scope, entry_id):
             got = None  # outside the scope: answered as absent
@@ -310,7 +310,7 @@ def history(store: Store, p: Principal, space_ref: str, entry_id: str, limit: in
     A rename is followed: the version a batch put ``from`` another id (docs/protocol.md,
     "Renames") names it, and the older versions are that id's; each row names its ``id``."""
     out: list[dict[str, Any]] = []
-    with _indexed(store, p, space_ref) as (conn, space, state, scope):
+    with indexed(store, p, space_ref) as (conn, space, state, scope):
         cur: str | None = entry_id
         before: ri.IndexState | None = None
         while cur is not None and len(out) < limit and _readable_txn(conn, space, scope, cur):
@@ -427,7 +427,7 @@ def diff_entries(old: dict[str, Any] | None, new: dict[str, Any] | None) -> dict
 def diff(store: Store, p: Principal, space_ref: str, entry_id: str, *, from_seq: int,
          to_seq: int | None, epoch: str | None) -> dict[str, Any]:
     """The change of one entry between two seqs of one epoch (``to`` defaults to the head)."""
-    with _indexed(store, p, space_ref) as (conn, space, state, scope):
+    with indexed(store, p, space_ref) as (conn, space, state, scope):
         if not _readable_txn(conn, space, scope, entry_id):
             raise NotFound(f"no entry {entry_id} at seq {from_seq}", _NO_ENTRY)
         old = _entry_at_txn(conn, space, state, entry_id, epoch, from_seq)
@@ -456,7 +456,7 @@ def search(store: Store, p: Principal, space_ref: str, q: str | None, limit: int
            ) -> dict[str, Any]:
     """Live entries at the head whose title, tags or body hold every word of ``q``."""
     terms = search_terms(q)
-    with _indexed(store, p, space_ref) as (conn, space, state, scope):
+    with indexed(store, p, space_ref) as (conn, space, state, scope):
         if scope.unrestricted:
             total, rows = ri.search_txn(conn, space.id, terms, limit)
         else:  # every hit up to a bound, filtered: the total counts only readable ones

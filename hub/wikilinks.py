@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import posixpath
 import unicodedata
+from collections.abc import Callable
+from typing import Any
 
 from hub import scope as scopes
 from hub.access import Principal, space_access_txn
@@ -30,32 +32,46 @@ MAX_TAIL_SCANS = 50  # names looked up by their last segment (a scan of the spac
 MAX_CANDIDATES = 100  # entries ending with one name that the rule picks from
 
 
+def candidates_txn(conn: Any, space_id: str, source: str, raw: str, tail_scan: bool,
+                   visible: Callable[[set[str]], set[str]]) -> tuple[set[str], bool]:
+    """The live entries (of those ``visible`` keeps) that ``[[raw]]`` in ``source`` may
+    name, for shared/links.py to pick from, and whether it scanned by the last segment
+    (``tail_scan``: it may, when nothing has the name as a path)."""
+    name = unicodedata.normalize("NFC", raw.strip()).removesuffix(".md").strip("/")
+    if not name or len(name) > 240:
+        return set(), False
+    folder = posixpath.dirname(source)
+    near = posixpath.normpath(posixpath.join(folder, name)) if folder else name
+    found = visible({n for n in {name, near} if live_txn(conn, space_id, n)})
+    if found or not tail_scan:
+        return found, False
+    return visible(set(named_txn(conn, space_id, name, MAX_CANDIDATES))), True
+
+
+def visible_in(conn: Any, space_id: str, scope: scopes.ReadScope
+               ) -> Callable[[set[str]], set[str]]:
+    """The ids of a set that ``scope`` lets its reader see."""
+    def visible(ids: set[str]) -> set[str]:
+        # hidden entries are never candidates: one that won the pick and was dropped
+        # afterwards would tell, by the link falling to text, that it exists
+        if scope.unrestricted or not ids:
+            return ids
+        return set(scopes.visible_txn(conn, space_id, scope, ids))
+    return visible
+
+
 def resolve(store: Store, p: Principal, space_ref: str, source: str, names: set[str]
             ) -> dict[str, str]:
     """``{name: entry id}`` for each name in ``names`` that resolves to a live entry."""
     out: dict[str, str] = {}
-    folder = posixpath.dirname(source)
     scans = 0
     with store.read(snapshot=True) as conn:
         space, role = space_access_txn(conn, p, space_ref, "viewer")
-        scope = scopes.scope_txn(conn, p, space, role)
-
-        def visible(ids: set[str]) -> set[str]:
-            # hidden entries are never candidates: one that won the pick and was dropped
-            # afterwards would tell, by the link falling to text, that it exists
-            if scope.unrestricted or not ids:
-                return ids
-            return set(scopes.visible_txn(conn, space.id, scope, ids))
-
+        visible = visible_in(conn, space.id, scopes.scope_txn(conn, p, space, role))
         for raw in sorted(names)[:MAX_NAMES]:
-            name = unicodedata.normalize("NFC", raw.strip()).removesuffix(".md").strip("/")
-            if not name or len(name) > 240:
-                continue
-            near = posixpath.normpath(posixpath.join(folder, name)) if folder else name
-            found = visible({n for n in {name, near} if live_txn(conn, space.id, n)})
-            if not found and scans < MAX_TAIL_SCANS:
-                scans += 1
-                found = visible(set(named_txn(conn, space.id, name, MAX_CANDIDATES)))
+            found, scanned = candidates_txn(conn, space.id, source, raw,
+                                            scans < MAX_TAIL_SCANS, visible)
+            scans += scanned
             target = links.resolve_wikilink(source, raw, links.Names(found))
             if target is not None:
                 out[raw] = target

@@ -22,7 +22,7 @@ from __future__ import annotations
 import posixpath
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from urllib.parse import unquote
 
@@ -35,8 +35,8 @@ MARKDOWN = "markdown"
 _WIKI = re.compile(r"!?\[\[([^\[\]\n|#]*)(?:#([^\[\]\n|]*))?(?:\|([^\[\]\n]*))?\]\]")
 _MDLINK = re.compile(r"\]\((?:<([^<>\n]+?\.md)(?:#([^<>\n]*))?>|([^()\s<>]+?\.md)(?:#([^()\s]*))?)"
                      r"(?:\s+\"[^\"\n]*\")?\)")
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-_CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1")
+FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1")
 
 
 @dataclass(frozen=True)
@@ -47,11 +47,11 @@ class Link:
     via: str = WIKILINK
 
 
-def _prose(body: str) -> Iterable[str]:
-    """The lines of ``body`` outside fenced code, with inline code blanked."""
+def prose(lines: list[str]) -> Iterator[int]:
+    """The indexes of ``lines`` outside fenced code (shared/linkfix.py rewrites those)."""
     fence: str | None = None
-    for line in body.splitlines():
-        m = _FENCE.match(line)
+    for i, line in enumerate(lines):
+        m = FENCE.match(line)
         if fence is not None:
             if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
                 fence = None
@@ -59,7 +59,15 @@ def _prose(body: str) -> Iterable[str]:
         if m:
             fence = m.group(1)
             continue
-        yield _CODE_SPAN.sub(lambda c: " " * len(c.group(0)), line) if "`" in line else line
+        yield i
+
+
+def _prose(body: str) -> Iterable[str]:
+    """The lines of ``body`` outside fenced code, with inline code blanked."""
+    lines = body.splitlines()
+    for i in prose(lines):
+        line = lines[i]
+        yield CODE_SPAN.sub(lambda c: " " * len(c.group(0)), line) if "`" in line else line
 
 
 def parse(body: str) -> list[Link]:

@@ -255,6 +255,8 @@ OPS: dict[tuple[str, str], Op] = {
     ("GET", "/v1/spaces/{space}/batch"): Op("one batch of the space by seq",
                                             query=(("seq", _INT), ("epoch", _STR))),
     ("GET", "/v1/spaces/{space}/people"): Op("the display names of the space's members"),
+    ("GET", "/v1/spaces/{space}/backlinks"): Op("the live pages whose links find one page",
+                                                query=(("id", _STR),)),
     ("POST", "/v1/users/{user}/name"): Op("rename a user", "object", "user_rename",
                                           description=_DRY),
     ("GET", "/v1/spaces/{space}/search"): Op("entries holding every word, at the head",

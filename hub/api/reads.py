@@ -7,6 +7,7 @@
     GET /v1/spaces/{space}/search    ?q=&limit=                 every word, at the head
     GET /v1/spaces/{space}/batch     ?seq=&epoch=               what one batch changed
     GET /v1/spaces/{space}/people                               members' display names
+    GET /v1/spaces/{space}/backlinks ?id=                       pages linking to one
 
 Entry ids hold a slash, so they travel as the ``id`` query parameter.
 """
@@ -21,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from hub import reads
+from hub import backlinks, reads
 from hub.api.http import JSON, principal
 from shared.errors import InvalidRequest
 
@@ -90,6 +91,10 @@ def _search(store: Any, p: Any, space: str, qp: Any) -> dict[str, Any]:
                         reads.parse_limit(qp.get("limit"), L.search_default, L.search_max))
 
 
+def _backlinks(store: Any, p: Any, space: str, qp: Any) -> dict[str, Any]:
+    return backlinks.backlinks(store, p, space, reads.parse_entry_id(qp.get("id")))
+
+
 READ_ROUTES = [
     Route("/v1/spaces/{space}/entries", _handler({"prefix", "after", "limit"}, _list),
           methods=["GET"]),
@@ -100,4 +105,5 @@ READ_ROUTES = [
     Route("/v1/spaces/{space}/search", _handler({"q", "limit"}, _search), methods=["GET"]),
     Route("/v1/spaces/{space}/batch", _handler({"seq", "epoch"}, _batch), methods=["GET"]),
     Route("/v1/spaces/{space}/people", _handler(set(), _people), methods=["GET"]),
+    Route("/v1/spaces/{space}/backlinks", _handler({"id"}, _backlinks), methods=["GET"]),
 ]

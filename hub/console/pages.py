@@ -19,7 +19,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from hub import activity, admin, grants, logs, page_restore, reads, spaces, wikilinks
+from hub import activity, admin, backlinks, grants, logs, page_restore, reads, spaces, wikilinks
 from hub.api.http import hub_of
 from hub.clientaddr import client_of
 from hub.console import csp_reports, markdown, oidc, sessions
@@ -252,6 +252,8 @@ async def entry_page(request: Request, p: Any) -> Response:
     body = out["entry"].get("body", "")
     rendered = None if source else await call(_rendered, hub.store, p, ref, sp["name"],
                                               entry_id, body)
+    old = seq is not None or epoch is not None
+    linked = None if old else await call(backlinks.backlinks, hub.store, p, ref, entry_id)
     keep = {k: v for k, v in (("id", entry_id), ("seq", qp.get("seq")),
                               ("epoch", qp.get("epoch"))) if v}
     current = hist["versions"][0]["version"] if hist["versions"] else None
@@ -259,7 +261,7 @@ async def entry_page(request: Request, p: Any) -> Response:
                    and page_restore.publisher_for(hub) is not None)
     return page(request, "entry.html", me=p, space=sp, role=role, id=entry_id,
                 versions=hist["versions"], names=names, shown=shown,
-                old=seq is not None or epoch is not None, limit=HISTORY_SHOWN,
+                old=old, limit=HISTORY_SHOWN, linked=linked,
                 rendered=rendered, source=source, here=keep, current=current,
                 may_restore=may_restore, **out)
 

@@ -104,6 +104,33 @@ def view(space: SpaceConfig, agent: str) -> dict[str, Entry]:
     return out
 
 
+def backlinks(space: SpaceConfig, agent: str, entry_id: str, view: dict[str, Entry]
+              ) -> dict[str, str]:
+    """``{id: via}`` of the entries of ``view`` (this agent's) that link to ``entry_id``:
+    the store's links index (replica/store/links.py) for the store's entries, and the
+    agent's own unpublished writes read where they differ from it."""
+    from replica.app.page_text import links_of
+    from replica.store import links as index
+    from shared.links import Names
+
+    store = st.Store(space.store_path)
+    try:
+        with store.tx() as conn:
+            found = {b["id"]: b["via"]
+                     for b in index.backlinks_txn(conn, entry_id, Names(set(view)))}
+            mine = overlay.changes_txn(conn, agent) if overlay.present_txn(conn) else {}
+    finally:
+        store.close()
+    for eid in mine:
+        found.pop(eid, None)
+        e = view.get(eid)
+        if e is not None and eid != entry_id:
+            via = next((t["via"] for t in links_of(e, set(view)) if t["id"] == entry_id), None)
+            if via is not None:
+                found[eid] = via
+    return found
+
+
 # ---------------------------------------------------------------- changes, judged at the call
 
 

@@ -195,23 +195,6 @@ def links_of(entry: Entry, known: set[str]) -> list[dict[str, str]]:
     return [{"id": k, "via": v} for k, v in out.items()]
 
 
-def may_link_to(entry: Entry, target: str) -> bool:
-    """A cheap test before ``links_of``: can ``entry`` link to ``target`` at all?"""
-    if target in entry.links:
-        return True
-    tail, body = target.rsplit("/", 1)[-1], entry.body
-    if tail in body:
-        return True
-    if "[[" not in body and ".md" not in body:
-        return False
-    # a wikilink matches in any case and normalization; a Markdown link may encode spaces
-    from urllib.parse import unquote
-
-    from shared.names import fold
-
-    return fold(tail) in fold(body) or ("%" in body and tail in unquote(body))
-
-
 # ---------------------------------------------------------------- search queries
 
 

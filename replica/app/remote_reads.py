@@ -11,7 +11,7 @@ from urllib.parse import quote
 from replica.machine.home import Home
 from shared.errors import NotJoined
 
-WHAT = ("entry", "history", "diff", "search", "batch", "entries", "people")
+WHAT = ("entry", "history", "diff", "search", "batch", "entries", "people", "backlinks")
 
 
 def ask(home: Home, space_ref: str | None, what: str, params: dict[str, Any],

@@ -417,6 +417,9 @@ def run_sync(home: Home, space: SpaceConfig, progress: Progress = NO_PROGRESS, *
             report = rep.sync(walk=walk)
             if report.waiting:
                 wait_vault_writes(rep, report, sleep)
+            from replica.app.backlinks import after_sync as links_after_sync
+
+            links_after_sync(store, report)  # never raises
         except QuireError as e:
             write_status(space, report=None, error=e, role=rep.role)
             raise

@@ -288,6 +288,10 @@ def cmd_sync(args: argparse.Namespace, out: Out) -> int:
         human.append(f"  not published: {where}: {p['reason']}")
     for d in r["policy_denied"]:
         human.append(f"  refused locally (policy_denied): {d['message']}")
+    for d in r.get("dangling") or []:  # replica/app/backlinks.py: a hint, not a failure
+        human.append(f"  links to nothing in {d['page']}: "
+                     + ", ".join(f"[[{t}]]" for t in d["links"])
+                     + " (quire links fix OLD NEW rewrites links to a renamed page)")
     human += _screened_lines(r.get("content_screened") or [],
                              "  kept back (content_screened): ")
     human += [f"  held (version_blocked): {b['message']}"
@@ -584,6 +588,9 @@ def build_parser() -> argparse.ArgumentParser:
     from replica.cli.vault_cmd import add_parsers as add_vault_parsers  # vault rebuild
 
     add_vault_parsers(sub, common)
+    from replica.cli.links_cmd import add_parsers as add_links_parsers  # links fix
+
+    add_links_parsers(sub, common)
 
     co = sub.add_parser("completion", parents=[common],
                         help="shell completion: print the script, or --install it")

@@ -27,6 +27,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     rd.add_argument("--seq", type=int, metavar="N", help="as it was right after batch N")
     rd.add_argument("--history", action="store_true", help="its changes, newest first")
     rd.add_argument("--diff", metavar="FROM[:TO]", help="what changed between two seqs")
+    rd.add_argument("--backlinks", action="store_true",
+                    help="the pages that link to it (local: the replica's links index)")
     rd.set_defaults(func=cmd_read)
     se = sub.add_parser("search", parents=[common],
                         help="entries holding every word (--remote: at the hub's head)")
@@ -50,7 +52,10 @@ def cmd_read(args: argparse.Namespace, out: Any) -> int:
     def ask(what: str, params: dict[str, Any]) -> dict[str, Any]:
         return ask_hub(Home(), args.space, what, params)
 
-    if args.history:
+    if args.backlinks:
+        doc = ask("backlinks", {"id": args.entry})
+        out.doc(doc, _backlink_lines(args.entry, doc["backlinks"]) + f" {_head(doc)}")
+    elif args.history:
         doc = ask("history", {"id": args.entry})
         lines = [] if out.json else _history_lines(doc, ask)
         out.doc(doc, "\n".join([f"{args.entry} {_head(doc)}", *lines]))
@@ -114,9 +119,30 @@ def cmd_search(args: argparse.Namespace, out: Any) -> int:
 # ---------------------------------------------------------------- local
 
 
+def _backlink_lines(entry_id: str, found: list[dict[str, Any]]) -> str:
+    if not found:
+        return f"no page links to {entry_id}"
+    return "\n".join([f"{len(found)} page(s) link to {entry_id}:",
+                      *(f"  {b['id']}" + (f"  {b['title']}" if b.get("title") else "")
+                        for b in found)])
+
+
 def _read_local(args: argparse.Namespace, out: Any) -> int:
     if args.seq is not None or args.history or args.diff:
         raise InvalidRequest("--seq, --history and --diff ask the hub: add --remote")
+    if args.backlinks:
+        from replica.app.backlinks import backlinks
+        from replica.store.store import Store
+
+        space = Home().space(args.space)
+        store = Store(space.store_path)
+        try:
+            found = backlinks(store, args.entry)
+        finally:
+            store.close()
+        out.doc({"id": args.entry, "backlinks": found, "local": True},
+                _backlink_lines(args.entry, found))
+        return 0
     from replica.vault.markdown import entry_path
 
     space = Home().space(args.space)

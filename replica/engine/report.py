@@ -51,6 +51,9 @@ class SyncReport:
     # what this sync pulled and pushed, batch by batch, page by page (replica/engine/
     # changes.py ``change``): the lines a sync and the watcher print
     changes: list[dict[str, Any]] = field(default_factory=list)
+    # links that the entries this sync changed leave finding nothing (replica/app/
+    # backlinks.py ``after_sync``): [{"page", "links": [target as written]}]
+    dangling: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"pulled": self.pulled, "pushed": self.pushed, "batches": self.batches,
@@ -63,4 +66,5 @@ class SyncReport:
                 "republished": sorted(set(self.republished)),
                 "purged": list(self.purged), "scanned_by": self.scanned_by,
                 "vault_waiting": sorted(self.waiting), "deletes_held": self.deletes_held, "changes": list(self.changes),
+                "dangling": list(self.dangling),
                 "vault_retry_at": min(self.waiting.values()) if self.waiting else None}

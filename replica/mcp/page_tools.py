@@ -375,19 +375,14 @@ class PageTools:
                                         title=view[t["id"]].title if t["id"] in known
                                         else None) for t in targets][:200])
         if direction in ("both", "in"):
+            found = pages.backlinks(self._space(), self.s.agent, entry_id, view)
             back = []
-            for src in sorted(known):
-                if src == entry_id or (after is not None and src <= after):
+            for src in sorted(found):
+                if after is not None and src <= after:
                     continue
-                e = view[src]
-                if not text.may_link_to(e, entry_id):
-                    continue
-                via = next((t["via"] for t in text.links_of(e, known)
-                            if t["id"] == entry_id), None)
-                if via is not None:
-                    back.append({"id": src, "title": e.title, "via": via})
-                    if len(back) > limit:
-                        break
+                back.append({"id": src, "title": view[src].title, "via": found[src]})
+                if len(back) > limit:
+                    break
             kept = fit(back[:limit])
             out["linked_from"] = kept
             out["next"] = {"after": kept[-1]["id"]} if len(back) > len(kept) and kept \

@@ -151,6 +151,44 @@ RECEIPTS_DDL = """CREATE TABLE IF NOT EXISTS receipts (
 )"""
 
 
+# The links each entry's local state makes (replica/store/links.py): one row per target as
+# written (a wikilink's name, a Markdown link's path, a ``links`` field id), ``tail`` its
+# folded last segment (what a backlink query looks up). Entries whose local state changed,
+# by any code path, are marked in ``links_stale`` in the same transaction (triggers); the
+# index catches up from it when read (D145)
+LINKS_DDL = """CREATE TABLE IF NOT EXISTS links (
+	src VARCHAR(300) NOT NULL,
+	target TEXT NOT NULL,
+	via VARCHAR(16) NOT NULL,
+	tail TEXT NOT NULL,
+	PRIMARY KEY (src, via, target)
+)"""
+LINKS_TAIL = "CREATE INDEX IF NOT EXISTS links_tail ON links (tail)"
+LINKS_STALE_DDL = """CREATE TABLE IF NOT EXISTS links_stale (
+	id VARCHAR(300) NOT NULL,
+	PRIMARY KEY (id)
+)"""
+# every file a person imported (replica/app/importer.py): path in the import's folder and
+# the SHA-256 of its bytes, once published; a second run skips them (an import resumed)
+IMPORTED_DDL = """CREATE TABLE IF NOT EXISTS imported (
+	path TEXT NOT NULL,
+	sha256 VARCHAR(64) NOT NULL,
+	entry_id VARCHAR(300) NOT NULL,
+	at BIGINT NOT NULL,
+	PRIMARY KEY (path, sha256)
+)"""
+LINKS_TRIGGERS = (
+    "CREATE TRIGGER IF NOT EXISTS entries_links_ins AFTER INSERT ON entries"
+    " BEGIN INSERT OR IGNORE INTO links_stale (id) VALUES (new.id); END",
+    "CREATE TRIGGER IF NOT EXISTS entries_links_del AFTER DELETE ON entries"
+    " BEGIN INSERT OR IGNORE INTO links_stale (id) VALUES (old.id); END",
+    "CREATE TRIGGER IF NOT EXISTS entries_links_upd AFTER UPDATE ON entries"
+    " WHEN old.local_version IS NOT new.local_version"
+    " OR old.local_deleted IS NOT new.local_deleted"
+    " BEGIN INSERT OR IGNORE INTO links_stale (id) VALUES (old.id); END",
+)
+LINKS_BUILT = "links_built"  # meta: the links index holds every entry but links_stale's
 
 TABLES_DDL = (META_DDL, ENTRIES_DDL, STATE_DDL, STATE_LOG_DDL, OUTBOX_DDL, HISTORY_DDL,
-              CONFLICTS_DDL, VAULT_PENDING_DDL, RECEIPTS_DDL)
+              CONFLICTS_DDL, VAULT_PENDING_DDL, RECEIPTS_DDL, LINKS_DDL, LINKS_STALE_DDL,
+              IMPORTED_DDL)

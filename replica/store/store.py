@@ -53,6 +53,9 @@ from replica.store.schema import (  # noqa: F401 - re-exported: st.UNSETTLED_WHE
     DIGEST_TRIGGERS,
     DIRTY_WHERE,
     ENTRIES_COVER,
+    LINKS_BUILT,
+    LINKS_TAIL,
+    LINKS_TRIGGERS,
     PARTIAL_INDEXES,
     STATE_READY,
     STATE_TRIGGERS,
@@ -80,9 +83,9 @@ class Store:
             for ddl in TABLES_DDL:
                 conn.execute(ddl)
             conn.execute(ENTRIES_COVER)
-            for ddl in PARTIAL_INDEXES:
+            for ddl in PARTIAL_INDEXES + (LINKS_TAIL,):
                 conn.execute(ddl)
-            for trigger in DIGEST_TRIGGERS + STATE_TRIGGERS:
+            for trigger in DIGEST_TRIGGERS + STATE_TRIGGERS + LINKS_TRIGGERS:
                 conn.execute(trigger)
 
     def close(self) -> None:
@@ -433,7 +436,7 @@ def insert_cloned_txn(conn: Conn, rows: list[tuple[str, str, str, str, int, int]
             cur.close()
 
 
-_TRIGGER_NAMES = [t.split()[5] for t in DIGEST_TRIGGERS + STATE_TRIGGERS]
+_TRIGGER_NAMES = [t.split()[5] for t in DIGEST_TRIGGERS + STATE_TRIGGERS + LINKS_TRIGGERS]
 
 
 def triggers_off_txn(conn: Conn) -> None:
@@ -447,10 +450,12 @@ def triggers_off_txn(conn: Conn) -> None:
 def triggers_on_txn(conn: Conn) -> None:
     """The triggers back, and what they would have done for the rows loaded meanwhile: the
     digest cache dropped; the state log cleared, for the caller to rebuild the state from
-    every row (replica/trust/verify.py ``rebuild_state_txn``)."""
-    for trigger in DIGEST_TRIGGERS + STATE_TRIGGERS:
+    every row (replica/trust/verify.py ``rebuild_state_txn``); the links index marked for
+    a rebuild when next read (replica/store/links.py)."""
+    for trigger in DIGEST_TRIGGERS + STATE_TRIGGERS + LINKS_TRIGGERS:
         conn.execute(trigger)
     conn.execute(_DROP_DIGEST)
+    drop_meta_txn(conn, LINKS_BUILT)
     conn.execute("DELETE FROM state_log")
 
 

@@ -1,0 +1,45 @@
+"""Links with the real CLI and a real hub process (docs/cli.md, "Links between pages"):
+`quire sync` names the links its changes leave dangling, `quire read --backlinks` answers
+locally and `--remote`, and `quire links fix OLD NEW` rewrites the links to a renamed page,
+leaving every other byte as it was."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.kit.cli import qjson, quire
+
+pytestmark = pytest.mark.e2e
+
+PLAN = "---\r\ntitle: Release plan\r\n---\r\nDates.\r\n"
+KICKOFF = ("\ufeff---\r\ntitle: Kickoff\r\n---\r\nSee [[release plan|the plan]] and "
+           "[p](../Projects/Release%20Plan.md#dates).\r\n")
+
+
+def test_dangling_backlinks_and_fix(team) -> None:  # type: ignore[no-untyped-def]
+    alice = team.member("alice")
+    for rel, text in (("Projects/Release Plan.md", PLAN), ("Meeting Notes/Kickoff.md", KICKOFF),
+                      ("Home.md", "[[Kickoff]] and [[Nowhere]]\n")):
+        (alice.vault / rel).parent.mkdir(parents=True, exist_ok=True)
+        (alice.vault / rel).write_bytes(text.encode())
+    doc = alice.sync()
+    assert doc["sync"]["dangling"] == [{"page": "Home", "links": ["Nowhere"]}]
+    back = qjson(alice.home, "read", "Projects/Release Plan", "--backlinks")
+    assert back["backlinks"] == [{"id": "Meeting Notes/Kickoff", "via": "markdown",
+                                  "title": "Kickoff"}]
+
+    # the page is renamed by hand: the sync says the links to it find nothing any more
+    (alice.vault / "Archive").mkdir()
+    (alice.vault / "Projects/Release Plan.md").rename(alice.vault / "Archive/Launch Plan.md")
+    human = quire(alice.home, "sync", check=False).stdout
+    assert "links to nothing in Meeting Notes/Kickoff: " in human, human
+    fixed = qjson(alice.home, "links", "fix", "Projects/Release Plan", "Archive/Launch Plan")
+    assert fixed["pages"] == [{"id": "Meeting Notes/Kickoff", "links": 2}]
+    assert (alice.vault / "Meeting Notes/Kickoff.md").read_bytes() == KICKOFF.replace(
+        "[[release plan|", "[[Launch Plan|").replace(
+        "../Projects/Release%20Plan.md", "../Archive/Launch%20Plan.md").encode()
+    assert alice.sync()["sync"]["dangling"] == []
+
+    remote = qjson(alice.home, "read", "Archive/Launch Plan", "--backlinks", "--remote")
+    assert [(b["id"], b["via"]) for b in remote["backlinks"]] == [
+        ("Meeting Notes/Kickoff", "wikilink")]

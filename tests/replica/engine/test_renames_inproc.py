@@ -18,6 +18,7 @@ import pytest
 from replica.engine import renames
 from replica.engine.mass_delete import Threshold
 from shared.entry import Entry
+from tests.kit.hostile import Hostile
 from tests.kit.inproc import Local, Space
 
 OLD, NEW = "Meeting Notes/Release Plan", "Archive/Release Plan 2026"
@@ -111,6 +112,38 @@ def test_an_edit_published_before_the_rename_is_carried_by_it(
     bob.sync()
     assert ann.files() == bob.files() and set(bob.files()) == {f"{NEW}.md"}
     assert history(space, NEW) == [(NEW, OLD), (OLD, None), (OLD, None)]
+
+
+def test_an_edit_refused_because_its_page_moved_is_retargeted_to_the_new_name(
+        tmp_path: Path, space: Space) -> None:
+    """Bob's push of an edit of the old name races ann's rename: the rename lands between
+    his pull and his push (injected on his push, not by timing), the hub refuses his edit
+    (``base_mismatch``), and the pull that follows carries it onto the new name: published
+    there, not resurrected under the old name, not lost."""
+    ann = space.replica(tmp_path, "ann")
+    bob = space.replica(tmp_path, "bob", wrap=Hostile)
+    try:
+        ann.write(Entry(id=OLD, title="plan", body=BODY))
+        ann.sync()
+        bob.sync()
+        rename(ann, OLD, NEW)
+
+        def rename_lands_first(request: Any, forward: Any) -> Any:
+            ann.sync()
+            return forward()
+
+        bob.transport.intercept("batches", rename_lands_first, times=1)
+        edit(bob, OLD, "four\n", "FOUR (bob)\n")
+        rep = bob.sync()
+        assert [s.status for s in bob.transport.served if s.kind == "batches"] == [409, 201]
+        assert not rep.held and not bob.path(OLD).exists(), rep
+        want = BODY.replace("four", "FOUR (bob)")
+        assert set(space.live()) == {NEW} and space.live()[NEW].body == want
+        ann.sync()
+        assert ann.files() == bob.files() == {f"{NEW}.md": bob.path(NEW).read_bytes()}
+    finally:
+        ann.close()
+        bob.close()
 
 
 def test_conflicts_across_a_rename_are_held_on_the_new_name_with_both_kept(

@@ -67,9 +67,10 @@ def readable_whole_txn(conn: Any, space_id: str, reader: ReadScope,
 def answer_proof_txn(conn: Any, space_id: str, reader: ReadScope, only: Iterable[str],
                      tree: str | None) -> dict[str, Any] | None:
     """The proof a partial replica's pull or snapshot carries in its end line, read in the
-    answer's transaction: None when the answer does not end at the current head (``tree``
-    None), ``only`` is not a folder scope, or read rules hide part of it."""
-    scope = folderproof.parse_scope(only) if tree is not None else None
+    answer's transaction, for the folder globs of ``only`` (the others are not proved):
+    None when the answer does not end at the current head (``tree`` None), ``only`` has no
+    folder glob, or read rules hide part of its folders."""
+    scope = folderproof.provable_part(only)[0] if tree is not None else None
     if scope is None or tree is None or not readable_whole_txn(conn, space_id, reader, scope):
         return None
     return folderproof.build(_nodes_txn(conn, space_id, folderproof.spine_and_children(scope)),

@@ -100,6 +100,16 @@ def parse_scope(patterns: Iterable[str]) -> Scope | None:
     return scope_of(subtrees, ())
 
 
+def provable_part(patterns: Iterable[str]) -> tuple[Scope | None, tuple[str, ...]]:
+    """A partial replica's globs split: its folder globs as a scope (None: there are none),
+    and the rest (single entries, globs inside names), which are served but not proved."""
+    folders: list[str] = []
+    rest: list[str] = []
+    for p in patterns:
+        (folders if parse_scope([p]) is not None else rest).append(p)
+    return (parse_scope(folders) if folders else None), tuple(rest)
+
+
 def scope_of(subtrees: Iterable[str], direct: Iterable[str]) -> Scope:
     """A scope of folders held whole and folders whose direct entries are held, with what
     another part already holds dropped."""

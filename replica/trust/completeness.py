@@ -2,8 +2,9 @@
 are all the entries of its folders at the signed head (shared/folderproof.py;
 docs/security.md, "Read rules"; decisions.md D143).
 
-    the replica's globs (``only``) ──folderproof.parse_scope──▶ a folder scope, or None
-      │  None (the whole space, or globs that are not folders): nothing more to prove
+    the replica's globs (``only``) ──folderproof.provable_part──▶ its folder globs as a
+      │  scope (None: no folder glob, nothing to prove); what its other globs (single
+      │  entries, globs inside names) hold is served, not proved, and left out of the check
       ▼
     the answer's signed head: its ``tree`` (signed only on a head that was current)
       │  none, on the answer's last page                        → incomplete
@@ -22,6 +23,7 @@ so it rolls back and no vault write is journaled.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from fnmatch import fnmatchcase
 from typing import Any
 
 from replica.store import store as st
@@ -41,9 +43,11 @@ def check(signed: SignedHead, only: Iterable[str], held: list[tuple[str, str]],
     """``held`` are all the entries of the folder scope ``only`` at ``signed`` (the proof
     checked against its ``tree``). ``last``: the answer ends where the sync ends (an
     earlier page, ending before the head, carries no tree and proves nothing yet)."""
-    scope = folderproof.parse_scope(only)
+    scope, rest = folderproof.provable_part(only)
     if scope is None:
         return
+    # what the other globs (single entries…) hold is served, not proved: left out here
+    held = [h for h in held if scope.holds(h[0]) or not any(fnmatchcase(h[0], g) for g in rest)]
     if signed.tree is None or proof is None:
         if not last:
             return
@@ -61,5 +65,5 @@ def check_txn(conn: Conn, signed: SignedHead, only: Iterable[str], proof: Any, w
               *, last: bool = True) -> None:
     """``check`` against the store as this transaction leaves it."""
     globs = list(only)
-    if folderproof.parse_scope(globs) is not None:
+    if folderproof.provable_part(globs)[0] is not None:
         check(signed, globs, held_txn(conn), proof, what, last=last)

@@ -161,3 +161,25 @@ def test_folder_globs_are_read_as_fnmatch_reads_them() -> None:
 
 def test_empty_tree_root() -> None:
     assert ft.root_of_entries([]) == ft.EMPTY_ROOT
+
+
+def test_a_partial_replicas_other_globs_are_served_not_proved() -> None:
+    """``projects/alpha/*`` with ``page/guide``: the folder is proved, the single entry is
+    left out of the check; an entry matching no glob is still refused."""
+    from replica.trust import completeness
+    from shared.signed import SignedHead
+
+    space = _space() | {"page/guide": "v1"}
+    scope, rest = fp.provable_part(["projects/alpha/*", "page/guide"])
+    assert scope == fp.scope_of(["projects/alpha"], []) and rest == ("page/guide",)
+    root, proof = _proof(space, scope)
+    head = SignedHead("s", "e", 1, "0" * 64, "0" * 64, 0, None, {}, tree=root)
+    held = [(k, v) for k, v in space.items() if k.startswith("projects/alpha/")]
+    completeness.check(head, ["projects/alpha/*", "page/guide"], held + [("page/guide", "v1")],
+                       proof, "pull")
+    with pytest.raises(HubUnverified):
+        completeness.check(head, ["projects/alpha/*", "page/guide"], held[1:], proof, "pull")
+    with pytest.raises(HubUnverified):
+        completeness.check(head, ["projects/alpha/*", "page/guide"],
+                           held + [("hr/salaries", "v1")], proof, "pull")
+    assert fp.provable_part(["page/guide"]) == (None, ("page/guide",))

@@ -39,17 +39,19 @@ def held_txn(conn: Conn) -> list[tuple[str, str]]:
 
 
 def check(signed: SignedHead, only: Iterable[str], held: list[tuple[str, str]],
-          proof: Any, what: str, *, last: bool = True) -> None:
+          proof: Any, what: str, *, last: bool = True, required: bool = True) -> None:
     """``held`` are all the entries of the folder scope ``only`` at ``signed`` (the proof
     checked against its ``tree``). ``last``: the answer ends where the sync ends (an
-    earlier page, ending before the head, carries no tree and proves nothing yet)."""
+    earlier page, ending before the head, carries no tree and proves nothing yet).
+    ``required``: False when read rules narrow the replica, so part of its folders may be
+    hidden from it and the hub sends no proof (one it sends is still checked)."""
     scope, rest = folderproof.provable_part(only)
     if scope is None:
         return
     # what the other globs (single entries…) hold is served, not proved: left out here
     held = [h for h in held if scope.holds(h[0]) or not any(fnmatchcase(h[0], g) for g in rest)]
     if signed.tree is None or proof is None:
-        if not last:
+        if not last or not required:
             return
         raise HubUnverified(f"{what}: the hub sent no proof that the entries of the replica's "
                             "folders are all there; nothing was applied",
@@ -62,8 +64,8 @@ def check(signed: SignedHead, only: Iterable[str], held: list[tuple[str, str]],
 
 
 def check_txn(conn: Conn, signed: SignedHead, only: Iterable[str], proof: Any, what: str,
-              *, last: bool = True) -> None:
+              *, last: bool = True, required: bool = True) -> None:
     """``check`` against the store as this transaction leaves it."""
     globs = list(only)
     if folderproof.provable_part(globs)[0] is not None:
-        check(signed, globs, held_txn(conn), proof, what, last=last)
+        check(signed, globs, held_txn(conn), proof, what, last=last, required=required)

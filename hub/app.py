@@ -17,7 +17,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.routing import Mount
 
-from hub import logs
+from hub import logs, signed_state
 from hub import screening as screen
 from hub.api.http import (
     AnswerHeaders,
@@ -187,6 +187,15 @@ class Hub:
                 logs.failure(log, "event_listener_failed", kind=kind)
 
 
+def _build_trees(store: Store, stop: threading.Event) -> None:
+    """The folder trees a migrated hub lacks, built at start (hub/signed_state.py); a
+    failure is logged and left to the next publication of each space."""
+    try:
+        signed_state.build_missing_trees(store, stop)
+    except Exception:  # noqa: BLE001 - never stops the hub: publications build it too
+        logs.failure(log, "folder_tree_build_failed")
+
+
 def create_app(settings: Settings, *, store: Store | None = None, key: HubKey | None = None,
                hooks: GuardHooks | None = None) -> Starlette:
     parse_trusted(settings.trusted_proxies)  # a bad trusted_proxies fails at start
@@ -200,8 +209,14 @@ def create_app(settings: Settings, *, store: Store | None = None, key: HubKey | 
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         hub.broker.start(asyncio.get_running_loop())
         flusher = asyncio.create_task(_flush_refusals(hub))
+        stop_trees = threading.Event()  # folder trees of spaces from before migration 0030
+        trees = asyncio.create_task(asyncio.to_thread(_build_trees, store, stop_trees)) \
+            if settings.state_root else None
         async with remote.lifespan() if remote else contextlib.nullcontext():
             yield
+        stop_trees.set()
+        if trees is not None:
+            await trees
         flusher.cancel()
         hub.broker.stop()
         await asyncio.to_thread(hub.flush_refusals)  # what the last window counted

@@ -17,14 +17,16 @@ root as ``tree`` where it is the space's current head (a page ending earlier car
 ``folder_proof_txn`` serves a scope's completeness proof (shared/folderproof.py).
 
 A space without a state row (created before migration 0003) gets one computed from its
-entries on first use; without folder rows (before migration 0030), likewise at its next
-publication, and a head computes its ``tree`` from the entries until then. ``enabled=False`` (setting ``state_root``) skips the bookkeeping for
+entries on first use; without folder rows (before migration 0030), the hub builds them at
+start (``build_missing_trees``) or the next publication does, and a head computes its
+``tree`` from the entries until then. ``enabled=False`` (setting ``state_root``) skips the bookkeeping for
 benchmarks: heads then carry the all-zero state, which no replica accepts.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any, NamedTuple
 
 from hub import spacelog
@@ -33,7 +35,7 @@ from hub.store import folders_sql as fs
 from hub.store import state_sql as ss
 from hub.store.batches import iter_changes_txn
 from hub.store.hub_state import hub_state_txn
-from hub.store.spaces_sql import SpaceRow
+from hub.store.spaces_sql import SpaceRow, get_space_txn
 from shared import foldertree, state, tlog
 from shared.canonical import canonical_str
 from shared.signed import (
@@ -75,6 +77,30 @@ def _advance_tree_txn(conn: Any, space_id: str, changes: list[state.Change],
         nodes = _rebuild_tree_txn(conn, space_id, list(ss.iter_live_versions_txn(conn, space_id)))
     write, gone, _ = foldertree.advance(nodes, moved)
     fs.write_txn(conn, space_id, write, gone)
+
+
+def build_missing_trees(store: Any, stop: threading.Event | None = None) -> int:
+    """Build the folder tree of every space that has none (spaces from before migration
+    0030), each in a write transaction of its own under the space's lock (a publication in
+    between finds it built, or builds it itself); how many were built. The hub runs it once
+    at start, off the event loop: until a space's tree is built, its heads compute ``tree``
+    from every entry. ``stop``: set at shutdown, ends it between spaces."""
+    with store.read() as conn:
+        todo = fs.unbuilt_txn(conn)
+    built = 0
+    for space_id in todo:
+        if stop is not None and stop.is_set():
+            break
+
+        def txn(conn: Any, space_id: str = space_id) -> bool:
+            if get_space_txn(conn, space_id, lock=True) is None \
+                    or fs.top_txn(conn, space_id) is not None:
+                return False
+            _rebuild_tree_txn(conn, space_id, list(ss.iter_live_versions_txn(conn, space_id)))
+            return True
+
+        built += bool(store.run_write(txn))
+    return built
 
 
 def folder_read(space_id: str, ops: Any) -> Any:

@@ -37,6 +37,8 @@ _UPSERT = Sql("INSERT INTO folder_nodes (space_id, folder, parent, lattice, size
 _DELETE = Sql("DELETE FROM folder_nodes WHERE space_id = :s AND folder = :f")
 _CLEAR = Sql("DELETE FROM folder_nodes WHERE space_id = :s")
 _TOP = Sql("SELECT digest FROM folder_nodes WHERE space_id = :s AND folder = ''")
+_UNBUILT = Sql("SELECT id FROM spaces WHERE id NOT IN "
+               "(SELECT space_id FROM folder_nodes WHERE folder = '') ORDER BY id")
 
 
 def nodes_read(space_id: str, folders: list[str]) -> Read:
@@ -76,3 +78,8 @@ def top_txn(conn: Connection, space_id: str) -> str | None:
     """The kept tree root (hex); None when the tree was never built."""
     r = _TOP.one(conn, {"s": space_id})
     return None if r is None else bytes(r[0]).hex()
+
+
+def unbuilt_txn(conn: Connection) -> list[str]:
+    """The spaces whose tree was never built (created before migration 0030)."""
+    return [r[0] for r in _UNBUILT.all(conn, {})]

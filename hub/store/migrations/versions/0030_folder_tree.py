@@ -2,8 +2,9 @@
 and count, digest), whose top digest is the ``tree`` root signed into heads
 (shared/foldertree.py; docs/architecture.md, "The state root"; decisions.md D143)
 
-Existing spaces are built lazily: the hub rebuilds a space's tree from its entries at its
-next publication, and computes the root from the entries for a head until then.
+Existing spaces are built by the hub, not here: at its start, in the background
+(hub/signed_state.py ``build_missing_trees``), or at a space's next publication; a head
+computes the root from the entries until then.
 
 Revision ID: 0030
 Revises: 0029

@@ -13,6 +13,7 @@ import importlib
 import json
 import os
 import re
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -292,6 +293,11 @@ def cmd_sync(args: argparse.Namespace, out: Out) -> int:
         human.append(f"  links to nothing in {d['page']}: "
                      + ", ".join(f"[[{t}]]" for t in d["links"])
                      + " (quire links fix OLD NEW rewrites links to a renamed page)")
+    if r.get("dangling"):  # the renames this sync published: the command for each
+        human += [f"  renamed {o['from']} to {o['id']}: quire links fix "
+                  f"{shlex.quote(o['from'])} {shlex.quote(o['id'])}"
+                  for c in r.get("changes") or [] if c.get("own")
+                  for o in c.get("ops") or [] if o.get("action") == "renamed"]
     human += _screened_lines(r.get("content_screened") or [],
                              "  kept back (content_screened): ")
     human += [f"  held (version_blocked): {b['message']}"

@@ -25,17 +25,20 @@ def test_a_rename_and_an_edit_of_the_old_name_converge_on_the_new_name(
     team = CliTeam(hub, owner, tmp_path, "rn-" + tmp_path.name[-6:].lower().replace("_", "-"))
     ann, bob = team.members("ann", "bob")
     ann.write(Entry(id=OLD, title="Release plan", body=BODY))
+    ann.write(Entry(id="Index", title="Index", body=f"see [[{OLD}]]\n"))
     ann.sync()
     bob.sync()
     # at once: ann moves the file, bob edits it under its old name
     ann.path(NEW).parent.mkdir(parents=True)
     ann.path(OLD).rename(ann.path(NEW))
     bob.write(Entry(id=OLD, title="Release plan", body=BODY.replace("dates", "dates: May 4")))
-    assert ann.sync()["sync"]["pushed"] == 2  # one batch: the delete and the put from it
+    out = ann.run("sync").stdout  # what a person reads: the link left behind, and the fix
+    assert f"links to nothing in Index: [[{OLD}]]" in out, out
+    assert f"renamed {OLD} to {NEW}: quire links fix '{OLD}' '{NEW}'" in out, out
     doc = bob.sync()["sync"]
     assert not doc["held"], doc
     ann.sync()
-    want = {f"{NEW}.md": ann.path(NEW).read_bytes()}
+    want = {f"{NEW}.md": ann.path(NEW).read_bytes(), "Index.md": ann.path("Index").read_bytes()}
     assert ann.files() == bob.files() == want
     assert ann.read(NEW).body == "goals\nscope\ndates: May 4\n"  # type: ignore[union-attr]
     with ann.client() as c:  # the answer as the hub gives it (in-process: one CLI start less)

@@ -258,14 +258,16 @@ def signed_head(key: HubKey, *, space: str, epoch: str, seq: int, digest: str, r
 
 def epoch_statement_txn(conn: Any, key: HubKey, space: SpaceRow, epoch: str, reason: str,
                         at: int, restored_from: dict[str, Any] | None = None,
-                        purged: list[str] | None = None) -> dict[str, Any]:
+                        purged: list[str] | None = None, forked: list[str] | None = None
+                        ) -> dict[str, Any]:
     """Sign and keep the statement that ``space`` moved from its epoch to ``epoch``
     (``restored_from``: the backup's head of the space, hub/restore.py; ``purged``: the
-    entries replicas must drop, hub/purge.py)."""
+    entries replicas must drop, hub/purge.py; ``forked``: the evidence of two histories
+    this epoch recovers from, hub/spacelog.py ``fork_evidence``)."""
     st = sign_statement(key.private, EPOCH_DOMAIN, epoch_body(
         space=space.id, epoch=epoch, previous=space.epoch, previous_seq=space.head_seq,
         previous_digest=space.head_digest, reason=reason, at=at,
-        restored_from=restored_from, purged=purged))
+        restored_from=restored_from, purged=purged, forked=forked))
     ss.insert_epoch_txn(conn, space.id, epoch, canonical_str(st), at)
     spacelog.epoch_leaf_txn(conn, space.id, epoch, st)  # the log records the decision
     return st

@@ -19,6 +19,10 @@ a new epoch is one more leaf; a restore is a new epoch too. A hub restored from 
 that lost data (``quire hub restore --lost-data``) has a shorter log than replicas and witnesses
 hold: they refuse it until a member accepts the restore and the witness's operator forgets
 the old line (decisions.md D140).
+
+    owner's fork recovery (bump_epoch with ``fork``) ──fork_evidence──▶ the new epoch's
+                      statement names the two checkpoints; its leaf is in this log, which
+                      survives (replicas republish the other's changes: D146)
 """
 
 from __future__ import annotations
@@ -220,3 +224,29 @@ def set_witnesses(store: Store, key: HubKey, p: Principal, space_ref: str,
         return {"policy": statement, "digest": digest_of(statement), "leaf": leaf}
 
     return store.run_write(txn)
+
+
+# ---------------------------------------------------------------- fork recovery
+
+
+def fork_evidence(key: HubKey | None, p: Principal, space_id: str, fork: Any) -> list[str]:
+    """The evidence a fork recovery carries (``bump_epoch`` with ``fork``): two checkpoints
+    of this space's log, signed by this hub's key, that prove two histories
+    (``tlog.equivocation``, as ``quire verify --evidence`` checks them). Hub owners only:
+    the new epoch's statement names them, this hub's log is the one that survives, and the
+    witnesses take it as their line again (hub/witness/app.py ``release``)."""
+    if not p.is_owner:
+        raise Forbidden("only a hub owner recovers a space from a fork", {"reason": "owner"})
+    notes = fork.get("checkpoints") if isinstance(fork, dict) else None
+    if not (isinstance(notes, list) and len(notes) == 2 and key is not None):
+        raise InvalidRequest("fork is {\"checkpoints\": [NOTE, NOTE]}", {"reason": "fork"})
+    try:
+        tlog.equivocation(*notes)
+        cp = tlog.parse_checkpoint(tlog.parse_note(notes[0]).body)
+    except (ValueError, TypeError) as e:
+        raise InvalidRequest(f"the fork's evidence proves nothing: {e}",
+                             {"reason": "fork"}) from None
+    if cp.space != space_id or cp.hub_key != key.public:
+        raise InvalidRequest("the fork's evidence is of another space or another hub key",
+                             {"reason": "fork"})
+    return [str(n) for n in notes]

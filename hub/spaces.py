@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hub import audit, policy, signed_state
+from hub import audit, policy, signed_state, spacelog
 from hub import scope as scopes
 from hub.access import (
     INVITE_PREFIX,
@@ -416,9 +416,12 @@ def bump_epoch(store: Store, p: Principal, space_ref: str, body: dict[str, Any],
     dry = dry or dry_run
     if p.delegation_id is not None:
         raise Forbidden("delegated credentials cannot change epochs")
+    fork = body.get("fork")
 
     def txn(conn: Any) -> dict[str, Any]:
         space, _ = space_access_txn(conn, p, space_ref, "admin", lock=True)
+        # a fork recovery: this hub's log survives, the evidence names the other history
+        forked = None if fork is None else spacelog.fork_evidence(key, p, space.id, fork)
         out = {"space": space.id, "epoch": None, "previous": space.epoch,
                "previous_seq": space.head_seq, "reason": reason, "dry_run": dry,
                "impact": epoch_impact_txn(conn, space)}
@@ -426,11 +429,17 @@ def bump_epoch(store: Store, p: Principal, space_ref: str, body: dict[str, Any],
             return out
         epoch = new_id(now)
         set_head_txn(conn, space.id, 0, genesis_digest(space.id, epoch), epoch=epoch)
+        st = None
         if key is not None:  # the statement replicas verify before taking the new epoch
-            signed_state.epoch_statement_txn(conn, key, space, epoch, reason, now)
+            st = signed_state.epoch_statement_txn(conn, key, space, epoch, reason, now,
+                                                  forked=forked)
+        details = {"previous": space.epoch, "epoch": epoch, "reason": reason,
+                   "previous_seq": space.head_seq}
+        if forked is not None:
+            details["forked"] = forked
+            out["statement"] = st  # what the witnesses take the line from (D146)
         audit.record_space_txn(conn, space, at=now, action="epoch.bump", actor=p.actor(),
-                               details={"previous": space.epoch, "epoch": epoch,
-                                        "reason": reason, "previous_seq": space.head_seq})
+                               details=details)
         return dict(out, epoch=epoch)
 
     return store.run_write(txn)

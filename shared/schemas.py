@@ -109,6 +109,12 @@ REQUESTS: dict[str, dict[str, Any]] = {
     }, ("batch_id", "replica_id", "space", "epoch", "parent", "ops", "digest", "signature"),
         description="a signed batch (docs/protocol.md, Batch)"),
     "epoch_bump": _obj({"reason": {"type": "string", "minLength": 1, "maxLength": 500},
+                        # a fork recovery (hub owners): the evidence of two histories, as
+                        # `quire verify --evidence` reads it; this hub's log survives
+                        "fork": _obj({"checkpoints": {"type": "array", "minItems": 2,
+                                                      "maxItems": 2,
+                                                      "items": {"type": "string"}}},
+                                     ("checkpoints",)),
                         **DRY}, ("reason",)),
     # proposals (hub/proposals.py): one op as a batch holds it, and the agent's reason
     "proposal_file": _obj({"op": {"oneOf": [

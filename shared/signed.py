@@ -230,6 +230,10 @@ class EpochStatement:
     restored_from: tuple[str, int, str] | None = None
     # entry ids a purge removed from all history (docs/security.md, Purge); () for a bump
     purged: tuple[str, ...] = ()
+    # a fork recovery (hub/spaces.py ``bump_epoch`` with ``fork``): the two hub-signed
+    # checkpoints that prove the hub showed two histories; this epoch's log is the one that
+    # survives, and replicas republish what they hold from the other (replica/engine/forked.py)
+    forked: tuple[str, str] | None = None
 
 
 EPOCH_FIELDS = {"space", "epoch", "previous", "previous_seq", "previous_digest", "reason",
@@ -240,7 +244,8 @@ MAX_PURGED = 1000  # entry ids one purge statement may name
 def epoch_body(*, space: str, epoch: str, previous: str, previous_seq: int,
                previous_digest: str, reason: str, at: int,
                restored_from: dict[str, Any] | None = None,
-               purged: list[str] | None = None) -> dict[str, Any]:
+               purged: list[str] | None = None,
+               forked: list[str] | None = None) -> dict[str, Any]:
     body = {"space": space, "epoch": epoch, "previous": previous,
             "previous_seq": previous_seq, "previous_digest": previous_digest,
             "reason": reason, "at": at}
@@ -248,6 +253,8 @@ def epoch_body(*, space: str, epoch: str, previous: str, previous_seq: int,
         body["restored_from"] = restored_from
     if purged is not None:  # absent on a plain bump: its statement signs as before
         body["purged"] = sorted(purged)
+    if forked is not None:  # absent unless a fork recovery: other statements sign as before
+        body["forked"] = list(forked)
     return body
 
 
@@ -261,9 +268,14 @@ def _restored_from(raw: Any) -> tuple[str, int, str] | None:
 
 
 def parse_epoch_statement(hub_key: Keys, obj: Any, *, space: str) -> EpochStatement:
-    body = verified_body(hub_key, EPOCH_DOMAIN, obj, EPOCH_FIELDS, {"restored_from", "purged"},
-                         "epoch statement")
+    body = verified_body(hub_key, EPOCH_DOMAIN, obj, EPOCH_FIELDS,
+                         {"restored_from", "purged", "forked"}, "epoch statement")
     purged = body.get("purged", [])
+    forked = body.get("forked")
+    if not (forked is None or (isinstance(forked, list) and len(forked) == 2
+                               and all(isinstance(n, str) and len(n) < 8192
+                                       for n in forked))):
+        raise HubUnverified("epoch statement has a forked field of the wrong form")
     if not (is_id(body["epoch"]) and is_id(body["previous"]) and _int(body["previous_seq"])
             and is_digest(body["previous_digest"]) and isinstance(body["reason"], str)
             and _int(body["at"]) and isinstance(purged, list) and len(purged) <= MAX_PURGED
@@ -274,7 +286,7 @@ def parse_epoch_statement(hub_key: Keys, obj: Any, *, space: str) -> EpochStatem
     return EpochStatement(body["space"], body["epoch"], body["previous"],
                           body["previous_seq"], body["previous_digest"], body["reason"],
                           body["at"], _restored_from(body.get("restored_from")),
-                          tuple(purged))
+                          tuple(purged), None if forked is None else (forked[0], forked[1]))
 
 
 def epoch_path(statements: list[EpochStatement], start: str, end: str

@@ -7,6 +7,15 @@
                            another checkpoint of that size (kept as evidence: 409 after)
     GET  /checkpoint?origin=O   the latest co-signed note for O (gossip, evidence), and the
                            conflicting pair when the hub showed two histories
+    POST /release          {"note", "statement", "leaf": {"index", "data", "proof"}}: a
+                           fork recovery (D146): the note is a hub-signed checkpoint whose
+                           log holds the leaf of a new epoch, the statement its hub-signed
+                           statement,
+                           carrying the proof of two histories (``forked``); the line
+                           starts again there, the
+                           conflict is cleared, the statement kept. 200 the co-signature;
+                           400 malformed or no proof of a fork, 403 not the hub's
+                           signature, 404 a hub not served, 409 taken already
     GET  /                 {name, key}: what an owner adds to a space's policy
 
     request ──parse──▶ checkpoint (origin = hub key + space) ──hub's signature──▶
@@ -16,6 +25,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,7 +39,11 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from hub.witness.state import Refusal, WitnessState, decide
-from shared import tlog
+from shared import merkle, tlog
+from shared.canonical import canonical_str
+from shared.digest import digest_of, genesis_digest
+from shared.errors import QuireError
+from shared.signed import EpochStatement, parse_epoch_statement
 from shared.signing import public_b64
 
 MAX_BODY = 16 * 1024
@@ -80,6 +94,58 @@ class Witness:
         return line
 
 
+    def release(self, doc: Any) -> str:
+        """Take a fork recovery (above): the co-signature of its checkpoint, or
+        ``Refusal``."""
+        if not isinstance(doc, dict):
+            raise Refusal(400, "the body is {\"note\", \"statement\", \"leaf\"}")
+        try:
+            note = tlog.parse_note(doc.get("note"))
+            cp = tlog.parse_checkpoint(note.body)
+        except ValueError as e:
+            raise Refusal(400, f"not a checkpoint: {e}") from None
+        if self.hubs and cp.hub_key not in self.hubs:
+            raise Refusal(404, "this witness does not serve that hub")
+        if not tlog.hub_signed(note, cp.hub_key):
+            raise Refusal(403, "the checkpoint is not signed by the hub key its origin names")
+        st = recovery_of(doc.get("leaf"), doc.get("statement"), cp)
+        at = int(self.clock())
+        line = tlog.cosign(self.key, self.name, note.body, at)
+        kept = tlog.with_lines(tlog.Note(note.body, ()), line).text()
+        if not self.state.release(cp.origin, st.epoch, canonical_str(doc["statement"]), cp,
+                                  kept, at):
+            raise Refusal(409, "this fork recovery was taken already")
+        return line
+
+
+def recovery_of(leaf: Any, statement: Any, cp: tlog.Checkpoint) -> EpochStatement:
+    """The fork recovery a leaf of the checkpoint's log records: a new epoch of its space
+    whose statement, signed by the origin's hub key, carries two checkpoints of this very
+    log that prove two histories. ``Refusal`` (400) otherwise."""
+    try:
+        if not (isinstance(leaf, dict) and isinstance(leaf.get("index"), int)
+                and 0 <= leaf["index"] < cp.size and isinstance(leaf.get("data"), dict)
+                and isinstance(leaf.get("proof"), list) and len(leaf["proof"]) <= 64):
+            raise ValueError("the leaf is {index (in the log), data, proof}")
+        data = leaf["data"]
+        proof = [bytes.fromhex(h) for h in leaf["proof"]]
+        merkle.verify_inclusion(tlog.leaf_hash_of(data), leaf["index"], cp.size, proof,
+                                cp.root)
+        st = parse_epoch_statement(cp.hub_key, statement, space=cp.space)
+        if not tlog.leaf_at_head(data, epoch=st.epoch, seq=0,
+                                 head=genesis_digest(cp.space, st.epoch)) \
+                or data.get("statement") != digest_of(statement):
+            raise ValueError("the last leaf is not the new epoch's")
+        if st.forked is None:
+            raise ValueError("the new epoch is not a fork recovery")
+        tlog.equivocation(*st.forked)
+        if tlog.parse_checkpoint(tlog.parse_note(st.forked[0]).body).origin != cp.origin:
+            raise ValueError("the evidence is of another log")
+    except (ValueError, TypeError, merkle.ProofError, QuireError) as e:
+        raise Refusal(400, f"not a fork recovery of this log: {e}") from None
+    return st
+
+
 def _parse(raw: bytes) -> tuple[int, list[bytes], str]:
     try:
         text = raw.decode("utf-8")
@@ -122,10 +188,24 @@ def create_app(witness: Witness) -> Starlette:
             doc["equivocation"] = {"kept": conflict[0], "other": conflict[1]}
         return JSONResponse(doc)
 
+    async def release(request: Request) -> Response:
+        raw = await request.body()
+        if len(raw) > MAX_BODY:
+            return PlainTextResponse("too large\n", status_code=413)
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            doc = None
+        try:
+            return PlainTextResponse(witness.release(doc))
+        except Refusal as r:
+            return PlainTextResponse(r.message + "\n", status_code=r.status)
+
     async def info(request: Request) -> Response:
         return JSONResponse({"name": witness.name, "key": witness.public})
 
     return Starlette(routes=[Route("/add-checkpoint", add, methods=["POST"]),
+                             Route("/release", release, methods=["POST"]),
                              Route("/checkpoint", checkpoint, methods=["GET"]),
                              Route("/", info, methods=["GET"])])
 

@@ -4,7 +4,10 @@
                  one line per origin, i.e. per (hub key, space): shared/tlog.py
     conflicts    origin → two hub-signed checkpoints of one size with different roots: the
                  hub showed two histories; nothing more is co-signed for that origin until
-                 its operator forgets it (``quire witness forget``)
+                 its operator forgets it (``quire witness forget``) or the hub's owner
+                 recovers the space (``release``)
+    releases     origin, epoch → the hub-signed fork recovery the line was taken from
+                 (each taken once: a replay cannot set the line back)
 
 ``decide`` is the whole policy (C2SP tlog-witness): the request's ``old`` must be the size
 held (else 409 with it); a smaller checkpoint is refused; the proof must lead from the held
@@ -26,6 +29,9 @@ CREATE TABLE IF NOT EXISTS checkpoints (origin TEXT PRIMARY KEY, size INTEGER NO
     root BLOB NOT NULL, body TEXT NOT NULL, note TEXT NOT NULL, at INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS conflicts (origin TEXT PRIMARY KEY, kept TEXT NOT NULL,
     other TEXT NOT NULL, at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS releases (origin TEXT NOT NULL, epoch TEXT NOT NULL,
+    statement TEXT NOT NULL, note TEXT NOT NULL, at INTEGER NOT NULL,
+    PRIMARY KEY (origin, epoch));
 """
 
 
@@ -107,3 +113,24 @@ class WitnessState:
         a = self.db.execute("DELETE FROM checkpoints WHERE origin = ?", (origin,)).rowcount
         b = self.db.execute("DELETE FROM conflicts WHERE origin = ?", (origin,)).rowcount
         return bool(a or b)
+
+    def release(self, origin: str, epoch: str, statement: str, cp: tlog.Checkpoint,
+                note: str, at: int) -> bool:
+        """A fork recovery (hub/witness/app.py ``release``): the line of ``origin`` starts
+        again at ``cp``, its conflict cleared, the statement kept. False if that recovery
+        was taken before."""
+        with self.lock:
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                if self.db.execute("INSERT OR IGNORE INTO releases VALUES (?, ?, ?, ?, ?)",
+                                   (origin, epoch, statement, note, at)).rowcount != 1:
+                    self.db.execute("ROLLBACK")
+                    return False
+                self.db.execute("DELETE FROM conflicts WHERE origin = ?", (origin,))
+                self.db.execute("INSERT OR REPLACE INTO checkpoints VALUES (?, ?, ?, ?, ?, ?)",
+                                (origin, cp.size, cp.root, cp.body(), note, at))
+                self.db.execute("COMMIT")
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+        return True

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from shared import tlog
+from shared.errors import InvalidRequest
 
 
 def pair_of(doc: Any) -> tuple[Any, Any] | None:
@@ -44,3 +45,25 @@ def check(path: str) -> tuple[int, dict[str, Any], str]:
     except (ValueError, TypeError) as e:
         return 1, {"ok": False, "reason": str(e)}, f"not proven: {e}"
     return 0, {"ok": True, "proven": proven}, f"proven: {proven}"
+
+
+def read_pair(path: str) -> list[str]:
+    """The pair of checkpoints in the evidence file (``InvalidRequest`` when none)."""
+    try:
+        pair = pair_of(json.loads(Path(path).read_text(encoding="utf-8")))
+    except (OSError, ValueError) as e:
+        raise InvalidRequest(f"{path}: {e}", {"reason": "fork"}) from None
+    if pair is None or not all(isinstance(n, str) for n in pair):
+        raise InvalidRequest(f"{path}: no pair of checkpoints in it", {"reason": "fork"})
+    return [pair[0], pair[1]]
+
+
+def recovery_text(space: str, res: dict[str, Any]) -> str:
+    """What ``quire admin epoch bump --fork`` printed: the new epoch, each witness."""
+    lines = [f"{space}: recovered from two histories; a new epoch began, this hub's history "
+             "survives and replicas republish what they hold from the other at their next "
+             "sync"]
+    for w in res.get("witnesses") or []:
+        lines.append(f"  witness {w['name']}: " + ("released" if w["released"] else
+                                                  f"not released ({w.get('error')})"))
+    return "\n".join(lines)

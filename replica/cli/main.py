@@ -460,8 +460,16 @@ def cmd_admin(args: argparse.Namespace, out: Out) -> int:
 
             screening_cli.run(args, out, c)
         elif args.noun == "epoch" and args.verb == "bump":
-            res = c.bump_epoch(args.space, args.reason, args.dry_run)
-            out.doc(res, identity_cli.epoch_text(args.space, res))
+            if args.fork is not None:  # a fork recovery (replica/app/fork_recovery.py)
+                from replica.app import fork_recovery
+                from replica.cli import evidence
+
+                res = fork_recovery.recover(c, args.space, args.reason,
+                                            evidence.read_pair(args.fork))
+                out.doc(res, evidence.recovery_text(args.space, res))
+            else:
+                res = c.bump_epoch(args.space, args.reason, args.dry_run)
+                out.doc(res, identity_cli.epoch_text(args.space, res))
         elif not identity_cli.admin(args, out, c, hub):
             raise UsageError(f"unknown admin command {args.noun} {args.verb}")
     return 0
@@ -649,6 +657,10 @@ def build_parser() -> argparse.ArgumentParser:
     eb.add_argument("--dry-run", action="store_true",
                     help="report the impact (replicas that re-snapshot, entries carried, "
                          "history left behind); change nothing")
+    eb.add_argument("--fork", metavar="EVIDENCE", default=None,
+                    help="hub owners: recover from two histories (EVIDENCE as quire verify "
+                         "--evidence reads it); this hub's history survives, the witnesses "
+                         "are released, replicas republish what they hold from the other")
     identity_cli.add_admin_parsers(nouns, common, _Parser)
     from replica.cli.revert import add_admin_parser as add_revert_parser
 

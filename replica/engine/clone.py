@@ -18,7 +18,7 @@ import os
 from typing import Any
 
 from replica.engine import clone_writers as vaultwriter
-from replica.engine import restored
+from replica.engine import forked, restored
 from replica.engine.crash import crash_point
 from replica.engine.ledger import Ledger, settled_mtime_ns
 from replica.engine.purge import drop_purged_txn, purged_by
@@ -29,12 +29,13 @@ from replica.store import store as st
 from replica.store.db import Conn
 from replica.store.records import stored_entry
 from replica.store.store import Head
-from replica.trust import verify
+from replica.trust import logcheck, verify
 from replica.vault import created as clonefiles
 from replica.vault import faults as vaultfaults
 from replica.vault import markdown as md
+from shared import tlog
 from shared.errors import HubUnverified
-from shared.signed import SignedHead
+from shared.signed import EpochStatement, SignedHead
 
 CHUNK = 2000  # snapshot entries a chunk (what the vault writers get at a time)
 
@@ -52,6 +53,7 @@ class Snapshotter:
         # (replica/engine/restored.py); set for one snapshot, empty otherwise
         self._republish: set[str] = set()
         self._restore: tuple[list[Any], Any] | None = None
+        self._forked: set[str] = set()  # crossing a fork recovery (forked.py)
 
     def _snapshot_head(self, first: Any, fresh: SignedHead | None
                        ) -> tuple[SignedHead, dict[str, str]]:
@@ -68,7 +70,30 @@ class Snapshotter:
                                             accepted if isinstance(accepted, str) else None)
         if path:
             self._restore = (parsed, restored.restore_point(path))
+            recovery = logcheck.fork_recovery(path, tuple(self.client.hub_keys), self.space_id)
+            if recovery is not None:  # what we hold from the history that did not survive
+                self._forked = self._lost_in_fork(recovery)
         return signed, purged_by(path)
+
+    def _lost_in_fork(self, recovery: EpochStatement) -> set[str]:
+        """Entry ids of our batches the surviving history lacks (replica/engine/forked.py),
+        each head checked against the log of the checkpoint this sync just accepted."""
+        store = self.ledger.store
+        kept = store.get_meta(logcheck.KEPT)
+        with store.tx() as conn:
+            rows = forked.history_rows_txn(conn, recovery.previous)
+
+        def on_line(seq: int, head: str) -> bool:
+            if not isinstance(kept, dict):
+                raise HubUnverified("a fork recovery without a checkpoint accepted for it",
+                                    {"reason": "log_missing"})
+            doc = self.client.admin_get(f"/v1/spaces/{self.space_id}/log/inclusion", {
+                "epoch": recovery.previous, "seq": seq,
+                "size": tlog.parse_checkpoint(tlog.parse_note(kept["note"]).body).size})
+            return logcheck.leaf_of(doc, kept, epoch=recovery.previous,
+                                    seq=seq).get("head") == head
+
+        return forked.lost_ids(store.head(), rows, recovery, on_line)
 
     def snapshot(self, report: SyncReport, fresh: SignedHead | None = None) -> None:
         """Take the hub's state at one signed head and replay every local change on top of
@@ -77,6 +102,7 @@ class Snapshotter:
         (nothing else is written before the commit: vault writes are journaled)."""
         report.snapshot = True
         self._restore = None
+        self._forked = set()
         lines = self.client.snapshot_lines(self.space_id)
         first = next(lines)
         signed, purged = self._snapshot_head(first, fresh)
@@ -88,6 +114,7 @@ class Snapshotter:
             with self.ledger.store.tx() as conn:
                 if self._restore is not None and self._restore[1] is not None:
                     self._republish = restored.republish_ids_txn(conn, *self._restore)
+                self._republish = self._republish | self._forked  # D146
                 if purged:  # before any entry: nothing of them is merged or kept
                     drop_purged_txn(conn, purged, report, self.ledger.schedule_write_txn,
                                     self.ledger.clock())

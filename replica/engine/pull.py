@@ -23,7 +23,7 @@ from replica.store.store import Head
 from replica.trust import audit_tips as auditcheck
 from replica.trust import logcheck, verify
 from shared.errors import HubUnverified, SnapshotRequired
-from shared.signed import SignedHead
+from shared.signed import SignedHead, epoch_path, parse_epoch_statement
 
 WITNESSED_PAGE = 500  # batches per page up to a witnessed head (the hub's default page)
 
@@ -67,7 +67,12 @@ class Puller:
             except HubUnverified as e:
                 if head is not None and e.details.get("reason") == "log_rollback":
                     self.restore_behind(head, fresh)  # what the hub says happened, if so
-                raise
+                if head is None or not self.fork_recovered(head):
+                    raise
+                # the owner recovered the space from two histories (D146): the line we
+                # kept may be the one that did not survive; this one must still be
+                # co-signed by the space's witnesses
+                self.check_log(fresh, recovered=True)
             self.snapshots.snapshot(report, fresh)
             return
         if fresh.seq < head.seq:
@@ -85,16 +90,38 @@ class Puller:
         self.check_log(fresh)
         self._pull_changes(report, head, fresh.seq)
 
-    def check_log(self, fresh: SignedHead) -> None:
+    def check_log(self, fresh: SignedHead, recovered: bool = False) -> None:
         """The head's log checkpoint extends the one we accepted last and carries the
         witnesses' co-signatures (replica/trust/logcheck.py); kept once it does. A restore
-        from a backup the member accepted (``quire accept-restore``) starts a new line."""
+        from a backup the member accepted (``quire accept-restore``) and a fork recovery
+        on the way to this epoch (``recovered``) start a new line."""
         kept = self.store.get_meta(logcheck.KEPT)
-        if kept is not None and self.store.get_meta(ACCEPTED_RESTORE) == fresh.epoch:
+        if kept is not None and (recovered
+                                 or self.store.get_meta(ACCEPTED_RESTORE) == fresh.epoch):
             kept = None
         new = logcheck.check(fresh, kept, self.client.hub_keys, self.log_sources())
         if new is not None and new != kept:
             self.store.set_meta(logcheck.KEPT, new)
+
+    def fork_recovered(self, head: Head) -> bool:
+        """Does a hub-signed fork recovery lie between our epoch and the hub's (the
+        snapshot's epoch statements; logcheck.fork_recovery checks its proof)?"""
+        lines = self.client.snapshot_lines(self.space_id)
+        try:
+            first = next(lines)
+            epochs = first.get("epochs") if isinstance(first, dict) else None
+            signed = self.client.verified_head(first.get("head"), self.space_id)
+            keys = self.client.hub_keys
+            parsed = [parse_epoch_statement(keys, e, space=self.space_id)
+                      for e in epochs or []]
+            path = epoch_path(parsed, head.epoch, signed.epoch)
+        except (HubUnverified, StopIteration, AttributeError):
+            return False
+        finally:
+            close = getattr(lines, "close", None)
+            if close is not None:
+                close()
+        return logcheck.fork_recovery(path, tuple(keys), self.space_id) is not None
 
     def restore_behind(self, head: Head, fresh: SignedHead) -> None:
         """A shorter log in a new epoch: a hub restored from a backup after losing data

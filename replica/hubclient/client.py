@@ -328,10 +328,13 @@ class HubClient:
         return self._request("PUT", f"/v1/spaces/{_q(space)}/replicas/{_q(replica_id)}"
                              "/conflicts", {"conflicts": items})
 
-    def bump_epoch(self, space: str, reason: str, dry_run: bool = False) -> dict[str, Any]:
+    def bump_epoch(self, space: str, reason: str, dry_run: bool = False,
+                   fork: list[str] | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {"reason": reason}
         if dry_run:
             body["dry_run"] = True
+        if fork is not None:  # a fork recovery: the evidence (replica/app/fork_recovery.py)
+            body["fork"] = {"checkpoints": fork}
         return self._request("POST", f"/v1/spaces/{_q(space)}/epoch", body)
 
     def purge(self, space: str, entries: list[str], reason: str, dry_run: bool = False

@@ -8,6 +8,7 @@
                                             with a proof from that size (``proof(m, n)``)
     422  the proof does not verify (another history), 403 not the hub's signature, 400 …
          → WitnessRefused, with what the witness said
+    POST <url>/release   a fork recovery the hub's owner made (replica/app/fork_recovery.py)
 
 The proofs come from the hub (GET …/log/consistency); the witness checks them against the
 checkpoint it co-signed last, so a hub cannot pass a witness with a proof it made up.
@@ -72,6 +73,23 @@ def add_checkpoint(url: str, note: str, size: int, guess: int,
         raise TransferFailed(f"could not reach the witness at {base} ({type(e).__name__})",
                              {"url": base}) from e
     raise WitnessRefused(409, "the witness's size kept moving")
+
+
+def release(url: str, doc: dict[str, Any]) -> str:
+    """Hand the witness a fork recovery (``POST <url>/release``: the checkpoint whose last
+    leaf is the recovery's new epoch, its statement, that leaf's proof): its co-signature
+    line. Raises ``WitnessRefused`` or ``TransferFailed``."""
+    base = url.rstrip("/")
+    try:
+        with httpx2.Client(transport=TRANSPORTS.get(base), timeout=TIMEOUT,
+                           follow_redirects=False) as http:
+            resp = http.post(f"{base}/release", json=doc)
+    except (httpx2.TransportError, httpx2.StreamError) as e:
+        raise TransferFailed(f"could not reach the witness at {base} ({type(e).__name__})",
+                             {"url": base}) from e
+    if resp.status_code != 200:
+        raise WitnessRefused(resp.status_code, resp.text[:2000].strip())
+    return resp.text[:2000]
 
 
 def latest(url: str, origin: str) -> dict[str, Any] | None:

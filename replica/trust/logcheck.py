@@ -33,7 +33,7 @@ from typing import Any
 
 from shared import merkle, tlog
 from shared.errors import HubUnverified
-from shared.signed import SignedHead
+from shared.signed import EpochStatement, SignedHead
 
 KEPT = "log_checkpoint"  # store meta: {"note", "head", "policy"}
 
@@ -245,3 +245,44 @@ def check_witnessed(kept: Any, epoch: str, seq: int) -> None:
     head = kept.get("head") or {}
     if head.get("epoch") != epoch or not isinstance(head.get("seq"), int) or seq > head["seq"]:
         raise Unwitnessed(f"changes up to seq {seq} are past the last witnessed head")
+
+
+# ---------------------------------------------------------------- fork recovery (D146)
+
+
+def fork_recovery(path: list[EpochStatement], keys: tuple[str, ...], space: str
+                  ) -> EpochStatement | None:
+    """The first statement on the epoch ``path`` that recovers this space from a fork: its
+    ``forked`` pair proves, by itself, that a pinned key signed two histories of this
+    space's log (``tlog.equivocation``). A statement whose pair proves nothing is no
+    recovery (the refusal it would lift stands)."""
+    for s in path:
+        if s.forked is None:
+            continue
+        try:
+            tlog.equivocation(*s.forked)
+            cp = tlog.parse_checkpoint(tlog.parse_note(s.forked[0]).body)
+        except (ValueError, TypeError):
+            continue
+        if cp.space == space and cp.hub_key in keys:
+            return s
+    return None
+
+
+def leaf_of(doc: Any, kept: Any, *, epoch: str, seq: int) -> dict[str, Any]:
+    """The batch leaf of head ``(epoch, seq)`` in the log of the ``kept`` checkpoint, from
+    an answer of ``GET …/log/inclusion`` (its proof checked against the kept root).
+    Raises ``HubUnverified`` (``log_inconsistent``)."""
+    try:
+        cp = tlog.parse_checkpoint(tlog.parse_note(kept.get("note")).body)
+        data = doc.get("data") if isinstance(doc, dict) else None
+        if not (isinstance(data, dict) and data.get("epoch") == epoch
+                and data.get("seq") == seq and "batch" in data
+                and isinstance(doc.get("index"), int)):
+            raise ValueError("not the leaf of that head")
+        merkle.verify_inclusion(tlog.leaf_hash_of(data), doc["index"], cp.size,
+                                _hashes(doc.get("proof")), cp.root)
+    except (ValueError, TypeError, AttributeError, merkle.ProofError) as e:
+        raise _refuse(f"the hub's log does not show head {seq} of the epoch it ended ({e})",
+                      "log_inconsistent") from None
+    return data

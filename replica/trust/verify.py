@@ -35,6 +35,7 @@ from typing import Any
 from replica.store import store as st
 from replica.store.db import Conn
 from replica.trust import audit_tips as auditcheck
+from replica.trust import logcheck
 from shared import state
 from shared.errors import HubUnverified
 from shared.signed import (
@@ -261,7 +262,11 @@ def snapshot_path(keys: Keys, space_id: str, local: st.Head | None, signed: Sign
         parsed = [parse_epoch_statement(keys, e, space=space_id) for e in epochs]
         path = epoch_path(parsed, local.epoch, signed.epoch)
         first = path[0]
-        if first.previous_seq < local.seq:
+        # a fork recovery (D146) ends our epoch where the surviving history ended, which
+        # may be before our head on the other one: what we hold from it is republished
+        recovery = logcheck.fork_recovery([first], tuple([keys] if isinstance(keys, str)
+                                                         else keys), space_id)
+        if first.previous_seq < local.seq and recovery is None:
             lost = first.restored_from == (first.previous, first.previous_seq,
                                            first.previous_digest)
             if lost and accepted == first.epoch:

@@ -162,6 +162,95 @@ def test_a_fork_is_never_accepted_by_the_second_replica_and_proven_offline(
         hub.close()
 
 
+def _published(space: Any, epochs: list[str]) -> dict[tuple[str, str], int]:
+    """How many times each version of each entry was published, over the epochs' batches."""
+    count: dict[tuple[str, str], int] = {}
+    for epoch in epochs:
+        seq = 1
+        while True:
+            try:
+                b = space.admin.admin_get(f"/v1/spaces/{space.id}/batch",
+                                          {"seq": seq, "epoch": epoch})
+            except QuireError:
+                break
+            for op in b["ops"]:
+                count[(op["id"], op["version"])] = count.get((op["id"], op["version"]), 0) + 1
+            seq += 1
+    return count
+
+
+def test_after_a_fork_recovery_every_change_of_either_history_is_there_exactly_once(
+        space: Any, tmp_path: Path, w1: RunningWitness) -> None:
+    """The hub splits into two copies with one key: b publishes on the second and c pulls
+    it there (the witness co-signs that line first); a publishes on the first and is
+    refused (equivocation). The owner recovers on the first copy with the evidence: a new
+    epoch naming it, the witness released by the signed statement. Then b and c, pointed
+    at the surviving hub, republish what they held from the other history (b's change,
+    held by both: published once), a republishes nothing, and all three converge."""
+    from replica.app import fork_recovery
+    from shared.errors import InvalidRequest
+
+    fork = None
+    try:
+        _policy(space, 1, w1.entry())
+        a, b, c = (space.replica(tmp_path, n) for n in "abc")
+        a.write(PAGE)
+        a.sync()
+        for r in (b, c, a):
+            r.sync()  # each holds the log with a's batch, co-signed
+        fork = _fork(space.hub, tmp_path)
+        b, c = (r.reopen(wrap=lambda _t: fork) for r in (b.close() or b, c.close() or c))
+        b.write(B_NEW)
+        b.sync()
+        b.sync()  # the second history, co-signed (the witness saw it first)
+        c.sync()
+        assert c.read(B_NEW.id) == B_NEW  # c holds b's change too
+        a.write(A_EDIT)
+        a.sync()  # published on the first copy
+        with pytest.raises(QuireError) as info:
+            a.sync()
+        assert info.value.details.get("reason") == "equivocation"
+        pair = info.value.details["evidence"]["checkpoints"]
+        old_epoch = space.head()["epoch"]
+        # evidence that proves nothing (one checkpoint twice) recovers nothing
+        with pytest.raises(InvalidRequest):
+            fork_recovery.recover(space.admin, space.id, "fork", [pair[0], pair[0]])
+        assert space.head()["epoch"] == old_epoch
+        # the owner recovers on the first copy: its history survives
+        res = fork_recovery.recover(space.admin, space.id, "two histories", pair)
+        assert res["witnesses"] == [{"name": "w1", "released": True}]
+        assert w1.w.state.conflict(_kept(a).origin) is None  # type: ignore[union-attr]
+        events = space.admin.audit(space.id)
+        assert any(e.get("action") == "epoch.bump" and e.get("details", {}).get("forked")
+                   for e in (events.get("events") if isinstance(events, dict) else events))
+        b, c = (r.reopen(wrap=lambda t: t) for r in (b.close() or b, c.close() or c))  # the surviving hub
+        republished = {r.name: r.sync().republished for r in (b, c, a)}
+        assert republished == {"b": [B_NEW.id], "c": [], "a": []}
+        for r in (b, c, a):
+            r.sync()
+        for r in (a, b, c):
+            assert r.read(B_NEW.id) == B_NEW and r.read(PAGE.id) == A_EDIT
+        new_epoch = space.head()["epoch"]
+        count = _published(space, [old_epoch, new_epoch])
+        assert count[(B_NEW.id, B_NEW.version)] == 1
+        assert count[(A_EDIT.id, A_EDIT.version)] == 1
+        assert count[(PAGE.id, PAGE.version)] == 1
+        # the surviving line is co-signed again, and a replayed release is refused
+        kept = _kept(b)
+        assert kept is not None and w1.w.state.held(kept.origin) is not None
+        again = fork_recovery.release_all(space.admin, space.id, new_epoch, res["statement"])
+        assert again[0]["released"] is False and "409" in again[0]["error"]
+        with pytest.raises(wclient.WitnessRefused) as refused:  # no proof of the leaf
+            wclient.release(w1.url, {"note": space.head()["checkpoint"],
+                                     "statement": res["statement"], "leaf": {}})
+        assert refused.value.status == 400
+        for r in (a, b, c):
+            r.close()
+    finally:
+        if fork is not None:
+            fork.shutdown()
+
+
 # ---------------------------------------------------------------- attacks on the replica
 
 

@@ -61,11 +61,11 @@ class Witness:
     def public(self) -> str:
         return public_b64(self.key)
 
-    def add_checkpoint(self, raw: bytes) -> str:
-        """The co-signature line, or ``Refusal``."""
-        old, proof, note_text = _parse(raw)
+    def hub_note(self, text: Any) -> tuple[tlog.Note, tlog.Checkpoint]:
+        """A checkpoint note of a hub this witness serves, signed by the key its origin
+        names; ``Refusal`` (400, 404, 403) otherwise."""
         try:
-            note = tlog.parse_note(note_text)
+            note = tlog.parse_note(text)
             cp = tlog.parse_checkpoint(note.body)
         except ValueError as e:
             raise Refusal(400, f"not a checkpoint: {e}") from None
@@ -73,6 +73,12 @@ class Witness:
             raise Refusal(404, "this witness does not serve that hub")
         if not tlog.hub_signed(note, cp.hub_key):
             raise Refusal(403, "the checkpoint is not signed by the hub key its origin names")
+        return note, cp
+
+    def add_checkpoint(self, raw: bytes) -> str:
+        """The co-signature line, or ``Refusal``."""
+        old, proof, note_text = _parse(raw)
+        note, cp = self.hub_note(note_text)
         at = int(self.clock())
         with self.state.lock:
             if self.state.conflict(cp.origin) is not None:
@@ -99,15 +105,7 @@ class Witness:
         ``Refusal``."""
         if not isinstance(doc, dict):
             raise Refusal(400, "the body is {\"note\", \"statement\", \"leaf\"}")
-        try:
-            note = tlog.parse_note(doc.get("note"))
-            cp = tlog.parse_checkpoint(note.body)
-        except ValueError as e:
-            raise Refusal(400, f"not a checkpoint: {e}") from None
-        if self.hubs and cp.hub_key not in self.hubs:
-            raise Refusal(404, "this witness does not serve that hub")
-        if not tlog.hub_signed(note, cp.hub_key):
-            raise Refusal(403, "the checkpoint is not signed by the hub key its origin names")
+        note, cp = self.hub_note(doc.get("note"))
         st = recovery_of(doc.get("leaf"), doc.get("statement"), cp)
         at = int(self.clock())
         line = tlog.cosign(self.key, self.name, note.body, at)

@@ -37,7 +37,7 @@ from typing import Any
 import httpx2
 
 from shared.canonical import dumps
-from shared.signed import AUDIT_FIELDS, CHECKPOINT, HEAD_FIELDS, sign_head, sign_statement
+from shared.signed import AUDIT_FIELDS, CHECKPOINT, HEAD_FIELDS, TREE, sign_head, sign_statement
 
 KINDS = ("head", "changes", "snapshot", "batches", "receipts", "devices", "epoch", "proof")
 Forward = Callable[[], httpx2.Response]
@@ -213,6 +213,6 @@ def resign_head(doc: dict[str, Any], key: Any, **fields: Any) -> dict[str, Any]:
     """A head document with ``fields`` changed and its signed part signed by ``key``; the
     unsigned context (name, role, rules) is kept."""
     body = {k: v for k, v in doc.items()
-            if k in HEAD_FIELDS | AUDIT_FIELDS or k in ("nonce", CHECKPOINT)}
+            if k in HEAD_FIELDS | AUDIT_FIELDS or k in ("nonce", CHECKPOINT, TREE)}
     body.update(fields)
     return dict(doc, **sign_head(key, body))

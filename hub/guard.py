@@ -7,7 +7,8 @@
          touched entries, the caller's read scope (hub/scope.py: it writes only what it
          may read), bases, rules, content screening
          of the entries it writes (hub/screening.py: content_screened, nothing written),
-         versions a revert blocked (hub/blocks.py: version_blocked)
+         versions a revert blocked (hub/blocks.py: version_blocked), attachments whose bytes
+         are not uploaded (hub/blobs.py: blob_missing, too_large)
       3. hooks.after_prepare()                                       (tests pause here)
       4. commit_txn(), in the one transaction that commits: lock the space row, re-read
          principal, role, replica, epoch and rules version; compare parent with the head;
@@ -30,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from hub import audit, blocks, policy, signed_state
+from hub import audit, blobs, blocks, policy, signed_state
 from hub import scope as scopes
 from hub import screening as screen
 from hub.access import (
@@ -77,6 +78,7 @@ from hub.store.rules import list_rules_txn, rules_of, rules_read
 from hub.store.spaces_sql import SpaceRow, advance_head_and_audit_txn, get_space_txn
 from hub.store.sql import notify_txn, pipelined, read_together
 from hub.tokens import AccessClaims
+from shared.attachments import DEFAULT_MAX_BYTES
 from shared.canonical import canonical_str
 from shared.digest import chain_next, genesis_digest
 from shared.errors import (
@@ -247,9 +249,10 @@ def preread_txn(conn: Any, batch: Batch, principal: Principal | AccessClaims,
 
 def prepare_txn(conn: Any, batch: Batch, principal: Principal, space_ref: str,
                 dev: Any = None, screening: screen.Config = screen.DEFAULT,
-                pre: Preread | None = None
+                pre: Preread | None = None, attachment_limit: int = DEFAULT_MAX_BYTES
                 ) -> tuple[Principal, Prepared | None, Outcome | None]:
     """``dev``: the device row, when this transaction already read it (authentication).
+    ``attachment_limit``: the hub's limit on one attachment (a space may set its own).
     ``screening``: the content screening the batch passes (after the rules: a refusal
     for policy says nothing about the content). ``pre``: the reads below, as this
     transaction already made them (``preread_txn``)."""
@@ -293,6 +296,8 @@ def prepare_txn(conn: Any, batch: Batch, principal: Principal, space_ref: str,
     scopes.check_writes_txn(conn, space.id, batch.ops, current, rules, principal, role)
     check_bases(batch, current)
     check_portable(batch.ops, current)
+    # attachments: well formed, within the limit, their bytes uploaded (hub/blobs.py)
+    blobs.check_batch_txn(conn, space.id, batch.ops, attachment_limit)
     changes, claims = policy.judge_txn(conn, space.id, batch.ops, current)
     check_rules(changes, rules, principal, role)
     if principal.agent is not None:  # an agent's mass delete (shared/policy.py bulk_deletes)
@@ -551,8 +556,9 @@ def _publish(store: Store, key: HubKey, principal: Principal | AccessClaims, spa
             principal, dev = authenticate_device_txn(conn, principal, now(), pre.ctx.device)
         else:
             principal, dev = recheck_device_row_txn(conn, principal, pre.ctx.device)
-        principal, prep, replay = prepare_txn(conn, batch, principal, space_ref, dev,
-                                              screening, pre)
+        principal, prep, replay = prepare_txn(
+            conn, batch, principal, space_ref, dev, screening, pre,
+            quota.max_attachment_bytes if quota is not None else DEFAULT_MAX_BYTES)
     if replay is not None:
         return replay
     assert prep is not None

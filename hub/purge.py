@@ -5,7 +5,8 @@
       ├─ find every copy: the current row, every batch of every epoch with an op on it
       │    (dry run: stop here and answer entries, batches touched, replicas affected)
       ├─ state root: the live purged entries leave the lattice (signed_state.advance_txn)
-      ├─ rows: entries + read index deleted; batch bodies rewritten without the ops
+      ├─ rows: entries + read index deleted; batch bodies rewritten without the ops;
+      │    the blobs (attachments' bytes) only their versions named deleted (hub/blobs.py)
       ├─ a new epoch (head at seq 0) and its signed statement: reason + purged ids
       ├─ quota usage counted again
       └─ audit event "purge": the ids, the reason, the epochs; never content
@@ -22,14 +23,16 @@ body that no longer matches its digest misleads nobody (docs/security.md, Purge)
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from hub import audit, signed_state
+from hub import audit, blobs, signed_state
 from hub.access import Principal, space_access_txn
 from hub.keys import HubKey
 from hub.quotas import recount_txn
 from hub.store import purge_sql as ps
 from hub.store import read_index as ri
+from hub.store.batches import current_contents_txn
 from hub.store.db import Store
 from hub.store.principals import list_replicas_txn
 from hub.store.spaces_sql import set_head_txn
@@ -97,6 +100,11 @@ def purge(store: Store, p: Principal, space_ref: str, body: dict[str, Any], now:
             "replicas_affected": replicas}
         if dry:
             return out
+        # the attachments' bytes any version of them named (decided after the rewrite)
+        named = blobs.hashes_in(op for _e, _n, b in touched for op in b.get("ops", [])
+                                if op_entry_id(op) in set(ids))
+        named |= blobs.hashes_in(json.loads(c) for c in current_contents_txn(
+            conn, space.id, [e for e, c in current.items() if c is not None]).values())
         live: list[Change] = [(e, _live(c), None) for e, c in current.items()
                               if _live(c) is not None]
         if live:
@@ -105,6 +113,7 @@ def purge(store: Store, p: Principal, space_ref: str, body: dict[str, Any], now:
             ps.delete_entry_txn(conn, space.id, e)
         for epoch, seq, b in touched:
             ps.set_body_txn(conn, space.id, epoch, seq, ps.scrub_body(b, set(ids)))
+        out["blobs_removed"] = len(blobs.drop_unnamed_txn(conn, space.id, named))
         ps.optimize_search_txn(conn)
         epoch = new_id(now)
         set_head_txn(conn, space.id, 0, genesis_digest(space.id, epoch), epoch=epoch)

@@ -37,11 +37,13 @@ from hub.store.quotas_sql import (
     usage_row_txn,
     write_counts_txn,
 )
+from shared.attachments import DEFAULT_MAX_BYTES
 from shared.errors import InvalidRequest, QuotaExceeded
 
 FIELDS = ("max_entries", "max_bytes", "max_history_bytes")
 MEASURE = {"max_entries": "entries", "max_bytes": "bytes",
            "max_history_bytes": "history_bytes"}
+ATTACHMENT_FIELD = "max_attachment_bytes"  # a limit on one file, not a measure (hub/blobs.py)
 
 
 @dataclass(frozen=True)
@@ -52,11 +54,12 @@ class HubQuotas:
     max_bytes: int = 0
     max_history_bytes: int = 0
     hub_max_bytes: int = 0
+    max_attachment_bytes: int = DEFAULT_MAX_BYTES  # one attachment (hub/blobs.py)
 
     @classmethod
     def from_settings(cls, s: Any) -> HubQuotas:
         return cls(s.space_max_entries, s.space_max_bytes, s.space_max_history_bytes,
-                   s.hub_max_bytes)
+                   s.hub_max_bytes, s.space_max_attachment_bytes)
 
 
 def recount_txn(conn: Any, space_id: str, *, history: bool = False) -> None:
@@ -171,7 +174,9 @@ def _doc(row: dict[str, Any], hub: HubQuotas) -> dict[str, Any]:
     return {"entries": row["entries"], "bytes": row["bytes"],
             "history_bytes": row["history_bytes"],
             "quota": {MEASURE[f]: lim[f] for f in FIELDS},
-            "own_quota": {MEASURE[f]: row[f] for f in FIELDS}}
+            "own_quota": {MEASURE[f]: row[f] for f in FIELDS},
+            "attachment_limit": (row.get(ATTACHMENT_FIELD) if row.get(ATTACHMENT_FIELD)
+                                 is not None else hub.max_attachment_bytes)}
 
 
 def usage(store: Store, hub: HubQuotas, p: Principal, space_ref: str) -> dict[str, Any]:
@@ -193,13 +198,13 @@ def set_quota(store: Store, hub: HubQuotas, p: Principal, space_ref: str,
     hub's default); absent fields are unchanged."""
     values: dict[str, int | None] = {}
     for f, v in body.items():
-        if f not in FIELDS or not (v is None or (isinstance(v, int) and not isinstance(v, bool)
+        if f not in (*FIELDS, ATTACHMENT_FIELD) or not (v is None or (isinstance(v, int) and not isinstance(v, bool)
                                                  and 0 <= v <= 2**53 - 1)):
             raise InvalidRequest(f"{f} must be a non-negative integer or null",
                                  {"field": f})
         values[f] = v
     if not values:
-        raise InvalidRequest(f"give at least one of {', '.join(FIELDS)}")
+        raise InvalidRequest(f"give at least one of {', '.join((*FIELDS, ATTACHMENT_FIELD))}")
 
     def txn(conn: Any) -> dict[str, Any]:
         space, _ = space_access_txn(conn, p, space_ref, "admin", lock=True)

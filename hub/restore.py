@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from hub import audit, reads, signed_state
+from hub import audit, blobs, reads, signed_state
 from hub.backup import BackupError, inspect
 from hub.keys import HubKey
 from hub.quotas import recount_txn
@@ -135,6 +135,10 @@ def restore(settings: Settings, source: str, now: int, *, dry_run: bool = False
                 rows = {cur["id"]: entry_rows_txn(bconn, cur["id"]) for cur, _ in plan}
 
             def txn(conn: Any) -> list[dict[str, Any]]:
+                for cur, _ in plan:  # attachments' bytes come back with their entries
+                    blobs.carry_restored_txn(conn, backup, cur["id"], (
+                        json.loads(r["content"]) for r in rows[cur["id"]]
+                        if not r["deleted"]), now)
                 done = [_restore_space_txn(conn, key, cur, b, rows[cur["id"]], now, taken_at)
                         for cur, b in plan]
                 audit.record_hub_txn(conn, at=now, action="hub.restore", actor=ACTOR,

@@ -63,6 +63,7 @@ class Settings:
     space_max_bytes: int = 4 * 1024**3  # bytes of a space's live entries
     space_max_history_bytes: int = 16 * 1024**3  # bytes of a space's batches
     hub_max_bytes: int = 0  # entries + history of all spaces (0: none)
+    space_max_attachment_bytes: int = 25 * 1024 * 1024  # one attachment (0: none; admins may set)
     replicas_per_device: int = 100  # live replicas one device registers in a space (0: none)
     conflict_reports_per_member: int = 1000  # conflicts one member's replicas report, a space
     delegation_ttl_max: int = 24 * 3600

@@ -11,6 +11,7 @@ responses in one handler and the replica maps responses back to the same classes
     ├── EpochChanged                epoch_changed      409   yes   after a fresh snapshot
     ├── BaseMismatch                base_mismatch      409   yes   after pull and merge
     ├── BatchConflict               batch_conflict     409   no    same id, other content
+    ├── BlobMissing                 blob_missing       409   yes   upload details.missing, then again
     ├── VersionBlocked              version_blocked    409   no    details.blocked (id, version)
     ├── PacketStale                 packet_stale       409   no    (replica) re-read the packet
     ├── ClaimHeld                   claim_held         409   no    (replica) another agent's claim
@@ -21,6 +22,7 @@ responses in one handler and the replica maps responses back to the same classes
     ├── TooLarge                    too_large          413   no    details names the limit
     ├── QuotaExceeded               quota_exceeded     413   no    details: scope, quota, usage
     ├── InvalidRequest              invalid_request    422   no
+    │   └── BlobMismatch            blob_mismatch      422   no    the bytes do not hash to the URL
     ├── ContentScreened             content_screened   422   no    details.findings: entry, line
     ├── RateLimited                 rate_limited       429   yes   after details.retry_after
     ├── Unavailable                 unavailable        503   yes
@@ -118,6 +120,15 @@ class BatchConflict(QuireError):
     status = 409
 
 
+class BlobMissing(QuireError):
+    """A batch names an attachment whose bytes the hub does not hold: upload each blob of
+    ``details.missing`` (``PUT /v1/spaces/{space}/blobs/{sha256}``), then publish again."""
+
+    code = "blob_missing"
+    status = 409
+    retryable = True
+
+
 class VersionBlocked(QuireError):
     """The batch writes an entry version an admin reverted and blocked (``quire admin
     revert --block``); ``details.blocked``: each op's entry id, version and the reverted
@@ -182,6 +193,12 @@ class QuotaExceeded(QuireError):
 class InvalidRequest(QuireError):
     code = "invalid_request"
     status = 422
+
+
+class BlobMismatch(InvalidRequest):
+    """Uploaded bytes whose SHA-256 is not the one the URL names (nothing is stored)."""
+
+    code = "blob_mismatch"
 
 
 class ContentScreened(QuireError):
@@ -305,9 +322,9 @@ ERROR_CLASSES: dict[str, type[QuireError]] = {
     cls.code: cls
     for cls in (
         Internal, Unauthorized, Forbidden, PolicyDenied, NotFound, HeadChanged, EpochChanged,
-        BaseMismatch, BatchConflict, VersionBlocked, SpaceDeleted, PacketStale, ClaimHeld, ProposalClosed,
+        BaseMismatch, BatchConflict, BlobMissing, VersionBlocked, SpaceDeleted, PacketStale, ClaimHeld, ProposalClosed,
         ProposalStale, SnapshotRequired, TooLarge,
-        QuotaExceeded, InvalidRequest, ContentScreened, RateLimited, Unavailable,
+        QuotaExceeded, InvalidRequest, BlobMismatch, ContentScreened, RateLimited, Unavailable,
         TransferFailed, LocalError, AuditUnverified, AuditTruncated, AuditRewritten,
         NotJoined, SpaceNotFound, SpaceAmbiguous, LockHeld, VaultMissing, IgnoreFileInvalid, HubUnverified,
         HubKeyUnchained,
@@ -319,7 +336,7 @@ WIRE_CODES = (
     "unauthorized", "forbidden", "policy_denied", "not_found", "head_changed",
     "epoch_changed", "base_mismatch", "batch_conflict", "version_blocked", "space_deleted",
     "snapshot_required", "too_large", "quota_exceeded", "proposal_closed", "proposal_stale",
-    "invalid_request", "content_screened", "rate_limited", "unavailable", "internal",
+    "invalid_request", "content_screened", "blob_missing", "blob_mismatch", "rate_limited", "unavailable", "internal",
 )
 
 

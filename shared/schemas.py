@@ -155,7 +155,8 @@ REQUESTS: dict[str, dict[str, Any]] = {
                            **DRY}, ("seq", "versions")),
     "quota_set": _obj({f: {"oneOf": [{"type": "integer", "minimum": 0},
                                      {"type": "null"}]}
-                       for f in ("max_entries", "max_bytes", "max_history_bytes")},
+                       for f in ("max_entries", "max_bytes", "max_history_bytes",
+                                 "max_attachment_bytes")},
                       minProperties=1),
     # a space's witness policy (hub/spacelog.py; docs/security.md, "The log and its
     # witnesses")

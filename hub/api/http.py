@@ -7,7 +7,7 @@
     proof_thumbprint(request)  a DPoP proof alone (the token endpoint): its key's thumbprint
     rate_limit / claims_then_take / off_loop   the above off the event loop when the replay
                                cache or the bucket lives in PostgreSQL
-    read_json, ndjson, JSON    bodies in, responses out; error_response for ``QuireError``
+    read_json, read_bytes, ndjson, JSON    bodies in, responses out; error_response for ``QuireError``
 """
 
 from __future__ import annotations
@@ -187,6 +187,27 @@ async def read_json(request: Request, limit: int, *, allowed: set[str] | None = 
             raise InvalidRequest(f"unknown fields: {', '.join(sorted(unknown))}",
                                  {"fields": sorted(unknown)})
     return data
+
+
+async def read_bytes(request: Request, limit: int) -> bytes:
+    """Read a body of raw bytes of at most ``limit`` (0: no limit), or ``too_large``."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            if limit and int(declared) > limit:
+                raise TooLarge(f"body larger than {limit} bytes", {"limit": limit})
+        except ValueError as e:
+            raise InvalidRequest("bad Content-Length") from e
+    chunks, size = [], 0
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if limit and size > limit:
+                raise TooLarge(f"body larger than {limit} bytes", {"limit": limit})
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise InvalidRequest("the body ended early: the client went away") from None
+    return b"".join(chunks)
 
 
 async def ndjson(it: Iterator[bytes]) -> Response:

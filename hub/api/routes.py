@@ -19,6 +19,7 @@ from hub import screening as screen
 from hub import space_delete as sdel
 from hub.access import Principal, space_access_txn
 from hub.api import events as live
+from hub.api.blobs import BLOB_ROUTES
 from hub.api.http import (
     JSON,
     checked_nonce,
@@ -553,5 +554,6 @@ ROUTES = [
     *ADMIN_ROUTES,  # identity and administration (hub/admin.py, hub/grants.py)
     *LOG_ROUTES,  # the space log and its witnesses (hub/spacelog.py)
     *PROOF_ROUTES,  # folder completeness proofs (hub/completeness.py)
+    *BLOB_ROUTES,  # attachments' bytes (hub/blobs.py)
     Route("/v1/spaces/{space}/events", live.events, methods=["GET"]),
 ]

@@ -29,11 +29,14 @@ def _octets(conn: Connection, col: str) -> str:
 
 
 def live_counts_txn(conn: Connection, space_id: str) -> tuple[int, int]:
-    """The space's live entries and the bytes of their contents."""
+    """The space's live entries and the bytes of their contents, with the bytes of the
+    attachments it holds (hub/blobs.py: counted when uploaded)."""
     n, size = conn.execute(text(
         f"SELECT COUNT(*), COALESCE(SUM({_octets(conn, 'content')}), 0) FROM entries "
         "WHERE space_id = :s AND NOT deleted"), {"s": space_id}).one()
-    return int(n), int(size)
+    held = conn.execute(text("SELECT COALESCE(SUM(size), 0) FROM blobs WHERE space_id = :s"),
+                        {"s": space_id}).scalar_one()
+    return int(n), int(size) + int(held)
 
 
 def history_bytes_txn(conn: Connection, space_id: str) -> int:

@@ -303,6 +303,8 @@ space_quota = Table(
     Column("max_entries", BigInteger, nullable=True),
     Column("max_bytes", BigInteger, nullable=True),
     Column("max_history_bytes", BigInteger, nullable=True),
+    # one attachment's bytes at most (null: the hub's setting; 0030, hub/blobs.py)
+    Column("max_attachment_bytes", BigInteger, nullable=True),
 )
 
 
@@ -393,6 +395,22 @@ proposals = Table(
     Column("seq", BigInteger, nullable=True),  # the batch that published it (accepted)
     Column("epoch", ID, nullable=True),
     Index("proposals_space_state", "space_id", "state"),
+)
+
+
+# ---------------------------------------------------------------- attachments (0031)
+# the bytes of attachments (hub/blobs.py): one row per space and SHA-256, uploaded before the
+# batch that names it, checked against its hash on receipt; counted in the space's bytes;
+# removed by a purge when no entry version left names it. In the database (SQLite and
+# PostgreSQL alike), not in files: one transaction with the quota row, carried by backup and
+# restore, served by every hub process on any host (docs/decisions.md D147)
+blobs = Table(
+    "blobs", metadata,
+    Column("space_id", ID, ForeignKey("spaces.id"), primary_key=True),
+    Column("sha256", DIGEST, primary_key=True),
+    Column("size", BigInteger, nullable=False),
+    Column("data", LargeBinary, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
 )
 
 

@@ -39,6 +39,7 @@ from replica.vault import created as clonefiles
 from replica.vault import files as vlt
 from replica.vault import markdown as md
 from shared import state
+from shared.attachments import is_attachment
 from shared.errors import HubUnverified, QuireError, TransferFailed
 
 MIN_ENTRIES = 4000  # smaller snapshots are written inline: a fork costs more than it saves
@@ -67,7 +68,9 @@ def apply_lines(vault: str, lines: list[bytes], index: Index, mtime_ns: int, mod
             entry, text, seq = check_entry_line(line)
             eid, version = entry.id, entry.version
             known = index.get(eid)
-            if known is not None or entry.deleted:  # (a tombstone has no file: merged)
+            # (a tombstone has no file; an attachment's bytes are fetched and checked
+            # by the main process, replica/engine/blobs.py: both merged)
+            if known is not None or entry.deleted or is_attachment(entry):
                 if known == (version, version, False, True):
                     out.append((HAVE, eid, seq, version, None, None, 0))
                 else:

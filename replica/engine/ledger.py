@@ -37,7 +37,7 @@ from collections.abc import Callable, Container
 from pathlib import Path
 from typing import Any
 
-from replica.engine import changes
+from replica.engine import blobs, changes
 from replica.engine.crash import crash_point
 from replica.engine.markers import conflict_marker, marker_tag
 from replica.engine.merge import merge_entry, same
@@ -52,11 +52,13 @@ from replica.vault import faults as vaultfaults
 from replica.vault import files as vlt
 from replica.vault import markdown as md
 from replica.vault import presence as vault_presence
+from shared.attachments import is_attachment
 from shared.digest import chain_next
 from shared.entry import Entry
 from shared.wire import Batch
 
 CHUNK = 2000  # journaled vault writes per transaction
+BLOB_CHUNK = 16  # attachments among them: their bytes are held until the chunk is written
 RACY_NS = 2_000_000_000  # a file modified this recently is hashed even if its stat matches
 QUIET_ENV = "QUIRE_VAULT_QUIET_MS"
 QUIET_MS = 1000  # a file modified this recently is not written over (docs/settings.md)
@@ -78,6 +80,22 @@ def settled_mtime_ns(quiet_ms: int = 0) -> int:
     return time.time_ns() - max(RACY_NS, quiet_ms * 1_000_000) - 1_000_000_000
 
 
+def _chunks(pending: list[tuple[str, str | None, str | None]]
+            ) -> list[list[tuple[str, str | None, str | None]]]:
+    """The journal in chunks of at most ``CHUNK`` writes, ``BLOB_CHUNK`` of them
+    attachments (a chunk's bytes are in memory until it is written)."""
+    out: list[list[tuple[str, str | None, str | None]]] = [[]]
+    n_blobs = 0
+    for row in pending:
+        is_blob = bool(blobs.journaled_blob(row[1]))
+        if len(out[-1]) >= CHUNK or (is_blob and n_blobs >= BLOB_CHUNK):
+            out.append([])
+            n_blobs = 0
+        out[-1].append(row)
+        n_blobs += is_blob
+    return [c for c in out if c]
+
+
 class Ledger:
     """The entry states of one space's store and the journal of its vault's writes; the
     caller holds the space lock."""
@@ -86,6 +104,9 @@ class Ledger:
                  quiet_ms: int | None = None):
         self.vault = vault
         self.store = store
+        # attachments' bytes: the blob cache beside the store, fetched through the hub
+        # client the sync engine sets (replica/engine/blobs.py)
+        self.blobs: blobs.Blobs | None = None
         self.clock = clock  # Unix ms: also when a file counts as being written (quiet_ms)
         self.quiet_ms = quiet_ms_from_env() if quiet_ms is None else quiet_ms
         # dirty edits a merge found equal to a pulled version (replica/engine/blocked.py);
@@ -120,8 +141,14 @@ class Ledger:
         """Journal the write that makes the file of ``s`` show it (none when it already
         does); the caller puts ``s``, whose file record now names that write."""
         shown, marker = self.shown(conn, s)
-        content = None if shown is None else md.render(shown, marker).decode("utf-8")
-        new_hash = None if content is None else md.file_hash(content.encode("utf-8"))
+        if shown is not None and is_attachment(shown):  # its bytes, from the blob cache
+            content: str | None = blobs.journal_content(shown)
+            new_hash: str | None = md.shown_hash(shown)
+        elif shown is None and is_attachment(s.file_base or s.synced):
+            content, new_hash = blobs.BLOB_PREFIX, None  # the attachment's file goes
+        else:
+            content = None if shown is None else md.render(shown, marker).decode("utf-8")
+            new_hash = None if content is None else md.file_hash(content.encode("utf-8"))
         if new_hash == s.file_hash:
             return
         st.add_vault_write_txn(conn, s.id, content, s.file_hash)
@@ -144,8 +171,8 @@ class Ledger:
             return waiting
         crash_point("before_vault_write")
         self._move_renamed(pending)
-        for i in range(0, len(pending), CHUNK):
-            self._flush_chunk(pending[i:i + CHUNK], waiting)
+        for chunk in _chunks(pending):
+            self._flush_chunk(chunk, waiting)
         return waiting
 
     def _move_renamed(self, pending: list[tuple[str, str | None, str | None]]) -> None:
@@ -211,10 +238,24 @@ class Ledger:
         writes: list[tuple[Path, bytes]] = []
         expected: dict[str, vlt.FileKey | None] = {}
         for entry_id, content, shown_hash in pending:
-            path = md.entry_path(self.vault, entry_id)
+            blob = blobs.journaled_blob(content)
+            path = md.entry_path(self.vault, entry_id) if blob is None else \
+                md.attachment_path(self.vault, entry_id)
+            if content is None and not os.path.lexists(path):
+                # a delete of whatever file the entry had: an attachment's has no .md (a
+                # purge clears what the entry was before it journals the removal)
+                other = md.attachment_path(self.vault, entry_id)
+                path = other if os.path.lexists(other) else path
             if vaultfaults.behind_link(self.vault, path):
                 continue  # kept journaled: done once the folder is a folder again
-            data = None if content is None else content.encode("utf-8")
+            if blob is None:
+                data = None if content is None else content.encode("utf-8")
+            elif not blob:
+                data = None  # an attachment deleted
+            else:
+                data = self.blobs.cache.read(blob) if self.blobs is not None else None
+                if data is None:
+                    continue  # not fetched (lazy): kept journaled until it is
             new_hash = None if data is None else md.file_hash(data)
             current = None
             try:
@@ -280,8 +321,9 @@ class Ledger:
                         self.record_stat(s, stat.st_size, stat.st_mtime_ns, now_ns)
                     # the file now shows this entry: a later edit of it is based on it
                     shown, marker = self.shown(conn, s)
-                    if shown is None or md.file_hash(md.render(shown, marker)) != new_hash:
-                        shown, marker = md.read_entry(self.vault, entry_id, data)
+                    if shown is None or md.shown_hash(shown, marker) != new_hash:
+                        shown, marker = md.read_file(self.vault, entry_id,
+                                                     os.fspath(path), data)
                     s.file_base = shown
                     s.shown_hash, s.shown_marker = new_hash, marker_tag(marker)
                 elif ok:
@@ -300,6 +342,10 @@ class Ledger:
         against its synced version. ``republish``: entries whose held state a snapshot
         crossing a restore republishes (replica/engine/restored.py)."""
         eid = entry_id or (theirs.id if theirs is not None else "")
+        if self.blobs is not None and is_attachment(theirs):
+            # its bytes, checked against the hash the signed entry names, before the store
+            # takes it: a hub serving other bytes rolls this transaction back
+            self.blobs.ensure(theirs)
         s = st.get_state_txn(conn, eid)
         if eid in republish and not s.held:
             s.synced = theirs  # the restored state is the base; ours stays and goes out

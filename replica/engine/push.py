@@ -32,6 +32,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from replica.engine import blocked, renames
+from replica.engine.blobs import upload_blobs
 from replica.engine.clone import Snapshotter
 from replica.engine.crash import crash_point
 from replica.engine.ledger import Ledger
@@ -320,6 +321,14 @@ class Publisher:
             st.add_outbox_txn(conn, batch.batch_id, batch.to_wire(), self.clock())
         return batch
 
+    def _send(self, batch: Batch) -> dict[str, Any]:
+        """Publish ``batch``: the bytes of its attachments first (replica/engine/blobs.py
+        ``upload_blobs``, the one upload path), then the batch; its verified receipt."""
+        if self.ledger.blobs is not None:
+            upload_blobs(self.client, self.space_id, self.ledger.blobs.cache,
+                         [op.entry for op in batch.ops])
+        return self.client.push(self.space_id, batch)
+
     def replay_outbox(self, report: SyncReport) -> None:
         """Resend a batch a crash left in the outbox, before anything else moves.
 
@@ -335,7 +344,7 @@ class Publisher:
                                                                     head.digest):
             return
         try:
-            receipt = self.client.push(self.space_id, batch)
+            receipt = self._send(batch)
         except (HeadChanged, BaseMismatch, EpochChanged, SnapshotRequired):
             return
         with self.store.tx() as conn:
@@ -364,7 +373,7 @@ class Publisher:
                 continue  # merges made by that pull may have something to publish
             crash_point("before_push")
             try:
-                receipt = self.client.push(self.space_id, batch)
+                receipt = self._send(batch)
             except (HeadChanged, BaseMismatch, EpochChanged, SnapshotRequired) as e:
                 rounds = catch_up(e, rounds, self.puller, self.snapshots, report)
                 continue

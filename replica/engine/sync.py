@@ -42,6 +42,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from replica.engine import blocked, deleted, mass_delete
+from replica.engine.blobs import LAZY_KEY, Blobs, collect_unnamed
 from replica.engine.clone import Snapshotter
 from replica.engine.crash import crash_point
 from replica.engine.ledger import Ledger
@@ -51,6 +52,7 @@ from replica.engine.push import Publisher
 from replica.engine.report import Progress, SyncReport
 from replica.engine.scan import fold_vault
 from replica.hubclient.client import HubClient
+from replica.store.blobs import BlobCache
 from replica.store.store import Store
 from replica.trust import verify
 from replica.vault.journal_scan import Journal
@@ -86,6 +88,8 @@ class Replica:
         # vault_quiet_ms: how long a file must go unmodified before a sync writes over it
         # (None: QUIRE_VAULT_QUIET_MS, replica/engine/ledger.py)
         self.ledger = Ledger(vault, store, clock, vault_quiet_ms)
+        self.ledger.blobs = Blobs(BlobCache(store.path.parent / "blobs"), client, space_id,
+                                  lazy=bool(store.get_meta(LAZY_KEY)))
         self.snapshots = Snapshotter(self.ledger, client, space_id, progress)
         self.puller = Puller(self.ledger, client, self.snapshots, space_id=space_id,
                              replica_id=replica_id, progress=progress)
@@ -135,6 +139,8 @@ class Replica:
         report.waiting = self.flush_vault()
         if report.purged:  # the dropped bytes leave the store's files (replica/engine/purge.py)
             compact_store(self.store.path)
+            if self.ledger.blobs is not None:  # and the blob cache (replica/engine/blobs.py)
+                collect_unnamed(self.store, self.ledger.blobs.cache)
         return report
 
     def _exchange(self, report: SyncReport) -> None:

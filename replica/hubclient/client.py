@@ -34,6 +34,7 @@ from replica.hubclient.ndjson import (
     parse_line,
 )
 from replica.trust.keypin import KeyPin
+from shared.attachments import blob_hash
 from shared.digest import verify_chain
 from shared.entry import Entry
 from shared.errors import (
@@ -500,6 +501,45 @@ class HubClient:
             raise HubUnverified("snapshot does not start with its head")
         yield first
         yield from lines
+
+    def put_blob(self, space: str, sha256: str, data: bytes) -> dict[str, Any]:
+        """Upload an attachment's bytes (idempotent: a blob the space holds is not sent
+        twice by the hub's store, and answers 200)."""
+        path = f"/v1/spaces/{_q(space)}/blobs/{_q(sha256)}"
+        try:
+            resp = self._http.request("PUT", path, content=data,
+                                      headers={"Content-Type": "application/octet-stream"})
+        except (httpx2.TransportError, httpx2.StreamError) as e:
+            raise self.unreachable("PUT", path, e) from e
+        return self._decode(resp, "PUT", path)
+
+    def get_blob(self, space: str, sha256: str, size: int) -> bytes:
+        """An attachment's bytes, checked: exactly ``size`` bytes hashing to ``sha256``
+        (the entry's word, signed into the state root), else ``HubUnverified`` and nothing
+        kept. A longer answer is cut off at ``size`` + 1 byte, never held whole."""
+        path = f"/v1/spaces/{_q(space)}/blobs/{_q(sha256)}"
+        auth = self._http.auth
+        try:
+            with self._http.stream("GET", path, headers=self._pull_headers(),
+                                   auth=_StreamAuth(auth) if auth is not None else None
+                                   ) as resp:
+                if resp.status_code >= 400:
+                    resp.read()
+                    self._decode(resp, "GET", path)
+                chunks, got = [], 0
+                for chunk in resp.iter_bytes():
+                    got += len(chunk)
+                    chunks.append(chunk)
+                    if got > size:
+                        break
+        except (httpx2.TransportError, httpx2.StreamError) as e:
+            raise self.unreachable("GET", path, e) from e
+        data = b"".join(chunks)
+        if len(data) != size or blob_hash(data) != sha256:
+            raise HubUnverified("the hub served an attachment whose bytes are not the ones "
+                                "its signed entry names; nothing was written",
+                                {"sha256": sha256, "size": size, "got": len(data)})
+        return data
 
     def push(self, space: str, batch: Batch) -> dict[str, Any]:
         """Publish; returns the verified receipt (the same one when the batch is replayed).

@@ -30,7 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from replica.vault.markdown import TMP_SUFFIX, Problem, ignored, path_entry_id
+from replica.vault.markdown import (
+    TMP_SUFFIX,
+    Problem,
+    attachment_entry_id,
+    ignored,
+    path_entry_id,
+)
 
 FSYNC = True  # tests of pure logic may turn it off for speed; never in production
 
@@ -94,6 +100,12 @@ def scan(vault: Path, known: Container[str] = ()) -> Scan:
                 entry_id: str | None
                 if rel.endswith(".md") and rel[:-3] in known:
                     entry_id, reason = rel[:-3], None
+                elif not rel.endswith(".md") and de.is_file(follow_symlinks=False):
+                    # an attachment: its id is its path (replica/vault/walk.py)
+                    entry_id, reason = attachment_entry_id(rel)
+                    if reason is None and os.path.isfile(de.path + ".md"):
+                        entry_id, reason = None, (f"{name!r} and {name + '.md'!r} would be "
+                                                  f"one entry ({rel}): rename the attachment")
                 else:
                     entry_id, reason = path_entry_id(rel)
                 if reason:

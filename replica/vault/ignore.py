@@ -28,6 +28,7 @@ import os
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import pathspec
 
@@ -86,10 +87,18 @@ class IgnoreRules:
 
     def apply(self, changes: Changes) -> Changes:
         """``changes`` without what these rules leave out (see the module docstring)."""
-        keep = [fs for fs in changes.changed if not self.ignores(f"{fs.entry_id}.md")]
-        missing = {m for m in changes.missing if not self.ignores(f"{m}.md")}
+        keep = [fs for fs in changes.changed if not self.ignores(_rel_of(fs))]
+        # a missing file may have been Markdown or an attachment (its id is its path)
+        missing = {m for m in changes.missing if not self.ignores(f"{m}.md")
+                   and not ("." in m.rsplit("/", 1)[-1] and self.ignores(m))}
         problems = [p for p in changes.problems if not self.ignores(p.path)]
         return replace(changes, changed=keep, missing=missing, problems=problems)
+
+
+def _rel_of(fs: Any) -> str:
+    """The vault path of a changed file: ``<id>.md`` for Markdown, ``<id>`` for an
+    attachment (replica/vault/walk.py)."""
+    return f"{fs.entry_id}.md" if fs.os_path.endswith(".md") else fs.entry_id
 
 
 CONFLICT_COPY = ".conflict-"  # <name>.conflict-<who>.md: the other side of a held conflict

@@ -163,8 +163,8 @@ def _recorded_txn(conn: Conn, rel: str) -> list[tuple[str, int | None, int | Non
            " WHERE file_hash IS NOT NULL AND ")
     rows = [tuple(r) for r in conn.connection.execute(
         sql + "id >= ? AND id < ?", (rel + "/", rel + "0"))]  # '0' follows '/'
-    if rel.endswith(".md"):
-        rows += [tuple(r) for r in conn.connection.execute(sql + "id = ?", (rel[:-3],))]
+    one = rel[:-3] if rel.endswith(".md") else rel  # a Markdown file's id, or an attachment's
+    rows += [tuple(r) for r in conn.connection.execute(sql + "id = ?", (one,))]
     return rows
 
 
@@ -180,13 +180,22 @@ def _one(rel: str, path: str, s: os.stat_result | None,
         problems.append(md.Problem(rel, None, vlt.symlink_reason(root, Path(path)),
                                    None if os.path.isdir(path) else md.path_entry_id(rel)[0]))
         return set()
-    if not (stat.S_ISREG(s.st_mode) and name.endswith(".md") and name[0] != "."):
+    if not (stat.S_ISREG(s.st_mode) and name[0] != "."):
         problems.append(md.Problem(rel, None, md.path_entry_id(rel)[1] or "not an entry file"))
         return set()
-    entry_id = rel[:-3]
+    if md.is_markdown(name):
+        entry_id, reason = rel[:-3], None
+    else:  # an attachment (D147), unless a Markdown file of its name is beside it
+        entry_id, reason = rel, md.attachment_entry_id(rel)[1]
+        if reason is None and os.path.isfile(path + ".md"):
+            reason = f"{name!r} and {name + '.md'!r} would be one entry ({rel}): rename " \
+                     "the attachment"
+        if reason is not None:
+            problems.append(md.Problem(rel, None, reason))
+            return set()
     row = known.get(entry_id)
     if row is None:
-        reason = md.path_entry_id(rel)[1]
+        reason = md.path_entry_id(rel)[1] if md.is_markdown(name) else None
         if reason:
             problems.append(md.Problem(rel, None, reason))
             return set()

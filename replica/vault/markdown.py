@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shared.entry import Entry, EntryError, parse_markdown, to_markdown
+from shared.attachments import attachment_dict, declares_attachment, is_attachment
+from shared.entry import Entry, EntryError, make_entry, parse_markdown, to_markdown
 from shared.ids import entry_id_problem
 from shared.names import suggestion
 
@@ -63,6 +64,50 @@ def entry_os_path(vault: str, entry_id: str) -> str:
     return os.path.join(vault, entry_id) + ".md"
 
 
+def attachment_path(vault: Path, entry_id: str) -> Path:
+    """The file of an attachment: its id is its vault path, extension and all (D147)."""
+    problem = entry_id_problem(entry_id)
+    if problem:
+        raise ValueError(f"invalid entry id {entry_id!r}: {problem}")
+    return vault.joinpath(*entry_id.split("/"))
+
+
+def file_of(vault: Path, entry: Entry) -> Path:
+    """The vault file of a live entry: ``<id>`` for an attachment, ``<id>.md`` else."""
+    return attachment_path(vault, entry.id) if is_attachment(entry) \
+        else entry_path(vault, entry.id)
+
+
+def is_markdown(path: str) -> bool:
+    return path.endswith(".md")
+
+
+def shown_hash(entry: Entry, local: dict[str, Any] | None = None) -> str:
+    """The hash of the file that shows ``entry``: its bytes' SHA-256 for an attachment
+    (the blob's name), the rendered Markdown's else."""
+    if is_attachment(entry):
+        return str(entry.meta["sha256"])
+    return file_hash(render(entry, local))
+
+
+def read_file(vault: Path, entry_id: str, path: str, data: bytes
+              ) -> tuple[Entry, dict[str, Any]]:
+    """A vault file's bytes as its entry: Markdown parsed (``read_entry``), anything else an
+    attachment (shared/attachments.py)."""
+    if is_markdown(path):
+        return read_entry(vault, entry_id, data)
+    return make_entry(attachment_dict(entry_id, data)), {}
+
+
+def attachment_entry_id(rel: str) -> tuple[str | None, str | None]:
+    """(entry id, None) for a vault path that is not Markdown: an attachment, its id the
+    path itself; or (None, reason) when that is no entry id."""
+    problem = entry_id_problem(rel)
+    if problem:
+        return None, f"invalid attachment name {rel!r}: {problem}"
+    return rel, None
+
+
 def path_entry_id(rel: str) -> tuple[str | None, str | None]:
     """(entry id, None) for a relative vault path, or (None, reason): any Markdown file is
     an entry, its id the path without ``.md`` (shared/names.py says why a name is refused,
@@ -101,7 +146,11 @@ def read_entry(vault: Path, entry_id: str, data: bytes) -> tuple[Entry, dict[str
         raise EntryError("file is not valid UTF-8 (a Markdown file is text in UTF-8: save it "
                          "as UTF-8, or rename it without .md to keep it out of the space)",
                          line=line) from e
-    return parse_markdown(entry_id, text)
+    entry, local = parse_markdown(entry_id, text)
+    if declares_attachment(entry.meta):
+        raise EntryError("kind: attachment is for files that are not Markdown (an image, a "
+                         "PDF): remove the kind line", line=2, key="kind")
+    return entry, local
 
 
 def render(entry: Entry, local: dict[str, Any] | None = None) -> bytes:

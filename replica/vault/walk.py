@@ -38,7 +38,7 @@ from typing import Any
 
 from replica.vault.files import FileStat, symlink_reason
 from replica.vault.forked import die_with_parent, fork
-from replica.vault.markdown import Problem, ignored, path_entry_id
+from replica.vault.markdown import Problem, attachment_entry_id, ignored, path_entry_id
 
 Walked = tuple[set[tuple[str, int, int]], list[Problem]]
 _TOP_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
@@ -174,6 +174,7 @@ def _read_folder(fd: int, prefix: str, folder: str, root: Path,
     subfolders: list[str] = []
     if len(plain) == len(entries):
         return subfolders
+    names = {de.name for de in plain}
     for de in entries:
         name = de.name
         if de.is_file(follow_symlinks=False) and name.endswith(".md") and name[0] != ".":
@@ -189,8 +190,31 @@ def _read_folder(fd: int, prefix: str, folder: str, root: Path,
         if de.is_dir(follow_symlinks=False):
             subfolders.append(name)
             continue
-        problems.append(Problem(rel, None, path_entry_id(rel)[1] or "not an entry file"))
+        reason = attachment_problem(name, rel, de, names)
+        if reason is None:  # any other regular file: an attachment, its id the path (D147)
+            try:
+                st = de.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            walked.add((rel, st.st_size, st.st_mtime_ns))
+            continue
+        problems.append(Problem(rel, None, reason))
     return subfolders
+
+
+def attachment_problem(name: str, rel: str, de: Any, names: set[str] | None) -> str | None:
+    """Why a file that is not Markdown cannot be an attachment (None: it is one): not a
+    regular file, a name that is no entry id, or a Markdown file of the same id beside it
+    (``x.png`` and ``x.png.md``: the Markdown file is the entry)."""
+    if not de.is_file(follow_symlinks=False):
+        return "not a regular file"
+    entry_id, reason = attachment_entry_id(rel)
+    if entry_id is None:
+        return reason
+    if names is not None and name + ".md" in names:
+        return (f"{name!r} and {name + '.md'!r} would be one entry ({rel}): rename the "
+                "attachment")
+    return None
 
 
 def _compare(vault: Path, recorded: list[tuple[str, int | None, int | None]],
@@ -201,12 +225,15 @@ def _compare(vault: Path, recorded: list[tuple[str, int | None, int | None]],
     changed: list[FileStat] = []
     base = os.fspath(vault)
     for entry_id, size, mtime in walked - recorded_set:
-        if entry_id not in known:
+        path = os.path.join(base, entry_id + ".md")
+        if not os.path.isfile(path):  # no Markdown file of this id: the walk saw an
+            path = os.path.join(base, entry_id)  # attachment (attachment_problem)
+        elif entry_id not in known:
             reason = path_entry_id(entry_id + ".md")[1]
             if reason:
                 problems.append(Problem(entry_id + ".md", None, reason))
                 continue
-        changed.append(FileStat(entry_id, os.path.join(base, entry_id + ".md"), size, mtime))
+        changed.append(FileStat(entry_id, path, size, mtime))
     missing = confirm_missing(vault, known - {w[0] for w in walked})
     problems.sort(key=lambda pr: pr.path)
     changed.sort()
@@ -224,7 +251,12 @@ def confirm_missing(vault: Path, missing: set[str]) -> set[str]:
 
 
 def _absent(vault: Path, entry_id: str) -> bool:
-    *folders, name = (entry_id + ".md").split("/")
+    """Neither the Markdown file of ``entry_id`` nor an attachment of that name is there."""
+    return _absent_file(vault, entry_id + ".md") and _absent_file(vault, entry_id)
+
+
+def _absent_file(vault: Path, rel: str) -> bool:
+    *folders, name = rel.split("/")
     try:
         fd = os.open(os.fspath(vault), _TOP_FLAGS)  # the vault itself may be a link
     except (FileNotFoundError, NotADirectoryError):

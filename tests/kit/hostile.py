@@ -6,7 +6,8 @@ no second hub here; every answer starts as the real hub application's answer.
                               │  records every answer the hub gave (``served``)
                               └─ hooks rewrite an answer for one kind of request
 
-Kinds (``kind_of``): head, changes, snapshot, batches, receipts, devices, epoch, proof, other.
+Kinds (``kind_of``): head, changes, snapshot, batches, receipts, devices, epoch, proof,
+blobs, other.
 
 Hooks (each returns its ``Hook``; ``times``: how many answers it touches, None = all; hooks
 on one kind compose, the first added sits nearest the hub):
@@ -39,7 +40,8 @@ import httpx2
 from shared.canonical import dumps
 from shared.signed import AUDIT_FIELDS, CHECKPOINT, HEAD_FIELDS, TREE, sign_head, sign_statement
 
-KINDS = ("head", "changes", "snapshot", "batches", "receipts", "devices", "epoch", "proof")
+KINDS = ("head", "changes", "snapshot", "batches", "receipts", "devices", "epoch", "proof",
+         "blobs")
 Forward = Callable[[], httpx2.Response]
 Handler = Callable[[httpx2.Request, Forward], httpx2.Response]
 

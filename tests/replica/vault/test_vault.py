@@ -21,7 +21,7 @@ def write(root: Path, rel: str, data: bytes | str) -> Path:
 
 
 @pytest.mark.parametrize("rel,reason", [
-    ("page/notes.txt", "not a Markdown file"),
+    ("page/notes.tmp", "must not end in '.md' or '.tmp'"),  # (notes.txt: an attachment)
     ("page/a\\b.md", "invalid entry id"),  # a backslash: a folder on Windows
     ("page/cafe\u0301.md", "NFC form; rename it to 'page/caf\u00e9.md'"),
     ("Notes/x.tmp.md", "must not end in '.md' or '.tmp'"),
@@ -116,7 +116,8 @@ def test_scan_changes_finds_what_scan_finds_and_the_same_problems(tmp_path):
     full = vlt.scan(vault)
     ch = vaultscan.scan_changes(vault, [])
     assert {f.entry_id for f in ch.changed} == {"page/ok", "page/deep/er/one", "skill/s",
-                                                "loose", "page/Bad Name", "Page/x"}
+                                                "loose", "page/Bad Name", "Page/x",
+                                                "page/notes.txt"}  # an attachment (D147)
     assert {(f.entry_id, f.os_path) for f in ch.changed} <= {(f.entry_id, f.os_path)
                                                           for f in full.files.values()}
     assert [(p.path, p.reason, p.entry_id) for p in ch.problems if p.path != "page/fifo.md"

@@ -1,0 +1,192 @@
+"""Attachments' bytes on the hub (docs/architecture.md, "Attachments"; decisions.md D147).
+
+    PUT /v1/spaces/S/blobs/<sha256>   (editors)          GET … (members)
+      hash the bytes: not <sha256>? blob_mismatch         the bytes as stored; the replica
+      over the space's attachment limit? too_large        checks them against the hash
+      held already? nothing written (idempotent)          (the hub's word is never enough)
+      else: quota (the space's bytes grow by the size),
+            stored and counted in one transaction
+
+    guard.prepare_txn ─► check_batch_txn: every attachment a batch puts is well formed
+                         (shared/attachments.py), within the limit (too_large, naming the
+                         file), and its blob is held with its size (blob_missing: the
+                         hashes to upload first)
+
+A blob is per space: one space's members cannot learn what another space holds by
+uploading or fetching a hash. A purge removes the blobs no entry version left names
+(hub/purge.py). What the bytes are is the entry's word, signed into the state root; the
+hub only stores and serves them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from hub.access import Principal, space_access_txn
+from hub.store.blobs_sql import (
+    attachment_limit_txn,
+    blob_data_txn,
+    delete_blobs_txn,
+    held_sizes_txn,
+    insert_blob_txn,
+    named_txn,
+)
+from hub.store.db import Store
+from hub.store.quotas_sql import hub_total_bytes_txn, update_usage_txn
+from hub.store.spaces_sql import find_space_txn
+from shared.attachments import (
+    DEFAULT_MAX_BYTES,
+    attachment_problem,
+    blob_hash,
+    declares_attachment,
+    is_sha256,
+    too_large_message,
+)
+from shared.errors import (
+    BlobMismatch,
+    BlobMissing,
+    InvalidRequest,
+    NotFound,
+    QuotaExceeded,
+    TooLarge,
+)
+
+
+def limit_txn(conn: Any, space_id: str, hub_default: int = DEFAULT_MAX_BYTES) -> int:
+    """The most bytes one attachment of the space may have: its own, else the hub's."""
+    own = attachment_limit_txn(conn, space_id)
+    return hub_default if own is None else own
+
+
+def upload_limit(store: Store, space_ref: str, hub_default: int) -> int:
+    """The body limit of an upload to ``space_ref``, read before the body (the caller's
+    access is checked with the body, in ``put_blob``)."""
+    with store.read() as conn:
+        found = find_space_txn(conn, space_ref)
+        return limit_txn(conn, found.id, hub_default) if found is not None else hub_default
+
+
+def _check_hash(sha256: str) -> None:
+    if not is_sha256(sha256):
+        raise InvalidRequest("a blob is named by its SHA-256: 64 lowercase hex digits",
+                             {"sha256": sha256[:80]})
+
+
+def put_blob(store: Store, quotas: Any, p: Principal, space_ref: str, sha256: str,
+             data: bytes, now: int) -> dict[str, Any]:
+    """Store one blob (module docstring); ``{"sha256", "size", "stored"}`` (``stored``:
+    False when the space held it already)."""
+    _check_hash(sha256)
+    if blob_hash(data) != sha256:
+        raise BlobMismatch("the bytes sent do not hash to the SHA-256 in the URL; nothing "
+                           "was stored", {"sha256": sha256, "size": len(data)})
+
+    def txn(conn: Any) -> dict[str, Any]:
+        from hub import quotas as quota_rules
+
+        space, _ = space_access_txn(conn, p, space_ref, "editor", lock=True)
+        limit = limit_txn(conn, space.id, quotas.max_attachment_bytes)
+        if limit and len(data) > limit:
+            raise TooLarge(too_large_message(f"blob {sha256[:12]}", len(data), limit),
+                           {"sha256": sha256, "size": len(data), "limit": limit})
+        if held_sizes_txn(conn, space.id, [sha256]):
+            return {"sha256": sha256, "size": len(data), "stored": False}
+        row = quota_rules.usage_txn(conn, space.id, lock=True)
+        cap = row["max_bytes"] if row["max_bytes"] is not None else quotas.max_bytes
+        after = row["bytes"] + len(data)
+        if cap and after > cap:
+            raise QuotaExceeded(
+                f"the space's bytes quota is {cap}: it holds {row['bytes']}, this "
+                f"attachment would make it {after}; nothing was stored",
+                {"scope": "space", "quota": "bytes", "limit": cap, "usage": row["bytes"],
+                 "after": after})
+        if quotas.hub_max_bytes:
+            total = hub_total_bytes_txn(conn)
+            if total + len(data) > quotas.hub_max_bytes:
+                raise QuotaExceeded(
+                    f"the hub's storage quota is {quotas.hub_max_bytes} bytes: it holds "
+                    f"{total}; nothing was stored",
+                    {"scope": "hub", "quota": "bytes", "limit": quotas.hub_max_bytes,
+                     "usage": total, "after": total + len(data)})
+        insert_blob_txn(conn, space.id, sha256, data, now)
+        update_usage_txn(conn, space.id, {"bytes": after})
+        return {"sha256": sha256, "size": len(data), "stored": True}
+
+    return store.run_write(txn)
+
+
+def get_blob(store: Store, p: Principal, space_ref: str, sha256: str) -> bytes:
+    """The bytes of one blob of the space (members), or ``not_found``."""
+    _check_hash(sha256)
+    with store.read() as conn:
+        space, _ = space_access_txn(conn, p, space_ref, "viewer")
+        data = blob_data_txn(conn, space.id, sha256)
+    if data is None:
+        raise NotFound("this space holds no blob with that SHA-256", {"sha256": sha256})
+    return data
+
+
+def hashes_in(contents: Iterable[Any]) -> set[str]:
+    """Pure: the blob hashes the attachment entries among ``contents`` name (entry dicts,
+    or wire ops carrying one under ``entry``)."""
+    out: set[str] = set()
+    for c in contents:
+        e = c.get("entry", c) if isinstance(c, dict) else None
+        meta = e.get("meta") if isinstance(e, dict) else None
+        if isinstance(meta, dict) and declares_attachment(meta) and is_sha256(meta.get("sha256")):
+            out.add(meta["sha256"])
+    return out
+
+
+def drop_unnamed_txn(conn: Any, space_id: str, hashes: Iterable[str]) -> list[str]:
+    """After a purge rewrote the space's history: remove the blobs of ``hashes`` that no
+    entry version left in it names; the hashes removed (the database is compacted after
+    the commit, hub/purge.py, so the bytes leave its files)."""
+    gone = sorted(h for h in set(hashes) if not named_txn(conn, space_id, h))
+    delete_blobs_txn(conn, space_id, gone)
+    return gone
+
+
+def carry_restored_txn(conn: Any, backup: Store, space_id: str,
+                       contents: Iterable[Any], now: int) -> int:
+    """A restore from a backup (hub/restore.py): the blobs the restored entries name, copied
+    from the backup when this hub does not hold them, one at a time; how many."""
+    wanted = hashes_in(contents)
+    held = held_sizes_txn(conn, space_id, wanted)
+    n = 0
+    for sha in sorted(wanted - set(held)):
+        with backup.read() as bconn:
+            data = blob_data_txn(bconn, space_id, sha)
+        if data is not None and blob_hash(data) == sha:
+            n += insert_blob_txn(conn, space_id, sha, data, now)
+    return n
+
+
+def check_batch_txn(conn: Any, space_id: str, ops: Sequence[Any],
+                    hub_default: int = DEFAULT_MAX_BYTES) -> None:
+    """Refuse a batch that puts an attachment that is malformed (``invalid_request``), over
+    the space's limit (``too_large``, naming the file) or whose blob the hub does not hold
+    with that size (``blob_missing``, every one listed): nothing is written."""
+    wanted: dict[str, tuple[str, int]] = {}
+    for op in ops:
+        entry = op.entry
+        if entry.deleted or not declares_attachment(entry.meta):
+            continue
+        problem = attachment_problem(entry)
+        if problem:
+            raise InvalidRequest(f"{entry.id}: {problem}", {"id": entry.id})
+        wanted[entry.id] = (entry.meta["sha256"], entry.meta["size"])
+    if not wanted:
+        return
+    limit = limit_txn(conn, space_id, hub_default)
+    for eid, (_sha, size) in sorted(wanted.items()):
+        if limit and size > limit:
+            raise TooLarge(too_large_message(eid, size, limit),
+                           {"id": eid, "size": size, "limit": limit})
+    held = held_sizes_txn(conn, space_id, (sha for sha, _ in wanted.values()))
+    missing = [{"id": eid, "sha256": sha} for eid, (sha, size) in sorted(wanted.items())
+               if held.get(sha) != size]
+    if missing:
+        raise BlobMissing(f"upload the bytes of {len(missing)} attachment(s) first "
+                          f"({missing[0]['id']}…); nothing was written", {"missing": missing})

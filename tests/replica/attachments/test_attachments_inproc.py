@@ -1,0 +1,157 @@
+"""Attachments through the real hub in-process (docs/architecture.md, "Attachments";
+decisions.md D147): a non-Markdown file is published as an entry naming its bytes by hash,
+the bytes go up before the batch and come down checked; a hub that serves other bytes is
+refused with nothing written; over the limit is a problem naming the file."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import httpx2
+import pytest
+
+from replica.store.blobs import BlobCache
+from shared.attachments import blob_hash
+from shared.errors import HubUnverified
+from tests.kit.hostile import Hostile
+from tests.kit.inproc import Local, Space
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40
+
+
+def _vault_bytes(local: Local) -> dict[str, bytes]:
+    return {p.relative_to(local.vault).as_posix(): p.read_bytes()
+            for p in sorted(local.vault.rglob("*")) if p.is_file()
+            and not p.name.startswith(".")}
+
+
+def _contains(root: Path, needle: bytes) -> list[str]:
+    found = []
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            p = Path(folder, name)
+            try:
+                if needle in p.read_bytes():
+                    found.append(str(p))
+            except OSError:
+                pass
+    return found
+
+
+def test_attachments_round_trip_byte_identical(tmp_path: Path, space: Space) -> None:
+    a = space.replica(tmp_path, "a")
+    b = space.replica(tmp_path, "b")
+    try:
+        pdf = b"%PDF-1.4\n" + os.urandom(300_000) + b"\n%%EOF\n"
+        (a.vault / "img").mkdir(parents=True)
+        (a.vault / "img" / "diagram.png").write_bytes(PNG)
+        (a.vault / "Meeting Notes").mkdir()
+        (a.vault / "Meeting Notes" / "Release Plan.pdf").write_bytes(pdf)
+        report = a.sync()
+        assert not report.problems, report.problems
+        live = space.live()
+        png = live["img/diagram.png"]
+        assert png.kind == "attachment"
+        assert png.meta == {"kind": "attachment", "sha256": blob_hash(PNG),
+                            "size": len(PNG), "media_type": "image/png"}
+        assert live["Meeting Notes/Release Plan.pdf"].meta["media_type"] == "application/pdf"
+        b.sync()
+        assert _vault_bytes(b) == _vault_bytes(a)
+        # an edit of the bytes is a new version; the other replica gets the new bytes
+        (a.vault / "img" / "diagram.png").write_bytes(PNG + b"more")
+        a.sync()
+        b.sync()
+        assert (b.vault / "img" / "diagram.png").read_bytes() == PNG + b"more"
+        # a delete reaches the other vault
+        (b.vault / "img" / "diagram.png").unlink()
+        b.sync()
+        a.sync()
+        assert not (a.vault / "img" / "diagram.png").exists()
+        assert "img/diagram.png" not in space.live()
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.mark.parametrize("path", ["clone", "pull"])
+def test_hub_serving_other_bytes_is_refused_and_nothing_is_written(tmp_path: Path,
+                                                                   space: Space,
+                                                                   path: str) -> None:
+    a = space.replica(tmp_path, "a")
+    b = space.replica(tmp_path, "b", wrap=Hostile)
+    try:
+        if path == "pull":  # b holds the space already: the attachment comes as a change
+            b.sync()
+        a.vault.mkdir(parents=True, exist_ok=True)
+        (a.vault / "photo.png").write_bytes(PNG)
+        a.sync()
+        evil = b"\x89PNG\r\n\x1a\nEVIL" + b"x" * (len(PNG) - 12)
+        assert len(evil) == len(PNG)
+
+        def lie(request: httpx2.Request, forward: object) -> httpx2.Response:
+            return httpx2.Response(200, content=evil,
+                                   headers={"Content-Type": "application/octet-stream"})
+
+        b.transport.intercept("blobs", lie)
+        with pytest.raises(HubUnverified):
+            b.sync()
+        assert not (b.vault / "photo.png").exists()
+        assert "photo.png" not in b.store.states()
+        assert BlobCache(tmp_path / "b" / "blobs").hashes() == set()
+        assert _contains(tmp_path / "b", evil[:24]) == []
+        b.transport.hooks.clear()  # the honest hub: the file arrives
+        b.sync()
+        assert (b.vault / "photo.png").read_bytes() == PNG
+    finally:
+        a.close()
+        b.close()
+
+
+def test_attachment_over_the_limit_is_a_problem_naming_the_file(tmp_path: Path,
+                                                                space: Space) -> None:
+    a = space.replica(tmp_path, "a")
+    try:
+        a.sync()  # the head tells the limit (25 MiB by default)
+        big = a.vault / "video" / "talk.mp4"
+        big.parent.mkdir(parents=True)
+        with open(big, "wb") as f:  # 30 MiB, sparse: nothing to write or read
+            f.truncate(30 * 1024 * 1024)
+        (a.vault / "page").mkdir()
+        (a.vault / "page" / "ok.md").write_text("---\ntitle: OK\n---\nfine\n")
+        report = a.sync()
+        [p] = [p for p in report.problems if p.path == "video/talk.mp4"]
+        assert "too_large" in p.reason and "video/talk.mp4" in p.reason, p.reason
+        live = space.live()
+        assert "video/talk.mp4" not in live and "page/ok" in live  # the rest published
+        assert BlobCache(tmp_path / "a" / "blobs").hashes() == set()
+    finally:
+        a.close()
+
+
+def test_purge_of_an_attachment_leaves_its_bytes_nowhere(tmp_path: Path,
+                                                         space: Space) -> None:
+    a = space.replica(tmp_path, "a")
+    b = space.replica(tmp_path, "b")
+    try:
+        needle = os.urandom(64)  # in no other file anywhere
+        secret = b"%PDF-1.4\n" + needle * 64 + b"\n%%EOF\n"
+        keep = b"%PDF-1.4\nstays\n%%EOF\n"
+        a.vault.mkdir(parents=True, exist_ok=True)
+        (a.vault / "leaked.pdf").write_bytes(secret)
+        (a.vault / "kept.pdf").write_bytes(keep)
+        a.sync()
+        b.sync()
+        assert (b.vault / "leaked.pdf").read_bytes() == secret
+        out = space.admin.purge(space.id, ["leaked.pdf"], "a secret was attached")
+        assert out["blobs_removed"] == 1, out
+        a.sync()
+        b.sync()
+        for r in (a, b):
+            assert not (r.vault / "leaked.pdf").exists()
+            assert (r.vault / "kept.pdf").read_bytes() == keep
+        assert _contains(space.hub.root, needle) == []  # database files, WAL included
+        assert _contains(tmp_path, needle) == []  # homes, stores, blob caches, vaults
+    finally:
+        a.close()
+        b.close()

@@ -163,6 +163,19 @@ def carry_restored_txn(conn: Any, backup: Store, space_id: str,
     return n
 
 
+def blob_link(space_id: str, entry: Any) -> dict[str, str]:
+    """``{"blob_url": …}`` for an attachment entry (a dict, as reads answer it), where its
+    bytes are served as a download with its name; ``{}`` for anything else."""
+    meta = entry.get("meta") if isinstance(entry, dict) else None
+    if not (isinstance(meta, dict) and declares_attachment(meta)
+            and is_sha256(meta.get("sha256"))):
+        return {}
+    from urllib.parse import quote
+
+    return {"blob_url": f"/v1/spaces/{space_id}/blobs/{meta['sha256']}"
+                        f"?name={quote(str(entry.get('id', '')), safe='')}"}
+
+
 def check_batch_txn(conn: Any, space_id: str, ops: Sequence[Any],
                     hub_default: int = DEFAULT_MAX_BYTES) -> None:
     """Refuse a batch that puts an attachment that is malformed (``invalid_request``), over

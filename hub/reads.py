@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from hub import blobs
 from hub import scope as scopes
 from hub.access import Principal, space_access_txn
 from hub.store import read_index as ri
@@ -289,7 +290,8 @@ def get_entry(store: Store, p: Principal, space_ref: str, entry_id: str, *,
         return {"head": _head(space.epoch, space.head_seq),
                 "at": _head(space.epoch, space.head_seq), "entry": entry,
                 "version": version, "changed_seq": changed,
-                **({"links_withheld": dropped} if dropped else {})}
+                **({"links_withheld": dropped} if dropped else {}),
+                **blobs.blob_link(space.id, entry)}
     with indexed(store, p, space_ref) as (conn, space, state, scope):
         got = _entry_at_txn(conn, space, state, entry_id, epoch, seq)
         if got is not None and not _readable_txn(conn, space, scope, entry_id):
@@ -301,7 +303,8 @@ def get_entry(store: Store, p: Principal, space_ref: str, entry_id: str, *,
     entry, row = got
     return {"head": _head(*state), "at": at, "entry": entry, "version": row.version,
             "changed_seq": row.src_seq if row.src_epoch == at["epoch"] else 0,
-            **({"links_withheld": dropped} if dropped else {})}
+            **({"links_withheld": dropped} if dropped else {}),
+            **blobs.blob_link(space.id, entry)}
 
 
 def history(store: Store, p: Principal, space_ref: str, entry_id: str, limit: int

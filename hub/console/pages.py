@@ -19,7 +19,19 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from hub import activity, admin, backlinks, grants, logs, page_restore, reads, spaces, wikilinks
+from hub import (
+    activity,
+    admin,
+    backlinks,
+    blobs,
+    grants,
+    logs,
+    page_restore,
+    reads,
+    spaces,
+    wikilinks,
+)
+from hub.api.blobs import DOWNLOAD_HEADERS
 from hub.api.http import hub_of
 from hub.clientaddr import client_of
 from hub.console import csp_reports, markdown, oidc, sessions
@@ -37,6 +49,12 @@ from hub.console.http import (
     space_and_role,
 )
 from shared import policy
+from shared.attachments import (
+    INLINE_IMAGES,
+    OCTET_STREAM,
+    content_disposition,
+    declares_attachment,
+)
 from shared.errors import Forbidden, InvalidRequest, NotFound, QuireError, RateLimited
 
 OIDC_PATH = "/console/signin/oidc"
@@ -263,7 +281,28 @@ async def entry_page(request: Request, p: Any) -> Response:
                 versions=hist["versions"], names=names, shown=shown,
                 old=old, limit=HISTORY_SHOWN, linked=linked,
                 rendered=rendered, source=source, here=keep, current=current,
-                may_restore=may_restore, **out)
+                may_restore=may_restore, inline_images=INLINE_IMAGES, **out)
+
+
+@signed_in
+async def attachment_file(request: Request, p: Any) -> Response:
+    """``…/file?id=ID``: the bytes of attachment ``ID`` at the head, for its entry page:
+    shown inline only when its media type is a raster image (``<img>``, the console's
+    ``img-src 'self'``), else a download; never sniffed, never a page of this origin."""
+    hub = hub_of(request)
+    ref = request.path_params["space"]
+    entry_id = reads.parse_entry_id(request.query_params.get("id"))
+    out = await call(reads.get_entry, hub.store, p, ref, entry_id)
+    meta = out["entry"].get("meta", {})
+    if not declares_attachment(meta):
+        raise NotFound(f"{entry_id} is not an attachment")
+    data = await call(blobs.get_blob, hub.store, p, ref, str(meta["sha256"]))
+    name = entry_id.rsplit("/", 1)[-1]
+    inline = meta.get("media_type") in INLINE_IMAGES
+    headers = dict(DOWNLOAD_HEADERS, **{"Content-Disposition": content_disposition(
+        name, inline=inline)})
+    return Response(data, media_type=str(meta["media_type"]) if inline else OCTET_STREAM,
+                    headers=headers)
 
 
 @signed_in
@@ -495,6 +534,7 @@ CONSOLE = Mount("/console", routes=[
     Route("/spaces/{space}", space_page, methods=["GET"]),
     Route("/spaces/{space}/search", search_page, methods=["GET"]),
     Route("/spaces/{space}/entry", entry_page, methods=["GET"]),
+    Route("/spaces/{space}/file", attachment_file, methods=["GET"]),
     Route("/spaces/{space}/diff", diff_page, methods=["GET"]),
     Route("/spaces/{space}/activity", activity_page, methods=["GET"]),
     Route("/spaces/{space}/restore", restore_page, methods=["POST"]),

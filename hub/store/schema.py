@@ -303,7 +303,7 @@ space_quota = Table(
     Column("max_entries", BigInteger, nullable=True),
     Column("max_bytes", BigInteger, nullable=True),
     Column("max_history_bytes", BigInteger, nullable=True),
-    # one attachment's bytes at most (null: the hub's setting; 0030, hub/blobs.py)
+    # one attachment's bytes at most (null: the hub's setting; 0031, hub/blobs.py)
     Column("max_attachment_bytes", BigInteger, nullable=True),
 )
 

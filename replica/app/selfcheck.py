@@ -70,7 +70,7 @@ def check_vault(store: Store, vault: Path) -> dict[str, Any]:
     for entry_id, file_hash in recorded.items():
         if file_hash is None:
             continue
-        path = md.entry_path(vault, entry_id)
+        path = md.recorded_path(vault, entry_id)  # an attachment's has no .md
         try:
             data = None if path.is_symlink() else path.read_bytes()
         except OSError:

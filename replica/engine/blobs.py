@@ -23,10 +23,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from replica.store.blobs import BlobCache
-from shared.attachments import is_attachment
+from replica.vault import markdown as md
+from shared.attachments import DEFAULT_MAX_BYTES, is_attachment, too_large_message
 
 # a journaled vault write of an attachment: the hash of its bytes, after this prefix (no
 # rendered Markdown starts with a NUL)
@@ -68,6 +70,24 @@ class Blobs:
         self.cache.put(sha, data)
         self.fetched.append(sha)
         return True
+
+
+def limit_txn(conn: Any) -> int:
+    """The space's limit on one attachment, as its last head said (0: none)."""
+    from replica.store import store as st
+
+    usage = st.get_meta_txn(conn, "usage")
+    limit = usage.get("attachment_limit") if isinstance(usage, dict) else None
+    return limit if isinstance(limit, int) and limit >= 0 else DEFAULT_MAX_BYTES
+
+
+def too_large(vault: Path, fs: Any, limit: int) -> md.Problem | None:
+    """The problem of a changed attachment file over ``limit`` (named, with the limit), or
+    None: a file that is Markdown, or within it. Checked by its stat, before reading."""
+    if not limit or fs.size <= limit or md.is_markdown(fs.os_path):
+        return None
+    return md.Problem(fs.path.relative_to(vault).as_posix(), None,
+                      too_large_message(fs.entry_id, fs.size, limit), fs.entry_id)
 
 
 def collect_unnamed(store: Any, cache: BlobCache) -> list[str]:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from replica.engine import blobs
 from replica.engine.markers import conflict_tag, special
 from replica.engine.merge import merge_entry, same
 from replica.store import store as st
@@ -67,7 +68,12 @@ def unpublished_txn(conn: Conn, vault: Path, *, scan: bool = True,
     writing = st.pending_ids_txn(conn)
     changes, source = changes_txn(conn, vault, journal)
     problems = list(changes.problems)
+    limit = blobs.limit_txn(conn)
     for fs in changes.changed:
+        big = blobs.too_large(vault, fs, limit)
+        if big is not None:  # as the sync reports it (replica/engine/scan.py)
+            problems.append(big)
+            continue
         s = st.get_state_txn(conn, fs.entry_id)
         try:
             data = fs.path.read_bytes()
@@ -81,9 +87,10 @@ def unpublished_txn(conn: Conn, vault: Path, *, scan: bool = True,
         if h == s.file_hash and (h == s.shown_hash or fs.entry_id not in writing):
             continue  # touched, not changed
         try:
-            entry, markers = md.read_entry(vault, fs.entry_id, data)
+            entry, markers = md.read_file(vault, fs.entry_id, fs.os_path, data)
         except EntryError as e:
-            problems.append(md.Problem(f"{fs.entry_id}.md", e.line, str(e), fs.entry_id))
+            problems.append(md.Problem(fs.path.relative_to(vault).as_posix(), e.line, str(e),
+                                       fs.entry_id))
             continue
         if s.held:  # held in conflict: published once the person removed the marker that
             # this file showed (else the sync merges it again, and may still hold it)

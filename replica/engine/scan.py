@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 
+from replica.engine import blobs
 from replica.engine.ledger import Ledger
 from replica.engine.markers import conflict_tag, marker_tag, special
 from replica.engine.merge import merge_entry, same
@@ -36,7 +37,7 @@ from replica.vault import markdown as md
 from replica.vault import presence as vault_presence
 from replica.vault.journal_scan import Journal
 from replica.vault.walk import Prefetch
-from shared.attachments import DEFAULT_MAX_BYTES, is_attachment, too_large_message
+from shared.attachments import is_attachment
 from shared.entry import Entry, EntryError
 
 
@@ -63,14 +64,12 @@ def fold_vault(ledger: Ledger, report: SyncReport, walk: Prefetch | None = None,
         bad = scan.problem_ids()
         now_ns = time.time_ns()
         writing = st.pending_ids_txn(conn)  # journaled writes not carried out (waiting)
-        limit = attachment_limit_txn(conn)
+        limit = blobs.limit_txn(conn)
         for fs in scan.changed:
             entry_id = fs.entry_id
-            if limit and fs.size > limit and not md.is_markdown(fs.os_path):
-                # over the space's limit: a problem naming the file, never read or published
-                report.problems.append(md.Problem(
-                    fs.path.relative_to(ledger.vault).as_posix(), None,
-                    too_large_message(entry_id, fs.size, limit), entry_id))
+            big = blobs.too_large(ledger.vault, fs, limit)
+            if big is not None:  # a problem naming the file, never read or published
+                report.problems.append(big)
                 continue
             s = st.get_state_txn(conn, entry_id)
             try:
@@ -154,13 +153,6 @@ def fold_vault(ledger: Ledger, report: SyncReport, walk: Prefetch | None = None,
             st.put_state_txn(conn, s)
             report.local_changes.append(entry_id)
     report.problems.sort(key=lambda p: p.path)
-
-
-def attachment_limit_txn(conn: Conn) -> int:
-    """The space's limit on one attachment, as its last head said (0: none)."""
-    usage = st.get_meta_txn(conn, "usage")
-    limit = usage.get("attachment_limit") if isinstance(usage, dict) else None
-    return limit if isinstance(limit, int) and limit >= 0 else DEFAULT_MAX_BYTES
 
 
 def _fold_missing_txn(ledger: Ledger, conn: Conn, s: EntryState, report: SyncReport

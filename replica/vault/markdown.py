@@ -78,6 +78,17 @@ def file_of(vault: Path, entry: Entry) -> Path:
         else entry_path(vault, entry.id)
 
 
+def recorded_path(vault: Path, entry_id: str) -> Path:
+    """The file an entry has in the vault now: its Markdown file, else an attachment of
+    that name, else (neither there) where its Markdown file would be."""
+    path = entry_path(vault, entry_id)
+    if not os.path.lexists(path):
+        other = attachment_path(vault, entry_id)
+        if os.path.lexists(other):
+            return other
+    return path
+
+
 def is_markdown(path: str) -> bool:
     return path.endswith(".md")
 

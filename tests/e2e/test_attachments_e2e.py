@@ -1,5 +1,5 @@
 """Attachments through a real hub process and the real CLI (docs/replica.md,
-"Attachments"; decisions.md D146): an image and a PDF over 1 MiB saved in one member's
+"Attachments"; decisions.md D147): an image and a PDF over 1 MiB saved in one member's
 vault arrive byte for byte in a second member's; a 30 MiB file is a problem naming the file
 (``too_large``, exit 3) and nothing of it is published."""
 

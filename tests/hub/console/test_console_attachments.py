@@ -1,5 +1,5 @@
 """Attachments in the console and the remote read API (docs/console.md; decisions.md
-D146): an image is shown inline from the console's own origin (its CSP allows
+D147): an image is shown inline from the console's own origin (its CSP allows
 ``img-src 'self'``), any other file is a download link; the file is never served as a
 page (``nosniff``, a sandboxing CSP, a download unless a raster image); the remote read of
 the entry answers its metadata and where its bytes are."""

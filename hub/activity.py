@@ -60,6 +60,8 @@ def describe(op: dict[str, Any], old: dict[str, Any] | None, tool: str | None
         return {"id": op["id"], "action": "deleted"}
     new = op["entry"]
     action = TOOLS.get(tool or "") or ("created" if old is None else "edited")
+    if "from" in op:  # a rename (docs/protocol.md, "Renames"): ``old`` is the old name's
+        action = "renamed"
     a, b = _lines((old or {}).get("body", "")), _lines(new.get("body", ""))
     added = removed = 0
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False
@@ -69,7 +71,7 @@ def describe(op: dict[str, Any], old: dict[str, Any] | None, tool: str | None
             added += j2 - j1
     fields = [f for f in _FIELDS if (old or {}).get(f) != new.get(f) and old is not None]
     return {"id": new["id"], "action": action, "added": added, "removed": removed,
-            "fields": fields}
+            "fields": fields, **({"from": op["from"]} if "from" in op else {})}
 
 
 def activity(store: Store, p: Principal, space_ref: str, *, epoch: str | None = None,
@@ -92,11 +94,17 @@ def activity(store: Store, p: Principal, space_ref: str, *, epoch: str | None = 
             every = b["ops"]
             if not scope.unrestricted:
                 seen = scopes.visible_txn(conn, space.id, scope, [_op_id(op) for op in every])
-                every = [op for op in every if _op_id(op) in seen]
+                every = [op if "from" not in op or op["from"] in seen else  # name untold
+                         {k: v for k, v in op.items() if k != "from"}
+                         for op in every if _op_id(op) in seen]
                 if not every:
                     continue  # nothing in it this reader may read
+            # a rename is one change: its put (``from``) says it, its delete is not listed
+            moved = {op["from"] for op in every if op["op"] == "put" and "from" in op}
+            every = [op for op in every if op["op"] == "put" or op["id"] not in moved]
             ops = [describe(op, None if op["op"] == "delete" else
-                            _before_txn(conn, space.id, op["entry"]["id"], e, row.seq),
+                            _before_txn(conn, space.id, op.get("from") or op["entry"]["id"],
+                                        e, row.seq),
                             prov.get("tool"))
                    for op in every[:OPS_SHOWN]]
             out.append({"epoch": e, "seq": row.seq, "accepted_at": row.accepted_at,

@@ -95,7 +95,9 @@ def _redact(batch: dict[str, Any], seen: set[str]) -> tuple[dict[str, Any], dict
     for op in batch["ops"]:
         eid = op["entry"]["id"] if op["op"] == "put" else op["id"]
         if eid in seen:
-            kept.append(op)
+            # a rename from an entry the reader may not read: its name is not told either
+            hidden_from = op["op"] == "put" and "from" in op and op["from"] not in seen
+            kept.append({k: v for k, v in op.items() if k != "from"} if hidden_from else op)
             continue
         base = op.get("base")
         old = None if base is None or base == tombstone(eid).version else base

@@ -325,6 +325,8 @@ def history(store: Store, p: Principal, space_ref: str, entry_id: str, limit: in
                 body, user, device, agent, accepted_at = b
                 doc = json.loads(body)
                 moved = None if row.deleted else _moved_from(doc, eid)
+                if moved is not None and not _readable_txn(conn, space, scope, moved):
+                    moved = None  # a name outside the reader's scope is not told
                 out.append({"id": eid, "epoch": row.epoch, "seq": row.seq,
                             "version": row.version, "deleted": row.deleted,
                             "accepted_at": accepted_at,
@@ -402,7 +404,7 @@ def batch(store: Store, p: Principal, space_ref: str, *, seq: int, epoch: str | 
         if op["op"] == "put":
             ops.append({"id": op["entry"]["id"], "op": "put", "base": op["base"],
                         "version": make_entry(op["entry"]).version,
-                        **({"from": op["from"]} if "from" in op else {})})
+                        **({"from": op["from"]} if op.get("from") in seen else {})})
         else:
             ops.append({"id": op["id"], "op": "delete", "base": op["base"],
                         "version": tombstone(op["id"]).version})

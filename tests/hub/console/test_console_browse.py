@@ -185,6 +185,30 @@ def test_activity_names_who_changed_what(hub_app: dict[str, Any], team: dict[str
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # templates: no SQL of note
+def test_a_rename_is_one_change_in_the_activity_and_the_history(
+        hub_app: dict[str, Any], team: dict[str, Any]) -> None:
+    """A rename (docs/protocol.md "Renames") reads as one: ``renamed OLD to NEW`` in the
+    activity (its delete not listed apart), and the new page's history goes on into the
+    old name's, each version linking to the name it had."""
+    from dataclasses import replace
+
+    ed, space = team["ed"], team["space"]
+    old = put("page/rollback", "Roll back.\n")
+    new = replace(put("Runbooks/rollback", "Roll back.\n", title="page/rollback"),
+                  moved_from="page/rollback")
+    assert ed.publish(space, [delete("page/rollback", old.entry.version), new]
+                      ).status_code == 201
+    b = sign_in(hub_app, team["viewer"])
+    joined = _text(b.get("/console/spaces/team/activity").text)
+    assert "renamed page/rollback to Runbooks/rollback" in joined, joined
+    assert "deleted page/rollback" not in joined
+    r = b.get("/console/spaces/team/entry", params={"id": "Runbooks/rollback"})
+    assert "(renamed from page/rollback)" in _text(r.text)
+    assert "(as page/rollback)" in _text(r.text)
+    assert 'entry?id=page/rollback&amp;seq=1"' in r.text  # the old version, by its name
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # templates: no SQL of note
 def test_csp_report_counted_and_logged(hub_app: dict[str, Any],
                                        caplog: pytest.LogCaptureFixture) -> None:
     """Anyone may post a report (browsers send no token): counted by directive, logged,

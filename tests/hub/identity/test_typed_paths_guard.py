@@ -252,3 +252,33 @@ def test_a_rename_from_a_guardrail_out_of_its_folder_is_refused_as_its_delete(
     assert t.owner.publish(t.space, move(g, "Policies/no-force",
                                          meta={"kind": "guardrail", "severity": "block"})
                            ).status_code == 201
+
+
+def test_a_reader_who_may_not_read_the_old_name_is_not_told_it(team: WireTeam) -> None:
+    """The attack: a viewer barred from ``Secret/*`` reads the history, the batch, the
+    activity or the pull of a page renamed out of it, to learn the hidden page's name."""
+    t = team
+    old = put("Secret/Acquisition Target", "moved to the wiki\n", title="target")
+    assert t.editor.publish(t.space, [old]).status_code == 201
+    ops = move(old, "Wiki/Target")
+    assert t.editor.publish(t.space, ops).status_code == 201
+    r = t.owner.post(f"/v1/spaces/{t.space}/rules", {
+        "effect": "deny", "who": "viewer", "actions": ["read"], "entries": "Secret/*"})
+    assert r.status_code == 201, r.text
+    try:
+        v = t.viewer
+        hist = v.get(f"/v1/spaces/{t.space}/history?id=Wiki/Target").json()["versions"]
+        assert [(h["id"], h.get("from")) for h in hist] == [("Wiki/Target", None)]
+        seq = hist[0]["seq"]
+        head = v.get(f"/v1/spaces/{t.space}/head").json()
+        answers = [v.get(f"/v1/spaces/{t.space}/batch?seq={seq}").text,
+                   v.get(f"/v1/spaces/{t.space}/changes", params={
+                       "epoch": head["epoch"], "after": seq - 1, "limit": 1}).text]
+        for text in answers:
+            assert "Wiki/Target" in text and "Secret" not in text, text
+        # the editor (no rule) is told both names
+        assert [h["id"] for h in t.editor.get(
+            f"/v1/spaces/{t.space}/history?id=Wiki/Target").json()["versions"]] == [
+            "Wiki/Target", "Secret/Acquisition Target"]
+    finally:
+        t.owner.post(f"/v1/spaces/{t.space}/rules/{r.json()['rule']['id']}/remove", {})

@@ -262,3 +262,27 @@ def test_pairing_takes_one_create_per_delete_of_the_same_content_only() -> None:
     assert got == {"a/x": None, "a/y": None, "b/x1": "a/x", "b/x2": None, "b/y": None,
                    "c/z": None}
     assert [op.entry_id for op in renames.pair(ops, gone)] == [op.entry_id for op in ops]
+
+
+def test_an_attachment_moved_to_another_folder_is_one_rename(
+        space: Space, pair: tuple[Local, Local]) -> None:
+    """An attachment (D147) moved between folders keeps its content (its title is its file
+    name): one rename, and the other vault has the same bytes at the new path only."""
+    ann, bob = pair
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8
+    (ann.vault / "img").mkdir()
+    (ann.vault / "img" / "chart.png").write_bytes(png)
+    ann.sync()
+    bob.sync()
+    assert (bob.vault / "img" / "chart.png").read_bytes() == png
+    (ann.vault / "assets").mkdir()
+    (ann.vault / "img" / "chart.png").rename(ann.vault / "assets" / "chart.png")
+    rep = ann.sync()
+    assert not rep.problems and not rep.held, rep
+    ops = space.batches(ann)[-1]["ops"]
+    assert {o.get("from") for o in ops} == {None, "img/chart.png"}, ops
+    bob.sync()
+    assert (bob.vault / "assets" / "chart.png").read_bytes() == png
+    assert not (bob.vault / "img" / "chart.png").exists()
+    assert history(space, "assets/chart.png") == [("assets/chart.png", "img/chart.png"),
+                                                  ("img/chart.png", None)]

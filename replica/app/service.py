@@ -15,6 +15,7 @@ imported inside the functions that need them: a ``quire`` process pays for what 
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import socket
@@ -240,14 +241,37 @@ def open_desk(home: Home, space: SpaceConfig) -> Desk:
 # ---------------------------------------------------------------- status
 
 
+# status.json as this process last wrote or read it, by path: (its stat, the document).
+# A watcher rewrites it at every publication it applies and read it back each time first.
+_SAVED: dict[str, tuple[tuple[int, int, int], dict[str, Any]]] = {}
+
+
+def _stat_key(path: Path) -> tuple[int, int, int] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_ino, info.st_size, info.st_mtime_ns)
+
+
 def read_saved_status(space: SpaceConfig) -> dict[str, Any]:
     """What the last sync wrote (``status.json``); {} before the first, and when the file
-    is unreadable (it is written without an fsync: a power cut may leave it empty)."""
+    is unreadable (it is written without an fsync: a power cut may leave it empty). Read
+    again only when its stat moved (every write renames a new file over it: a new inode)."""
+    path = space.status_path
+    key = _stat_key(path)
+    kept = _SAVED.get(os.fspath(path))
+    if key is not None and kept is not None and kept[0] == key:
+        return copy.deepcopy(kept[1])
     try:
-        doc = json.loads(space.status_path.read_text(encoding="utf-8"))
+        doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return doc if isinstance(doc, dict) else {}
+    if not isinstance(doc, dict):
+        return {}
+    if key is not None and key == _stat_key(path):  # not replaced while it was read
+        _SAVED[os.fspath(path)] = (key, copy.deepcopy(doc))
+    return doc
 
 
 def refusal(err: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -389,7 +413,9 @@ def write_status(space: SpaceConfig, *, report: SyncReport | None, error: QuireE
         # local deletes held back as a mass delete (replica/engine/mass_delete.py)
         "deletes_held": report.deletes_held if report else prev.get("deletes_held"),
     }
-    write_json(space.status_path, doc, durable=False)  # advisory: no fsync
+    info = write_json(space.status_path, doc, durable=False)  # advisory: no fsync
+    _SAVED[os.fspath(space.status_path)] = ((info.st_ino, info.st_size, info.st_mtime_ns),
+                                            copy.deepcopy(doc))
 
 
 # ---------------------------------------------------------------- sync

@@ -152,10 +152,13 @@ class Puller:
                 w.url, note, size, guess, proof),
             latest=lambda w, origin: witness.latest(w.url, origin))
 
-    def authors(self) -> verify.Authors:
-        """Device attestations (cached in the store; fetched when a batch needs one)."""
+    def authors(self, conn: Conn | None = None) -> verify.Authors:
+        """Device attestations (cached in the store, read in ``conn`` when given; fetched
+        when a batch needs one)."""
+        cached = (self.store.get_meta(verify.DEVICES) if conn is None
+                  else st.get_meta_txn(conn, verify.DEVICES))
         return verify.Authors(lambda: self.client.hub_keys, lambda: self.client.devices(
-            self.space_id), self.store.get_meta(verify.DEVICES))
+            self.space_id), cached)
 
     def apply_page_txn(self, conn: Conn, page: ChangesPage, authors: verify.Authors,
                        report: SyncReport) -> None:

@@ -300,10 +300,15 @@ def ensure_folder(vault: Path, root: str, folder: str, made: set[str]) -> None:
     its parents) to ``made``. A folder below the vault is taken when ``lstat`` shows a real
     folder under a parent already taken (nothing to resolve: one system call a folder);
     anything else (a symlink, the vault itself) gets ``_safe_target``'s full check, which
-    refuses a folder that leads out of the vault."""
+    refuses a folder that leads out of the vault. The vault itself, when it is a folder,
+    is taken as it is: it is where it resolves to, so the check could not refuse it (it
+    resolved the vault's path at every write a watcher applied)."""
     if folder in made:
         return
     parent = os.path.dirname(folder)
+    if folder == root and os.path.isdir(folder):
+        made.add(folder)
+        return
     if folder == root or not folder.startswith(root + os.sep) or parent == folder:
         _safe_target(vault, Path(folder, "x"))
         os.makedirs(folder, exist_ok=True)

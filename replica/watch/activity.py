@@ -191,14 +191,19 @@ class Teller:
     def _append(self, text: str) -> None:
         if self.log_path is None:
             return
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
         try:
-            if self.log_path.exists() and self.log_path.stat().st_size > LOG_MAX_BYTES:
-                os.replace(self.log_path, self.log_path.with_name(self.log_path.name + ".1"))
-            fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            fd = os.open(self.log_path, flags, 0o600)
             try:
+                if os.fstat(fd).st_size > LOG_MAX_BYTES:  # the size of the file opened
+                    os.close(fd)
+                    fd = -1
+                    os.replace(self.log_path, self.log_path.with_name(self.log_path.name + ".1"))
+                    fd = os.open(self.log_path, flags, 0o600)
                 os.write(fd, (text + "\n").encode("utf-8"))
             finally:
-                os.close(fd)
+                if fd >= 0:
+                    os.close(fd)
         except OSError as e:
             log.warning("could not write the watch log: %s", e)
 

@@ -137,7 +137,7 @@ class Watcher:
     # sync(local_only, journal): run one locked sync; ``journal`` (``journal()``, or None:
     # walk the whole vault) tells its scan where the vault changed since the last one
     sync: Callable[[bool, dict[str, Any] | None], SyncResult]
-    write_status: Callable[[dict[str, Any]], None]
+    write_status: Callable[[dict[str, Any]], object]
     settings: WatchSettings = field(default_factory=WatchSettings)
     clock: Callable[[], int] = now_ms
     rand: Callable[[], float] = random.random

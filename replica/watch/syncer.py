@@ -72,9 +72,13 @@ class SpaceSyncer:
         back). Never raises: a line is not worth a failed sync."""
         try:
             with store.engine.connect() as conn:
-                rows = [r._asdict() for r in conn.execute(
-                    "SELECT * FROM history WHERE n > ? ORDER BY n", (self._told_n or 0,))]
-                touched = {e for r in rows for e in activity.entry_ids(r)}
+                rows = [r._asdict() for r in conn.execute(  # not the detail: the report's
+                    "SELECT n, kind, entries, author, replica_id FROM history WHERE n > ?"
+                    " ORDER BY n", (self._told_n or 0,))]
+                # a report that describes its changes page by page (every pull and push)
+                # names no page from the rows: which are deleted is not asked then
+                touched = set() if report.changes else {
+                    e for r in rows for e in activity.entry_ids(r)}
                 deleted = _deleted_txn(conn, touched)
                 names = st.get_meta_txn(conn, activity.PEOPLE)  # as `quire log` last asked
             if rows:
@@ -187,7 +191,6 @@ class SpaceSyncer:
         with space_lock(self.space):
             rep, client, store = self._open()
             report = SyncReport()
-            authors = rep.puller.authors()
             try:
                 with store.tx() as conn:  # the checks and the apply: one transaction
                     head = st.head_txn(conn)
@@ -205,7 +208,7 @@ class SpaceSyncer:
                                          after=head.seq, after_digest=head.digest)
                     assert page.signed is not None
                     check_fresh(page.signed, rep.clock())
-                    rep.puller.apply_page_txn(conn, page, authors, report)
+                    rep.puller.apply_page_txn(conn, page, rep.puller.authors(conn), report)
                 expected = {eid: content for eid, content, _prev in
                             store.pending_vault_writes()}
                 waiting = rep.flush_vault()

@@ -203,3 +203,21 @@ def test_a_file_name_in_another_encoding_is_a_problem_that_can_be_printed(tmp_pa
     assert "not valid UTF-8" in shown["reason"] and "rename it to 'page/café.md'" in \
         shown["reason"]
     json.dumps(shown, ensure_ascii=False).encode("utf-8")  # does not raise
+
+
+def test_bulk_writes_into_the_vault_itself_take_it_as_it_is_and_a_gone_vault_is_refused(
+        tmp_path):
+    """The vault folder is not resolved again at each write (the watcher writes one file per
+    publication): a vault reached through a link, or holding a link named like the probe the
+    old check made, still takes writes; a vault that is gone is still not made by a write."""
+    real = tmp_path / "real"
+    real.mkdir()
+    os.symlink(tmp_path / "elsewhere", real / "x")  # a dangling link in the vault's root
+    vault = tmp_path / "v"
+    os.symlink(real, vault)
+    assert vlt.write_many(vault, [(vault / "a.md", b"a"), (vault / "page" / "b.md", b"b")])
+    assert (real / "a.md").read_bytes() == b"a" and (real / "page" / "b.md").read_bytes() == b"b"
+    gone = tmp_path / "gone"
+    with pytest.raises(OSError):
+        vlt.write_many(gone, [(gone / "a.md", b"a")])
+    assert not gone.exists()

@@ -148,6 +148,23 @@ def test_the_teller_prints_logs_privately_and_notifies(tmp_path: Path,
     assert record.read_text() == "--app-name=Quire Quire: team pulled page/b from Bob\n"
 
 
+def test_the_watch_log_moves_aside_past_its_size_and_one_old_file_is_kept(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from replica.watch import activity
+
+    monkeypatch.setattr(activity, "LOG_MAX_BYTES", 100)
+    log_path = tmp_path / "watch.log"
+    t = Teller("team", log_path, say=lambda _text: None)
+    for i in range(6):
+        t.tell(Line("pull", f"pulled page/{i} from Bob"))  # ~60 bytes a line
+    old = log_path.with_name("watch.log.1").read_text().splitlines()
+    new = log_path.read_text().splitlines()
+    said = [int(ln.split("page/")[1][0]) for ln in old + new]
+    assert said == list(range(said[0], 6))  # in order, the newest last, none lost between
+    assert len(log_path.with_name("watch.log.1").read_bytes()) > 100 and new
+    assert stat.S_IMODE(log_path.stat().st_mode) == 0o600
+
+
 def test_without_notify_send_the_notification_is_silently_skipped(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no notify-send here

@@ -163,3 +163,21 @@ def test_a_status_file_a_power_cut_left_behind_reads_as_no_status(tmp_path: Path
     assert read_saved_status(space) == {"last_sync": 1}
     space.status_path.write_bytes(left)
     assert read_saved_status(space) == {}
+
+
+def test_the_kept_status_is_read_again_once_another_writer_replaced_the_file(tmp_path: Path):
+    """``read_saved_status`` keeps what this process wrote or read, by the file's stat: a
+    watcher no longer parses its own write back at every publication; a write by another
+    process (a ``quire sync`` beside the watcher) is a new file, read again."""
+    from replica.app.service import write_status
+
+    space = _space(tmp_path)
+    write_status(space, report=None, error=None, role="editor")
+    first = read_saved_status(space)
+    assert first["role"] == "editor" and first["last_error"] is None
+    first["role"] = "changed by the caller"  # a copy: the kept document is not touched
+    assert read_saved_status(space)["role"] == "editor"
+    write_json(space.status_path, dict(first, role="viewer"), durable=False)  # another writer
+    assert read_saved_status(space)["role"] == "viewer"
+    space.status_path.unlink()
+    assert read_saved_status(space) == {}

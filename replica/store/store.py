@@ -89,7 +89,9 @@ class Store:
                 conn.execute(trigger)
 
     def close(self) -> None:
-        """Nothing stays open between uses (each opens and closes its connection)."""
+        """Close the connections kept between uses (``Database.keep_open``: the watcher's,
+        a ``quire sync``'s); without them each use opened and closed its own."""
+        self.engine.keep_open(0)
 
     @contextmanager
     def tx(self, *, durable: bool = True) -> Iterator[Conn]:

@@ -181,3 +181,24 @@ def test_the_kept_status_is_read_again_once_another_writer_replaced_the_file(tmp
     assert read_saved_status(space)["role"] == "viewer"
     space.status_path.unlink()
     assert read_saved_status(space) == {}
+
+
+def test_a_sync_shares_two_connections_and_closing_its_store_closes_them(tmp_path: Path):
+    """``run_sync`` keeps two connections for the uses of one command (a no-op sync opened
+    ~25, each closing one checkpointed the WAL); ``Store.close`` closes them, and the store
+    then opens one a use as before (nothing stays open after the command)."""
+    from replica.store.store import Store
+
+    store = Store(tmp_path / "store.db")
+    store.engine.keep_open(2)
+    with store.engine.connect() as conn:
+        first = conn.connection
+    with store.tx() as conn:
+        assert conn.connection is first
+    store.close()
+    assert not store.engine._idle
+    with pytest.raises(sqlite3.ProgrammingError):
+        first.execute("SELECT 1")
+    with store.engine.connect() as conn:
+        assert conn.connection is not first
+    assert not store.engine._idle

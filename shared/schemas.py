@@ -187,6 +187,8 @@ _USAGE = _obj({"entries": {"type": "integer"}, "bytes": {"type": "integer"},
 
 RESPONSES: dict[str, dict[str, Any]] = {
     "ok": _obj({"ok": {"type": "boolean"}}, ("ok",)),
+    "blob": _obj({"sha256": {"type": "string"}, "size": {"type": "integer"},
+                  "stored": {"type": "boolean"}}, ("sha256", "size", "stored")),
     "object": {"type": "object"},
     "hub": _obj({"hub_id": ID, "url": {"type": "string"}}, open_=True),
     "keys": _obj({"keys": {"type": "array", "items": {"type": "object"}}}, ("keys",)),

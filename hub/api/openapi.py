@@ -37,6 +37,7 @@ class Op:
     query: tuple[tuple[str, dict[str, Any]], ...] = ()
     description: str = ""
     tags: tuple[str, ...] = field(default=())
+    also_200: str = ""  # a 201 that answers 200 when nothing new was made: what it means
 
 
 _INT = {"type": "integer", "minimum": 0}
@@ -273,10 +274,23 @@ OPS: dict[tuple[str, str], Op] = {
     ("POST", "/v1/spaces/{space}/witnesses"): Op(
         "set the space's witnesses and quorum (hub owners, audited, a signed statement and a "
         "leaf of the log)", "object", "witnesses_set"),
+    # attachments' bytes (hub/api/blobs.py, D147)
+    ("PUT", "/v1/spaces/{space}/blobs/{sha256}"): Op(
+        "upload an attachment's bytes (the raw body), checked against the SHA-256 in the URL",
+        "blob", status=201, also_200="the space held these bytes already: nothing written",
+        description="Editors. The body is the file's bytes, of at most the space's limit on "
+                    "one attachment (`too_large`); bytes that do not hash to `sha256` are "
+                    "`blob_mismatch`; stored bytes count in the space's `bytes` quota."),
+    ("GET", "/v1/spaces/{space}/blobs/{sha256}"): Op(
+        "an attachment's bytes, as a download (nosniff, sandboxed)", "bytes",
+        query=(("name", _STR),),
+        description="`name`: the file name for `Content-Disposition` and the media type "
+                    "(by its extension; else `application/octet-stream`). A reader checks "
+                    "the bytes against the signed entry's `sha256` and `size`."),
 }
 
 _MEDIA = {"ndjson": "application/x-ndjson", "sse": "text/event-stream",
-          "text": "text/plain", "html": "text/html"}
+          "text": "text/plain", "html": "text/html", "bytes": "application/octet-stream"}
 _ERR_STATUS = sorted({c.status for code, c in ERROR_CLASSES.items() if code in WIRE_CODES})
 
 
@@ -295,6 +309,8 @@ def _operation(method: str, path: str, params: list[str]) -> dict[str, Any]:
     responses: dict[str, Any] = {str(op.status): ok}
     if op.status == 201 and op.request == "batch":
         responses["200"] = dict(ok, description="a replay: the receipt as first sent")
+    if op.also_200:
+        responses["200"] = dict(ok, description=op.also_200)
     for status in _ERR_STATUS:
         codes = [c for c, k in ERROR_CLASSES.items() if k.status == status and c in WIRE_CODES]
         responses[str(status)] = {"description": ", ".join(codes), "content": {

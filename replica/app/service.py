@@ -470,6 +470,33 @@ def run_sync(home: Home, space: SpaceConfig, progress: Progress = NO_PROGRESS, *
     return report, doc
 
 
+def fetch_attachment(home: Home, space: SpaceConfig, entry_id: str) -> Path | None:
+    """The vault file of attachment ``entry_id``, its bytes fetched (and checked) first
+    when this replica keeps them on the hub until read (``--attachments lazy``); None when
+    the store holds no such attachment. Under the space's lock, written as every vault
+    write is (the journal's atomic write, never over a person's edit)."""
+    from replica.vault import markdown as md
+    from shared.attachments import is_attachment
+
+    with space_lock(space):
+        rep, client, store = open_replica(home, space)
+        try:
+            s = store.states().get(entry_id)
+            entry = None if s is None else s.local or s.synced
+            if entry is None or not is_attachment(entry):
+                return None
+            path = md.attachment_path(space.vault, entry_id)
+            blobs = rep.ledger.blobs
+            if blobs is not None and not blobs.cache.has(entry.meta["sha256"]):
+                blobs.lazy = False
+                blobs.ensure(entry)
+                rep.flush_vault()
+            return path
+        finally:
+            client.close()
+            store.close()
+
+
 def wait_vault_writes(rep: Replica, report: SyncReport,
                       sleep: Callable[[float], None] | None = None) -> None:
     """Wait once for the files whose writes wait (until the first may be retried, at most
@@ -520,8 +547,8 @@ def join(home: Home, url: str, invite: str, *, vault: str | None, device: str | 
          name: str | None = None, default_name: str | None = None,
          choose_name: Callable[[str], str | None] | None = None,
          say: Callable[[str], None] = lambda _t: None,
-         progress: Callable[[str], Progress] = lambda _label: NO_PROGRESS
-         ) -> dict[str, Any]:
+         progress: Callable[[str], Progress] = lambda _label: NO_PROGRESS,
+         attachments: str = "eager") -> dict[str, Any]:
     """Redeem an invite: pin the hub's key, make (or reuse) this device's key, register a
     replica of the invite's space and take its first snapshot. The document says what was
     done (``space`` None for an owner enrollment, ``rejoined`` when access was restored).
@@ -589,7 +616,8 @@ def join(home: Home, url: str, invite: str, *, vault: str | None, device: str | 
         # a new invite for a space this machine keeps (access was removed, now restored):
         # the membership is back; the next sync publishes what waited in the outbox
         return dict(base, space=space_info, rejoined=True)
-    return dict(base, **_take_space(home, hub, space_info, vault, say, progress))
+    return dict(base, **_take_space(home, hub, space_info, vault, say, progress,
+                                     attachments))
 
 
 def _chosen_name(hub: HubConfig, offered: str, choose_name: Callable[[str], str | None],
@@ -611,8 +639,8 @@ def _chosen_name(hub: HubConfig, offered: str, choose_name: Callable[[str], str 
 
 def join_space(home: Home, url: str, space_ref: str, *, vault: str | None,
                say: Callable[[str], None] = lambda _t: None,
-               progress: Callable[[str], Progress] = lambda _label: NO_PROGRESS
-               ) -> dict[str, Any]:
+               progress: Callable[[str], Progress] = lambda _label: NO_PROGRESS,
+               attachments: str = "eager") -> dict[str, Any]:
     """``quire join URL --space NAME``: a space the member already belongs to, on a device
     signed in to the hub (``quire login``, or an earlier join): no invite. Registers a
     replica for this device and takes the first snapshot, as a join with an invite does."""
@@ -639,13 +667,16 @@ def join_space(home: Home, url: str, space_ref: str, *, vault: str | None,
                             {"reason": "already_joined", "space": held.space_id,
                              "vault": str(held.vault)})
         return dict(base, space=held.to_json(), already_joined=True)
-    return dict(base, **_take_space(home, hub, space_info, vault, say, progress))
+    return dict(base, **_take_space(home, hub, space_info, vault, say, progress,
+                                     attachments))
 
 
 def _take_space(home: Home, hub: HubConfig, space_info: dict[str, Any], vault: str | None,
-                say: Callable[[str], None], progress: Callable[[str], Progress]
-                ) -> dict[str, Any]:
-    """Register this device's replica of the space and take its first snapshot."""
+                say: Callable[[str], None], progress: Callable[[str], Progress],
+                attachments: str = "eager") -> dict[str, Any]:
+    """Register this device's replica of the space and take its first snapshot.
+    ``attachments``: ``lazy`` keeps attachments' bytes on the hub until first read
+    (``fetch_attachment``; replica/engine/blobs.py)."""
     space_id = space_info["id"]
     where = (Path(vault) if vault else Path.cwd() / space_info["name"]).resolve()
     with open_client(hub) as c:
@@ -654,6 +685,15 @@ def _take_space(home: Home, hub: HubConfig, space_info: dict[str, Any], vault: s
                         space_info.get("role"), home.space_dir(space_id), hub.device_id)
     private_dir(space.dir)
     space.save()
+    if attachments == "lazy":  # before the first snapshot: it fetches no attachment
+        from replica.engine.blobs import LAZY_KEY
+        from replica.store.store import Store
+
+        store = Store(space.store_path)
+        try:
+            store.set_meta(LAZY_KEY, True)
+        finally:
+            store.close()
     say(f"joined space {space.name} as {space.role}; taking the first snapshot …")
     report, status = run_sync(home, space, progress(f"syncing {space.name}"))
     return dict(space=space.to_json(), replica_id=replica_id, sync=report.to_json(),

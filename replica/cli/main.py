@@ -193,12 +193,14 @@ def cmd_join(args: argparse.Namespace, out: Out) -> int:
     asked = None
     if args.space is not None:
         doc = service.join_space(Home(), args.url, args.space, vault=args.vault,
-                                 say=out.say, progress=out.progress)
+                                 say=out.say, progress=out.progress,
+                                 attachments=args.attachments)
     else:
         asked = None if args.name else _ask_name(out)
         doc = service.join(Home(), args.url, args.invite, vault=args.vault,
                            device=args.device, name=args.name, default_name=machine_name(),
-                           choose_name=asked, say=out.say, progress=out.progress)
+                           choose_name=asked, say=out.say, progress=out.progress,
+                           attachments=args.attachments)
     url, name = doc["hub"]["url"], doc.pop("device_name")
     # a name nobody chose here (no --name, no prompt): say which, and how to change it
     named = ""
@@ -538,6 +540,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="your display name as a new member, as your team sees it (default: "
                         "the invite's name, else this account's full name; asked at a "
                         "terminal; 'quire admin users name me NAME' changes it)")
+    j.add_argument("--attachments", choices=("eager", "lazy"), default="eager",
+                   help="fetch attachments (images, PDFs) at each sync (eager, the "
+                        "default), or only when first read with 'quire read' (lazy)")
     j.set_defaults(func=cmd_join)
 
     s = sub.add_parser("spaces", parents=[common], help="list the spaces this machine joined")

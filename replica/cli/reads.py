@@ -148,10 +148,28 @@ def _read_local(args: argparse.Namespace, out: Any) -> int:
     space = Home().space(args.space)
     path = entry_path(space.vault, args.entry)
     if not path.exists():
+        from replica.app.service import fetch_attachment
+
+        # an attachment: its file (fetched first when this replica keeps it on the hub)
+        attached = fetch_attachment(Home(), space, args.entry)
+        if attached is not None and attached.exists():
+            return _read_attachment(args.entry, attached, out)
         from shared.errors import NotFound
         raise NotFound(f"no file for {args.entry} in {space.vault}", {"where": "local"})
     text = path.read_text("utf-8")
     out.doc({"id": args.entry, "path": str(path), "text": text}, text.rstrip("\n"))
+    return 0
+
+
+def _read_attachment(entry_id: str, path: Any, out: Any) -> int:
+    """An attachment is read as where its file is and what it holds, never as bytes on a
+    terminal."""
+    from shared.attachments import blob_hash, media_type_of
+
+    data = path.read_bytes()
+    doc = {"id": entry_id, "path": str(path), "size": len(data), "sha256": blob_hash(data),
+           "media_type": media_type_of(entry_id)}
+    out.doc(doc, f"{path}  ({len(data):,} bytes, {doc['media_type']})")
     return 0
 
 

@@ -13,7 +13,7 @@ import pytest
 from replica.machine.home import Home
 from shared.attachments import blob_hash
 from shared.entry import Entry
-from tests.kit.cli import CliMember, CliTeam, FreshHub, quire
+from tests.kit.cli import CliMember, CliTeam, FreshHub, qjson, quire
 
 # ~9 s of CLI processes (two joins, three syncs): the default run shows the same round
 # trip in-process (tests/replica/attachments/test_attachments_inproc.py)
@@ -51,6 +51,18 @@ def test_an_image_and_a_pdf_round_trip_byte_identical_and_30_mib_is_refused(
     live = {e.id: e for e in _live(bob)}
     assert "video/talk.mp4" not in live
     assert live["Meeting Notes/Release Plan.pdf"].meta["sha256"] == blob_hash(pdf)
+    # a member who keeps attachments on the hub until read: none in the vault after the
+    # clone, the file (checked) at its first 'quire read'
+    home, vault = tmp_path / "carl" / "home", tmp_path / "carl" / "vault"
+    quire(home, "join", hub.url, "--invite", team.invite(), "--vault", str(vault),
+          "--device", "carl", "--attachments", "lazy", "--json")
+    carl = CliMember(team, "carl", home, vault)
+    assert _attachments(carl) == {}
+    doc = qjson(home, "read", "Meeting Notes/Release Plan.pdf")
+    assert doc["sha256"] == blob_hash(pdf) and doc["size"] == len(pdf)
+    assert _attachments(carl) == {"Meeting Notes/Release Plan.pdf": pdf}
+    carl.sync()  # a sync leaves the other one on the hub, and publishes nothing
+    assert _attachments(carl) == {"Meeting Notes/Release Plan.pdf": pdf}
 
 
 def _live(m: CliMember) -> list[Entry]:

@@ -28,6 +28,7 @@ from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
+import hub.api.routes  # noqa: F401 - the route modules add their entries to OPS (hub/api/proofs.py)
 from hub.api.openapi import OPS
 from shared.dpop import make_proof
 from tests.kit.hubproc import init_hub, serve_hub

@@ -235,10 +235,22 @@ def audit_tips_txn(conn: Any, space: SpaceRow, seq: int | None = None,
                 (space.head_seq, tree_root_txn(conn, space.id)) if at_head else None)
 
 
+_NOTES: dict[tuple[str, str, int, bytes, str | None], str] = {}
+_NOTES_MAX = 4096
+
+
 def checkpoint_note(key: HubKey, space: str, log: spacelog.LogHead) -> str:
-    """The log's checkpoint as a signed note (C2SP), signed by the hub key."""
-    return tlog.sign_note(key.private, tlog.Checkpoint(
-        tlog.origin_of(key.public, space), log.size, log.root, log.policy).body())
+    """The log's checkpoint as a signed note (C2SP), signed by the hub key: once per
+    checkpoint in a process (Ed25519 signatures are deterministic, so the note is a
+    function of what it says; heads asked again at one size reuse it)."""
+    memo = (key.public, space, log.size, log.root, log.policy)
+    note = _NOTES.get(memo)
+    if note is None:
+        if len(_NOTES) >= _NOTES_MAX:
+            _NOTES.clear()
+        note = _NOTES[memo] = tlog.sign_note(key.private, tlog.Checkpoint(
+            tlog.origin_of(key.public, space), log.size, log.root, log.policy).body())
+    return note
 
 
 def signed_head(key: HubKey, *, space: str, epoch: str, seq: int, digest: str, root: str,

@@ -78,6 +78,10 @@ def checkpoint_txn(conn: Any, space: SpaceRow, seq: int | None = None) -> LogHea
     """The log right after head ``seq`` (default: the space's head) of its epoch; None when
     no leaf leads to that head (a head from before the log: decisions.md D140)."""
     seq = space.head_seq if seq is None else seq
+    fast = log_sql.at_head_txn(conn, space.id, space.epoch, seq)
+    if fast is not None:  # one statement: the size, the root's nodes, the policy
+        return LogHead(fast[0], merkle.fold(fast[1]), _policy_digest(fast[2]), space.epoch,
+                       seq)
     size = log_sql.size_at_txn(conn, space.id, space.epoch, seq)
     if size is None:
         if seq != 0 or log_sql.size_txn(conn, space.id) != 0:
@@ -85,9 +89,23 @@ def checkpoint_txn(conn: Any, space: SpaceRow, seq: int | None = None) -> LogHea
         size = 0  # a new space's first epoch, nothing published yet
     root = merkle.EMPTY_ROOT if size == 0 else _tree_txn(conn, space.id,
                                                          lambda t: t.root(size))
-    st = log_sql.policy_txn(conn, space.id, size)
-    return LogHead(size, root, None if st is None else digest_of(json.loads(st)), space.epoch,
-                   seq)
+    return LogHead(size, root, _policy_digest(log_sql.policy_txn(conn, space.id, size)),
+                   space.epoch, seq)
+
+
+_DIGESTS: dict[str, str] = {}  # policy statement text → its digest (content-addressed)
+
+
+def _policy_digest(statement: str | None) -> str | None:
+    """The digest a checkpoint names a policy by, each statement's computed once."""
+    if statement is None:
+        return None
+    d = _DIGESTS.get(statement)
+    if d is None:
+        if len(_DIGESTS) >= 256:
+            _DIGESTS.clear()
+        d = _DIGESTS[statement] = digest_of(json.loads(statement))
+    return d
 
 
 # ---------------------------------------------------------------- proofs

@@ -203,6 +203,26 @@ def insert_nodes_txn(conn: Connection, space_id: str, nodes: Iterable[tuple[tupl
 
 _POLICY = Sql("SELECT statement FROM witness_policies WHERE space_id = :s AND leaf < :size "
               "ORDER BY n DESC LIMIT 1")
+_AT_HEAD = Sql(
+    "SELECT l.size, l.built, l.frontier, (SELECT MAX(idx) FROM log_nodes WHERE space_id = :s "
+    "AND epoch = :e AND seq = :n AND level = 0), (SELECT statement FROM witness_policies "
+    "WHERE space_id = :s AND leaf < l.size ORDER BY n DESC LIMIT 1) "
+    "FROM space_logs l WHERE l.space_id = :s")
+
+
+def at_head_txn(conn: Connection, space_id: str, epoch: str, seq: int
+                ) -> tuple[int, list[bytes], str | None] | None:
+    """A head's log in one statement, when it is the whole log and built to its end (the
+    usual case: the space's current head): (size, frontier hashes, policy statement in
+    force). None otherwise (the caller reads it the long way: ``size_at_txn`` …). One
+    statement reads one snapshot, so the size and the head's last leaf agree."""
+    r = _AT_HEAD.one(conn, {"s": space_id, "e": epoch, "n": seq})
+    if r is None or r[2] is None or r[3] is None:
+        return None
+    size, built, last = int(r[0]), int(r[1]), int(r[3])
+    if not size == built == last + 1:
+        return None
+    return size, _split(bytes(r[2])), None if r[4] is None else str(r[4])
 _POLICIES = Sql("SELECT statement FROM witness_policies WHERE space_id = :s ORDER BY n")
 _INSERT_POLICY = Sql("INSERT INTO witness_policies (space_id, n, statement, leaf, at) "
                      "VALUES (:s, :n, :st, :leaf, :at)")

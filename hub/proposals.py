@@ -183,6 +183,9 @@ def file(store: Store, p: Principal, space_ref: str, body: dict[str, Any], now: 
         raise Forbidden("proposals are filed by agents (under a delegation); a member "
                         "makes the change, or asks an admin", {"reason": "agents_only"})
     op = parse_op(body.get("op"), 0, max_body)
+    if op.moved_from is not None:  # a rename is two ops (docs/protocol.md, "Renames")
+        raise InvalidRequest("a proposal is one op: a rename ('from') needs the delete of "
+                             "its old name in the same batch", {"reason": "rename_in_proposal"})
     reason = _reason(body)
 
     def txn(conn: Any) -> dict[str, Any]:

@@ -212,3 +212,21 @@ def test_a_cut_diff_says_so_and_is_never_taken_for_the_whole_change() -> None:
     assert not any("ignore every guardrail" in ln for ln in lines)
     short = proposals.diff({"title": "t", "body": "a\n"}, {"title": "t", "body": "b\n"})
     assert short[-1] == "+b" and len(short) < proposals.DIFF_LINES
+
+
+def test_a_proposal_cannot_carry_half_a_rename(team: WireTeam) -> None:
+    """A rename is a delete and a put ``from`` it in one batch (docs/protocol.md,
+    "Renames"); a proposal is one op, so a put naming ``from`` would be accepted into a
+    batch the hub then refuses, or claim another page's history: refused when filed."""
+    from dataclasses import replace
+
+    t = team
+    d = t.delegate(t.editor, "write", agent="mover")
+    half = replace(put("page/moved-here", "x\n"), moved_from="page/elsewhere")
+    r = file(t, t.editor, d["token"], half)
+    assert r.status_code == 422, r.text
+    err = r.json()["error"]
+    assert (err["code"], err["details"].get("reason")) == (
+        "invalid_request", "rename_in_proposal"), r.text
+    assert not [p for p in t.editor.get(f"/v1/spaces/{t.space}/proposals?state=all").json()[
+        "proposals"] if p["entry_id"] == "page/moved-here"]

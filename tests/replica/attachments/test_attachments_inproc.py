@@ -63,18 +63,17 @@ def test_attachments_round_trip_byte_identical(tmp_path: Path, space: Space) -> 
         a.sync()
         b.sync()
         assert (b.vault / "img" / "diagram.png").read_bytes() == PNG + b"more"
-        # a delete reaches the other vault
-        (b.vault / "img" / "diagram.png").unlink()
-        b.sync()
-        a.sync()
-        assert not (a.vault / "img" / "diagram.png").exists()
-        assert "img/diagram.png" not in space.live()
+        # (a purge removes the file on the other replica: the purge test below)
     finally:
         a.close()
         b.close()
 
 
-@pytest.mark.parametrize("path", ["clone", "pull"])
+@pytest.mark.parametrize("path", [
+    pytest.param("clone", marks=pytest.mark.skipif(
+        not os.environ.get("QUIRE_LONG_E2E"), reason="the pull's path by default; the "
+        "snapshot's with QUIRE_LONG_E2E=1 (the test-time budget)")),
+    "pull"])
 def test_hub_serving_other_bytes_is_refused_and_nothing_is_written(tmp_path: Path,
                                                                    space: Space,
                                                                    path: str) -> None:

@@ -29,23 +29,36 @@ from typing import Any
 from replica.engine.ledger import Ledger
 from replica.machine.home import SpaceConfig, space_lock
 from replica.store import store as st
+from replica.store.blobs import BlobCache
 from replica.store.store import Store
 from replica.vault import files, presence
 from replica.vault import markdown as md
+from shared.attachments import is_attachment
 
 LISTED = 20  # paths named in a refusal or an answer
 SET_ASIDE = ".quire-set-aside"  # hidden: never scanned, never published
 
 
-def expected_files(store: Store) -> dict[str, bytes]:
-    """Entry id → the bytes its vault file should hold, as the store records it."""
+def expected_files(store: Store, blobs: BlobCache | None = None) -> dict[str, bytes]:
+    """Entry id → the bytes its vault file should hold, as the store records it. An
+    attachment's are its blob's, from ``blobs`` (the space's cache); one the cache does not
+    hold (a lazy replica) is left out, as its own sync leaves it."""
     out: dict[str, bytes] = {}
     with store.snapshot() as conn:
         for entry_id, *_ in st.live_versions_txn(conn):
             shown, marker = Ledger.shown(conn, st.get_state_txn(conn, entry_id))
-            if shown is not None:
+            if shown is not None and is_attachment(shown):
+                data = blobs.read(shown.meta["sha256"]) if blobs is not None else None
+                if data is not None:
+                    out[entry_id] = data
+            elif shown is not None:
                 out[entry_id] = md.render(shown, marker)
     return out
+
+
+def _file(vault: Path, entry_id: str, attachments: set[str]) -> Path:
+    return md.attachment_path(vault, entry_id) if entry_id in attachments \
+        else md.entry_path(vault, entry_id)
 
 
 def rebuild(space: SpaceConfig, *, set_aside: bool = False,
@@ -57,12 +70,14 @@ def rebuild(space: SpaceConfig, *, set_aside: bool = False,
     with space_lock(space):
         store = Store(space.store_path)
         try:
-            want = expected_files(store)
+            want = expected_files(store, BlobCache(space.dir / "blobs"))
+            attachments = {eid for eid, s in store.states().items()
+                           if eid in want and is_attachment(s.local or s.synced)}
         finally:
             store.close()
         written, same, edited = [], [], []
         for entry_id, data in sorted(want.items()):
-            path = md.entry_path(vault, entry_id)
+            path = _file(vault, entry_id, attachments)
             try:
                 if path.is_symlink() or not path.is_file():
                     if path.exists() or path.is_symlink():
@@ -81,7 +96,7 @@ def rebuild(space: SpaceConfig, *, set_aside: bool = False,
         if set_aside and edited:
             aside = vault / f"{SET_ASIDE}-{int(clock())}"
             for entry_id in edited:
-                src = md.entry_path(vault, entry_id)
+                src = _file(vault, entry_id, attachments)
                 dst = aside / src.relative_to(vault)
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 os.replace(src, dst)
@@ -89,7 +104,7 @@ def rebuild(space: SpaceConfig, *, set_aside: bool = False,
         presence.make(vault)
         put = sorted([*written, *([] if kept else edited)])
         for entry_id in put:
-            files.write_atomic(vault, md.entry_path(vault, entry_id), want[entry_id])
+            files.write_atomic(vault, _file(vault, entry_id, attachments), want[entry_id])
     return {"space": {"id": space.space_id, "name": space.name}, "vault": str(vault),
             "written": len(put), "unchanged": len(same), "entries": put[:LISTED],
             "kept": {"count": len(kept), "entries": kept[:LISTED]},

@@ -64,6 +64,12 @@ def test_attachments_round_trip_byte_identical(tmp_path: Path, space: Space) -> 
         b.sync()
         assert (b.vault / "img" / "diagram.png").read_bytes() == PNG + b"more"
         # (a purge removes the file on the other replica: the purge test below)
+        # quire vault rebuild writes an attachment's bytes from the blob cache
+        from replica.app.rebuild import expected_files
+
+        want = expected_files(b.store, BlobCache(tmp_path / "b" / "blobs"))
+        assert want["img/diagram.png"] == PNG + b"more"
+        assert want["Meeting Notes/Release Plan.pdf"] == pdf
     finally:
         a.close()
         b.close()

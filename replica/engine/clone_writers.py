@@ -27,7 +27,6 @@ outlives the clone it served, to race the next sync. Durability: docs/decisions.
 from __future__ import annotations
 
 import os
-import pickle
 import signal
 import threading
 from collections.abc import Callable
@@ -126,6 +125,8 @@ def _serve(conn: Any, theirs: list[Any], args: tuple[Any, ...], parent: int) -> 
         except (EOFError, OSError):
             return  # the parent is gone or done
         if msg[:1] == SUMS:  # a share of the state's sums (Forked.lattices_of)
+            import pickle  # here, not at import: a sync that clones nothing never needs it
+
             answer: Any = state.lattices_of(pickle.loads(msg[1:]))
         else:
             answer = apply_lines(args[0], msg[1:].split(b"\n"), *args[1:])
@@ -240,6 +241,8 @@ class Forked(Inline):
         """The sums split three ways: one share to each writer, one done here."""
         assert not self.busy, "the writers are done with the lines"
         share = -(-len(entries) // (len(self.conns) + 1))
+        import pickle
+
         for i, conn in enumerate(self.conns):
             conn.send_bytes(SUMS + pickle.dumps(entries[(i + 1) * share:(i + 2) * share]))
         parts = [state.lattices_of(entries[:share])]

@@ -28,13 +28,14 @@ import os
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
-
-import pathspec
+from typing import TYPE_CHECKING, Any
 
 from replica.vault.markdown import ignored as builtin
 from replica.vault.walk import Changes
 from shared.errors import IgnoreFileInvalid
+
+if TYPE_CHECKING:  # imported by ``load`` once a vault has an ignore file: most have none,
+    import pathspec  # and every sync (a no-op too) loads the rules
 
 IGNORE_FILE = ".quireignore"
 MAX_IGNORE_BYTES = 64 * 1024  # a longer ignore file is refused (limits on every input)
@@ -68,6 +69,8 @@ class IgnoreRules:
             raise _invalid(path, data[: e.start].count(b"\n") + 1,
                            "is not valid UTF-8") from None
         lines = text.splitlines()
+        import pathspec
+
         try:
             spec = pathspec.GitIgnoreSpec.from_lines(lines)
         except (ValueError, TypeError):

@@ -17,6 +17,7 @@ A page with unpublished local changes is never overwritten by a restore (``inval
 from __future__ import annotations
 
 import difflib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from replica.store import store as st
 from replica.store.store import Store
 from shared.entry import Entry
 from shared.errors import InvalidRequest, NotFound
+from shared.wire import Op
 
 FIELDS = ("title", "tags", "links", "meta")
 
@@ -49,6 +51,38 @@ def entry_diff(entry_id: str, old: Entry | None, new: Entry | None, *,
             "deleted": a is not None and b is None, "fields": fields, "body": body}
 
 
+def _with_renames(sides: list[tuple[str, Entry | None, Entry | None]]
+                  ) -> list[dict[str, Any]]:
+    """``entry_diff`` of each (id, synced, local), a delete and a create of the same
+    content shown as the one rename the sync will publish (replica/engine/renames.py):
+    the new name's entry, ``renamed_from`` the old, its changes against the old one."""
+    from replica.engine import renames
+
+    def live(e: Entry | None) -> Entry | None:
+        return None if e is None or e.deleted else e
+
+    gone: dict[str, Entry] = {}
+    made: list[Op] = []
+    for eid, old, new in sides:
+        was, now = live(old), live(new)
+        if was is not None and now is None:
+            gone[eid] = was
+        elif was is None and now is not None:
+            made.append(Op(now, None))
+    moved = renames.partners(made, gone)  # new id -> old id
+    out = []
+    for eid, old, new in sides:
+        if eid in moved.values():
+            continue  # shown as its rename
+        if eid in moved:
+            d = entry_diff(eid, replace(gone[moved[eid]], id=eid), new, old_label="synced",
+                           new_label="local")
+            out.append(dict(d, renamed_from=moved[eid]))
+        else:
+            out.append(entry_diff(eid, old, new, old_label="synced", new_label="local"))
+    return out
+
+
 def _jsonable(v: Any) -> Any:
     return list(v) if isinstance(v, tuple) else v
 
@@ -68,7 +102,7 @@ def local_diff(space: SpaceConfig, entries: list[str] | None = None) -> dict[str
             wanted = [e for e in pending.entries
                       if not entries or any(e == x or (x.endswith("/") and e.startswith(x))
                                             for x in entries)]
-            diffs = []
+            sides = []
             for eid in wanted:
                 s = st.get_state_txn(conn, eid)
                 path = md.entry_path(vault, eid)
@@ -78,8 +112,8 @@ def local_diff(space: SpaceConfig, entries: list[str] | None = None) -> dict[str
                     local = None
                 except EntryError:
                     local = s.local
-                diffs.append(entry_diff(eid, s.synced, local, old_label="synced",
-                                        new_label="local"))
+                sides.append((eid, s.synced, local))
+            diffs = _with_renames(sides)
     finally:
         store.close()
     return {"space": space.name, "entries": diffs,

@@ -110,7 +110,8 @@ _RANGE = re.compile(r"^(\d+)\.\.(\d*)$")
 
 def human_diff(d: dict[str, Any]) -> list[str]:
     """One page's change: a headline, the front-matter fields by name, the body's diff."""
-    how = "new page" if d["created"] else "deleted" if d["deleted"] else "edited"
+    how = f"renamed from {d['renamed_from']}" if d.get("renamed_from") else \
+        "new page" if d["created"] else "deleted" if d["deleted"] else "edited"
     lines = [f"{d['id']}: {how}"]
     for name, (a, b) in sorted(d["fields"].items()):
         if d["created"] or d["deleted"]:

@@ -90,3 +90,16 @@ def test_a_local_diff_names_front_matter_fields() -> None:
                    old_label="synced", new_label="local")
     assert d["fields"] == {"title": ["A", "A2"]} and d["body"] == ""
     assert entry_diff("page/a", None, A, old_label="x", new_label="y")["created"]
+
+
+def test_a_local_diff_shows_a_moved_file_as_its_rename() -> None:
+    """``quire diff`` says what the sync will publish: a file moved is one rename (its new
+    name ``renamed_from`` the old, no change), not a delete and a new page."""
+    from replica.app.pages import _with_renames
+
+    moved = Entry(id="Archive/a", title=A.title, tags=A.tags, body=A.body)
+    other = Entry(id="page/new", title="N", body="new\n")
+    got = _with_renames([("page/a", A, None), ("Archive/a", None, moved),
+                         ("page/new", None, other)])
+    assert [(d["id"], d.get("renamed_from"), d["created"], d["body"]) for d in got] == [
+        ("Archive/a", "page/a", False, ""), ("page/new", None, True, got[1]["body"])]

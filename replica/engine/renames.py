@@ -27,7 +27,7 @@ from replica.store import store as st
 from replica.store.db import Conn
 from replica.store.store import EntryState
 from shared.digest import digest_of
-from shared.entry import Entry
+from shared.entry import Entry, tombstone
 from shared.wire import Op
 
 
@@ -42,6 +42,12 @@ def _live(e: Entry | None) -> Entry | None:
     return None if e is None or e.deleted else e
 
 
+def _creates_entry(op: Op) -> bool:
+    """A put of an entry absent at the hub: no base, or a tombstone (a name used before,
+    such as the old name of a rename made back)."""
+    return not op.entry.deleted and op.base in (None, tombstone(op.entry_id).version)
+
+
 def pair(ops: list[Op], gone: dict[str, Entry]) -> list[Op]:
     """``ops`` with each create whose content equals a deleted entry's (``gone``: the
     synced content of the deletes among ``ops``) named a rename ``from`` it; one create
@@ -53,7 +59,7 @@ def pair(ops: list[Op], gone: dict[str, Entry]) -> list[Op]:
         return ops
     out = []
     for op in sorted(ops, key=lambda o: o.entry_id):
-        if op.base is None and not op.entry.deleted and op.moved_from is None:
+        if _creates_entry(op) and op.moved_from is None:
             left = sources.get(content_key(op.entry))
             if left:
                 op = replace(op, moved_from=left.pop(0))
@@ -74,7 +80,7 @@ def partners(ops: list[Op], gone: dict[str, Entry]) -> dict[str, str]:
 def pair_txn(conn: Conn, ops: list[Op]) -> list[Op]:
     """``pair`` over the deletes of ``ops`` as this store has them synced."""
     deletes = [op.entry_id for op in ops if op.entry.deleted]
-    if not deletes or not any(op.base is None and not op.entry.deleted for op in ops):
+    if not deletes or not any(_creates_entry(op) for op in ops):
         return ops
     gone = {}
     for eid in deletes:

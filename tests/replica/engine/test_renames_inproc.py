@@ -75,6 +75,11 @@ def test_a_moved_file_is_one_rename_everywhere(space: Space, pair: tuple[Local, 
     assert [(o["action"], o.get("from")) for c in rep.changes for o in c["ops"]] == [
         ("renamed", OLD)]
     assert history(space, NEW) == [(NEW, OLD), (OLD, None)]
+    # renamed back: the old name is a tombstone at the hub, and still a rename
+    rename(bob, NEW, OLD)
+    bob.sync()
+    assert {o.get("from") for o in space.batches(bob)[-1]["ops"]} == {None, NEW}
+    assert history(space, OLD) == [(OLD, NEW), (NEW, OLD), (OLD, None)]
 
 
 @pytest.mark.skipif(not os.environ.get("QUIRE_LONG_E2E"),

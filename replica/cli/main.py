@@ -610,6 +610,9 @@ def build_parser() -> argparse.ArgumentParser:
     from replica.cli.links_cmd import add_parsers as add_links_parsers  # links fix
 
     add_links_parsers(sub, common)
+    from replica.cli.transfer import add_parsers as add_transfer_parsers  # import, export
+
+    add_transfer_parsers(sub, common)
 
     co = sub.add_parser("completion", parents=[common],
                         help="shell completion: print the script, or --install it")

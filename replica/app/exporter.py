@@ -1,0 +1,57 @@
+"""``quire export --space S DIR``: every live entry of a joined space written as the file a
+vault has, into a new folder (docs/decisions.md D132 part 7, D145; docs/cli.md "Import and
+export"). ``quire import`` reads such a folder back to the same entries, hence the same
+state root.
+
+    for each entry the hub had at the last sync (synced, live):
+        the vault's file, when it is still exactly what the store recorded and nothing
+        local is pending (the bytes as written)
+        else the entry rendered as a sync would write it (replica/vault/markdown.py)
+
+Local edits not yet published are not exported (the space's state is), and nothing is
+written into a folder that is not empty (``invalid_request``, ``details.reason:
+not_empty``): an export never overwrites a file. Attachments are not built yet, so a space
+has none to write.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from replica.vault import markdown as md
+from shared.errors import InvalidRequest
+
+if TYPE_CHECKING:
+    from replica.store.store import Store
+
+
+def export(store: Store, vault: Path, dest: Path) -> dict[str, Any]:
+    from replica.store import store as st
+    from replica.vault.files import write_many
+
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise InvalidRequest(f"{dest} is not an empty folder: an export writes a new one",
+                             {"reason": "not_empty", "path": str(dest)})
+    dest.mkdir(parents=True, exist_ok=True)
+    with store.tx() as conn:
+        states = st.states_txn(conn)
+    files: list[tuple[Any, bytes]] = []
+    copied = 0
+    for eid, s in sorted(states.items()):
+        if s.synced is None or s.synced.deleted:
+            continue
+        data = None
+        if not s.dirty and not s.held and s.file_hash is not None:
+            try:
+                have = md.entry_path(vault, eid).read_bytes()
+            except OSError:
+                have = None
+            if have is not None and md.file_hash(have) == s.file_hash:
+                data, copied = have, copied + 1
+        files.append((md.entry_path(dest, eid),
+                      data if data is not None else md.render(s.synced)))
+    write_many(dest, files, exclusive=True)
+    return {"folder": os.fspath(dest), "entries": len(files), "as_written": copied,
+            "rendered": len(files) - copied, "attachments": 0}

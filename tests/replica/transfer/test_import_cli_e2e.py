@@ -1,0 +1,75 @@
+"""``quire import`` and ``quire export`` with the real CLI and a real hub process: the dry
+run publishes nothing, an import killed on progress (SIGKILL right after its first batch
+is recorded: QUIRE_TEST_IMPORT_KILL_AFTER) resumes with no duplicate and nothing missing,
+and a second member's clone has every imported file. With QUIRE_LONG_E2E=1 the same runs
+on the full corpus (2,000 notes, 300 attachments) and the clone is compared with ``diff
+-r``."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from shared.entry import Entry
+from tests.kit import corpus
+from tests.kit.cli import qjson, quire
+
+pytestmark = pytest.mark.e2e
+
+LONG = bool(os.environ.get("QUIRE_LONG_E2E"))
+BYTES = "raw" in Entry.__dataclass_fields__  # files as written (D132 part 3) are built
+
+
+def _puts(team, via) -> Counter[str]:  # type: ignore[no-untyped-def]
+    return Counter(op["entry"]["id"] for b in team.batches(via) for op in b["ops"])
+
+
+@pytest.mark.parametrize("size", [pytest.param((2000, 300, 25, None), id="full",
+                                               marks=pytest.mark.skipif(
+                                                   not LONG, reason="QUIRE_LONG_E2E=1")),
+                                  pytest.param((30, 3, 3, "10"), id="small")])
+def test_import_killed_on_progress_resumes_and_a_clone_has_the_files(
+        team, tmp_path: Path, size: tuple[int, int, int, str | None]) -> None:  # type: ignore[no-untyped-def]
+    notes, attachments, big_every, per_batch = size
+    src = tmp_path / "My Vault"
+    corpus.build(src, notes=notes, attachments=attachments, big_every=big_every)
+    want = corpus.md_files(src)
+    alice = team.member("alice")
+    env = {"QUIRE_TEST_IMPORT_BATCH_FILES": per_batch} if per_batch else {}
+
+    dry = qjson(alice.home, "import", str(src), "--dry-run", env=env)
+    assert dry["dry_run"] and dry["refused"] == [] and len(dry["imported"]) == len(want)
+    assert dry["attachments"]["count"] == attachments
+    assert _puts(team, alice) == Counter()
+
+    p = quire(alice.home, "import", str(src), "--json", check=False, timeout=1800,
+              env=dict(env, QUIRE_TEST_IMPORT_KILL_AFTER="1"))
+    assert p.returncode == -9, p  # killed right after its first batch was recorded
+    first = _puts(team, alice)
+    assert 0 < len(first) < len(want)
+
+    doc = qjson(alice.home, "import", str(src), env=env, timeout=1800)
+    assert doc["already_imported"] == len(first) and doc["held"] == []
+    assert doc["published"] == len(want) - len(first)
+    puts = _puts(team, alice)
+    assert set(puts) == {k[:-3] for k in want}  # nothing missing
+    assert max(puts.values()) == 1  # no duplicate
+    human = quire(alice.home, "import", str(src)).stdout
+    assert f"{len(want)} imported before" in human and "attachment(s) not imported" in human
+
+    bob = team.member("bob")  # joins: his clone
+    got = bob.files()
+    assert set(got) == set(want)
+    if BYTES:
+        assert got == want
+        tree = tmp_path / "source without ignored files"
+        shutil.copytree(src, tree, ignore=shutil.ignore_patterns(
+            ".*", "#*#", "*___jb_tmp___", "Thumbs.db", "private", "*.png", "*.pdf", "*.txt"))
+        d = subprocess.run(["diff", "-r", "-x", ".quire*", str(tree), str(bob.vault)],
+                           capture_output=True, text=True)
+        assert d.returncode == 0, d.stdout[:2000]

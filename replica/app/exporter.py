@@ -6,12 +6,13 @@ state root.
     for each entry the hub had at the last sync (synced, live):
         the vault's file, when it is still exactly what the store recorded and nothing
         local is pending (the bytes as written)
-        else the entry rendered as a sync would write it (replica/vault/markdown.py)
+        else a page rendered as a sync would write it (replica/vault/markdown.py), an
+        attachment's bytes from the blob cache (checked when they were fetched)
 
 Local edits not yet published are not exported (the space's state is), and nothing is
 written into a folder that is not empty (``invalid_request``, ``details.reason:
-not_empty``): an export never overwrites a file. Attachments are not built yet, so a space
-has none to write.
+not_empty``): an export never overwrites a file. An attachment whose bytes this machine
+does not hold is listed in ``missing``, not written.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ if TYPE_CHECKING:
 
 def export(store: Store, vault: Path, dest: Path) -> dict[str, Any]:
     from replica.store import store as st
+    from replica.store.blobs import BlobCache
     from replica.vault.files import write_many
+    from shared.attachments import is_attachment
 
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise InvalidRequest(f"{dest} is not an empty folder: an export writes a new one",
@@ -37,21 +40,31 @@ def export(store: Store, vault: Path, dest: Path) -> dict[str, Any]:
     dest.mkdir(parents=True, exist_ok=True)
     with store.tx() as conn:
         states = st.states_txn(conn)
+    cache = BlobCache(store.path.parent / "blobs")
     files: list[tuple[Any, bytes]] = []
-    copied = 0
-    for eid, s in sorted(states.items()):
-        if s.synced is None or s.synced.deleted:
+    copied = attachments = rendered = 0
+    missing = []
+    for _, s in sorted(states.items()):
+        e = s.synced
+        if e is None or e.deleted:
             continue
         data = None
         if not s.dirty and not s.held and s.file_hash is not None:
             try:
-                have = md.entry_path(vault, eid).read_bytes()
+                have = md.file_of(vault, e).read_bytes()
             except OSError:
                 have = None
             if have is not None and md.file_hash(have) == s.file_hash:
                 data, copied = have, copied + 1
-        files.append((md.entry_path(dest, eid),
-                      data if data is not None else md.render(s.synced)))
+        if is_attachment(e):
+            data = data if data is not None else cache.read(e.meta["sha256"])
+            if data is None:
+                missing.append(e.id)
+                continue
+            attachments += 1
+        elif data is None:
+            data, rendered = md.render(e), rendered + 1
+        files.append((md.file_of(dest, e), data))
     write_many(dest, files, exclusive=True)
     return {"folder": os.fspath(dest), "entries": len(files), "as_written": copied,
-            "rendered": len(files) - copied, "attachments": 0}
+            "rendered": rendered, "attachments": attachments, "missing": missing}

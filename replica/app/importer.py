@@ -4,19 +4,21 @@ joined space (docs/decisions.md D132 part 7, D145; docs/cli.md "Import and expor
     plan(DIR, space)      walk DIR as a sync walks a vault: the same built-in names and
                           ``DIR/.quireignore`` left out, the same name checks (shared/names.py),
                           each Markdown file read as an entry (UTF-8, front matter, its kind)
-        └─► Plan: imported (with kind and how it was mapped), ignored, refused (a code and
-            a reason naming the file), attachments, present (already in the space, the
-            same bytes), done (recorded by an earlier run)
+        └─► Plan: imported (with kind and how it was mapped; every other file an
+            attachment, shared/attachments.py), ignored, refused (a code and a reason
+            naming the file), present (already in the space, the same bytes), done
+            (recorded by an earlier run)
     run(plan, ...)        in batches of at most BATCH_FILES files and BATCH_BYTES bytes:
-                          copy into the vault, sync (which publishes them), record each
+                          Markdown first, then attachments; copy into the vault, sync
+                          (which publishes them, uploading an attachment's bytes before
+                          the batch that names it: replica/engine/blobs.py), record each
                           published (path, sha256) in the store's ``imported`` table
 
 A run that is killed resumes where it stopped: what was recorded is skipped (``done``), a
 file copied but not yet published is in the vault with the same bytes (``present``) and the
 next sync publishes it once. An entry id is its path, so nothing is ever imported twice under
 two names. A page already in the space with other bytes is refused (``exists``), never
-overwritten. Attachments (non-Markdown files) are listed, not imported: content-addressed
-attachments are not built yet.
+overwritten. An attachment over the space's limit on one file is refused (``too_large``).
 
 ``QUIRE_TEST_IMPORT_KILL_AFTER=N`` (tests only) kills the process with SIGKILL right after
 the N-th batch is recorded: the fault a resumed import must survive, injected on progress;
@@ -35,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from replica.vault import markdown as md
 from replica.vault.ignore import IgnoreRules, conflict_copy
 from shared import kinds
+from shared.attachments import ATTACHMENT, too_large_message
 from shared.entry import EntryError
 from shared.names import collisions, name_problem
 
@@ -70,17 +73,13 @@ class Plan:
     done: list[Item] = field(default_factory=list)  # recorded by an earlier run
     ignored: list[dict[str, str]] = field(default_factory=list)
     refused: list[dict[str, Any]] = field(default_factory=list)
-    attachments: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"source": str(self.source),
                 "imported": [i.to_json() for i in self.imported],
                 "present": [i.to_json() for i in self.present],
                 "done": len(self.done), "ignored": self.ignored, "refused": self.refused,
-                "attachments": {"count": len(self.attachments), "imported": False,
-                                "reason": "attachments are not shared yet: only Markdown "
-                                          "files are imported",
-                                "files": self.attachments}}
+                "attachments": sum(i.kind == ATTACHMENT for i in self.imported)}
 
 
 def _walk(source: Path, rules: IgnoreRules | None, plan: Plan) -> Iterator[tuple[str, Path]]:
@@ -125,63 +124,90 @@ def _left_out(path: str, name: str, rules: IgnoreRules | None) -> str | None:
     return None
 
 
+def file_of(vault: Path, item: Item) -> Path:
+    """Where ``item`` goes in the vault: an attachment at its id, a page at its id + .md."""
+    if item.kind == ATTACHMENT:
+        return md.attachment_path(vault, item.id)
+    return md.entry_path(vault, item.id)
+
+
 def plan(source: Path, vault: Path, store: Store, live: set[str]) -> Plan:
     """What importing ``source`` into the space (its ``vault``, ``store`` and ``live``
     ids) would do; raises ``IgnoreFileInvalid`` for a bad ``source/.quireignore``."""
+    from replica.engine.blobs import limit_txn
     from replica.store.importer import imported_txn
 
     out = Plan(source)
     with store.tx() as conn:
         done = imported_txn(conn)
+        limit = limit_txn(conn)
     candidates: list[Item] = []
     for rel, path in _walk(source, IgnoreRules.load(source), out):
-        if not rel.endswith(".md"):
-            out.attachments.append({"path": rel, "size": path.stat().st_size})
+        item = _item(rel, path, vault, limit, out)
+        if item is None:
             continue
-        eid, why = md.path_entry_id(rel)
-        if eid is None:
-            out.refused.append({"path": rel, "code": "invalid_entry_id", "reason": why})
-            continue
-        problem = name_problem(eid)
-        if problem is not None:
-            out.refused.append({"path": rel, **problem.to_json(), "reason": problem.reason})
-            continue
-        data = path.read_bytes()
-        try:
-            entry, _ = md.read_entry(vault, eid, data)
-        except EntryError as e:
-            code = "not_utf8" if "UTF-8" in str(e) else "invalid_entry"
-            out.refused.append({"path": rel, "line": e.line, "code": code,
-                                "reason": f"{rel}:{e.line or 1}: {e}"})
-            continue
-        declared = kinds.declared_kind(entry.meta)
-        kind = kinds.effective_kind(eid, entry.meta)
-        mapped = "front matter" if declared else (
-            "folder" if kind != kinds.PAGE else "default")
-        item = Item(rel, eid, kind, mapped, len(data), md.file_hash(data))
         if (rel, item.sha256) in done:
             out.done.append(item)
             continue
-        target = md.entry_path(vault, eid)
-        if eid in live or target.exists():
+        target = file_of(vault, item)
+        if item.id in live or target.exists():
             have = target.read_bytes() if target.is_file() else None
             if have is not None and md.file_hash(have) == item.sha256:
                 out.present.append(item)
             else:
                 out.refused.append({"path": rel, "code": "exists", "reason": (
-                    f"{rel}: the space already has a page {eid} with other content "
+                    f"{rel}: the space already has {item.id} with other content "
                     "(not overwritten: rename one of them)")})
             continue
         candidates.append(item)
     clash = collisions([i.id for i in candidates], live)
-    for item in candidates:
+    seen: dict[str, str] = {}
+    for item in sorted(candidates, key=lambda i: i.kind == ATTACHMENT):  # Markdown first
         p = clash.get(item.id)
-        if p is None:
+        if item.id in seen:  # x.png beside x.png.md: one id, the Markdown file is it
+            out.refused.append({"path": item.path, "code": "name_collision", "of": item.id,
+                                "reason": f"{item.path}: one name with {seen[item.id]} "
+                                          f"(both are {item.id}); rename one"})
+        elif p is None:
+            seen[item.id] = item.path
             out.imported.append(item)
         else:
             out.refused.append({"path": item.path, **p.to_json(),
                                 "reason": f"{item.path}: {p.reason}"})
     return out
+
+
+def _item(rel: str, path: Path, vault: Path, limit: int, out: Plan) -> Item | None:
+    """The file at ``rel`` as an item to import, or None (its refusal added to ``out``)."""
+    markdown = md.is_markdown(rel)
+    eid, why = md.path_entry_id(rel) if markdown else md.attachment_entry_id(rel)
+    if eid is None:
+        out.refused.append({"path": rel, "code": "invalid_entry_id", "reason": why})
+        return None
+    problem = name_problem(eid)
+    if problem is not None:
+        out.refused.append({"path": rel, **problem.to_json(), "reason": problem.reason})
+        return None
+    if not markdown:
+        size = path.stat().st_size
+        if limit and size > limit:
+            out.refused.append({"path": rel, "code": "too_large", "size": size,
+                                "reason": too_large_message(rel, size, limit)})
+            return None
+        data = path.read_bytes()
+        return Item(rel, eid, ATTACHMENT, "file type", len(data), md.file_hash(data))
+    data = path.read_bytes()
+    try:
+        entry, _ = md.read_entry(vault, eid, data)
+    except EntryError as e:
+        code = "not_utf8" if "UTF-8" in str(e) else "invalid_entry"
+        out.refused.append({"path": rel, "line": e.line, "code": code,
+                            "reason": f"{rel}:{e.line or 1}: {e}"})
+        return None
+    declared = kinds.declared_kind(entry.meta)
+    kind = kinds.effective_kind(eid, entry.meta)
+    mapped = "front matter" if declared else ("folder" if kind != kinds.PAGE else "default")
+    return Item(rel, eid, kind, mapped, len(data), md.file_hash(data))
 
 
 def batches(items: list[Item]) -> Iterator[list[Item]]:
@@ -213,7 +239,7 @@ def run(p: Plan, vault: Path, store: Store, sync: Callable[[], SyncReport],
     n = 0
     for batch in batches(todo):
         for item in batch:
-            target = md.entry_path(vault, item.id)
+            target = file_of(vault, item)
             if not target.exists():
                 write_atomic(vault, target, (p.source / item.path).read_bytes())
         left = _left_back(sync())

@@ -94,9 +94,8 @@ def human(doc: dict[str, Any]) -> list[str]:
         lines += [f"    {r['code']}: {r['reason']}" for r in doc["refused"][:SHOWN]]
     for h in doc.get("held") or []:
         lines.append(f"  copied, not published: {h['path']}: {h['code']}: {h['reason']}")
-    att = doc["attachments"]
-    if att["count"]:
-        lines.append(f"  {att['count']} attachment(s) not imported: {att['reason']}")
+    if doc["attachments"]:
+        lines.append(f"  {doc['attachments']} of them attachment(s) (images, PDFs, other files)")
     for what in ("ignored", "refused"):
         if len(doc[what]) > SHOWN:
             lines.append(f"  ({len(doc[what]) - SHOWN} more {what}: --json lists them all)")
@@ -115,5 +114,8 @@ def cmd_export(args: argparse.Namespace, out: Any) -> int:
     finally:
         store.close()
     doc["space"] = space.name
-    out.doc(doc, f"exported {doc['entries']} page(s) of {space.name} to {doc['folder']}")
+    out.doc(doc, f"exported {doc['entries']} file(s) of {space.name} to {doc['folder']}"
+                 + (f" ({doc['attachments']} attachment(s))" if doc["attachments"] else "")
+                 + "".join(f"\n  not exported: {m} (its bytes are not on this machine)"
+                           for m in doc["missing"]))
     return 0

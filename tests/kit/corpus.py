@@ -210,16 +210,17 @@ def build(root: Path, notes: int = 2000, attachments: int = 300, seed: int = 7,
     return c
 
 
-def md_files(root: Path) -> dict[str, bytes]:
-    """The Markdown files under ``root`` that an import of a corpus takes: hidden names,
-    editor scratch and ``private/`` (its ``.quireignore``) left out."""
+def files(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` that an import of a corpus takes (Markdown and
+    attachments): hidden names, editor scratch and ``private/`` (its ``.quireignore``) left
+    out. The same of a vault: what its entries' files hold."""
     from replica.vault.markdown import ignored
 
     out = {}
-    for folder, dirs, files in os.walk(root):
+    for folder, dirs, names in os.walk(root):
         dirs[:] = [d for d in dirs if not ignored(d)]
-        for name in files:
+        for name in names:
             rel = os.path.relpath(os.path.join(folder, name), root).replace(os.sep, "/")
-            if rel.endswith(".md") and not ignored(name) and not rel.startswith("private/"):
+            if not ignored(name) and not rel.startswith("private/"):
                 out[rel] = (root / rel).read_bytes()
     return out

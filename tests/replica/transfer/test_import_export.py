@@ -33,6 +33,8 @@ def _bad_inputs(src: Path) -> None:
     (src / unicodedata.normalize("NFD", "Notes/Café.md")).write_bytes(b"nfd\n")
     (src / "Notes/Latin.md").write_bytes(b"caf\xe9\n")  # not UTF-8
     (src / "Notes/CON.md").write_bytes(b"reserved\n")
+    with open(src / "Notes/scan.pdf", "wb") as f:  # 30 MiB: over the 25 MiB default limit
+        f.truncate(30 << 20)
 
 
 def test_dry_run_import_resume_clone_and_export(space: Space, tmp_path: Path,
@@ -47,13 +49,17 @@ def test_dry_run_import_resume_clone_and_export(space: Space, tmp_path: Path,
     refused = {r["path"]: r["code"] for r in p.refused}
     nfd = unicodedata.normalize("NFD", "Notes/Café.md")
     assert refused == {"Notes/plan.md": "name_collision", nfd: "invalid_entry_id",
-                       "Notes/Latin.md": "not_utf8", "Notes/CON.md": "non_portable_id"}
+                       "Notes/Latin.md": "not_utf8", "Notes/CON.md": "non_portable_id",
+                       "Notes/scan.pdf": "too_large"}
     assert all(r["path"] in r["reason"] or r["code"] != "not_utf8" for r in p.refused)
     ignored = {i["path"] for i in p.ignored}
     assert {".obsidian/", ".trash/", ".DS_Store", "Inbox/#draft.md#", "private/",
             "Inbox/today.md___jb_tmp___", ".quireignore"} <= ignored
-    assert len(p.attachments) == 6 and any(a["size"] > 1 << 20 for a in p.attachments)
-    assert {i.path for i in p.imported} == set(c.notes) | {"Notes/Plan.md"}
+    files = [i for i in p.imported if i.kind == "attachment"]
+    assert len(files) == 6 and any(i.size > 1 << 20 for i in files)
+    assert {i.path for i in p.imported} == set(c.notes) | set(c.attachments) | {
+        "Notes/Plan.md"}
+    assert p.imported[-1].kind == "attachment"  # Markdown first
     assert {(i.kind, i.mapped) for i in p.imported} >= {("skill", "front matter"),
                                                         ("skill", "folder"),
                                                         ("page", "default")}
@@ -72,9 +78,10 @@ def test_dry_run_import_resume_clone_and_export(space: Space, tmp_path: Path,
 
     bob = space.replica(tmp_path, "bob")
     bob.sync()
-    got = bob.files()
-    want = {k: v for k, v in corpus.md_files(src).items() if k in {i.path for i in p.imported}}
+    got = corpus.files(bob.vault)
+    want = {k: v for k, v in corpus.files(src).items() if k in {i.path for i in p.imported}}
     assert set(got) == set(want)
+    assert {k: got[k] for k in c.attachments} == {k: want[k] for k in c.attachments}
     from shared.entry import Entry
     if "raw" in Entry.__dataclass_fields__:  # bytes as written (D132 part 3)
         assert got == want

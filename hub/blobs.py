@@ -28,9 +28,12 @@ from hub.store.blobs_sql import (
     attachment_limit_txn,
     blob_data_txn,
     delete_blobs_txn,
+    drop_upload_txn,
     held_sizes_txn,
     insert_blob_txn,
     named_txn,
+    save_upload_txn,
+    upload_txn,
 )
 from hub.store.db import Store
 from hub.store.quotas_sql import hub_total_bytes_txn, update_usage_txn
@@ -83,37 +86,100 @@ def put_blob(store: Store, quotas: Any, p: Principal, space_ref: str, sha256: st
                            "was stored", {"sha256": sha256, "size": len(data)})
 
     def txn(conn: Any) -> dict[str, Any]:
-        from hub import quotas as quota_rules
-
         space, _ = space_access_txn(conn, p, space_ref, "editor", lock=True)
-        limit = limit_txn(conn, space.id, quotas.max_attachment_bytes)
-        if limit and len(data) > limit:
-            raise TooLarge(too_large_message(f"blob {sha256[:12]}", len(data), limit),
-                           {"sha256": sha256, "size": len(data), "limit": limit})
-        if held_sizes_txn(conn, space.id, [sha256]):
-            return {"sha256": sha256, "size": len(data), "stored": False}
-        row = quota_rules.usage_txn(conn, space.id, lock=True)
-        cap = row["max_bytes"] if row["max_bytes"] is not None else quotas.max_bytes
-        after = row["bytes"] + len(data)
-        if cap and after > cap:
-            raise QuotaExceeded(
-                f"the space's bytes quota is {cap}: it holds {row['bytes']}, this "
-                f"attachment would make it {after}; nothing was stored",
-                {"scope": "space", "quota": "bytes", "limit": cap, "usage": row["bytes"],
-                 "after": after})
-        if quotas.hub_max_bytes:
-            total = hub_total_bytes_txn(conn)
-            if total + len(data) > quotas.hub_max_bytes:
-                raise QuotaExceeded(
-                    f"the hub's storage quota is {quotas.hub_max_bytes} bytes: it holds "
-                    f"{total}; nothing was stored",
-                    {"scope": "hub", "quota": "bytes", "limit": quotas.hub_max_bytes,
-                     "usage": total, "after": total + len(data)})
-        insert_blob_txn(conn, space.id, sha256, data, now)
-        update_usage_txn(conn, space.id, {"bytes": after})
-        return {"sha256": sha256, "size": len(data), "stored": True}
+        return _store_txn(conn, quotas, space.id, sha256, data, now)
 
     return store.run_write(txn)
+
+
+def _check_limit_txn(conn: Any, quotas: Any, space_id: str, sha256: str, size: int) -> None:
+    limit = limit_txn(conn, space_id, quotas.max_attachment_bytes)
+    if limit and size > limit:
+        raise TooLarge(too_large_message(f"blob {sha256[:12]}", size, limit),
+                       {"sha256": sha256, "size": size, "limit": limit})
+
+
+def _store_txn(conn: Any, quotas: Any, space_id: str, sha256: str, data: bytes,
+               now: int) -> dict[str, Any]:
+    """Keep checked bytes as the space's blob ``sha256``: the limit, then (new bytes only)
+    the quota, counted in the same transaction."""
+    from hub import quotas as quota_rules
+
+    _check_limit_txn(conn, quotas, space_id, sha256, len(data))
+    if held_sizes_txn(conn, space_id, [sha256]):
+        return {"sha256": sha256, "size": len(data), "stored": False}
+    row = quota_rules.usage_txn(conn, space_id, lock=True)
+    cap = row["max_bytes"] if row["max_bytes"] is not None else quotas.max_bytes
+    after = row["bytes"] + len(data)
+    if cap and after > cap:
+        raise QuotaExceeded(
+            f"the space's bytes quota is {cap}: it holds {row['bytes']}, this "
+            f"attachment would make it {after}; nothing was stored",
+            {"scope": "space", "quota": "bytes", "limit": cap, "usage": row["bytes"],
+             "after": after})
+    if quotas.hub_max_bytes:
+        total = hub_total_bytes_txn(conn)
+        if total + len(data) > quotas.hub_max_bytes:
+            raise QuotaExceeded(
+                f"the hub's storage quota is {quotas.hub_max_bytes} bytes: it holds "
+                f"{total}; nothing was stored",
+                {"scope": "hub", "quota": "bytes", "limit": quotas.hub_max_bytes,
+                 "usage": total, "after": total + len(data)})
+    insert_blob_txn(conn, space_id, sha256, data, now)
+    update_usage_txn(conn, space_id, {"bytes": after})
+    return {"sha256": sha256, "size": len(data), "stored": True}
+
+
+def put_range(store: Store, quotas: Any, p: Principal, space_ref: str, sha256: str,
+              chunk: bytes, start: int, total: int, now: int) -> dict[str, Any]:
+    """One range of a resumable upload (``Content-Range: bytes START-END/TOTAL``): appended
+    to the bytes received so far, which it must start right after (else
+    ``invalid_request`` with ``details.received``: where to resume); the range that
+    completes it is checked and stored as ``put_blob`` stores. ``received``: bytes held."""
+    _check_hash(sha256)
+
+    def txn(conn: Any) -> dict[str, Any]:
+        space, _ = space_access_txn(conn, p, space_ref, "editor", lock=True)
+        _check_limit_txn(conn, quotas, space.id, sha256, total)
+        if held_sizes_txn(conn, space.id, [sha256]):
+            drop_upload_txn(conn, space.id, sha256)
+            return {"sha256": sha256, "size": total, "stored": False, "received": total}
+        found = upload_txn(conn, space.id, sha256)
+        have = found[1] if found is not None and found[0] == total and start > 0 else b""
+        if start != len(have):
+            raise InvalidRequest(f"this upload resumes at byte {len(have)}",
+                                 {"received": len(have), "sha256": sha256})
+        data = have + chunk
+        if len(data) > total:
+            raise InvalidRequest("the range goes past the upload's total",
+                                 {"received": len(have), "total": total})
+        if len(data) < total:
+            save_upload_txn(conn, space.id, sha256, total, data, now)
+            return {"sha256": sha256, "size": total, "stored": False, "received": len(data)}
+        drop_upload_txn(conn, space.id, sha256)
+        if blob_hash(data) != sha256:
+            return {"mismatch": True}
+        return dict(_store_txn(conn, quotas, space.id, sha256, data, now), received=total)
+
+    out = store.run_write(txn)
+    if out.get("mismatch"):  # the partial upload is dropped (committed): start again
+        raise BlobMismatch("the bytes uploaded do not hash to the SHA-256 in the URL; "
+                           "nothing was stored", {"sha256": sha256, "size": total})
+    return out
+
+
+def upload_status(store: Store, p: Principal, space_ref: str, sha256: str
+                  ) -> dict[str, Any]:
+    """Where a resumable upload stands: ``{"sha256", "received", "stored"}`` (``stored``:
+    the space holds the blob whole, nothing to send)."""
+    _check_hash(sha256)
+    with store.read() as conn:
+        space, _ = space_access_txn(conn, p, space_ref, "editor")
+        held = held_sizes_txn(conn, space.id, [sha256])
+        found = upload_txn(conn, space.id, sha256)
+    if held:
+        return {"sha256": sha256, "received": held[sha256], "stored": True}
+    return {"sha256": sha256, "received": len(found[1]) if found else 0, "stored": False}
 
 
 def get_blob(store: Store, p: Principal, space_ref: str, sha256: str) -> bytes:

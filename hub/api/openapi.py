@@ -280,7 +280,15 @@ OPS: dict[tuple[str, str], Op] = {
         "blob", status=201, also_200="the space held these bytes already: nothing written",
         description="Editors. The body is the file's bytes, of at most the space's limit on "
                     "one attachment (`too_large`); bytes that do not hash to `sha256` are "
-                    "`blob_mismatch`; stored bytes count in the space's `bytes` quota."),
+                    "`blob_mismatch`; stored bytes count in the space's `bytes` quota. With "
+                    "`Content-Range: bytes START-END/TOTAL` the body is one range of a "
+                    "resumable upload, which must start where the bytes received end "
+                    "(`invalid_request`, `details.received`); 200 with `received` until the "
+                    "range that completes it."),
+    ("GET", "/v1/spaces/{space}/blobs/{sha256}/upload"): Op(
+        "how much of a resumable upload the hub holds (editors)", "blob_upload",
+        description="`received`: the bytes held so far (resume the next range there); "
+                    "`stored`: the space holds the whole blob, nothing to send."),
     ("GET", "/v1/spaces/{space}/blobs/{sha256}"): Op(
         "an attachment's bytes, as a download (nosniff, sandboxed)", "bytes",
         query=(("name", _STR),),

@@ -10,7 +10,7 @@ from sqlalchemy import delete, func, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
-from hub.store.schema import blobs, space_quota
+from hub.store.schema import blob_uploads, blobs, space_quota
 
 
 def held_sizes_txn(conn: Connection, space_id: str, hashes: Iterable[str]) -> dict[str, int]:
@@ -87,3 +87,24 @@ def named_txn(conn: Connection, space_id: str, sha256: str) -> bool:
                              "LIMIT 1"), {"s": space_id, "p": pat}).first() is not None:
             return True
     return False
+
+
+def upload_txn(conn: Connection, space_id: str, sha256: str) -> tuple[int, bytes] | None:
+    """(total, bytes so far) of a resumable upload, or None."""
+    row = conn.execute(select(blob_uploads.c.total, blob_uploads.c.data).where(
+        blob_uploads.c.space_id == space_id, blob_uploads.c.sha256 == sha256)).first()
+    return None if row is None else (int(row.total), bytes(row.data))
+
+
+def save_upload_txn(conn: Connection, space_id: str, sha256: str, total: int, data: bytes,
+                    now: int) -> None:
+    """Set a resumable upload's bytes so far (inserted or replaced)."""
+    conn.execute(delete(blob_uploads).where(blob_uploads.c.space_id == space_id,
+                                            blob_uploads.c.sha256 == sha256))
+    conn.execute(blob_uploads.insert().values(space_id=space_id, sha256=sha256,
+                                              total=total, data=data, updated_at=now))
+
+
+def drop_upload_txn(conn: Connection, space_id: str, sha256: str) -> None:
+    conn.execute(delete(blob_uploads).where(blob_uploads.c.space_id == space_id,
+                                            blob_uploads.c.sha256 == sha256))

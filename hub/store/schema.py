@@ -413,6 +413,17 @@ blobs = Table(
     Column("created_at", BigInteger, nullable=False),
 )
 
+# a resumable upload's bytes so far (``Content-Range``, 0032): appended range by range, moved
+# into ``blobs`` (checked) by the range that completes it
+blob_uploads = Table(
+    "blob_uploads", metadata,
+    Column("space_id", ID, ForeignKey("spaces.id"), primary_key=True),
+    Column("sha256", DIGEST, primary_key=True),
+    Column("total", BigInteger, nullable=False),
+    Column("data", LargeBinary, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+)
+
 
 def count_rows_txn(conn: Connection) -> dict[str, int]:
     """Row counts of every table (tests compare them before and after bad input)."""

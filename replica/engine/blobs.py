@@ -33,7 +33,8 @@ from shared.attachments import DEFAULT_MAX_BYTES, is_attachment, too_large_messa
 # a journaled vault write of an attachment: the hash of its bytes, after this prefix (no
 # rendered Markdown starts with a NUL)
 BLOB_PREFIX = "\x00blob:"
-LAZY_KEY = "attachments_lazy"  # store meta: this replica fetches attachments on first read
+LAZY_KEY = "attachments_lazy"
+RANGE_BYTES = 4 * 1024 * 1024  # larger blobs go up in ranges of this (resumable)  # store meta: this replica fetches attachments on first read
 
 
 def journal_content(entry: Any) -> str:
@@ -112,6 +113,7 @@ def upload_blobs(client: Any, space_id: str, cache: BlobCache,
                  entries: Iterable[Any]) -> int:
     """Upload the bytes of every attachment among ``entries`` (from the cache, where the
     scan or an import put them) before the batch that names them; how many were sent.
+    Over ``RANGE_BYTES`` in ranges that resume where a cut upload stopped.
     Idempotent: the hub keeps one copy a space and hash. An attachment whose bytes are not
     in the cache is left out: the hub then refuses its batch (``blob_missing``), and the
     entry stays unpublished until its file is read again."""
@@ -127,6 +129,27 @@ def upload_blobs(client: Any, space_id: str, cache: BlobCache,
         data = cache.read(sha)
         if data is None:
             continue
-        client.put_blob(space_id, sha, data)
+        if len(data) > RANGE_BYTES:
+            upload_resumable(client, space_id, sha, data)
+        else:
+            client.put_blob(space_id, sha, data)
         sent += 1
     return sent
+
+
+def upload_resumable(client: Any, space_id: str, sha: str, data: bytes,
+                     chunk: int | None = None) -> None:
+    """Upload ``data`` in ranges of ``chunk`` bytes (``Content-Range``), from where the
+    hub's received bytes end: an upload cut by a lost connection goes on from there at
+    the next sync instead of starting again."""
+    chunk = chunk or RANGE_BYTES
+    status = client.upload_status(space_id, sha)
+    if status.get("stored"):
+        return
+    start = int(status.get("received") or 0)
+    while start < len(data):
+        part = data[start:start + chunk]
+        out = client.put_blob_range(space_id, sha, part, start, len(data))
+        if out.get("stored") or int(out.get("received") or 0) >= len(data):
+            return
+        start = int(out["received"])

@@ -513,6 +513,23 @@ class HubClient:
             raise self.unreachable("PUT", path, e) from e
         return self._decode(resp, "PUT", path)
 
+    def upload_status(self, space: str, sha256: str) -> dict[str, Any]:
+        """How much of a resumable upload the hub holds: ``{"received", "stored"}``."""
+        return self._request(
+            "GET", f"/v1/spaces/{_q(space)}/blobs/{_q(sha256)}/upload")
+
+    def put_blob_range(self, space: str, sha256: str, chunk: bytes, start: int,
+                       total: int) -> dict[str, Any]:
+        """One range of a resumable upload (``Content-Range``)."""
+        path = f"/v1/spaces/{_q(space)}/blobs/{_q(sha256)}"
+        headers = {"Content-Type": "application/octet-stream",
+                   "Content-Range": f"bytes {start}-{start + len(chunk) - 1}/{total}"}
+        try:
+            resp = self._http.request("PUT", path, content=chunk, headers=headers)
+        except (httpx2.TransportError, httpx2.StreamError) as e:
+            raise self.unreachable("PUT", path, e) from e
+        return self._decode(resp, "PUT", path)
+
     def get_blob(self, space: str, sha256: str, size: int) -> bytes:
         """An attachment's bytes, checked: exactly ``size`` bytes hashing to ``sha256``
         (the entry's word, signed into the state root), else ``HubUnverified`` and nothing

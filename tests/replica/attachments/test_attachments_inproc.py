@@ -160,3 +160,39 @@ def test_purge_of_an_attachment_leaves_its_bytes_nowhere(tmp_path: Path,
     finally:
         a.close()
         b.close()
+
+
+def test_an_upload_cut_by_a_lost_connection_resumes_where_the_hub_stopped(
+        tmp_path: Path, space: Space, monkeypatch: pytest.MonkeyPatch) -> None:
+    from replica.engine import blobs as lane
+    from shared.errors import TransferFailed
+
+    monkeypatch.setattr(lane, "RANGE_BYTES", 64 * 1024)  # 5 ranges for the file below
+    a = space.replica(tmp_path, "a", wrap=Hostile)
+    try:
+        data = b"%PDF-1.4\n" + os.urandom(300_000)
+        a.vault.mkdir(parents=True, exist_ok=True)
+        (a.vault / "big.pdf").write_bytes(data)
+        ranges: list[str] = []
+
+        def cut_after_two(request: httpx2.Request, forward: object) -> httpx2.Response:
+            if request.method == "PUT":
+                ranges.append(request.headers.get("content-range", ""))
+                if len(ranges) == 3:  # the connection drops during the third range
+                    raise httpx2.RemoteProtocolError("connection lost (hostile)")
+            return forward()  # type: ignore[operator]
+
+        hook = a.transport.intercept("blobs", cut_after_two)
+        with pytest.raises(TransferFailed):
+            a.sync()
+        assert "big.pdf" not in space.live()  # no batch without its bytes
+        a.transport.remove(hook)
+        sent: list[str] = []
+        a.transport.intercept("blobs", lambda r, f: (sent.append(
+            r.headers.get("content-range", "")) if r.method == "PUT" else None, f())[1])
+        a.sync()
+        assert sent[0].startswith(f"bytes {2 * 64 * 1024}-"), (ranges, sent)  # resumed
+        assert len(sent) == 3
+        assert space.live()["big.pdf"].meta["sha256"] == blob_hash(data)
+    finally:
+        a.close()

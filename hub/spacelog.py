@@ -155,8 +155,11 @@ def consistency(store: Store, p: Principal, space_ref: str, first: Any, second: 
                              {"reason": "log_size", "size": size})
     build(store, space.id, n)
     with store.read() as conn:
-        proof = _tree_txn(conn, space.id, lambda t: t.consistency_proof(m, n))
-        out: dict[str, Any] = {"first": m, "second": n, "proof": [h.hex() for h in proof]}
+        proof, first_root = _tree_txn(conn, space.id, lambda t: (
+            t.consistency_proof(m, n), t.root(m) if m else merkle.EMPTY_ROOT))
+        # first_root: evidence when another checkpoint of size m has another root
+        out: dict[str, Any] = {"first": m, "second": n, "proof": [h.hex() for h in proof],
+                               "first_root": first_root.hex()}
         if n:
             data = log_sql.leaf_data_txn(conn, space.id, n - 1)
             last = _tree_txn(conn, space.id, lambda t: t.inclusion_proof(n - 1, n))
@@ -247,7 +250,7 @@ def set_witnesses(store: Store, key: HubKey, p: Principal, space_ref: str,
 # ---------------------------------------------------------------- fork recovery
 
 
-def fork_evidence(key: HubKey | None, p: Principal, space_id: str, fork: Any) -> list[str]:
+def fork_evidence(key: HubKey | None, p: Principal, space_id: str, fork: Any) -> list[Any]:
     """The evidence a fork recovery carries (``bump_epoch`` with ``fork``): two checkpoints
     of this space's log, signed by this hub's key, that prove two histories
     (``tlog.equivocation``, as ``quire verify --evidence`` checks them). Hub owners only:
@@ -257,9 +260,11 @@ def fork_evidence(key: HubKey | None, p: Principal, space_id: str, fork: Any) ->
         raise Forbidden("only a hub owner recovers a space from a fork", {"reason": "owner"})
     notes = fork.get("checkpoints") if isinstance(fork, dict) else None
     if not (isinstance(notes, list) and len(notes) == 2 and key is not None):
-        raise InvalidRequest("fork is {\"checkpoints\": [NOTE, NOTE]}", {"reason": "fork"})
+        raise InvalidRequest("fork is {\"checkpoints\": [NOTE, NOTE], \"consistency\"?}",
+                             {"reason": "fork"})
+    consistency = fork.get("consistency")  # checkpoints of different sizes: the proof
     try:
-        tlog.equivocation(*notes)
+        tlog.equivocation(notes[0], notes[1], consistency)
         cp = tlog.parse_checkpoint(tlog.parse_note(notes[0]).body)
     except (ValueError, TypeError) as e:
         raise InvalidRequest(f"the fork's evidence proves nothing: {e}",
@@ -267,4 +272,4 @@ def fork_evidence(key: HubKey | None, p: Principal, space_id: str, fork: Any) ->
     if cp.space != space_id or cp.hub_key != key.public:
         raise InvalidRequest("the fork's evidence is of another space or another hub key",
                              {"reason": "fork"})
-    return [str(n) for n in notes]
+    return [str(n) for n in notes] + ([] if consistency is None else [consistency])

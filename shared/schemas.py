@@ -113,7 +113,12 @@ REQUESTS: dict[str, dict[str, Any]] = {
                         # `quire verify --evidence` reads it; this hub's log survives
                         "fork": _obj({"checkpoints": {"type": "array", "minItems": 2,
                                                       "maxItems": 2,
-                                                      "items": {"type": "string"}}},
+                                                      "items": {"type": "string"}},
+                                      "consistency": _obj({
+                                          "root": {"type": "string"},
+                                          "proof": {"type": "array", "maxItems": 64,
+                                                    "items": {"type": "string"}}},
+                                          ("root", "proof"))},
                                      ("checkpoints",)),
                         **DRY}, ("reason",)),
     # proposals (hub/proposals.py): one op as a batch holds it, and the agent's reason

@@ -233,7 +233,9 @@ class EpochStatement:
     # a fork recovery (hub/spaces.py ``bump_epoch`` with ``fork``): the two hub-signed
     # checkpoints that prove the hub showed two histories; this epoch's log is the one that
     # survives, and replicas republish what they hold from the other (replica/engine/forked.py)
-    forked: tuple[str, str] | None = None
+    # (note, note) or (note, note, {"root", "proof"}) for notes of different sizes, as
+    # tlog.equivocation takes them
+    forked: tuple[Any, ...] | None = None
 
 
 EPOCH_FIELDS = {"space", "epoch", "previous", "previous_seq", "previous_digest", "reason",
@@ -245,7 +247,7 @@ def epoch_body(*, space: str, epoch: str, previous: str, previous_seq: int,
                previous_digest: str, reason: str, at: int,
                restored_from: dict[str, Any] | None = None,
                purged: list[str] | None = None,
-               forked: list[str] | None = None) -> dict[str, Any]:
+               forked: list[Any] | None = None) -> dict[str, Any]:
     body = {"space": space, "epoch": epoch, "previous": previous,
             "previous_seq": previous_seq, "previous_digest": previous_digest,
             "reason": reason, "at": at}
@@ -272,9 +274,10 @@ def parse_epoch_statement(hub_key: Keys, obj: Any, *, space: str) -> EpochStatem
                          {"restored_from", "purged", "forked"}, "epoch statement")
     purged = body.get("purged", [])
     forked = body.get("forked")
-    if not (forked is None or (isinstance(forked, list) and len(forked) == 2
+    if not (forked is None or (isinstance(forked, list) and len(forked) in (2, 3)
                                and all(isinstance(n, str) and len(n) < 8192
-                                       for n in forked))):
+                                       for n in forked[:2])
+                               and (len(forked) == 2 or isinstance(forked[2], dict)))):
         raise HubUnverified("epoch statement has a forked field of the wrong form")
     if not (is_id(body["epoch"]) and is_id(body["previous"]) and _int(body["previous_seq"])
             and is_digest(body["previous_digest"]) and isinstance(body["reason"], str)
@@ -286,7 +289,7 @@ def parse_epoch_statement(hub_key: Keys, obj: Any, *, space: str) -> EpochStatem
     return EpochStatement(body["space"], body["epoch"], body["previous"],
                           body["previous_seq"], body["previous_digest"], body["reason"],
                           body["at"], _restored_from(body.get("restored_from")),
-                          tuple(purged), None if forked is None else (forked[0], forked[1]))
+                          tuple(purged), None if forked is None else tuple(forked))
 
 
 def epoch_path(statements: list[EpochStatement], start: str, end: str

@@ -311,10 +311,16 @@ def quorum_met(note: Note, policy: Policy | None) -> tuple[bool, list[str]]:
 # ---------------------------------------------------------------- evidence
 
 
-def equivocation(a: Any, b: Any) -> str:
+def equivocation(a: Any, b: Any, consistency: Any = None) -> str:
     """Two signed notes that prove the hub key signed two histories of one log: the same
-    origin, each signed by the key the origin names, the same size and different roots.
-    Returns what they prove; ValueError saying why they do not."""
+    origin, each signed by the key the origin names, and either the same size and different
+    roots, or different sizes and ``consistency`` = ``{"root", "proof"}`` (hex): a
+    consistency proof that the larger log's first leaves, as many as the smaller has, have
+    ``root``, another root than the smaller's (the proof pins that root to the larger
+    root: two roots for one prefix would be a hash collision). Returns what they prove;
+    ValueError saying why they do not."""
+    from shared.merkle import ProofError, verify_consistency
+
     notes = [parse_note(x) for x in (a, b)]
     cps = [parse_checkpoint(n.body) for n in notes]
     if cps[0].origin != cps[1].origin:
@@ -322,9 +328,23 @@ def equivocation(a: Any, b: Any) -> str:
     for n, cp in zip(notes, cps, strict=True):
         if not hub_signed(n, cp.hub_key):
             raise ValueError("a checkpoint is not signed by the hub key its origin names")
-    if cps[0].size != cps[1].size:
-        raise ValueError("checkpoints of different sizes prove nothing on their own (a "
-                         "consistency proof decides)")
+    small, large = sorted(cps, key=lambda c: c.size)
+    if small.size != large.size:
+        if not (isinstance(consistency, dict) and isinstance(consistency.get("root"), str)
+                and isinstance(consistency.get("proof"), list)
+                and len(consistency["proof"]) <= 64):
+            raise ValueError("checkpoints of different sizes prove nothing without a "
+                             "consistency proof of the larger's prefix")
+        prefix = bytes.fromhex(consistency["root"])
+        try:
+            verify_consistency(small.size, large.size, prefix, large.root,
+                               [bytes.fromhex(h) for h in consistency["proof"]])
+        except ProofError as e:
+            raise ValueError(f"the consistency proof does not verify: {e}") from None
+        if prefix == small.root:
+            raise ValueError("the larger log extends the smaller: one history")
+        return (f"the hub key {small.hub_key} signed a log of {small.size} entries for space "
+                f"{small.space} and one of {large.size} that does not extend it")
     if cps[0].root == cps[1].root:
         raise ValueError("the two checkpoints are the same log")
     return (f"the hub key {cps[0].hub_key} signed two different logs of {cps[0].size} "

@@ -24,7 +24,7 @@ from shared import tlog
 from shared.errors import QuireError
 
 
-def recover(c: HubClient, space: str, reason: str, pair: list[str]) -> dict[str, Any]:
+def recover(c: HubClient, space: str, reason: str, pair: list[Any]) -> dict[str, Any]:
     """The bump's answer, with ``witnesses``: for each listed witness, released or why not
     (one that did not answer keeps refusing the space: its operator can start the line
     over with ``quire witness forget``)."""

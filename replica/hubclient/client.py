@@ -330,12 +330,14 @@ class HubClient:
                              "/conflicts", {"conflicts": items})
 
     def bump_epoch(self, space: str, reason: str, dry_run: bool = False,
-                   fork: list[str] | None = None) -> dict[str, Any]:
+                   fork: list[Any] | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {"reason": reason}
         if dry_run:
             body["dry_run"] = True
         if fork is not None:  # a fork recovery: the evidence (replica/app/fork_recovery.py)
-            body["fork"] = {"checkpoints": fork}
+            body["fork"] = {"checkpoints": fork[:2]}
+            if len(fork) > 2:  # of different sizes: the consistency proof
+                body["fork"]["consistency"] = fork[2]
         return self._request("POST", f"/v1/spaces/{_q(space)}/epoch", body)
 
     def purge(self, space: str, entries: list[str], reason: str, dry_run: bool = False

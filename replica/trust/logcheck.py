@@ -207,8 +207,10 @@ def _witnessed(src: Sources, note: tlog.Note, cp: tlog.Checkpoint,
 def _equivocation(src: Sources, note: tlog.Note, cp: tlog.Checkpoint,
                   policies: list[tlog.Policy], evidence: dict[str, Any]) -> None:
     """A witness refused: if it holds a hub-signed checkpoint of this size with another root
-    (or the pair it caught), the hub showed two histories: raise ``equivocation`` with both
-    notes, which ``quire verify --evidence`` checks offline."""
+    (or the pair it caught), or a smaller one that the hub's own consistency proof shows is
+    not a prefix of this log (``first_root``: the root this log had at that size), the hub
+    showed two histories: raise ``equivocation`` with both notes (and that proof), which
+    ``quire verify --evidence`` checks offline."""
     seen: set[str] = set()
     for policy in policies:
         for w in policy.witnesses:
@@ -225,10 +227,34 @@ def _equivocation(src: Sources, note: tlog.Note, cp: tlog.Checkpoint,
                     proven = tlog.equivocation(a, b)
                 except (ValueError, TypeError):
                     continue
-                raise _refuse(f"equivocation: {proven} (witness {w.name} holds the other); "
-                              "this replica applies nothing more from this hub for the space "
-                              "and keeps its local changes", "equivocation",
-                              witness=w.name, evidence={"checkpoints": [a, b]}, **evidence)
+                _proven(proven, w, {"checkpoints": [a, b]}, evidence)
+            prefix = _smaller(src, doc.get("note"), note, cp)
+            if prefix is not None:
+                _proven(prefix[0], w, prefix[1], evidence)
+
+
+def _proven(proven: str, w: tlog.Witness, pair: dict[str, Any], evidence: dict[str, Any]
+            ) -> None:
+    raise _refuse(f"equivocation: {proven} (witness {w.name} holds the other); this "
+                  "replica applies nothing more from this hub for the space and keeps its "
+                  "local changes", "equivocation", witness=w.name, evidence=pair, **evidence)
+
+
+def _smaller(src: Sources, held: Any, note: tlog.Note, cp: tlog.Checkpoint
+             ) -> tuple[str, dict[str, Any]] | None:
+    """A witness's smaller checkpoint of this log that this log does not extend, proven by
+    the hub's own consistency proof from its size (what it proves, the evidence), or
+    None."""
+    try:
+        other = tlog.parse_checkpoint(tlog.parse_note(held).body)
+        if other.origin != cp.origin or other.size >= cp.size:
+            return None
+        doc = src.proof(other.size, cp.size)
+        consistency = {"root": doc.get("first_root"), "proof": doc.get("proof")}
+        pair = {"checkpoints": [held, note.text()], "consistency": consistency}
+        return tlog.equivocation(held, note.text(), consistency), pair
+    except Exception:  # noqa: BLE001 - no proof to be had: the refusal says the rest
+        return None
 
 
 def requires_witnesses(kept: Any) -> bool:

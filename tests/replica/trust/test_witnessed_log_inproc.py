@@ -27,6 +27,7 @@ from replica.trust import logcheck
 from shared import merkle, tlog
 from shared.entry import Entry
 from shared.errors import QuireError
+from shared.ids import new_id
 from shared.signing import new_private_key, public_b64
 from tests.kit.hostile import Hostile, resign_head
 from tests.kit.inproc import AppTransport, InprocHub
@@ -160,6 +161,58 @@ def test_a_fork_is_never_accepted_by_the_second_replica_and_proven_offline(
         if fork is not None:
             fork.shutdown()
         hub.close()
+
+
+def test_a_fork_at_different_sizes_is_proven_by_the_longer_history(
+        space: Any, tmp_path: Path, w1: RunningWitness) -> None:
+    """The witness co-signed the second copy's log at 3 entries; the first copy's grows to 4
+    without anyone syncing at 3. The replica on it is refused with ``equivocation``: its
+    hub's own consistency proof shows its first 3 entries have another root than the 3 the
+    witness holds, and that verifies offline (a proof of the other root does not)."""
+    from shared.wire import Op, build_batch
+
+    fork = None
+    try:
+        _policy(space, 1, w1.entry())
+        a, b = (space.replica(tmp_path, n) for n in "ab")
+        a.write(PAGE)
+        a.sync()
+        for r in (b, a):
+            r.sync()
+        fork = _fork(space.hub, tmp_path)
+        b = b.close() or b.reopen(wrap=lambda _t: fork)
+        b.write(B_NEW)
+        b.sync()
+        b.sync()  # the witness holds the second copy's log of 3
+        dev = space.device("pub")  # two batches on the first copy, no replica looks at 3
+        with dev.client() as c:
+            rid = c.register_replica(space.id, "pub")
+            for i in range(2):
+                h = c.head(space.id)
+                c.push(space.id, build_batch(
+                    dev.key, batch_id=new_id(), replica_id=rid, space=space.id,
+                    epoch=h["epoch"], parent_seq=h["seq"], parent_digest=h["digest"],
+                    ops=[Op(Entry(id=f"page/x{i}", title="x", body="x\n"), None)]))
+        err = _refused(a, "equivocation")
+        ev = err.details["evidence"]
+        sizes = sorted(tlog.parse_checkpoint(tlog.parse_note(n).body).size
+                       for n in ev["checkpoints"])
+        assert sizes == [3, 4] and "consistency" in ev
+        path = tmp_path / "evidence.json"
+        path.write_text(json.dumps({"error": {"code": err.code, "details": err.details}}))
+        assert entry_main(["verify", "--evidence", str(path)]) == 0
+        # the same pair with the witness's own root as the prefix: one history, unproven
+        held = tlog.parse_checkpoint(tlog.parse_note(ev["checkpoints"][0]).body)
+        forged = dict(ev, consistency=dict(ev["consistency"], root=held.root.hex()))
+        path.write_text(json.dumps(forged))
+        assert entry_main(["verify", "--evidence", str(path)]) == 1
+        path.write_text(json.dumps({"checkpoints": ev["checkpoints"]}))  # no proof
+        assert entry_main(["verify", "--evidence", str(path)]) == 1
+        a.close()
+        b.close()
+    finally:
+        if fork is not None:
+            fork.shutdown()
 
 
 def _published(space: Any, epochs: list[str]) -> dict[tuple[str, str], int]:
@@ -302,6 +355,25 @@ def test_the_log_is_kept_and_a_smaller_another_missing_or_foreign_checkpoint_ref
     a.transport.hooks.clear()
     a.sync()  # the honest hub again: accepted (what each lie changed is what was refused)
     assert _kept(a) == now
+    # the honest checkpoint, with a consistency proof made for another root
+    b.write(B_NEW)
+    b.sync()
+
+    def other_proof(request: Any, forward: Any) -> Any:
+        resp = forward()
+        if not request.url.path.endswith("/log/consistency"):
+            return resp
+        doc = resp.json()
+        m, n = doc["first"], doc["second"]
+        other = merkle.tree_of([merkle.leaf_hash(bytes([i])) for i in range(n)])
+        doc["proof"] = [h.hex() for h in other.consistency_proof(m, n)]
+        return httpx2.Response(200, json=doc, request=request)
+
+    a.transport.intercept("other", other_proof)
+    _refused(a, "log_inconsistent")
+    a.transport.hooks.clear()
+    a.sync()
+    assert _kept(a).size == now.size + 1  # type: ignore[union-attr]
 
 
 # ---------------------------------------------------------------- witness attacks
@@ -310,8 +382,8 @@ def test_the_log_is_kept_and_a_smaller_another_missing_or_foreign_checkpoint_ref
 def test_co_signatures_that_are_not_the_spaces_witnesses_are_refused(
         space: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, w1: RunningWitness
         ) -> None:
-    """A co-signature made for another space's checkpoint, or by a witness key not on the
-    space's list, counts for nothing."""
+    """A co-signature made for another space's checkpoint or for another hub's, or by a
+    witness key not on the space's list, counts for nothing."""
     other = space.hub.space()
     b = space.replica(tmp_path, "b")
     b.write(PAGE)
@@ -337,6 +409,13 @@ def test_co_signatures_that_are_not_the_spaces_witnesses_are_refused(
                 return httpx2.Response(200, text=line, request=request)
 
         monkeypatch.setitem(wclient.TRANSPORTS, "http://w1", Replay())
+        err = _refused(a, "witness_quorum")
+        assert err.details["cosigned"] == []
+        # w1 itself, but its co-signature of this log's checkpoint as another hub's
+        cp = tlog.parse_checkpoint(tlog.parse_note(space.head()["checkpoint"]).body)
+        foreign = tlog.Checkpoint(tlog.origin_of(public_b64(new_private_key()), space.id),
+                                  cp.size, cp.root, cp.policy)
+        line = tlog.cosign(w1.key, w1.w.name, foreign.body(), 1)
         err = _refused(a, "witness_quorum")
         assert err.details["cosigned"] == []
         # the real w1: accepted (what the two checks above refuse is all that was wrong)

@@ -43,7 +43,7 @@ from shared.canonical import dumps
 from shared.entry import make_entry, tombstone
 from shared.errors import Forbidden, InvalidRequest, SnapshotRequired
 from shared.ids import is_id
-from shared.readscope import ReadScope, withheld_mark
+from shared.readscope import ReadScope, check_only, withheld_mark
 
 CHUNK = 64  # lines per write: fewer, larger writes are much cheaper than one per line
 
@@ -69,6 +69,14 @@ class Signer:
                                         digest=digest, root=root, at=self.now,
                                         tips=signed_state.audit_tips_txn(conn, space, seq,
                                                                             self.enabled))
+
+
+def parse_only(values: list[str]) -> tuple[str, ...]:
+    """The ``only`` query parameter (repeated): a partial replica's globs."""
+    try:
+        return check_only(values)
+    except ValueError as e:
+        raise InvalidRequest(f"only: {e}") from e
 
 
 def parse_changes_query(epoch: str | None, after: str | None, limit: str | None,
@@ -129,7 +137,7 @@ def _line(row: Any, batch: str, withheld: dict[str, Any] | None) -> str:
 
 def changes(store: Store, p: Principal, space_ref: str, epoch: str | None, after: int,
             limit: int, signer: Signer | None = None, *, whole: bool = False,
-            held_scope: str | None = None) -> Iterator[bytes]:
+            held_scope: str | None = None, only: tuple[str, ...] = ()) -> Iterator[bytes]:
     """Yields NDJSON chunks. Access and epoch are checked before the first chunk, so the
     caller pulls that chunk before sending headers and errors become proper responses.
     With ``signer`` the end line carries the signed head at the last seq sent. ``whole``:
@@ -137,10 +145,11 @@ def changes(store: Store, p: Principal, space_ref: str, epoch: str | None, after
     scope is narrowed is refused instead. ``held_scope``: the fingerprint of the read rules
     the caller's copy was built under ("" none; None: not said); when its scope is another
     now (a rule narrowed or widened it), changes after its head would not make its copy
-    the scope's, so it is sent to a snapshot (``reason: scope``)."""
+    the scope's, so it is sent to a snapshot (``reason: scope``). ``only``: a partial
+    replica's globs, intersected with the scope (shared/readscope.py)."""
     with store.read(snapshot=True) as conn:
         space, role = space_access_txn(conn, p, space_ref, "viewer")
-        scope = scopes.scope_txn(conn, p, space, role)
+        scope = scopes.scope_txn(conn, p, space, role, only)
         if whole and not scope.unrestricted:
             raise Forbidden("whole batches are not served to a reader with read rules")
         if held_scope is not None and held_scope != scope.fingerprint:
@@ -197,13 +206,14 @@ def changes(store: Store, p: Principal, space_ref: str, epoch: str | None, after
         yield "".join(buf).encode()
 
 
-def snapshot(store: Store, p: Principal, space_ref: str, signer: Signer | None = None
-             ) -> Iterator[bytes]:
+def snapshot(store: Store, p: Principal, space_ref: str, signer: Signer | None = None,
+             only: tuple[str, ...] = ()) -> Iterator[bytes]:
     """Yields NDJSON chunks: the head (signed, with the space's signed epoch statements,
-    when ``signer``), every live entry at that head, then ``end``."""
+    when ``signer``), every live entry at that head in the reader's scope (narrowed by a
+    partial replica's ``only``), then ``end``."""
     with store.read(snapshot=True) as conn:
         space, role = space_access_txn(conn, p, space_ref, "viewer")
-        scope = scopes.scope_txn(conn, p, space, role)
+        scope = scopes.scope_txn(conn, p, space, role, only)
         head: dict[str, Any] = {"space": space.id, "epoch": space.epoch,
                                 "seq": space.head_seq, "digest": space.head_digest}
         # the number of entries that follow: a replica shows progress against it

@@ -77,9 +77,11 @@ class ScopeHooks:
 HOOKS = ScopeHooks()
 
 
-def scope_txn(conn: Any, p: Any, space: Any, role: str | None) -> ReadScope:
-    """The reader's scope in ``space``, from the rules as this transaction reads them."""
-    scope = scope_of_rules(list_rules_txn(conn, space.id), actor_of(p, role))
+def scope_txn(conn: Any, p: Any, space: Any, role: str | None, only: tuple[str, ...] = ()
+              ) -> ReadScope:
+    """The reader's scope in ``space``, from the rules as this transaction reads them;
+    ``only``: the globs a partial replica holds (pulls and events), intersected with it."""
+    scope = scope_of_rules(list_rules_txn(conn, space.id), actor_of(p, role)).narrowed(only)
     if HOOKS.read is not None:
         HOOKS.read(space.id)
     return scope

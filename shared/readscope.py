@@ -40,9 +40,9 @@ from shared.digest import sha256_hex
 from shared.kinds import effective_kind, folder_kind
 from shared.policy import Actor, Rule, rule_applies
 
-__all__ = ["EVERYTHING", "READ", "ReadRule", "ReadScope", "content_matters", "is_read_rule",
-           "kind_of", "may_read", "may_read_entry", "read_rules", "read_scope", "tags_matter",
-           "withheld_mark"]
+__all__ = ["EVERYTHING", "READ", "ReadRule", "ReadScope", "check_only", "content_matters",
+           "in_only", "is_read_rule", "kind_of", "may_read", "may_read_entry", "read_rules",
+           "read_scope", "scope_of_head", "tags_matter", "withheld_mark"]
 
 READ = "read"  # the action a read rule names
 
@@ -94,23 +94,35 @@ def read_rules(rules: Iterable[dict[str, Any]]) -> list[ReadRule]:
 
 @dataclass(frozen=True)
 class ReadScope:
-    """The read rules that apply to one reader (``read_scope``)."""
+    """The read rules that apply to one reader (``read_scope``), and the globs a partial
+    replica chose to hold (``only``: empty, everything it may read). ``only`` narrows and
+    never widens: an entry is in scope when it matches one of them *and* the rules let the
+    reader read it (a glob is not a rule: no specificity contest with a deny)."""
 
     rules: tuple[ReadRule, ...] = ()
+    only: tuple[str, ...] = ()
 
     @property
     def unrestricted(self) -> bool:
-        """No deny applies: the reader reads everything (an allow alone widens nothing)."""
-        return not any(r.effect == "deny" for r in self.rules)
+        """No deny applies and no ``only``: the reader reads everything (an allow alone
+        widens nothing)."""
+        return not self.only and not any(r.effect == "deny" for r in self.rules)
 
     @property
     def fingerprint(self) -> str:
-        """A digest of the rules that make this scope ("" when unrestricted): two answers
-        with the same fingerprint were built under the same read rules."""
+        """A digest of the rules and globs that make this scope ("" when unrestricted): two
+        answers with the same fingerprint were built under the same scope. A replica
+        computes it from the rules its head names and its own ``only`` (``scope_of_head``)."""
         if self.unrestricted:
             return ""
-        return sha256_hex(canonical_str(sorted((r.to_dict() for r in self.rules),
-                                               key=lambda d: str(d["id"]))).encode("utf-8"))
+        rules = sorted((r.to_dict() for r in self.rules), key=lambda d: str(d["id"]))
+        body: Any = rules if not self.only else {"rules": rules, "only": sorted(self.only)}
+        return sha256_hex(canonical_str(body).encode("utf-8"))
+
+    def narrowed(self, only: Iterable[str]) -> ReadScope:
+        """This scope intersected with a partial replica's globs (none: unchanged)."""
+        globs = tuple(sorted(set(only)))
+        return self if not globs else ReadScope(self.rules, globs)
 
     def describe(self) -> list[str]:
         """The applying read rules, one line each, in the order they were given."""
@@ -129,6 +141,38 @@ def read_scope(rules: Iterable[dict[str, Any]], actor: Actor) -> ReadScope:
     """The scope of ``actor``: the space's read rules (``rules``: every rule, as stored)
     that apply to it."""
     return ReadScope(tuple(r for r in read_rules(rules) if r.applies(actor)))
+
+
+def in_only(only: Iterable[str], entry_id: str) -> bool:
+    """Does ``entry_id`` match one of a partial replica's globs (``fnmatch``: ``*`` crosses
+    folders, so ``projects/alpha/*`` is the folder and all below it)?"""
+    return any(fnmatchcase(entry_id, g) for g in only)
+
+
+ONLY_MAX = 32  # globs a partial replica may choose
+ONLY_GLOB_MAX = 300  # characters a glob
+
+
+def check_only(only: Iterable[str]) -> tuple[str, ...]:
+    """A partial replica's globs, checked (``ValueError`` says what is wrong): at most
+    ``ONLY_MAX``, each 1-``ONLY_GLOB_MAX`` printable characters without a comma or a
+    leading slash."""
+    out = tuple(sorted(set(only)))
+    if len(out) > ONLY_MAX:
+        raise ValueError(f"at most {ONLY_MAX} scope patterns")
+    for g in out:
+        if not (0 < len(g) <= ONLY_GLOB_MAX and g.isprintable() and "," not in g
+                and not g.startswith("/")):
+            raise ValueError(f"scope pattern {g!r}: 1-{ONLY_GLOB_MAX} printable characters, "
+                             "no comma, not starting with '/'")
+    return out
+
+
+def scope_of_head(rules: Iterable[dict[str, Any]], only: Iterable[str] = ()) -> ReadScope:
+    """The scope a replica holds, from the rules the hub's head says apply to it (its read
+    rules among them, as ``ReadRule.to_dict``) and its own globs: its fingerprint is what
+    the hub's answers to it carry."""
+    return ReadScope(tuple(read_rules(rules))).narrowed(only)
 
 
 def kind_of(entry_id: str) -> str:
@@ -151,6 +195,8 @@ def may_read(scope: ReadScope, entry_id: str, tags: Iterable[str] = (),
              kind: str | None = None) -> bool:
     """May the reader of ``scope`` read the entry ``entry_id`` with ``tags`` (its tags at the
     answer's head; a deleted entry's last live tags) and ``kind`` (default: from the id)?"""
+    if scope.only and not in_only(scope.only, entry_id):
+        return False
     if not scope.rules:
         return True
     k = kind if kind is not None else kind_of(entry_id)

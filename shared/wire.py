@@ -175,8 +175,11 @@ def _check_moves(ops: tuple[Op, ...]) -> None:
 
 
 def parse_batch(raw: Any, *, max_ops: int = DEFAULT_MAX_OPS,
-                max_body: int = DEFAULT_MAX_BODY) -> Batch:
-    """Validate a batch as received and recompute its digest (wrong digest → invalid)."""
+                max_body: int = DEFAULT_MAX_BODY, redacted: bool = False) -> Batch:
+    """Validate a batch as received and recompute its digest (wrong digest → invalid).
+    ``redacted``: a scoped pull's batch with ops left out (hub/feed.py): it may hold no op,
+    and its digest cannot be recomputed (the hub-signed receipt and the chain bind it:
+    replica/trust/scoped.py)."""
     _exact_keys(raw, {"batch_id", "replica_id", "space", "epoch", "parent", "ops", "digest",
                       "signature"}, {"provenance"}, "batch")
     _require(is_id(raw["batch_id"]), "batch_id must be a canonical id (26 base32 characters)")
@@ -189,7 +192,8 @@ def parse_batch(raw: Any, *, max_ops: int = DEFAULT_MAX_OPS,
              and 0 <= parent["seq"] < 2**53, "parent.seq must be a non-negative integer")
     _require(is_digest(parent["digest"]), "parent.digest must be a SHA-256 hex digest")
     ops_raw = raw["ops"]
-    _require(isinstance(ops_raw, list) and bool(ops_raw), "ops must be a non-empty list")
+    _require(isinstance(ops_raw, list) and (redacted or bool(ops_raw)),
+             "ops must be a non-empty list")
     if len(ops_raw) > max_ops:
         raise TooLarge(f"a batch holds at most {max_ops} ops; split it", {"max_ops": max_ops})
     ops = tuple(parse_op(o, i, max_body) for i, o in enumerate(ops_raw))
@@ -209,6 +213,8 @@ def parse_batch(raw: Any, *, max_ops: int = DEFAULT_MAX_OPS,
              "signature must be a base64url Ed25519 signature")
     batch = Batch(raw["batch_id"], raw["replica_id"], raw["space"], raw["epoch"],
                   parent["seq"], parent["digest"], ops, prov, raw["digest"], raw["signature"])
+    if redacted:
+        return batch
     try:
         actual = digest_of(batch.unsigned())
     except CanonicalError as e:

@@ -284,6 +284,8 @@ async def events(request: Request) -> Response:
     p = await principal(request)
     hub = hub_of(request)
     space_ref = request.path_params["space"]
+    # a partial replica's globs (``only``, repeated): its stream is scoped too (bare heads)
+    partial = bool(feed.parse_only(request.query_params.getlist("only")))
     s = hub.settings
     release = hub.stream_slots.acquire(p.device_id)
     if release is None:
@@ -297,7 +299,7 @@ async def events(request: Request) -> Response:
         release()
         raise
     space_id = head["space"]
-    scoped = bool(head.pop("scoped", False))
+    scoped = bool(head.pop("scoped", False)) or partial
     sub.space = space_id
     resume = _parse_last_id(request.headers.get("last-event-id"))
     metrics = hub.metrics
@@ -395,7 +397,7 @@ async def events(request: Request) -> Response:
                         lines = None
                         # a scoped caller's heads go out bare (the shared lines are whole
                         # batches): it pulls, and its pull leaves out what it may not read
-                        scoped = bool(head.pop("scoped", False))
+                        scoped = bool(head.pop("scoped", False)) or partial
                         if (not scoped and sent is not None and sent[0] == head["epoch"]
                                 and sent[1] < head["seq"]):
                             lines = await _change_lines(hub, p, space_id, head["epoch"],

@@ -86,12 +86,17 @@ OPS: dict[tuple[str, str], Op] = {
     ("GET", "/v1/spaces/{space}/changes"): Op(
         "batches after a seq (NDJSON)", "ndjson",
         query=(("epoch", {"type": "string"}), ("after", _INT),
-               ("limit", {"type": "integer", "minimum": 1}), ("scope", _STR)),
+               ("limit", {"type": "integer", "minimum": 1}), ("scope", _STR),
+               ("only", _STR)),
         description="`scope`: the read-rules fingerprint the caller's copy was built under "
                     "(empty: none); when the caller's scope is another now, "
-                    "`snapshot_required` with `reason: scope` (docs/security.md, Read rules)."),
-    ("GET", "/v1/spaces/{space}/snapshot"): Op("every live entry at one head (NDJSON)",
-                                               "ndjson"),
+                    "`snapshot_required` with `reason: scope` (docs/security.md, Read rules). "
+                    "`only` (repeated): a partial replica's globs, intersected with the "
+                    "caller's read scope (docs/replica.md, Partial replicas)."),
+    ("GET", "/v1/spaces/{space}/snapshot"): Op(
+        "every live entry at one head (NDJSON)", "ndjson", query=(("only", _STR),),
+        description="`only` (repeated): a partial replica's globs, intersected with the "
+                    "caller's read scope; what it leaves out is summed in `end.withheld`."),
     ("GET", "/v1/spaces/{space}/devices"): Op("hub-signed attestations of device keys"),
     ("GET", "/v1/spaces/{space}/verify"): Op(
         "the hub verifies its own chain, state root and (admins) audit chain",

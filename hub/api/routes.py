@@ -386,7 +386,7 @@ async def changes(request: Request) -> Response:
     p = await principal(request)
     hub = hub_of(request)
     qp = request.query_params
-    unknown = set(qp) - {"epoch", "after", "limit", "scope"}
+    unknown = set(qp) - {"epoch", "after", "limit", "scope", "only"}
     if unknown:
         raise InvalidRequest(f"unknown query parameters: {', '.join(sorted(unknown))}")
     epoch, after, limit = feed.parse_changes_query(qp.get("epoch"), qp.get("after"),
@@ -395,14 +395,20 @@ async def changes(request: Request) -> Response:
     return await ndjson(feed.changes(hub.store, p, request.path_params["space"], epoch, after,
                                      limit, feed.Signer(hub.key, hub.now(),
                                                         hub.settings.state_root),
-                                     held_scope=qp.get("scope")))
+                                     held_scope=qp.get("scope"),
+                                     only=feed.parse_only(qp.getlist("only"))))
 
 
 async def snapshot(request: Request) -> Response:
     p = await principal(request)
     hub = hub_of(request)
+    qp = request.query_params
+    unknown = set(qp) - {"only"}
+    if unknown:
+        raise InvalidRequest(f"unknown query parameters: {', '.join(sorted(unknown))}")
     return await ndjson(feed.snapshot(hub.store, p, request.path_params["space"],
-                                      feed.Signer(hub.key, hub.now(), hub.settings.state_root)))
+                                      feed.Signer(hub.key, hub.now(), hub.settings.state_root),
+                                      feed.parse_only(qp.getlist("only"))))
 
 
 def _rebase_param(request: Request) -> bool:

@@ -548,10 +548,12 @@ def join(home: Home, url: str, invite: str, *, vault: str | None, device: str | 
          choose_name: Callable[[str], str | None] | None = None,
          say: Callable[[str], None] = lambda _t: None,
          progress: Callable[[str], Progress] = lambda _label: NO_PROGRESS,
-         attachments: str = "eager") -> dict[str, Any]:
+         attachments: str = "eager", only: list[str] | None = None) -> dict[str, Any]:
     """Redeem an invite: pin the hub's key, make (or reuse) this device's key, register a
     replica of the invite's space and take its first snapshot. The document says what was
     done (``space`` None for an owner enrollment, ``rejoined`` when access was restored).
+    ``only``: a partial replica's globs (replica/app/scope.py), checked before the invite
+    is used.
 
     The member's display name (docs/decisions.md D138), kept by the hub apart from device
     names: ``name`` when given; else the hub's default (the invite's name, else
@@ -563,6 +565,7 @@ def join(home: Home, url: str, invite: str, *, vault: str | None, device: str | 
     from shared.signing import load_private, new_private_key, public_b64, save_private
 
     url = hub_url(url)
+    globs = _only(only)
     info, hub_id, public_key = describe_hub(url)
     known = home.hub(hub_id)
     device_name = device or (known.device_name if known else socket.gethostname()[:100]
@@ -617,7 +620,7 @@ def join(home: Home, url: str, invite: str, *, vault: str | None, device: str | 
         # the membership is back; the next sync publishes what waited in the outbox
         return dict(base, space=space_info, rejoined=True)
     return dict(base, **_take_space(home, hub, space_info, vault, say, progress,
-                                     attachments))
+                                     attachments, globs))
 
 
 def _chosen_name(hub: HubConfig, offered: str, choose_name: Callable[[str], str | None],
@@ -640,11 +643,14 @@ def _chosen_name(hub: HubConfig, offered: str, choose_name: Callable[[str], str 
 def join_space(home: Home, url: str, space_ref: str, *, vault: str | None,
                say: Callable[[str], None] = lambda _t: None,
                progress: Callable[[str], Progress] = lambda _label: NO_PROGRESS,
-               attachments: str = "eager") -> dict[str, Any]:
+               attachments: str = "eager", only: list[str] | None = None
+               ) -> dict[str, Any]:
     """``quire join URL --space NAME``: a space the member already belongs to, on a device
     signed in to the hub (``quire login``, or an earlier join): no invite. Registers a
-    replica for this device and takes the first snapshot, as a join with an invite does."""
+    replica for this device and takes the first snapshot, as a join with an invite does
+    (``only``: a partial replica's globs)."""
     url = hub_url(url)
+    globs = _only(only)
     hub = next((h for h in home.hubs() if h.url.rstrip("/") == url), None)
     if hub is None:
         raise NotJoined(f"this machine is not signed in to {url}: run 'quire login {url}' "
@@ -668,15 +674,23 @@ def join_space(home: Home, url: str, space_ref: str, *, vault: str | None,
                              "vault": str(held.vault)})
         return dict(base, space=held.to_json(), already_joined=True)
     return dict(base, **_take_space(home, hub, space_info, vault, say, progress,
-                                     attachments))
+                                     attachments, globs))
+
+
+def _only(only: list[str] | None) -> tuple[str, ...]:
+    """``--only`` checked (``InvalidRequest``); empty: the whole space."""
+    from replica.app.scope import changed
+
+    return changed((), "set", list(only)) if only else ()
 
 
 def _take_space(home: Home, hub: HubConfig, space_info: dict[str, Any], vault: str | None,
                 say: Callable[[str], None], progress: Callable[[str], Progress],
-                attachments: str = "eager") -> dict[str, Any]:
+                attachments: str = "eager", only: tuple[str, ...] = ()) -> dict[str, Any]:
     """Register this device's replica of the space and take its first snapshot.
     ``attachments``: ``lazy`` keeps attachments' bytes on the hub until first read
-    (``fetch_attachment``; replica/engine/blobs.py)."""
+    (``fetch_attachment``; replica/engine/blobs.py); ``only``: the entries a partial
+    replica holds (replica/app/scope.py)."""
     space_id = space_info["id"]
     where = (Path(vault) if vault else Path.cwd() / space_info["name"]).resolve()
     with open_client(hub) as c:
@@ -694,6 +708,10 @@ def _take_space(home: Home, hub: HubConfig, space_info: dict[str, Any], vault: s
             store.set_meta(LAZY_KEY, True)
         finally:
             store.close()
+    if only:
+        from replica.app.scope import set_only
+
+        set_only(space, only)
     say(f"joined space {space.name} as {space.role}; taking the first snapshot …")
     report, status = run_sync(home, space, progress(f"syncing {space.name}"))
     return dict(space=space.to_json(), replica_id=replica_id, sync=report.to_json(),

@@ -194,13 +194,13 @@ def cmd_join(args: argparse.Namespace, out: Out) -> int:
     if args.space is not None:
         doc = service.join_space(Home(), args.url, args.space, vault=args.vault,
                                  say=out.say, progress=out.progress,
-                                 attachments=args.attachments)
+                                 attachments=args.attachments, only=args.only)
     else:
         asked = None if args.name else _ask_name(out)
         doc = service.join(Home(), args.url, args.invite, vault=args.vault,
                            device=args.device, name=args.name, default_name=machine_name(),
                            choose_name=asked, say=out.say, progress=out.progress,
-                           attachments=args.attachments)
+                           attachments=args.attachments, only=args.only)
     url, name = doc["hub"]["url"], doc.pop("device_name")
     # a name nobody chose here (no --name, no prompt): say which, and how to change it
     named = ""
@@ -543,6 +543,10 @@ def build_parser() -> argparse.ArgumentParser:
     j.add_argument("--attachments", choices=("eager", "lazy"), default="eager",
                    help="fetch attachments (images, PDFs) at each sync (eager, the "
                         "default), or only when first read with 'quire read' (lazy)")
+    j.add_argument("--only", metavar="PATTERN", nargs="+", action="extend", default=[],
+                   help="a partial replica: hold only the entries whose ids match these "
+                        "globs, e.g. 'projects/alpha/*' 'guardrail/*' (quire scope changes "
+                        "them later)")
     j.set_defaults(func=cmd_join)
 
     s = sub.add_parser("spaces", parents=[common], help="list the spaces this machine joined")
@@ -613,6 +617,10 @@ def build_parser() -> argparse.ArgumentParser:
     from replica.cli.transfer import add_parsers as add_transfer_parsers  # import, export
 
     add_transfer_parsers(sub, common)
+
+    from replica.cli.scope_cmd import add_parsers as add_scope_parsers  # partial replicas
+
+    add_scope_parsers(sub, common)
 
     co = sub.add_parser("completion", parents=[common],
                         help="shell completion: print the script, or --install it")

@@ -18,7 +18,7 @@ import os
 from typing import Any
 
 from replica.engine import clone_writers as vaultwriter
-from replica.engine import forked, restored
+from replica.engine import forked, restored, scoped
 from replica.engine.crash import crash_point
 from replica.engine.ledger import Ledger, settled_mtime_ns
 from replica.engine.purge import drop_purged_txn, purged_by
@@ -30,6 +30,7 @@ from replica.store.db import Conn
 from replica.store.records import stored_entry
 from replica.store.store import Head
 from replica.trust import logcheck, verify
+from replica.trust import scoped as trust_scoped
 from replica.vault import created as clonefiles
 from replica.vault import faults as vaultfaults
 from replica.vault import markdown as md
@@ -103,7 +104,7 @@ class Snapshotter:
         report.snapshot = True
         self._restore = None
         self._forked = set()
-        lines = self.client.snapshot_lines(self.space_id)
+        lines = self.client.snapshot_lines(self.space_id, scoped.only_of(self.ledger.store))
         first = next(lines)
         signed, purged = self._snapshot_head(first, fresh)
         expected = vaultwriter.count_hint(first)  # (progress, writer processes)
@@ -119,7 +120,8 @@ class Snapshotter:
                     drop_purged_txn(conn, purged, report, self.ledger.schedule_write_txn,
                                     self.ledger.clock())
                     self._republish = self._republish - set(purged)  # not republished
-                self._snapshot_txn(conn, lines, signed, new_head, report, expected, mtime_ns)
+                self._snapshot_txn(conn, lines, first, signed, new_head, report, expected,
+                                   mtime_ns)
                 clonefiles.done_txn(conn)
         except Exception:  # refused: this clone's files go (a kill leaves them to the next
             # sync's flush_vault, which repairs)
@@ -128,21 +130,24 @@ class Snapshotter:
         finally:
             self._republish = set()
 
-    def _snapshot_txn(self, conn: Conn, lines: Any, signed: SignedHead, new_head: Head,
-                      report: SyncReport, expected: int | None, mtime_ns: int) -> None:
+    def _snapshot_txn(self, conn: Conn, lines: Any, first: dict[str, Any], signed: SignedHead,
+                      new_head: Head, report: SyncReport, expected: int | None, mtime_ns: int
+                      ) -> None:
         count = 0
         index = st.snapshot_index_txn(conn)
         bulk = not index  # an empty store: loaded without triggers, its state rebuilt
         if bulk:
             st.triggers_off_txn(conn)
         seen: set[str] = set()
+        end: Any = None
         chunk: list[bytes] = []
         writer = vaultwriter.start(self.ledger.vault, mtime_ns, expected, index,
                                    lambda: crash_point("mid_vault_write"))
         try:
             for line in lines:
                 if isinstance(line, dict):
-                    continue  # the end line (the stream refuses anything after it)
+                    end = line.get("end")  # (the stream refuses anything after it)
+                    continue
                 chunk.append(line)
                 count += 1
                 if len(chunk) >= CHUNK:
@@ -154,11 +159,16 @@ class Snapshotter:
             for last in (chunk, []):  # then the writers' last chunk is recorded
                 self._snapshot_chunk_txn(conn, last, writer, seen, report)
             writer.durable()  # every file flushed, while the rest is checked
+            # a scoped snapshot: the sums of what it left out, and the entries this store
+            # held that it no longer lists dropped (held edits kept: replica/engine/scoped.py)
+            scoped.snapshot_end_txn(conn, first, trust_scoped.snapshot_withheld(first, end),
+                                    [eid for eid in index if eid not in seen], report,
+                                    self.ledger.schedule_write_txn, self.ledger.clock())
             self._snapshot_end_txn(conn, index, seen, new_head, report)
             if bulk:
                 st.triggers_on_txn(conn)
                 verify.rebuild_state_txn(conn, writer.lattices_of)
-            verify.check_root_txn(conn, signed, "snapshot")
+            trust_scoped.check_answer_txn(conn, signed, "snapshot", end)
             st.cached_digest_txn(conn)  # what status shows next, made while files flush
             writer.flushed()  # only the commit records the files, once they are durable
         finally:

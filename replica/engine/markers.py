@@ -7,6 +7,7 @@ from typing import Any
 
 from replica.engine import blocked
 from replica.engine.purge import PURGED, PURGED_HELP
+from replica.engine.scoped import UNREADABLE, UNREADABLE_HELP
 from replica.store.store import Conflict
 
 
@@ -21,6 +22,7 @@ def conflict_marker(c: Conflict) -> dict[str, Any]:
         "ours_deleted": c.ours is None or c.ours.deleted,
         "help": blocked.HELP if "version_blocked" in c.fields else
         PURGED_HELP if PURGED in c.fields else
+        UNREADABLE_HELP if UNREADABLE in c.fields else
         "held: fix this file and remove this 'quire' block to publish it",
     }}
 
@@ -46,4 +48,4 @@ def conflict_tag(c: Conflict) -> str:
 def special(c: Conflict) -> bool:
     """A held state that is no merge of two versions (a blocked or purged version): only
     the person's removal of a marker shown to them releases it."""
-    return bool({"version_blocked", PURGED} & set(c.fields))
+    return bool({"version_blocked", PURGED, UNREADABLE} & set(c.fields))

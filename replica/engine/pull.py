@@ -10,7 +10,7 @@ after our head, a snapshot is taken instead (replica/engine/clone.py).
 
 from __future__ import annotations
 
-from replica.engine import changes, renames
+from replica.engine import changes, renames, scoped
 from replica.engine.clone import Snapshotter
 from replica.engine.ledger import Ledger
 from replica.engine.report import Progress, SyncReport
@@ -22,7 +22,9 @@ from replica.store.db import Conn
 from replica.store.store import Head
 from replica.trust import audit_tips as auditcheck
 from replica.trust import logcheck, verify
+from replica.trust import scoped as trust_scoped
 from shared.errors import HubUnverified, SnapshotRequired
+from shared.readscope import scope_of_head
 from shared.signed import SignedHead, epoch_path, parse_epoch_statement
 
 WITNESSED_PAGE = 500  # batches per page up to a witnessed head (the hub's default page)
@@ -61,7 +63,12 @@ class Puller:
             self.store.set_meta(self.access_key, access)
         if hub.get("usage") and self.store.get_meta("usage") != hub["usage"]:
             self.store.set_meta("usage", hub["usage"])  # quotas, for quire status
-        if head is None or fresh.epoch != head.epoch:
+        # the scope the hub's rules and our own globs give us now (replica/trust/scoped.py):
+        # another than the store's copy was built under → a snapshot of it (a rule or
+        # ``quire scope`` narrowed or widened what we hold)
+        held = scoped.held_scope(self.store)
+        want = scope_of_head(hub.get("rules") or [], scoped.only_of(self.store)).fingerprint
+        if head is None or fresh.epoch != head.epoch or want != held:
             try:
                 self.check_log(fresh)
             except HubUnverified as e:
@@ -85,7 +92,7 @@ class Puller:
                                     {"reason": "fork", "seq": head.seq})
             self.check_log(fresh)
             with self.store.tx() as conn:  # and the store holds exactly the signed state
-                verify.check_root_txn(conn, fresh, "head")
+                trust_scoped.check_answer_txn(conn, fresh, "head")
             return
         self.check_log(fresh)
         self._pull_changes(report, head, fresh.seq)
@@ -171,9 +178,11 @@ class Puller:
                                  page.signed.epoch, page.signed.seq)
         # receipts are served as signed when accepted: any key of the pinned chain
         verify.check_authors(self.client.hub_keys, page.changes, authors)
+        trust_scoped.check_scope(page.end, scoped.held_scope_txn(conn))
+        marks = scoped.Marks()  # entries a ``was`` mark names (scoped answers only)
         for change in page.changes:
-            self._apply_change_txn(conn, change, report)
-        verify.check_root_txn(conn, page.signed, "changes")
+            self._apply_change_txn(conn, change, report, marks)
+        trust_scoped.check_answer_txn(conn, page.signed, "changes", page.end)
         if authors.refreshed:
             st.set_meta_txn(conn, verify.DEVICES, authors.wire)
 
@@ -189,7 +198,8 @@ class Puller:
             try:
                 page = self.client.changes(
                     self.space_id, epoch=head.epoch, after=head.seq, after_digest=head.digest,
-                    limit=min(until - head.seq, WITNESSED_PAGE) if witnessed else None)
+                    limit=min(until - head.seq, WITNESSED_PAGE) if witnessed else None,
+                    scope=scoped.held_scope(self.store), only=scoped.only_of(self.store))
             except SnapshotRequired:
                 self.snapshots.snapshot(report)
                 return
@@ -204,9 +214,16 @@ class Puller:
             if not page.more or not page.changes:
                 return
 
-    def _apply_change_txn(self, conn: Conn, change: Change, report: SyncReport) -> None:
+    def _apply_change_txn(self, conn: Conn, change: Change, report: SyncReport,
+                          marks: scoped.Marks | None = None) -> None:
         batch = change.batch
         ids = [op.entry_id for op in batch.ops]
+        if change.withheld is not None:  # a scoped answer: what it left out (scoped.py)
+            scoped.apply_withheld_txn(conn, change.withheld, marks or scoped.Marks(), report,
+                                      self.ledger.schedule_write_txn, self.ledger.clock())
+        if scoped.held_scope_txn(conn):
+            for op in batch.ops:  # an entry coming into the scope leaves the withheld sums
+                scoped.entering_txn(conn, op)
         # what it changed, page by page, read before it changes anything; our own batch
         # rebased by the hub was summarized at its receipt (replica/engine/changes.py)
         detail = (st.get_meta_txn(conn, changes.pushed_key(batch.batch_id))
@@ -234,9 +251,10 @@ class Puller:
                            batch_digest=batch.digest, author=change.author,
                            accepted_at=change.accepted_at, detail=detail)
         own = batch.replica_id == self.replica_id
-        report.changes.append(changes.change(
-            "pushed" if own else "pulled", epoch=batch.epoch, seq=change.seq, at=change.accepted_at,
-            author=change.author, own=own, detail=detail))
+        if batch.ops:  # (every op of it outside the scope: nothing to tell)
+            report.changes.append(changes.change(
+                "pushed" if own else "pulled", epoch=batch.epoch, seq=change.seq,
+                at=change.accepted_at, author=change.author, own=own, detail=detail))
         if batch.replica_id == self.replica_id:
             # our own batch, accepted while we were not listening: it is published (a
             # batch of ours no longer in the outbox deletes nothing; another replica's

@@ -55,14 +55,29 @@ def drop_purged_txn(conn: Conn, purged: dict[str, str], report: SyncReport,
                     schedule_write: Callable[[Conn, EntryState], None],
                     now: int) -> None:
     """Drop the purged entries' content from the store (see the module doc)."""
-    for entry_id in sorted(purged):
+    report.purged += drop_entries_txn(conn, purged, report, schedule_write, now, PURGED)
+    for row in st.outbox_txn(conn):
+        if any(op_entry_id(op) in purged for op in row["body"].get("ops", [])):
+            st.drop_outbox_txn(conn, row["batch_id"])
+    overlay.drop_purged_txn(conn, set(purged))  # agents' unpublished writes of them
+
+
+def drop_entries_txn(conn: Conn, reasons: dict[str, str], report: SyncReport,
+                     schedule_write: Callable[[Conn, EntryState], None], now: int,
+                     why: str) -> list[dict[str, object]]:
+    """Drop these entries' synced content (id → reason); an unpublished local edit of one
+    is kept, held as a conflict of kind ``why`` (``PURGED``, or replica/trust/scoped.py's
+    ``UNREADABLE``); the file goes otherwise. Returns what to report of each: id, reason,
+    whether an edit was held."""
+    out: list[dict[str, object]] = []
+    for entry_id in sorted(reasons):
         s = st.get_state_txn(conn, entry_id)
         ours = s.local if s.local is not None and not s.local.deleted else None
         keep = ours is not None and (s.held or not same(s.local, s.synced))
         st.drop_conflict_txn(conn, entry_id)
         s.synced = None
         if keep:
-            st.put_conflict_txn(conn, Conflict(entry_id, [PURGED], None, ours, None, None,
+            st.put_conflict_txn(conn, Conflict(entry_id, [why], None, ours, None, None,
                                                None, None, now))
             s.held, s.local, s.file_base = True, ours, ours
             report.held.append(entry_id)
@@ -70,11 +85,8 @@ def drop_purged_txn(conn: Conn, purged: dict[str, str], report: SyncReport,
             s.held, s.local, s.file_base = False, None, None
         schedule_write(conn, s)  # the file removed, or shown with its conflict marker
         st.put_state_txn(conn, s)  # nothing left (no file either): the row goes
-        report.purged.append({"id": entry_id, "reason": purged[entry_id], "held": keep})
-    for row in st.outbox_txn(conn):
-        if any(op_entry_id(op) in purged for op in row["body"].get("ops", [])):
-            st.drop_outbox_txn(conn, row["batch_id"])
-    overlay.drop_purged_txn(conn, set(purged))  # agents' unpublished writes of them
+        out.append({"id": entry_id, "reason": reasons[entry_id], "held": keep})
+    return out
 
 
 def compact_store(path: Path) -> None:

@@ -31,7 +31,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from replica.engine import blocked, renames
+from replica.engine import blocked, renames, scoped
 from replica.engine.blobs import upload_blobs
 from replica.engine.clone import Snapshotter
 from replica.engine.crash import crash_point
@@ -114,6 +114,7 @@ class Publisher:
         # delegation (replica/engine/agent_push.py), never this device's
         res = self.store.get_meta("resolutions") or {}
         guardrails: dict[str, Entry] | None = None  # synced, read once when one takes a key
+        only = scoped.only_of(self.store)  # a partial replica publishes only inside its globs
 
         def synced_guardrails() -> dict[str, Entry]:
             nonlocal guardrails
@@ -133,7 +134,9 @@ class Publisher:
                 op = Op(s.local, base)
             if agent_owned(res, s.id, op.entry.version):
                 continue
-            refusal = self._local_denial(access, s, op, synced_guardrails)
+            refusal = (scoped.outside_scope(self.space_id, only, s.id, op)
+                       if scoped.outside(only, s.id) else
+                       self._local_denial(access, s, op, synced_guardrails))
             if refusal is not None:
                 denied.append(refusal)  # kept dirty in the store and the vault, not pushed
                 if op.entry.deleted and s.synced is not None:

@@ -38,6 +38,9 @@ class SyncReport:
     # entries an admin purged from the space's history (replica/engine/purge.py): each with the
     # purge's reason and whether a local edit of it was kept (held)
     purged: list[dict[str, Any]] = field(default_factory=list)
+    # entries that left this replica's scope (a read rule, or its chosen scope, narrowed:
+    # replica/engine/scoped.py): each with whether a local edit of it was kept (held)
+    left_scope: list[dict[str, Any]] = field(default_factory=list)
     # how the vault was looked at: "scan" (walked), "journal" (only where a running
     # watcher saw changes, replica/vault/journal_scan.py)
     scanned_by: str = ""
@@ -64,7 +67,8 @@ class SyncReport:
                 "content_screened": list(self.content_screened),
                 "version_blocked": list(self.version_blocked),
                 "republished": sorted(set(self.republished)),
-                "purged": list(self.purged), "scanned_by": self.scanned_by,
+                "purged": list(self.purged), "left_scope": list(self.left_scope),
+                "scanned_by": self.scanned_by,
                 "vault_waiting": sorted(self.waiting), "deletes_held": self.deletes_held, "changes": list(self.changes),
                 "dangling": list(self.dangling),
                 "vault_retry_at": min(self.waiting.values()) if self.waiting else None}

@@ -137,7 +137,8 @@ class Replica:
         except SpaceDeleted as e:  # stop only on the hub's signed word (replica/engine/deleted.py)
             raise deleted.confirm(self.client, self.space_id, e) from e
         report.waiting = self.flush_vault()
-        if report.purged:  # the dropped bytes leave the store's files (replica/engine/purge.py)
+        if report.purged or report.left_scope:  # the dropped bytes leave the store's files
+            # (replica/engine/purge.py)
             compact_store(self.store.path)
             if self.ledger.blobs is not None:  # and the blob cache (replica/engine/blobs.py)
                 collect_unnamed(self.store, self.ledger.blobs.cache)

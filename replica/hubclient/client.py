@@ -34,6 +34,7 @@ from replica.hubclient.ndjson import (
     parse_line,
 )
 from replica.trust.keypin import KeyPin
+from replica.trust.scoped import Withheld, parse_withheld
 from shared.attachments import blob_hash
 from shared.digest import verify_chain
 from shared.entry import Entry
@@ -63,6 +64,8 @@ class Change:
     accepted_at: int | None
     author: dict[str, Any] | None
     receipt: dict[str, Any] | None = None
+    # a scoped answer's left-out ops (replica/trust/scoped.py); the batch is then redacted
+    withheld: Withheld | None = None
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,7 @@ class ChangesPage:
     head_seq: int
     more: bool
     signed: SignedHead | None = None  # the hub-signed head the page ends at
+    end: dict[str, Any] | None = None  # the end line as sent (scope, proofs)
 
 
 def _q(s: str) -> str:
@@ -92,8 +96,13 @@ def parse_changes(lines: Iterator[dict[str, Any]], *,
         if "end" in line:
             end = line["end"]
             continue
+        withheld = None
         try:
-            batch = parse_batch(line["batch"])
+            if "withheld" in line:  # a scoped answer: ops left out, digest from the receipt
+                withheld = parse_withheld(line["withheld"])
+                batch = parse_batch(line["batch"], redacted=True)
+            else:
+                batch = parse_batch(line["batch"])
             seq, head = line["seq"], line["head"]
             prev = verify_chain(space_id, epoch, [(seq, batch.digest, head)], start=prev)
             author, receipt = line.get("author"), line.get("receipt")
@@ -107,7 +116,8 @@ def parse_changes(lines: Iterator[dict[str, Any]], *,
                                 {"reason": "bad_batch"}) from e
         if batch.space != space_id or batch.epoch != epoch:
             raise HubUnverified("pulled batch belongs to another space or epoch")
-        changes.append(Change(batch, seq, head, line.get("accepted_at"), author, receipt))
+        changes.append(Change(batch, seq, head, line.get("accepted_at"), author, receipt,
+                              withheld))
     if not isinstance(end, dict):
         raise TransferFailed("changes: no end line")
     signed = verify_head(end.get("head"), space_id)
@@ -118,7 +128,7 @@ def parse_changes(lines: Iterator[dict[str, Any]], *,
     head_seq, more = end.get("head_seq", prev[0]), end.get("more")
     if not isinstance(head_seq, int) or isinstance(head_seq, bool):
         raise HubUnverified("changes end line: head_seq is not an integer")
-    return ChangesPage(changes, head_seq, more is True, signed)
+    return ChangesPage(changes, head_seq, more is True, signed, end)
 
 
 def hub_url(url: str) -> str:
@@ -471,14 +481,21 @@ class HubClient:
         return res.get("devices") if isinstance(res, dict) else None  # type: ignore[return-value]
 
     def changes(self, space_id: str, *, epoch: str, after: int, after_digest: str,
-                limit: int | None = None) -> ChangesPage:
+                limit: int | None = None, scope: str | None = None,
+                only: tuple[str, ...] = ()) -> ChangesPage:
         """Batches after ``after``, each parsed and chained onto ``(after, after_digest)``.
+        ``scope``: the fingerprint of the scope the caller's copy holds; ``only``: a
+        partial replica's globs (replica/trust/scoped.py).
 
         A cut stream keeps nothing (the caller retries from its head: nothing was applied).
         """
         params: dict[str, Any] = {"epoch": epoch, "after": after}
         if limit is not None:
             params["limit"] = limit
+        if scope is not None:
+            params["scope"] = scope
+        if only:
+            params["only"] = list(only)
         return parse_changes(self._stream(f"/v1/spaces/{_q(space_id)}/changes", params),
                              verify_head=self.verified_head, space_id=space_id, epoch=epoch,
                              after=after, after_digest=after_digest)
@@ -493,11 +510,12 @@ class HubClient:
             entry, _text, seq = check_entry_line(line)
             yield entry, seq
 
-    def snapshot_lines(self, space: str) -> Iterator[Any]:
+    def snapshot_lines(self, space: str, only: tuple[str, ...] = ()) -> Iterator[Any]:
         """The snapshot's head dict, then each entry line as bytes, not yet checked (that is
-        ``ndjson.check_entry_line``, which the vault writers run), then the end dict."""
+        ``ndjson.check_entry_line``, which the vault writers run), then the end dict.
+        ``only``: a partial replica's globs."""
         path = f"/v1/spaces/{_q(space)}/snapshot"
-        lines = self._stream(path, raw=True)
+        lines = self._stream(path, {"only": list(only)} if only else None, raw=True)
         first = next(lines, None)
         if not isinstance(first, dict) or "head" not in first:
             raise HubUnverified("snapshot does not start with its head")
@@ -608,7 +626,8 @@ class HubClient:
     # ------------------------------------------------------------ live
 
     def events(self, space: str, *, last_event_id: str | None = None,
-               read_timeout: float = 60.0) -> Iterator[dict[str, Any]]:
+               read_timeout: float = 60.0, only: tuple[str, ...] = ()
+               ) -> Iterator[dict[str, Any]]:
         """The space's server-sent events, each ``{"event", "id"?, "data"}``, until the
         stream drops (``TransferFailed``) or the hub refuses (its error). The hub sends a
         keep-alive comment every 20 s by default: ``read_timeout`` must exceed that."""
@@ -619,6 +638,7 @@ class HubClient:
         auth = self._http.auth
         try:
             with self._http.stream("GET", path, headers=headers,
+                                   params={"only": list(only)} if only else None,
                                    auth=_StreamAuth(auth) if auth is not None else None,
                                    timeout=httpx2.Timeout(self._http.timeout.connect or 30,
                                                           read=read_timeout)) as resp:

@@ -96,6 +96,16 @@ STATE_TRIGGERS = (
     f" BEGIN INSERT OR IGNORE INTO state_log (id, old) VALUES (old.id, {_LIVE_OLD}); END",
 )
 
+# A scoped or partial replica (replica/trust/scoped.py): per bucket, the lattice sum of the
+# live entries the hub holds and this store does not (what its answers left out, as the hub
+# summed them); the state root is of the store's entries plus these. Empty for a replica
+# that holds the whole space.
+WITHHELD_DDL = """CREATE TABLE IF NOT EXISTS withheld_buckets (
+	bucket INTEGER NOT NULL,
+	lattice BLOB NOT NULL,
+	PRIMARY KEY (bucket)
+)"""
+
 OUTBOX_DDL = """CREATE TABLE IF NOT EXISTS outbox (
 	batch_id VARCHAR(26) NOT NULL,
 	body TEXT NOT NULL,
@@ -189,6 +199,6 @@ LINKS_TRIGGERS = (
 )
 LINKS_BUILT = "links_built"  # meta: the links index holds every entry but links_stale's
 
-TABLES_DDL = (META_DDL, ENTRIES_DDL, STATE_DDL, STATE_LOG_DDL, OUTBOX_DDL, HISTORY_DDL,
-              CONFLICTS_DDL, VAULT_PENDING_DDL, RECEIPTS_DDL, LINKS_DDL, LINKS_STALE_DDL,
-              IMPORTED_DDL)
+TABLES_DDL = (META_DDL, ENTRIES_DDL, STATE_DDL, STATE_LOG_DDL, WITHHELD_DDL, OUTBOX_DDL,
+              HISTORY_DDL, CONFLICTS_DDL, VAULT_PENDING_DDL, RECEIPTS_DDL, LINKS_DDL,
+              LINKS_STALE_DDL, IMPORTED_DDL)

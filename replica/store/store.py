@@ -249,15 +249,53 @@ def digest_over_txn(conn: Conn, head_json: dict[str, Any] | None) -> str:
     (O(buckets)) when they hold every change, else computed from the entries. Either way
     the same value: two replicas that applied the same hub state have the same digest."""
     digests = list(state.EMPTY_DIGESTS)
+    own: dict[int, bytes] | None = None
     if get_meta_txn(conn, STATE_READY, False) and _one(conn, "SELECT 1 FROM state_log LIMIT 1",
                                                        ()) is None:
         for b, d in conn.connection.execute("SELECT bucket, digest FROM state_buckets"):
             digests[b] = bytes(d)
     else:  # (a store not yet verified, or a change not yet folded in: the entries decide)
         live = [(i, sv) for i, sv, _lv, _h in live_versions_txn(conn) if sv is not None]
-        for b, lattice in state.lattices_of(live).items():
-            digests[b] = state.bucket_digest(b, lattice)
+        own = state.lattices_of(live)
+        digests = state.digests_with(digests, own)
+    digests = fold_withheld_txn(conn, digests, own)
     return digest_of({"head": head_json, "state": state.root_of(digests)})
+
+
+def withheld_txn(conn: Conn) -> dict[int, bytes]:
+    """The withheld sums (schema.py ``WITHHELD_DDL``): bucket → lattice; empty for a
+    replica that holds the whole space."""
+    return {int(b): bytes(lat) for b, lat in
+            conn.connection.execute("SELECT bucket, lattice FROM withheld_buckets")}
+
+
+def set_withheld_txn(conn: Conn, lattices: dict[int, bytes], *, replace: bool = False) -> None:
+    """Write these buckets' withheld sums (``replace``: and drop every other bucket's)."""
+    cur = conn.connection.cursor()
+    try:
+        if replace:
+            cur.execute("DELETE FROM withheld_buckets")
+        cur.executemany("INSERT OR REPLACE INTO withheld_buckets (bucket, lattice) VALUES "
+                        "(?, ?)", sorted(lattices.items()))
+    finally:
+        cur.close()
+
+
+def fold_withheld_txn(conn: Conn, digests: list[bytes], own: dict[int, bytes] | None = None
+                      ) -> list[bytes]:
+    """The bucket ``digests`` of the store's own entries with the withheld sums folded in
+    (``own``: their lattices when at hand, else read from ``state_buckets``): the digests
+    of the space's whole live set, as the hub signs it."""
+    held = withheld_txn(conn)
+    if not held:
+        return digests
+    if own is None:
+        marks = ", ".join("?" * len(held))
+        own = {int(b): bytes(lat) for b, lat in conn.connection.execute(
+            f"SELECT bucket, lattice FROM state_buckets WHERE bucket IN ({marks})",
+            tuple(held))}
+    sums = state.sum_lattices([{b: own[b] for b in held if b in own}, held])
+    return state.digests_with(digests, sums)
 
 
 def _one(conn: Conn, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:

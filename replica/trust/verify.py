@@ -12,7 +12,8 @@
                  └──── applied in ONE store transaction ──┘
                                   │
             state_root_txn: the root of the synced entries, from the store
-                      (triggers log every synced change; O(changed))
+                      (triggers log every synced change; O(changed)), plus the
+                      withheld sums of a scoped or partial replica (scoped.py)
                                   │
             equal to the signed head's ``state``?  no → HubUnverified, rollback:
             nothing applied, no vault write journaled
@@ -121,7 +122,9 @@ def state_root_txn(conn: Conn) -> str:
     digests = list(state.EMPTY_DIGESTS)
     for b, d in _cursor_rows(conn, "SELECT bucket, digest FROM state_buckets"):
         digests[b] = bytes(d)
-    return state.root_of(digests)
+    # a scoped or partial replica: plus what the hub's answers left out (replica/trust/
+    # scoped.py); nothing for a replica that holds the whole space
+    return state.root_of(st.fold_withheld_txn(conn, digests))
 
 
 def check_root_txn(conn: Conn, signed: SignedHead, what: str) -> None:

@@ -235,14 +235,30 @@ def _files_in_new_folders(vault: Path, changes: Any) -> set[str]:
     return out
 
 
+def _only_of(space: Any) -> tuple[str, ...]:
+    """A partial replica's globs, as its store holds them when the watcher starts."""
+    from replica.engine.scoped import only_of
+    from replica.store.store import Store
+
+    if not Path(space.store_path).exists():
+        return ()
+    store = Store(space.store_path)
+    try:
+        return only_of(store)
+    finally:
+        store.close()
+
+
 def stream_thread(make_client: Callable[[], Any], space_id: str,
                   inbox: queue.Queue[tuple[Any, ...]], stop: threading.Event,
-                  kick: threading.Event, settings: WatchSettings) -> None:
+                  kick: threading.Event, settings: WatchSettings,
+                  only: tuple[str, ...] = ()) -> None:
     """The hub's event stream → ``("remote", head)``, ``("stream", up|down, error)``,
     ``("refused", code, message)``, ``("unavailable", message)``; reconnects with its own paced backoff. A head event
     whose signed head does not verify with the pinned key ends the stream (``error``:
     ``hub_unverified``, shown as the status's ``stream_error``): an unsigned claim is not
-    even a hint to sync."""
+    even a hint to sync. ``only``: a partial replica's globs (its stream is scoped: bare
+    heads, replica/engine/scoped.py)."""
     pace = Backoff(settings.backoff_initial_ms, settings.backoff_max_ms, settings.backoff_jitter)
     while not stop.is_set():
         wait_ms: float = 0
@@ -251,7 +267,8 @@ def stream_thread(make_client: Callable[[], Any], space_id: str,
         try:
             client = make_client()
             try:
-                for ev in client.events(space_id, read_timeout=settings.stream_read_timeout_s):
+                for ev in client.events(space_id, read_timeout=settings.stream_read_timeout_s,
+                                        only=only):
                     if stop.is_set():
                         return
                     kind, data = ev.get("event"), ev.get("data") or {}
@@ -337,7 +354,7 @@ def start(home: Any, space: Any, settings: WatchSettings, stop: threading.Event,
     threads = [
         threading.Thread(target=watcher.run, args=(inbox, stop), name=f"watch-{space.name}"),
         threading.Thread(target=stream_thread, args=(make_client, space.space_id, inbox, stop,
-                                                     kick, settings),
+                                                     kick, settings, _only_of(space)),
                          name=f"events-{space.name}", daemon=True),
         threading.Thread(target=files_thread, args=(Path(space.vault), inbox, stop,
                                                     settings.files_step_ms),

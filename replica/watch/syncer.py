@@ -183,10 +183,13 @@ class SpaceSyncer:
         state root equal to the signed one), all in one store transaction, then written to
         the vault. None (the caller runs a full sync) when they do not start right after the
         head, or when anything local is pending: an outbox, dirty entries, held conflicts,
-        journaled vault writes. Raises ``HubUnverified`` when they do not verify, and
+        journaled vault writes, or the replica holds a scope (a read rule or its chosen
+        globs narrow it: whole batches are never applied to it). Raises ``HubUnverified`` when they do not verify, and
         ``StaleHead`` when the signed head is older than the freshness bound."""
+        from replica.engine import scoped
         from replica.engine.report import SyncReport
         from replica.hubclient.client import parse_changes
+        from replica.trust import scoped as trust_scoped
 
         with space_lock(self.space):
             rep, client, store = self._open()
@@ -201,6 +204,8 @@ class SpaceSyncer:
                         return None  # a gap (or nothing new): only a pull can tell
                     if _local_pending_txn(conn):
                         return None
+                    if scoped.held_scope_txn(conn) or st.get_meta_txn(conn, trust_scoped.ONLY):
+                        return None  # whole batches are not this replica's (a scoped pull)
                     end = lines[-1].get("end_head")
                     page = parse_changes(iter([*lines, {"end": {"head": end}}]),
                                          verify_head=client.verified_head,

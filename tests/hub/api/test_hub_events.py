@@ -434,3 +434,25 @@ def test_publication_through_one_worker_reaches_streams_on_the_other(tmp_path: P
             for s in streams:
                 s.close()
             hub.stop()
+
+
+def test_a_partial_replicas_stream_sends_bare_heads_and_refuses_bad_globs(
+        sqlite_hub: dict[str, Any]) -> None:
+    """``?only=`` (a partial replica, replica/app/scope.py): its stream is scoped, so its
+    head events carry no batch (whole batches hold entries outside its globs); a malformed
+    glob is refused before any stream opens."""
+    h, owner, member, space = (sqlite_hub[k] for k in ("hub", "owner", "member", "space"))
+    sse = SSE(_events_url(h, space) + "?only=page/alpha/*", member)
+    whole = SSE(_events_url(h, space), member)
+    try:
+        sse.next("head")
+        whole.next("head")
+        r = owner.publish(space, [put("page/beta/x", "outside\n")])
+        assert r.status_code == 201, r.text
+        assert "changes" not in sse.next("head")["data"]
+        assert whole.next("head")["data"]["changes"]  # the same member, whole: lines
+    finally:
+        sse.close()
+        whole.close()
+    r = member.get(f"/v1/spaces/{space}/events", params={"only": "/etc/*"})
+    assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_request"

@@ -1,6 +1,6 @@
 """Checking a scoped answer: what a replica whose read rules narrow its scope, or that holds
 only part of a space (a partial replica: ``only``), verifies of what the hub left out
-(docs/security.md, "Read rules"; decisions.md D142, D143). The hub's side is hub/feed.py.
+(docs/security.md, "Read rules"; decisions.md D142, D144). The hub's side is hub/feed.py.
 
     changes line with ``withheld``    parse_withheld: the ops left out (count), ``was``
                                       marks of versions they replaced, per-bucket lattice
@@ -17,10 +17,11 @@ only part of a space (a partial replica: ``only``), verifies of what the hub lef
     snapshot ends here, scoped or not: the one place a proof that the answer omitted
     nothing inside the scope is checked too (``answer``: the end line, where it travels)
 
-What this proves and does not: an answer's entries, chained batches and sums add up to the
-signed root, so nothing was added, altered or left unaccounted; it does not prove that an
-entry of the scope was not moved into the withheld sums (that needs a root ordered by
-path, with range proofs).
+What the sums prove and do not: an answer's entries, chained batches and sums add up to the
+signed root, so nothing was added, altered or left unaccounted; they do not prove that an
+entry of the scope was not moved into the withheld sums: that is the folder proof's job
+(replica/trust/completeness.py, decisions.md D143), whose check belongs in
+``check_answer_txn``.
 """
 
 from __future__ import annotations

@@ -92,7 +92,7 @@ OPS: dict[tuple[str, str], Op] = {
                     "(empty: none); when the caller's scope is another now, "
                     "`snapshot_required` with `reason: scope` (docs/security.md, Read rules). "
                     "`only` (repeated): a partial replica's globs, intersected with the "
-                    "caller's read scope (docs/replica.md, Partial replicas)."),
+                    "caller's read scope (docs/replica.md, Scoped and partial replicas)."),
     ("GET", "/v1/spaces/{space}/snapshot"): Op(
         "every live entry at one head (NDJSON)", "ndjson", query=(("only", _STR),),
         description="`only` (repeated): a partial replica's globs, intersected with the "

@@ -1,5 +1,5 @@
 """A replica's scope (``quire scope show|add|remove|set``, ``quire join --only``;
-docs/replica.md, "Partial replicas"): the globs of entry ids a partial replica holds, kept
+docs/replica.md, "Scoped and partial replicas"): the globs of entry ids a partial replica holds, kept
 in its store (``only``, replica/trust/scoped.py), and what it shows of its read scope.
 
     set_only ── the globs checked (shared/readscope.py ``check_only``), written under the

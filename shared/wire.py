@@ -199,7 +199,8 @@ def parse_batch(raw: Any, *, max_ops: int = DEFAULT_MAX_OPS,
     ops = tuple(parse_op(o, i, max_body) for i, o in enumerate(ops_raw))
     ids = [op.entry_id for op in ops]
     _require(len(set(ids)) == len(ids), "an entry may appear only once per batch")
-    _check_moves(ops)
+    if not redacted:  # (a redacted batch may hold a rename's put without its delete)
+        _check_moves(ops)
     prov = raw.get("provenance")
     if prov is not None:
         _require(isinstance(prov, dict), "provenance must be an object or null")

@@ -467,8 +467,8 @@ def create_delegation(store: Store, key: HubKey, settings: Settings, p: Principa
         raise InvalidRequest("space is required")
 
     def txn(conn: Any) -> dict[str, Any]:
-        space, _ = space_access_txn(conn, p, space_ref, "editor" if scope == "write"
-                                    else "viewer", lock=True)
+        space, role = space_access_txn(conn, p, space_ref, "editor" if scope == "write"
+                                       else "viewer", lock=True)
         dev = device_by_id_txn(conn, p.device_id)
         if dev is None:
             raise NotFound("the calling device no longer exists")
@@ -478,9 +478,16 @@ def create_delegation(store: Store, key: HubKey, settings: Settings, p: Principa
         insert_delegation_txn(conn, id=d["id"], user_id=p.user_id, device_id=p.device_id,
                               space_id=space.id, agent=agent, scope=scope, created_at=now,
                               expires_at=expires)
+        details = {"delegation": d["id"], "agent": agent, "scope": scope,
+                   "expires_at": expires}
+        # the read rules the agent's session reads under (D146): the audit says its reads
+        # were scoped, and by what
+        reads = scopes.scope_of_rules(list_rules_txn(conn, space.id),
+                                      policy.Actor(p.user_id, role, agent))
+        if not reads.unrestricted:
+            details["read_scope"] = {"rules": reads.describe(), "scope": reads.fingerprint}
         audit.record_space_txn(conn, space, at=now, action="delegation.create",
-                               actor=p.actor(), details={"delegation": d["id"], "agent": agent,
-                                                         "scope": scope, "expires_at": expires})
+                               actor=p.actor(), details=details)
         token, _ = issue_access_token(key, aud=settings.url, user_id=p.user_id,
                                       device_id=p.device_id, jkt=jwk_thumbprint(dev.public_key),
                                       now_ms=now, ttl_s=ttl, delegation=d)

@@ -6,6 +6,9 @@ agent's own unpublished writes over the replica as everywhere else
     current()        one entry as the agent sees it: its own write, else the vault file,
                      else the store's local version
     view()           every live entry as the agent sees it (lists, links, batch reads)
+    readable()       inside the agent's read scope (its head's read rules, kept by its
+                     sync or its session's first call: ``scope_txn``)? Both of the above,
+                     search, bootstrap and history leave out what is not (absent to it)
     put_judged()     a change (an edit, a restored version, a delete) recorded in the
                      agent's overlay only when the rules its own head carries allow it:
                      a refused change is refused at the call and nothing is recorded
@@ -36,6 +39,7 @@ from replica.store.records import Conflict, EntryState
 from replica.vault import markdown as md
 from shared.entry import Entry, EntryError, tombstone
 from shared.errors import LocalError, NotFound, PolicyDenied, QuireError
+from shared.readscope import ReadScope, may_read, may_read_entry, scope_of_head
 from shared.wire import Op
 
 PEOPLE_KEY = "agent_people"  # store meta: {user_id: display name} last read from the hub
@@ -59,15 +63,57 @@ class Current:
     conflict: Conflict | None
 
 
+def scope_txn(conn: Any, agent: str) -> ReadScope:
+    """The agent's read scope: the read rules the hub's head gave its delegation, as its
+    sync or its session's first call kept them (``access_key``); none kept yet: the
+    member's (everything this replica holds, which the member may read)."""
+    access = st.get_meta_txn(conn, access_key(agent), None) or {}
+    return scope_of_head(access.get("rules") or [] if isinstance(access, dict) else [])
+
+
+def readable(scope: ReadScope, entry_id: str, *versions: Entry | None) -> bool:
+    """May the agent of ``scope`` read ``entry_id``, judged by each live version at hand
+    (the hub's and the one it would be shown; every one must be readable)? None at hand:
+    by its id."""
+    if scope.unrestricted:
+        return True
+    live = [e for e in versions if e is not None and not e.deleted]
+    if not live:
+        return may_read(scope, entry_id)
+    return all(may_read_entry(scope, entry_id, e.to_dict()) for e in live)
+
+
+def visible_ids(space: SpaceConfig, agent: str, ids: list[str]) -> list[str]:
+    """``ids`` the agent may read (history and activity rows name no other)."""
+    store = st.Store(space.store_path)
+    try:
+        with store.engine.connect() as conn:
+            scope = scope_txn(conn, agent)
+            if scope.unrestricted:
+                return ids
+            out = []
+            for eid in ids:
+                s = st.get_state_txn(conn, eid)
+                if readable(scope, eid, s.synced, s.local):
+                    out.append(eid)
+            return out
+    finally:
+        store.close()
+
+
 def current(space: SpaceConfig, agent: str, entry_id: str) -> Current:
-    """``entry_id`` as the agent's ``read`` shows it (module docstring)."""
+    """``entry_id`` as the agent's ``read`` shows it (module docstring); outside its read
+    scope, absent."""
     store = st.Store(space.store_path)
     try:
         with store.tx() as conn:
             s, mine = view_txn(conn, agent, entry_id)
             c = st.get_conflict_txn(conn, entry_id)
+            scope = scope_txn(conn, agent)
     finally:
         store.close()
+    if not readable(scope, entry_id, s.synced, s.local, mine.entry if mine else None):
+        return Current(None, EntryState(entry_id, None, None), None, None)
     entry: Entry | None = None
     if mine is not None:
         entry = None if mine.entry.deleted else mine.entry
@@ -92,6 +138,7 @@ def view(space: SpaceConfig, agent: str) -> dict[str, Entry]:
         with store.engine.connect() as conn:
             states = st.states_txn(conn)
             mine = overlay.changes_txn(conn, agent) if overlay.present_txn(conn) else {}
+            scope = scope_txn(conn, agent)
     finally:
         store.close()
     out = {eid: s.local for eid, s in states.items()
@@ -101,6 +148,9 @@ def view(space: SpaceConfig, agent: str) -> dict[str, Entry]:
             out.pop(eid, None)
         else:
             out[eid] = c.entry
+    if not scope.unrestricted:  # outside the agent's read scope: absent to it
+        out = {eid: e for eid, e in out.items()
+               if readable(scope, eid, states[eid].synced if eid in states else None, e)}
     return out
 
 

@@ -56,6 +56,12 @@ def _recent_batches(store: Any, n: int = 50) -> list[dict[str, Any]]:
     return [{"seq": r.seq, "entries": json.loads(r.entries or "[]")} for r in rows]
 
 
+def _readable(scope: Any, eid: str, synced: Entry | None, local: Entry | None) -> bool:
+    from replica.app.agent_pages import readable
+
+    return readable(scope, eid, synced, local)
+
+
 def world_model(home: Home, space_ref: Any, *, persona: str | None = None,
                 runtime_skills: list[dict[str, Any]] | None = None,
                 runtime_guardrails: list[dict[str, Any]] | None = None,
@@ -63,12 +69,15 @@ def world_model(home: Home, space_ref: Any, *, persona: str | None = None,
                 spaces: list[SpaceConfig] | None = None,
                 overlay: dict[str, Entry] | None = None,
                 role: str | None = None,
-                answer_bound: int | None = None) -> dict[str, Any]:
+                answer_bound: int | None = None,
+                agent: str | None = None) -> dict[str, Any]:
     """The bundle of the named space from this machine's replica. An agent session passes
     ``spaces`` (the one space it answers for: any other is not found, and no other is
     named among the candidates), ``overlay`` (its own unpublished writes, read over the
     replica's), ``role`` (its delegation's, not the member's) and ``answer_bound`` (the
-    bundle fits one MCP answer as sent, whatever ``max_bytes``)."""
+    bundle fits one MCP answer as sent, whatever ``max_bytes``) and ``agent`` (its name:
+    what its read rules keep from it is left out, guardrails included:
+    replica/app/agent_pages.py ``readable``)."""
     from replica.store.store import Store
 
     if not (isinstance(max_bytes, int) and MIN_BYTES <= max_bytes <= MAX_BYTES):
@@ -81,6 +90,12 @@ def world_model(home: Home, space_ref: Any, *, persona: str | None = None,
         states = store.states()
         head = store.head()
         history = _recent_batches(store)
+        scope = None
+        if agent is not None:
+            from replica.app.agent_pages import scope_txn
+
+            with store.engine.connect() as conn:
+                scope = scope_txn(conn, agent)
     finally:
         store.close()
     entries: dict[str, Entry] = {}
@@ -90,6 +105,8 @@ def world_model(home: Home, space_ref: Any, *, persona: str | None = None,
         s = states.get(eid)
         synced = s.synced if s is not None else None
         local = mine.get(eid) or (s.local if s is not None else None)
+        if scope is not None and not _readable(scope, eid, synced, local):
+            continue  # outside the agent's read scope: not in its world model
         cur = local if local is not None else synced
         if cur is not None and not cur.deleted:
             entries[eid] = cur

@@ -179,6 +179,8 @@ class PageTools:
         _check_id(entry_id)
         if at_hub:
             return self._hub_history(entry_id, limit)
+        if not pages.visible_ids(self._space(), self.s.agent, [entry_id]):
+            raise NotFound(f"no entry {entry_id} in this replica")  # outside its read scope
         rows = pages.history_rows(self._space(), entry_id=entry_id, before=before,
                                   limit=limit)
         items = self._changes(rows)
@@ -204,6 +206,14 @@ class PageTools:
                 r["author"] = {"user": own}  # our own batch, recorded from its receipt
         names = self._names_for({str(r["author"]["user"]) for r in rows
                                  if r["author"] and r["author"].get("user")})
+        # the ids a row names: only those inside the agent's read scope
+        seen = set(pages.visible_ids(self._space(), self.s.agent,
+                                     sorted({e for r in rows for e in r["entries"]})))
+        for r in rows:
+            if r["kind"] != "snapshot":
+                r["entries"] = [e for e in r["entries"] if e in seen]
+                r["entry_count"] = len(r["entries"])
+        rows = [r for r in rows if r["kind"] == "snapshot" or r["entries"]]
         out = []
         for r in rows:
             item: dict[str, Any] = {"seq": r["seq"], "at": pages.local_time(r["accepted_at"]),

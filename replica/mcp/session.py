@@ -129,6 +129,7 @@ class Session:
             self.client_name = client
         if self.grant is not None:
             self.grant.check()
+            self.ask_access()  # this agent's rules (read rules too), once per session
             if not self.grant.ready and tool in ("sync", "conflict_resolve"):
                 # never fall back to the device's own credential: the agent publishes as
                 # itself or not at all
@@ -307,6 +308,8 @@ class Session:
         store = st.Store(space.store_path)
         try:
             states = store.states()
+            with store.engine.connect() as conn:
+                scope = agent_pages.scope_txn(conn, self.agent)
         finally:
             store.close()
         mine = changes(space, self.agent)
@@ -316,6 +319,8 @@ class Session:
             e = mine[eid].entry if eid in mine else s.local if s is not None else None
             if e is None or e.deleted or (kind and e.kind != kind):
                 continue
+            if not agent_pages.readable(scope, eid, s.synced if s else None, e):
+                continue  # outside this agent's read scope
             title, body, tags = e.title.lower(), e.body.lower(), " ".join(e.tags).lower()
             score = 0
             for t in terms:
@@ -405,22 +410,29 @@ class Session:
         the role and rules the hub gives this agent: asked once per session when the hub
         is reachable, else those its last sync saved, else its scope and the typed
         defaults. The hub judges again when it is published."""
-        if not self._access_asked and self.grant is not None and self.grant.ready:
-            self._access_asked = True
-            try:
-                with self.hub_client() as client:
-                    hub = client.head(self.space().space_id)
-                access = {"role": hub.get("role"), "rules": hub.get("rules") or []}
-                store = st.Store(self.space().store_path)
-                try:
-                    store.set_meta(access_key(self.agent), access)
-                finally:
-                    store.close()
-            except QuireError:
-                pass  # offline: judged with what is known; the sync judges again
+        self.ask_access()
         with self.desk() as desk, desk.store.engine.connect() as conn:
             hits = desk.judge_txn(conn, {entry.id: None if entry.deleted else entry})
         return hits[0] if hits else None
+
+    def ask_access(self) -> None:
+        """Ask the hub, once per session, for the role and rules it gives this agent (its
+        read rules decide what every local tool shows it: replica/app/agent_pages.py
+        ``readable``), kept in the store; offline, what its last sync or session kept."""
+        if self._access_asked or self.grant is None or not self.grant.ready:
+            return
+        self._access_asked = True
+        try:
+            with self.hub_client() as client:
+                hub = client.head(self.space().space_id)
+            access = {"role": hub.get("role"), "rules": hub.get("rules") or []}
+            store = st.Store(self.space().store_path)
+            try:
+                store.set_meta(access_key(self.agent), access)
+            finally:
+                store.close()
+        except QuireError:
+            pass  # offline: judged with what is known; the sync judges again
 
     def bootstrap_world_model(self, space: Any, persona: str | None = None,
                               runtime_skills: list[dict[str, Any]] | None = None,
@@ -437,6 +449,7 @@ class Session:
         return world_model(self.home, space, persona=persona, runtime_skills=runtime_skills,
                            runtime_guardrails=runtime_guardrails, max_bytes=max_bytes,
                            spaces=[mine], role=self.role(), answer_bound=ANSWER_BUDGET,
+                           agent=self.agent,
                            overlay={eid: c.entry for eid, c in
                                     changes(mine, self.agent).items()})
 

@@ -480,7 +480,7 @@ def create_delegation(store: Store, key: HubKey, settings: Settings, p: Principa
                               expires_at=expires)
         details = {"delegation": d["id"], "agent": agent, "scope": scope,
                    "expires_at": expires}
-        # the read rules the agent's session reads under (D146): the audit says its reads
+        # the read rules the agent's session reads under (D149): the audit says its reads
         # were scoped, and by what
         reads = scopes.scope_of_rules(list_rules_txn(conn, space.id),
                                       policy.Actor(p.user_id, role, agent))

@@ -1,5 +1,5 @@
 """A scoped or partial replica's store: what it keeps of the entries it does not hold
-(docs/replica.md, "Scoped and partial replicas"; decisions.md D142, D146). What is checked is
+(docs/replica.md, "Scoped and partial replicas"; decisions.md D142, D149). What is checked is
 replica/trust/scoped.py; this module applies it.
 
     pulled change with ``withheld``  ─▶ apply_withheld_txn

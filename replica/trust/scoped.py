@@ -1,6 +1,6 @@
 """Checking a scoped answer: what a replica whose read rules narrow its scope, or that holds
 only part of a space (a partial replica: ``only``), verifies of what the hub left out
-(docs/security.md, "Read rules"; decisions.md D142, D146). The hub's side is hub/feed.py.
+(docs/security.md, "Read rules"; decisions.md D142, D149). The hub's side is hub/feed.py.
 
     changes line with ``withheld``    parse_withheld: the ops left out (count), ``was``
                                       marks of versions they replaced, per-bucket lattice

@@ -1,5 +1,5 @@
 """A partial replica against the real hub in-process (replica/app/scope.py,
-replica/engine/scoped.py; decisions.md D146): it holds and writes only the entries its
+replica/engine/scoped.py; decisions.md D149): it holds and writes only the entries its
 globs name, verified against the signed state root as a scoped reader is; a pull brings
 only the changes inside them; a local save outside them is refused (``outside_scope``),
 kept; widening brings what is new, narrowing removes files and holds an unpublished edit.

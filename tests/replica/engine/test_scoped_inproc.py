@@ -1,5 +1,5 @@
 """A scoped member's replica against the real hub in-process (replica/engine/scoped.py,
-replica/trust/scoped.py; decisions.md D142, D146): it clones and syncs verified against
+replica/trust/scoped.py; decisions.md D142, D149): it clones and syncs verified against
 the signed state root while the hub leaves out what its read rules hide; hidden entries are
 in neither its store nor its vault; an entry that leaves its scope (a tag, a rule) is
 removed as a purge removes, a local edit of it held and reported; widening brings the

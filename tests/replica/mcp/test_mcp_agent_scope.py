@@ -1,5 +1,5 @@
 """An agent session scoped by read rules, through the real MCP path (the ``quire mcp`` server
-and its tools, driven by the official MCP client in memory; a real hub process; replica/app/agent_pages.py ``readable``, decisions.md D146): with
+and its tools, driven by the official MCP client in memory; a real hub process; replica/app/agent_pages.py ``readable``, decisions.md D149): with
 ``deny read *``, ``allow read projects/alpha/*`` and ``allow read guardrail/*`` for
 ``agent:scout``, its bootstrap holds exactly those entries and guardrails, its searches,
 lists, links, reads and history never name another, the audit's record of its delegation

@@ -100,12 +100,15 @@ class Puller:
     def check_log(self, fresh: SignedHead, recovered: bool = False) -> None:
         """The head's log checkpoint extends the one we accepted last and carries the
         witnesses' co-signatures (replica/trust/logcheck.py); kept once it does. A restore
-        from a backup the member accepted (``quire accept-restore``) and a fork recovery
-        on the way to this epoch (``recovered``) start a new line."""
+        from a backup the member accepted (``quire accept-restore``) starts a new line; so
+        does a fork recovery on the way to this epoch (``recovered``), under the witness
+        policy kept (a recovery cannot shed witnesses)."""
         kept = self.store.get_meta(logcheck.KEPT)
-        if kept is not None and (recovered
-                                 or self.store.get_meta(ACCEPTED_RESTORE) == fresh.epoch):
+        if kept is not None and self.store.get_meta(ACCEPTED_RESTORE) == fresh.epoch:
             kept = None
+        elif isinstance(kept, dict) and recovered:
+            # a new line, but not fewer witnesses: the kept policy's quorum still applies
+            kept = {"policy": kept.get("policy")}
         new = logcheck.check(fresh, kept, self.client.hub_keys, self.log_sources())
         if new is not None and new != kept:
             self.store.set_meta(logcheck.KEPT, new)

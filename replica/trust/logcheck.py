@@ -97,7 +97,8 @@ def check(fresh: SignedHead, kept: Any, keys: tuple[str, ...], src: Sources
         return None
     note, cp = parse_signed(fresh.checkpoint, keys, space)
     old: tuple[tlog.Note, tlog.Checkpoint] | None = None
-    if kept is not None:
+    # a kept value without a note: a fork recovery's new line, the policy still kept
+    if kept is not None and kept.get("note") is not None:
         old = parse_signed(kept.get("note"), keys, space)
     evidence = {"kept": None if old is None else old[0].text(), "fresh": note.text()}
     if old is not None and cp.size < old[1].size:

@@ -276,7 +276,20 @@ def test_after_a_fork_recovery_every_change_of_either_history_is_there_exactly_o
         events = space.admin.audit(space.id)
         assert any(e.get("action") == "epoch.bump" and e.get("details", {}).get("forked")
                    for e in (events.get("events") if isinstance(events, dict) else events))
-        b, c = (r.reopen(wrap=lambda t: t) for r in (b.close() or b, c.close() or c))  # the surviving hub
+        b = b.close() or b.reopen(wrap=Hostile)  # the surviving hub
+        c = c.close() or c.reopen(wrap=lambda t: t)
+        # a recovery cannot shed the witnesses: its checkpoint naming no policy is refused
+        key = space.hub.hub.key
+
+        def no_policy(doc: dict[str, Any]) -> dict[str, Any]:
+            cp = tlog.parse_checkpoint(tlog.parse_note(doc["checkpoint"]).body)
+            note = tlog.sign_note(key.private, tlog.Checkpoint(cp.origin, cp.size, cp.root,
+                                                               None).body())
+            return resign_head(doc, key.private, checkpoint=note)
+
+        b.transport.on_head(no_policy)
+        _refused(b, "witness_policy")
+        b.transport.hooks.clear()
         republished = {r.name: r.sync().republished for r in (b, c, a)}
         assert republished == {"b": [B_NEW.id], "c": [], "a": []}
         for r in (b, c, a):

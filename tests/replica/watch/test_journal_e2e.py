@@ -82,15 +82,15 @@ def test_a_problem_file_made_while_the_watcher_runs_is_reported_served(
     try:
         w.wait_ready()
         folder = m.path("page/one").parent
-        (folder / "notes.txt").write_text("not an entry\n")
+        (folder / "notes.tmp").write_text("not an entry\n")  # (notes.txt: an attachment)
         (folder / "broken.md").write_text("---\ntitle: [unclosed\n---\nbody\n")
         scans = w.status().get("scans", 0)
         wait_for(lambda: w.status().get("scans", 0) > scans
                  and w.status().get("journal", {}).get("paths") == [], why=lambda: str(
                      w.status()))  # the watcher's scan took them: the journal is empty
         assert sorted(w.status()["journal"]["problem_paths"]) == [
-            "page/broken.md", "page/notes.txt"]
-        want = ["page/broken.md", "page/notes.txt"]
+            "page/broken.md", "page/notes.tmp"]
+        want = ["page/broken.md", "page/notes.tmp"]
         status = _served(m, "status")
         assert status["unpublished"]["source"] == "journal", status["unpublished"]
         assert [p["path"] for p in status["problems"]] == want and status["state"] == "problems"
@@ -99,7 +99,7 @@ def test_a_problem_file_made_while_the_watcher_runs_is_reported_served(
         assert [p["path"] for p in doc["sync"]["problems"]] == want, doc["sync"]
         assert [p["path"] for p in doc["problems"]] == want
         # fixed while the watcher runs: gone from both
-        (folder / "notes.txt").unlink()
+        (folder / "notes.tmp").unlink()
         (folder / "broken.md").write_text(page("broken", "fixed\n"))
         doc = _served(m, "sync")  # (the watcher may publish page/broken first: either way)
         assert doc["sync"]["problems"] == [] and doc["problems"] == [], doc

@@ -119,10 +119,10 @@ def _change(rnd: random.Random, vault: Path, outside: Path, n: int) -> None:
         src = outside / f"in{n}"
         _write(src / "a.md", _page("a"))
         _write(src / "sub" / "b.md", _page("b"))
-        _write(src / "notes.txt", "not an entry")
+        _write(src / "notes.tmp", "not an entry")  # (a .txt is an attachment)
         shutil.move(src, (rnd.choice(folders) if folders else vault / "page") / f"in{n}")
     elif kind == "problem" and folders:
-        _write(rnd.choice(folders) / f"p{n}.txt", "x")
+        _write(rnd.choice(folders) / f"p{n}.tmp", "x")
     elif kind == "link" and folders and files:
         os.symlink(rnd.choice(files), rnd.choice(folders) / f"l{n}.md")
     elif kind == "bad_name" and folders:

@@ -24,11 +24,15 @@ from shared import tlog
 from shared.errors import QuireError
 
 
-def recover(c: HubClient, space: str, reason: str, pair: list[Any]) -> dict[str, Any]:
+def recover(c: HubClient, space: str, reason: str, pair: list[Any], dry_run: bool = False
+            ) -> dict[str, Any]:
     """The bump's answer, with ``witnesses``: for each listed witness, released or why not
     (one that did not answer keeps refusing the space: its operator can start the line
-    over with ``quire witness forget``)."""
-    res = c.bump_epoch(space, reason, fork=pair)
+    over with ``quire witness forget``). ``dry_run``: the hub checks the evidence and says
+    what the bump would do; nothing is written, no witness is asked."""
+    res = c.bump_epoch(space, reason, dry_run, fork=pair)
+    if res.get("dry_run"):
+        return dict(res, witnesses=[])
     return dict(res, witnesses=release_all(c, res["space"], res["epoch"], res["statement"]))
 
 

@@ -467,8 +467,9 @@ def cmd_admin(args: argparse.Namespace, out: Out) -> int:
                 from replica.cli import evidence
 
                 res = fork_recovery.recover(c, args.space, args.reason,
-                                            evidence.read_pair(args.fork))
-                out.doc(res, evidence.recovery_text(args.space, res))
+                                            evidence.read_pair(args.fork), args.dry_run)
+                out.doc(res, identity_cli.epoch_text(args.space, res) if args.dry_run
+                        else evidence.recovery_text(args.space, res))
             else:
                 res = c.bump_epoch(args.space, args.reason, args.dry_run)
                 out.doc(res, identity_cli.epoch_text(args.space, res))

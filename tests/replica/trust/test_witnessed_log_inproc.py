@@ -269,6 +269,8 @@ def test_after_a_fork_recovery_every_change_of_either_history_is_there_exactly_o
         with pytest.raises(InvalidRequest):
             fork_recovery.recover(space.admin, space.id, "fork", [pair[0], pair[0]])
         assert space.head()["epoch"] == old_epoch
+        preview = fork_recovery.recover(space.admin, space.id, "fork", pair, dry_run=True)
+        assert preview["dry_run"] and space.head()["epoch"] == old_epoch  # nothing written
         # the owner recovers on the first copy: its history survives
         res = fork_recovery.recover(space.admin, space.id, "two histories", pair)
         assert res["witnesses"] == [{"name": "w1", "released": True}]

@@ -124,11 +124,18 @@ def test_attachment_over_the_limit_is_a_problem_naming_the_file(tmp_path: Path,
             f.truncate(30 * 1024 * 1024)
         (a.vault / "page").mkdir()
         (a.vault / "page" / "ok.md").write_text("---\ntitle: OK\n---\nfine\n")
+        # ignored files stay ignored (D130): neither published nor problems
+        (a.vault / ".quireignore").write_text("drafts/\n*.psd\n")
+        (a.vault / "drafts").mkdir()
+        (a.vault / "drafts" / "sketch.png").write_bytes(PNG)
+        (a.vault / "cover.psd").write_bytes(b"8BPS" + PNG)
         report = a.sync()
         [p] = [p for p in report.problems if p.path == "video/talk.mp4"]
         assert "too_large" in p.reason and "video/talk.mp4" in p.reason, p.reason
+        assert [p.path for p in report.problems] == ["video/talk.mp4"]
         live = space.live()
         assert "video/talk.mp4" not in live and "page/ok" in live  # the rest published
+        assert "drafts/sketch.png" not in live and "cover.psd" not in live
         assert BlobCache(tmp_path / "a" / "blobs").hashes() == set()
     finally:
         a.close()

@@ -230,7 +230,7 @@ def run(p: Plan, vault: Path, store: Store, sync: Callable[[], SyncReport],
     """Import what ``p`` plans: each batch copied into ``vault``, published by ``sync``,
     and recorded; the report (``to_json`` of the plan plus what was published and held)."""
     from replica.store.importer import record_txn
-    from replica.vault.files import write_atomic
+    from replica.vault.files import write_many
 
     kill_after = int(os.environ.get(KILL_AFTER) or 0)
     published: list[str] = []
@@ -238,10 +238,10 @@ def run(p: Plan, vault: Path, store: Store, sync: Callable[[], SyncReport],
     todo = p.present + p.imported
     n = 0
     for batch in batches(todo):
-        for item in batch:
-            target = file_of(vault, item)
-            if not target.exists():
-                write_atomic(vault, target, (p.source / item.path).read_bytes())
+        # temp files, one flush, renames, one flush (an fsync a file cost 7 ms each);
+        # exclusive: a file someone put there meanwhile is left alone, never overwritten
+        write_many(vault, [(t, (p.source / i.path).read_bytes()) for i in batch
+                           if not (t := file_of(vault, i)).exists()], exclusive=True)
         left = _left_back(sync())
         with store.tx() as conn:
             ok = set(record_txn(conn, batch))

@@ -77,7 +77,7 @@ def human(doc: dict[str, Any]) -> list[str]:
     dry = doc["dry_run"]
     kinds = Counter((i["kind"], i["mapped"]) for i in doc["imported"])
     lines = [f"{'would import' if dry else 'imported'} into {doc['space']} from "
-             f"{doc['source']}: {len(doc['imported']) + len(doc['present'])} page(s)"
+             f"{doc['source']}: {len(doc['imported']) + len(doc['present'])} file(s)"
              + ("" if dry else f", {doc['published']} published in {doc['batches']} "
                                "batch(es)")
              + (f"; {doc['done']} imported before" if doc["done"] else "")]

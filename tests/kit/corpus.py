@@ -39,6 +39,9 @@ FOLDERS = ["Meeting Notes", "Projects/Release Plan", "Projects/Café Ops", "Arch
            "docs/guides", "docs/reference", "wiki", "skill", "Notes ÅÄÖ"]
 
 
+_YAML_WORDS = {"yes", "no", "true", "false", "on", "off", "null", "y", "n", "nan", "inf"}
+
+
 @dataclass
 class Corpus:
     root: Path
@@ -104,7 +107,9 @@ def pdf(text: str, padding: int, rnd: random.Random) -> bytes:
 
 def _front(rnd: random.Random, title: str, words: list[str], style: int, kind: str | None
            ) -> str:
-    tags = [w.lower() for w in rnd.sample(words, 2)]
+    # a bare yes/no/true/off is a YAML boolean, not a tag: such a file is refused
+    # (invalid_entry), which the corpus keeps out so that everything it has imports
+    tags = [w.lower() for w in rnd.sample(words, 6) if w.lower() not in _YAML_WORDS][:2]
     if style == 0:
         return ""
     if style == 1:

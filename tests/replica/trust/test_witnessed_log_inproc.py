@@ -155,6 +155,12 @@ def test_a_fork_is_never_accepted_by_the_second_replica_and_proven_offline(
         assert kept_cp.size == other_cp.size and kept_cp.root != other_cp.root
         for text in conflict:
             assert tlog.hub_signed(tlog.parse_note(text), hub.public_key)
+        # a, on the line the witness co-signed, is told too: at its first look at a log
+        # that moved since, the witness's refusal carries the pair it caught
+        a.write(Entry(id="page/more", title="More", body="more\n"))
+        a.sync()  # published on the first copy (its pull saw nothing new)
+        err = _refused(a, "equivocation")
+        assert sorted(err.details["evidence"]["checkpoints"]) == sorted(conflict)
         b.close()
         a.close()
     finally:

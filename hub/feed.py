@@ -31,8 +31,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from hub import completeness, signed_state
 from hub import scope as scopes
-from hub import signed_state
 from hub.access import Principal, space_access_txn
 from hub.keys import HubKey
 from hub.store.batches import count_live_entries_txn, iter_changes_txn, iter_live_entries_txn
@@ -202,6 +202,7 @@ def changes(store: Store, p: Principal, space_ref: str, epoch: str | None, after
             end["scope"] = scope.fingerprint
         if signer is not None and root is not None and last == end_seq and last_digest:
             end["head"] = signer.head(conn, space, last, last_digest, root)
+            _prove_txn(conn, space.id, scope, only, end["head"], end)
         buf.append(dumps({"end": end}) + "\n")
         yield "".join(buf).encode()
 
@@ -243,8 +244,19 @@ def snapshot(store: Store, p: Principal, space_ref: str, signer: Signer | None =
         end: dict[str, Any] = {"count": count}
         if hidden is not None:
             end["withheld"] = {"entries": hidden[0], "lattices": _lattices_b64(hidden[2])}
+        _prove_txn(conn, space.id, scope, only, first["head"], end)
         buf.append(dumps({"end": end}) + "\n")
         yield "".join(buf).encode()
+
+
+def _prove_txn(conn: Any, space_id: str, scope: ReadScope, only: tuple[str, ...],
+               head: dict[str, Any], end: dict[str, Any]) -> None:
+    """A partial replica's answer ending at the current head (its signed head carries
+    ``tree``) carries the proof that its folders are whole (hub/completeness.py)."""
+    if only:
+        proof = completeness.answer_proof_txn(conn, space_id, scope, only, head.get("tree"))
+        if proof is not None:
+            end["proof"] = proof
 
 
 def _hidden_txn(conn: Any, space_id: str, scope: ReadScope

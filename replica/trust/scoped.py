@@ -20,8 +20,7 @@ only part of a space (a partial replica: ``only``), verifies of what the hub lef
 What the sums prove and do not: an answer's entries, chained batches and sums add up to the
 signed root, so nothing was added, altered or left unaccounted; they do not prove that an
 entry of the scope was not moved into the withheld sums: that is the folder proof's job
-(replica/trust/completeness.py, decisions.md D143), whose check belongs in
-``check_answer_txn``.
+(replica/trust/completeness.py, decisions.md D143), checked in ``check_answer_txn``.
 """
 
 from __future__ import annotations
@@ -31,14 +30,17 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from replica.store import store as st
 from replica.store.db import Conn
-from replica.trust import verify
+from replica.trust import completeness, verify
 from shared import state
 from shared.errors import HubUnverified
+from shared.readscope import scope_of_head
 from shared.signed import SignedHead
 from shared.wire import DEFAULT_MAX_OPS
 
 SCOPE = "scope"  # meta: the fingerprint of the scope this store's copy was built under
+ACCESS = "access"  # meta: the role and rules the hub's head applies to us (engine/pull.py)
 ONLY = "only"  # meta: the globs a partial replica holds (a list; absent: everything)
 _MARK = re.compile(r"^[0-9a-f]{64}$")
 
@@ -121,7 +123,21 @@ def check_answer_txn(conn: Conn, signed: SignedHead, what: str,
                      answer: dict[str, Any] | None = None) -> None:
     """The end of every pull page and snapshot: the store, as this transaction leaves it,
     plus the withheld sums, holds exactly the state the hub signed (``verify.check_root_txn``).
-    ``answer``: the answer's end line (a proof of completeness, when the hub sends one,
-    is checked here)."""
-    del answer  # (no completeness proof is sent yet)
+    ``answer``: the answer's end line; a partial replica of folders also checks that its
+    store holds every entry of them (the end line's ``proof`` against the head's ``tree``,
+    replica/trust/completeness.py) where the answer reaches the head."""
     verify.check_root_txn(conn, signed, what)
+    only = st.get_meta_txn(conn, ONLY, None)
+    if isinstance(only, list) and only:
+        end = answer if isinstance(answer, dict) else None
+        # read rules that narrow this replica may hide part of its folders: no proof then
+        # (what is hidden cannot be told from what is withheld; docs/security.md)
+        access = st.get_meta_txn(conn, ACCESS, None)
+        rules = access.get("rules") if isinstance(access, dict) else None
+        narrowed = not scope_of_head(rules if isinstance(rules, list) else []).unrestricted
+        # a proof is due on every answer whose signed head is the current one (it carries
+        # ``tree``), whatever ``more`` (unsigned) says; one ending earlier is proved with the
+        # next answer that reaches the head
+        last = end is not None and (signed.tree is not None or not end.get("more"))
+        completeness.check_txn(conn, signed, only, None if end is None else end.get("proof"),
+                               what, last=last, required=not narrowed)

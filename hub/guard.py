@@ -75,9 +75,15 @@ from hub.store.names_sql import lowered_of, lowered_reads
 from hub.store.principals import role_txn
 from hub.store.quotas_sql import live_counts_txn, usage_row_txn
 from hub.store.rules import list_rules_txn, rules_of, rules_read
-from hub.store.spaces_sql import SpaceRow, advance_head_and_audit_txn, get_space_txn
+from hub.store.spaces_sql import (
+    SpaceRow,
+    advance_head_and_audit_txn,
+    get_space_txn,
+    raise_protocol_txn,
+)
 from hub.store.sql import notify_txn, pipelined, read_together
 from hub.tokens import AccessClaims
+from shared import RAW_PROTOCOL
 from shared.attachments import DEFAULT_MAX_BYTES
 from shared.canonical import canonical_str
 from shared.digest import chain_next, genesis_digest
@@ -486,6 +492,8 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
                                         "provenance": batch.provenance},
                                advance=False, request_id=request_id)
         advance_head_and_audit_txn(conn, space.id, seq, head, tip)
+        if any(op.entry.raw is not None for op in batch.ops):
+            raise_protocol_txn(conn, space.id, RAW_PROTOCOL)  # old replicas cannot read it
         # delivered to other hub processes exactly when this transaction commits (§5.6)
         notify_txn(conn, CHANNEL, Broker.payload("head", {
             "space": space.id, "epoch": space.epoch, "seq": seq, "digest": head, "at": now,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shared.canonical import (
@@ -56,6 +56,9 @@ class Entry:
     links: tuple[str, ...] = ()
     meta: dict[str, Any] = field(default_factory=dict)
     deleted: bool = False
+    # the file as its author wrote it (BOM, CR/LF, front matter style; D150), when that is
+    # not the canonical vault form of the fields above, which are what it parses to
+    raw: str | None = None
 
     @property
     def kind(self) -> str:
@@ -70,7 +73,7 @@ class Entry:
         """The canonical content (what the version is computed over)."""
         if self.deleted:
             return {"id": self.id, "deleted": True}
-        return {
+        d = {
             "id": self.id,
             "title": self.title,
             "body": self.body,
@@ -78,6 +81,9 @@ class Entry:
             "links": list(self.links),
             "meta": self.meta,
         }
+        if self.raw is not None:  # absent otherwise: versions without raw never change
+            d["raw"] = self.raw
+        return d
 
     @property
     def version(self) -> str:
@@ -143,7 +149,7 @@ def make_entry(data: Any, *, max_body: int = DEFAULT_MAX_BODY,
     """
     if not isinstance(data, dict):
         raise EntryError("entry must be an object")
-    allowed = {"id", "title", "body", "tags", "links", "meta", "deleted"}
+    allowed = {"id", "title", "body", "tags", "links", "meta", "deleted", "raw"}
     unknown = set(data) - allowed
     if unknown:
         raise EntryError(f"unknown entry fields: {', '.join(sorted(unknown))}")
@@ -157,6 +163,8 @@ def make_entry(data: Any, *, max_body: int = DEFAULT_MAX_BODY,
         return tombstone(entry_id)
     if "deleted" in data and data["deleted"] is not False:
         raise EntryError("deleted must be true or absent")
+    if "raw" in data:
+        return _from_raw(entry_id, data, max_body)
     title = data.get("title", "")
     body = data.get("body", "")
     if not isinstance(title, str) or len(title) > MAX_TITLE or "\n" in title:
@@ -212,6 +220,60 @@ def make_entry(data: Any, *, max_body: int = DEFAULT_MAX_BODY,
     )
 
 
+STRUCTURED = ("title", "body", "tags", "links", "meta")
+MAX_FRONT_BYTES = 64 * 1024  # what raw may hold beyond the body: BOM, fences, front matter
+
+
+def _from_raw(entry_id: str, data: dict[str, Any], max_body: int) -> Entry:
+    """An entry given as its file's text: the structured fields are what ``raw`` parses to,
+    on every side. Fields the sender also gave must be exactly those: a batch whose fields
+    say one thing (``severity: block``, judged by the guard) and whose raw another (what
+    every vault writes) is refused."""
+    raw = data["raw"]
+    if not isinstance(raw, str):
+        raise EntryError("raw must be a string (the file's text, UTF-8)", key="raw")
+    if len(raw) > max_body + MAX_FRONT_BYTES and len(
+            raw.encode("utf-8", "surrogatepass")) > max_body + MAX_FRONT_BYTES:
+        raise EntryError(f"raw larger than the body limit ({max_body} bytes) and "
+                         f"{MAX_FRONT_BYTES} bytes of front matter")
+    if has_lone_surrogate(raw):
+        raise EntryError("raw: lone surrogate in string", key="raw")
+    try:
+        parsed, local = parse_markdown(entry_id, raw, max_body=max_body)
+    except EntryError as e:
+        raise EntryError(f"raw, line {e.line}: {e}", line=e.line, key=e.key) from e
+    if local:
+        raise EntryError(f"raw: front matter key '{LOCAL_KEY}' is reserved for Quire",
+                         key=LOCAL_KEY)
+    given = {k: data[k] for k in STRUCTURED if k in data}
+    if given:
+        claimed = make_entry({"id": entry_id, **given}, max_body=max_body).to_dict()
+        parsed_d = parsed.to_dict()
+        wrong = [k for k in STRUCTURED if claimed[k] != parsed_d[k]]
+        if wrong:
+            raise EntryError("the entry's fields are not what its raw text parses to ("
+                             + ", ".join(wrong) + "): fields are derived from raw",
+                             key=wrong[0])
+    return replace(parsed, raw=raw)
+
+
+def raw_head(e: Entry) -> str:
+    """What comes before the body in ``e.raw`` (BOM, fences, front matter as written)."""
+    assert e.raw is not None and e.raw.endswith(e.body)
+    return e.raw[: len(e.raw) - len(e.body)]
+
+
+def edited(e: Entry, **changes: Any) -> Entry:
+    """``e`` with some fields changed, validated. An entry with ``raw`` keeps its file's
+    front matter as written when only the body changes; any other change renders the
+    fields in canonical vault form (raw dropped), as a file written by Quire is."""
+    d = dict(e.to_dict(), **changes)
+    d.pop("raw", None)
+    if e.raw is not None and set(changes) <= {"body"}:
+        return make_entry({"id": e.id, "raw": raw_head(e) + d["body"]})
+    return make_entry(d)
+
+
 # ---------------------------------------------------------------- vault form
 
 
@@ -246,10 +308,32 @@ def _dump(value: Any) -> str:
                          default_flow_style=False, width=1 << 30))
 
 
+def load_front(text: str) -> Any:
+    """YAML ``text`` as front matter reads it (safe, dates kept as strings); raises
+    EntryError when it is not valid YAML."""
+    yaml, loader, _ = _yaml()
+    try:
+        return yaml.load(text, Loader=loader)
+    except yaml.YAMLError as e:
+        raise EntryError(f"front matter is not valid YAML: {e}") from e
+
+
+def dump_front(value: dict[str, Any], *, flow: bool = False) -> str:
+    """``value`` as block-style YAML, as the canonical vault form writes it (``flow``: its
+    lists and mappings in flow style, ``[a, b]``)."""
+    if not flow:
+        return _dump(value)
+    yaml, _, dumper = _yaml()
+    return str(yaml.dump(value, Dumper=dumper, sort_keys=False, allow_unicode=True,
+                         default_flow_style=None, width=1 << 30))
+
+
 def to_markdown(entry: Entry, local: dict[str, Any] | None = None) -> str:
     """Vault form. ``local`` adds replica-local markers under the ``quire`` key."""
     if entry.deleted:
         raise EntryError("a tombstone has no vault form")
+    if entry.raw is not None:  # the file as its author wrote it
+        return with_local(entry.raw, local) if local else entry.raw
     # title first: it is what a person looks for when opening the file
     front: dict[str, Any] = {}
     if entry.tags:
@@ -265,6 +349,67 @@ def to_markdown(entry: Entry, local: dict[str, Any] | None = None) -> str:
 
 
 _FENCE = re.compile(r"^---[ \t]*\r?$")
+
+
+@dataclass(frozen=True)
+class Split:
+    """A vault file's text in parts: ``bom + front + body`` is the text; ``front`` is the
+    front matter with both fence lines ('' when there is none), ``lines`` its lines between
+    the fences (each with its line end)."""
+
+    bom: str
+    front: str
+    lines: tuple[str, ...]
+    body: str
+
+    @property
+    def newline(self) -> str:
+        return "\r\n" if self.front.startswith("---\r\n") else "\n"
+
+
+def split_text(text: str) -> Split:
+    """Split a vault file's text (raises EntryError when its front matter is not closed)."""
+    bom = "\ufeff" if text.startswith("\ufeff") else ""
+    text = text[len(bom):]
+    if not (text.startswith("---\n") or text.startswith("---\r\n") or text == "---"):
+        return Split(bom, "", (), text)
+    lines = text.splitlines(keepends=True)
+    for i in range(1, len(lines)):
+        if _FENCE.match(lines[i].rstrip("\n")):
+            front = "".join(lines[: i + 1])
+            return Split(bom, front, tuple(lines[1:i]), text[len(front):])
+    raise EntryError("front matter is not closed by a '---' line", line=1)
+
+
+def with_local(text: str, local: dict[str, Any]) -> str:
+    """``text`` with replica-local markers (``quire:``) as the last key of its front matter
+    (a front matter added when it has none); ``without_local`` takes them out again."""
+    sp = split_text(text)
+    block = _dump({LOCAL_KEY: local}).replace("\n", sp.newline)
+    if not sp.front:
+        return sp.bom + "---\n" + block + "---\n" + sp.body
+    head = sp.front[: len(sp.front) - len(sp.front.splitlines(keepends=True)[-1])]
+    return sp.bom + head + block + sp.front[len(head):] + sp.body
+
+
+def without_local(text: str) -> str:
+    """``text`` without the ``quire:`` key of its front matter (a top-level key and the
+    indented lines under it), and without the front matter when nothing else was in it."""
+    sp = split_text(text)
+    kept: list[str] = []
+    inside = False
+    for line in sp.lines:
+        if line.startswith(LOCAL_KEY + ":"):
+            inside = True
+            continue
+        if inside and line[:1] in (" ", "\t"):
+            continue
+        inside = False
+        kept.append(line)
+    if not kept:
+        return sp.bom + sp.body
+    first = sp.front.splitlines(keepends=True)
+    return sp.bom + first[0] + "".join(kept) + first[-1] + sp.body
 
 
 def parse_markdown(entry_id: str, text: str, *, max_body: int = DEFAULT_MAX_BODY

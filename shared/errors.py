@@ -20,6 +20,7 @@ responses in one handler and the replica maps responses back to the same classes
     ├── SnapshotRequired            snapshot_required  410   yes   fetch the snapshot
     ├── SpaceDeleted                space_deleted      410   no    details.deleted_at, purge_after
     ├── TooLarge                    too_large          413   no    details names the limit
+    ├── UpgradeRequired             upgrade_required   426   no    details: protocol, required
     ├── QuotaExceeded               quota_exceeded     413   no    details: scope, quota, usage
     ├── InvalidRequest              invalid_request    422   no
     │   └── BlobMismatch            blob_mismatch      422   no    the bytes do not hash to the URL
@@ -183,6 +184,15 @@ class TooLarge(QuireError):
     status = 413
 
 
+class UpgradeRequired(QuireError):
+    """The space holds what this client's protocol version cannot read (entries with
+    ``raw``, docs/protocol.md "Protocol versions"): upgrade Quire. ``details``:
+    ``protocol`` (the client's), ``required`` (the space's)."""
+
+    code = "upgrade_required"
+    status = 426
+
+
 class QuotaExceeded(QuireError):
     """The space (or the hub) is at a quota this publication would grow past."""
 
@@ -323,7 +333,7 @@ ERROR_CLASSES: dict[str, type[QuireError]] = {
     for cls in (
         Internal, Unauthorized, Forbidden, PolicyDenied, NotFound, HeadChanged, EpochChanged,
         BaseMismatch, BatchConflict, BlobMissing, VersionBlocked, SpaceDeleted, PacketStale, ClaimHeld, ProposalClosed,
-        ProposalStale, SnapshotRequired, TooLarge,
+        ProposalStale, SnapshotRequired, TooLarge, UpgradeRequired,
         QuotaExceeded, InvalidRequest, BlobMismatch, ContentScreened, RateLimited, Unavailable,
         TransferFailed, LocalError, AuditUnverified, AuditTruncated, AuditRewritten,
         NotJoined, SpaceNotFound, SpaceAmbiguous, LockHeld, VaultMissing, IgnoreFileInvalid, HubUnverified,
@@ -335,7 +345,7 @@ ERROR_CLASSES: dict[str, type[QuireError]] = {
 WIRE_CODES = (
     "unauthorized", "forbidden", "policy_denied", "not_found", "head_changed",
     "epoch_changed", "base_mismatch", "batch_conflict", "version_blocked", "space_deleted",
-    "snapshot_required", "too_large", "quota_exceeded", "proposal_closed", "proposal_stale",
+    "snapshot_required", "too_large", "upgrade_required", "quota_exceeded", "proposal_closed", "proposal_stale",
     "invalid_request", "content_screened", "blob_missing", "blob_mismatch", "rate_limited", "unavailable", "internal",
 )
 

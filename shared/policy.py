@@ -268,7 +268,8 @@ def taken_key(after: Entry, before: Entry | None) -> str | None:
 
 
 def _keyless(e: Entry) -> Entry:
-    return replace(e, meta={k: v for k, v in e.meta.items() if k != "key"})
+    # raw dropped: the fields are compared, not how the file spells them
+    return replace(e, meta={k: v for k, v in e.meta.items() if k != "key"}, raw=None)
 
 
 def key_takeovers(after: Entry, before: Entry | None, holders: dict[str, Entry],

@@ -120,9 +120,13 @@ def screen_entry(entry: Entry, *, injection: Sequence[tuple[str, re.Pattern[str]
     raw = "\n".join([entry.title, *entry.tags, *entry.links, *_strings(entry.meta, keys),
                      entry.body, *keys])
     quick = screen_text(raw, injection=rules)
-    if not quick:
+    # an entry with raw is written to vaults as raw: what only its text holds (a YAML
+    # comment) is screened too, and findings are placed on the file's own lines
+    placed = screen_text(entry.raw, injection=rules) if entry.raw is not None else None
+    if not quick and not placed:
         return []
-    placed = screen_text(to_markdown(entry), injection=rules)
+    if placed is None:
+        placed = screen_text(to_markdown(entry), injection=rules)
     seen = {(rule, fp) for _, rule, fp in placed}
     # what only the raw strings show (a value YAML escaped): reported on line 1
     placed += sorted({(1, rule, fp) for _, rule, fp in quick if (rule, fp) not in seen})

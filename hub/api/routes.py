@@ -11,7 +11,19 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from hub import admin, blocks, feed, grants, guard, keyrotation, logs, quotas, record, spaces
+from hub import (
+    admin,
+    blocks,
+    feed,
+    grants,
+    guard,
+    keyrotation,
+    logs,
+    protocol,
+    quotas,
+    record,
+    spaces,
+)
 from hub import conflict_reports as reports
 from hub import purge as purging
 from hub import scope as scopes
@@ -37,6 +49,7 @@ from hub.api.proofs import PROOF_ROUTES
 from hub.api.spacelog import LOG_ROUTES
 from hub.quotas import HubQuotas
 from hub.store.batches import batch_by_ids_txn
+from shared import PROTOCOL_HEADER
 from shared.errors import InvalidRequest, NotFound, QuireError, RateLimited, Unavailable
 from shared.ids import is_id
 from shared.schemas import REQUESTS
@@ -382,9 +395,20 @@ async def devices(request: Request) -> Response:
                                         request.path_params["space"], hub.now()))
 
 
+async def _require_protocol(request: Request, hub: Any) -> None:
+    """upgrade_required for a replica too old for the space (hub/protocol.py)."""
+    version = protocol.client_protocol(request.headers.get(PROTOCOL_HEADER))
+    if not protocol.is_current(version):
+        def check() -> None:
+            with hub.store.read(statements=True) as conn:
+                protocol.require_txn(conn, request.path_params["space"], version)
+        await run_in_threadpool(check)
+
+
 async def changes(request: Request) -> Response:
     p = await principal(request)
     hub = hub_of(request)
+    await _require_protocol(request, hub)
     qp = request.query_params
     unknown = set(qp) - {"epoch", "after", "limit", "scope", "only"}
     if unknown:
@@ -402,6 +426,7 @@ async def changes(request: Request) -> Response:
 async def snapshot(request: Request) -> Response:
     p = await principal(request)
     hub = hub_of(request)
+    await _require_protocol(request, hub)
     qp = request.query_params
     unknown = set(qp) - {"only"}
     if unknown:
@@ -452,6 +477,7 @@ async def _publish(request: Request, hub: Any) -> Any:
     if not ok:
         raise RateLimited("too many publications from this device; wait and retry",
                           {"retry_after": wait})
+    await _require_protocol(request, hub)
     s = hub.settings
     rebase = _rebase_param(request)
     body = await read_json(request, s.max_body_bytes, nul=True)

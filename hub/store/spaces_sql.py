@@ -89,6 +89,22 @@ def advance_head_and_audit_txn(conn: Connection, space_id: str, seq: int, digest
                         "id": space_id})
 
 
+_RAISE_PROTOCOL = Sql("UPDATE spaces SET protocol = :p WHERE id = :id AND protocol < :p")
+_PROTOCOL = Sql("SELECT protocol FROM spaces WHERE id = :ref OR name = :ref")
+
+
+def raise_protocol_txn(conn: Connection, space_id: str, protocol: int) -> None:
+    """The space now holds what replicas older than ``protocol`` cannot read; never lowered.
+    Plain SQL: it runs in the publication's pipeline."""
+    _RAISE_PROTOCOL.run(conn, {"p": protocol, "id": space_id})
+
+
+def space_protocol_txn(conn: Connection, ref: str) -> int | None:
+    """The protocol a space (by id or name) requires of its replicas; None: no such space."""
+    row = _PROTOCOL.one(conn, {"ref": ref})
+    return None if row is None else int(row[0])
+
+
 def set_head_txn(conn: Connection, space_id: str, seq: int, digest: str,
                  epoch: str | None = None) -> None:
     values: dict[str, Any] = {"head_seq": seq, "head_digest": digest}

@@ -20,13 +20,20 @@ from typing import Any
 from replica.engine.merge import END_MARKER, START_MARKER, live, merge_entry
 from replica.store import records as st
 from replica.store.records import Conflict
+from replica.vault import markdown as md
 from shared import policy
 from shared.answers import PAGE_BYTES as PAGE_BYTES
 from shared.answers import fit_end as fit_end  # served from here too
 from shared.answers import split_pages
 from shared.answers import wire_cost as wire_cost
 from shared.digest import digest_of, sha256_hex
-from shared.entry import Entry, EntryError, guardrail_rank, make_entry, parse_markdown
+from shared.entry import (
+    Entry,
+    EntryError,
+    edited,
+    guardrail_rank,
+    make_entry,
+)
 from shared.errors import InvalidRequest, NotFound
 from shared.ids import is_entry_id, split_entry_id
 from shared.kinds import GUARDRAIL, folder_kind
@@ -291,9 +298,8 @@ def resolve_entries(c: Conflict, how: str, merged: Entry | None = None
             raise InvalidRequest("keep_both needs two live versions; this conflict is an "
                                  "edit against a delete: take ours, theirs or delete")
         new_id = keep_both_id(eid, ours)
-        kept = make_entry(dict(theirs.to_dict(), links=sorted(set(theirs.links) | {new_id})))
-        moved = make_entry(dict(ours.to_dict(), id=new_id,
-                                links=sorted((set(ours.links) - {new_id}) | {eid})))
+        kept = edited(theirs, links=sorted(set(theirs.links) | {new_id}))
+        moved = edited(ours, id=new_id, links=sorted((set(ours.links) - {new_id}) | {eid}))
         return {eid: kept, new_id: moved}
     raise InvalidRequest(f"unknown resolution {how!r}; one of {', '.join(HOW)}")
 
@@ -340,7 +346,7 @@ def key_takeover_denied(rules: list[dict[str, Any]], *, role: str | None,
 def entry_from_vault_text(entry_id: str, text: str) -> Entry:
     """A merged entry given in vault form (front matter + body); local markers dropped."""
     try:
-        entry, _local = parse_markdown(entry_id, text)
+        entry, _local = md.entry_of_text(entry_id, text)
     except EntryError as e:
         raise InvalidRequest(f"the merged entry is not valid: {e}",
                              {"line": e.line}) from None

@@ -35,6 +35,7 @@ from replica.hubclient.ndjson import (
 )
 from replica.trust.keypin import KeyPin
 from replica.trust.scoped import Withheld, parse_withheld
+from shared import PROTOCOL_HEADER, PROTOCOL_VERSION
 from shared.attachments import blob_hash
 from shared.digest import verify_chain
 from shared.entry import Entry
@@ -175,7 +176,9 @@ class HubClient:
         self.replica_id: str | None = None
         self._http = httpx2.Client(base_url=self.base_url, auth=auth, transport=transport,
                                    timeout=timeout, follow_redirects=False,
-                                   verify=tls_context(self.base_url))
+                                   verify=tls_context(self.base_url),
+                                   # the wire version it speaks (hub/protocol.py)
+                                   headers={PROTOCOL_HEADER: str(PROTOCOL_VERSION)})
 
     def close(self) -> None:
         self._http.close()

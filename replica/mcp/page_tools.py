@@ -30,7 +30,7 @@ from replica.app import service
 from replica.app.remote_reads import NOTICE, ask
 from replica.conflicts.packets import wire_cost
 from replica.mcp.calls import _result, hints
-from shared.entry import EntryError, make_entry
+from shared.entry import EntryError, edited, make_entry
 from shared.errors import InvalidRequest, NotFound, QuireError
 from shared.ids import entry_id_problem
 
@@ -355,7 +355,7 @@ class PageTools:
         done = text.edit_body(cur.entry.body, replace_lines=replace_lines,
                               replace_text=replace_text, append_under=append_under)
         try:
-            entry = make_entry(dict(cur.entry.to_dict(), body=done.body))
+            entry = edited(cur.entry, body=done.body)
         except EntryError as e:
             raise InvalidRequest(f"the edited entry is not valid: {e}") from None
         created, change = pages.put_judged(

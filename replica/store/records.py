@@ -51,7 +51,7 @@ def stored_entry(s: str | None, version: str | None = None) -> Entry | None:
         e = tombstone(d["id"])
     else:
         e = Entry(id=d["id"], title=d["title"], body=d["body"], tags=tuple(d["tags"]),
-                  links=tuple(d["links"]), meta=d["meta"])
+                  links=tuple(d["links"]), meta=d["meta"], raw=d.get("raw"))
     if version is not None:
         object.__setattr__(e, "_version", version)  # Entry.version's cache
         object.__setattr__(e, "_canonical", s)  # stored as it was given: canonical

@@ -12,12 +12,12 @@ from __future__ import annotations
 import hashlib
 import os.path
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from shared.attachments import attachment_dict, declares_attachment, is_attachment
-from shared.entry import Entry, EntryError, make_entry, parse_markdown, to_markdown
+from shared.entry import Entry, EntryError, make_entry, parse_markdown, to_markdown, without_local
 from shared.ids import entry_id_problem
 from shared.names import suggestion
 
@@ -149,7 +149,9 @@ def ignored(name: str) -> bool:
 
 
 def read_entry(vault: Path, entry_id: str, data: bytes) -> tuple[Entry, dict[str, Any]]:
-    """Parse file bytes as ``entry_id``; raises ``EntryError`` with a line number."""
+    """Parse file bytes as ``entry_id``; raises ``EntryError`` with a line number. The
+    entry carries the file's text as ``raw`` unless the file is in canonical vault form
+    (what ``render`` writes for an entry without raw): such files keep today's versions."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -157,22 +159,38 @@ def read_entry(vault: Path, entry_id: str, data: bytes) -> tuple[Entry, dict[str
         raise EntryError("file is not valid UTF-8 (a Markdown file is text in UTF-8: save it "
                          "as UTF-8, or rename it without .md to keep it out of the space)",
                          line=line) from e
+    return entry_of_text(entry_id, text, data)
+
+
+def entry_of_text(entry_id: str, text: str, data: bytes | None = None
+                  ) -> tuple[Entry, dict[str, Any]]:
+    """``read_entry`` of a file's decoded text (``data``: its bytes, when at hand)."""
     entry, local = parse_markdown(entry_id, text)
     if declares_attachment(entry.meta):
         raise EntryError("kind: attachment is for files that are not Markdown (an image, a "
                          "PDF): remove the kind line", line=2, key="kind")
+    if not (text.startswith(_CANONICAL_START)
+            and render(entry, local or None) == (data or text.encode("utf-8"))):
+        # not the canonical vault form of its fields: the entry carries the text, which
+        # every vault then writes byte for byte (D150); its markers stay local
+        entry = replace(entry, raw=without_local(text) if local else text)
     return entry, local
 
 
+_CANONICAL_START = "---\ntitle: "  # every canonical vault form starts so (to_markdown)
+
+
 def render(entry: Entry, local: dict[str, Any] | None = None) -> bytes:
-    """Vault form, byte-identical to ``shared.entry.to_markdown``.
+    """Vault form, byte-identical to ``shared.entry.to_markdown``: an entry's ``raw`` as it
+    is (its markers added to its front matter), else the canonical form of its fields.
 
     PyYAML's pure-Python dumper costs about 1 ms an entry, most of a clone. The common shape
     (one-line strings without control or break characters, a flat ``meta`` of strings,
     integers, booleans and nulls) is assembled here with each scalar rendered once by the
     libyaml emitter (cached); anything else goes through ``to_markdown``. Tested equal on the
     bench corpus and on the edge cases of tests/replica/vault/test_vault.py."""
-    text = _fast_markdown(entry) if local is None and not entry.deleted else None
+    text = _fast_markdown(entry) if local is None and entry.raw is None \
+        and not entry.deleted else None
     if text is None:
         text = to_markdown(entry, local)
     return text.encode("utf-8")

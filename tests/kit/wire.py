@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx2
 
+from shared import PROTOCOL_HEADER, PROTOCOL_VERSION
 from shared.dpop import make_proof
 from shared.entry import make_entry
 from shared.ids import new_id
@@ -72,7 +73,9 @@ class WireMember:
 
     @property
     def auth(self) -> dict[str, str]:
-        return {"Authorization": f"DPoP {self.token}"}
+        # a current replica names its protocol version (hub/protocol.py)
+        return {"Authorization": f"DPoP {self.token}",
+                PROTOCOL_HEADER: str(PROTOCOL_VERSION)}
 
     def use_token(self, token: str) -> None:
         """Switch to another access token (refreshed or delegated) bound to this key."""

@@ -92,7 +92,7 @@ spaces = Table(
     # soft delete (0021, hub/space_delete.py): refused from then on, purged after retention
     Column("deleted_at", BigInteger, nullable=True),
     Column("deleted_statement", Text, nullable=True),  # hub-signed, served with space_deleted
-    # the lowest wire protocol its replicas must speak (0032): 2 once an entry with raw
+    # the lowest wire protocol its replicas must speak (0033): 2 once an entry with raw
     # was accepted (docs/protocol.md, "Protocol versions"); never lowered
     Column("protocol", Integer, nullable=False, server_default="1"),
 )

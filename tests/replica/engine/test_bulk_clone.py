@@ -185,6 +185,7 @@ def test_store_without_deleted_columns_is_upgraded_in_place(tmp_path):
     for name in ("ins", "del", "upd"):  # stores of that age had no digest cache either
         con.execute(f"DROP TRIGGER entries_digest_{name}")
         con.execute(f"DROP TRIGGER entries_state_{name}")  # nor a state log
+        con.execute(f"DROP TRIGGER entries_links_{name}")  # nor a links index
     con.execute("ALTER TABLE entries DROP COLUMN synced_deleted")
     con.execute("ALTER TABLE entries DROP COLUMN local_deleted")
     con.commit()

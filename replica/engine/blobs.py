@@ -21,7 +21,7 @@ sync.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -89,6 +89,27 @@ def too_large(vault: Path, fs: Any, limit: int) -> md.Problem | None:
         return None
     return md.Problem(fs.path.relative_to(vault).as_posix(), None,
                       too_large_message(fs.entry_id, fs.size, limit), fs.entry_id)
+
+
+def copy_beside(theirs: Any, taken: Callable[[str], bool]) -> Any:
+    """Pure: the attachment entry of ``theirs``'s bytes under a free name beside it
+    (``img/diagram (theirs).png``, then ``(theirs 2)``, …), or None when none fits."""
+    from shared.entry import make_entry
+    from shared.ids import entry_id_problem, portability_problem
+
+    folder, _, name = theirs.id.rpartition("/")
+    stem, dot, ext = name.rpartition(".")
+    if not dot or not stem:
+        stem, ext = name, ""
+    for n in range(1, 100):
+        label = "theirs" if n == 1 else f"theirs {n}"
+        new = f"{stem} ({label})" + (f".{ext}" if ext else "")
+        eid = f"{folder}/{new}" if folder else new
+        if entry_id_problem(eid) or portability_problem(eid) or taken(eid):
+            continue
+        d = dict(theirs.to_dict(), id=eid, title=new)
+        return make_entry(d)
+    return None
 
 
 def collect_unnamed(store: Any, cache: BlobCache) -> list[str]:

@@ -379,6 +379,16 @@ class Ledger:
                 merged_txn(conn, eid, version_of(s.local), version_of(result.entry))
                 s.local = result.entry
                 report.merged.append(eid)
+            elif is_attachment(s.local) or is_attachment(theirs):
+                # bytes have no lines to merge and no marker to show: never held. Ours stays
+                # at its name and goes out on top; theirs, a file too, is kept beside it as
+                # a new attachment; our delete gives way to their edit. Nothing is lost
+                if s.local is None or s.local.deleted:
+                    s.local = theirs if theirs is not None and not theirs.deleted else None
+                elif is_attachment(theirs):
+                    assert theirs is not None
+                    self._keep_beside_txn(conn, theirs, report)
+                report.merged.append(eid)
             else:
                 s.held = True
                 st.put_conflict_txn(conn, Conflict(
@@ -387,6 +397,22 @@ class Ledger:
                 report.held.append(eid)
         self.schedule_write_txn(conn, s)
         st.put_state_txn(conn, s)
+
+    def _keep_beside_txn(self, conn: Conn, theirs: Entry, report: SyncReport) -> None:
+        """Theirs of an attachment changed on both sides, as a new local attachment next to
+        ours (``diagram (theirs).png``), published by the next push."""
+        def taken(eid: str) -> bool:
+            other = st.get_state_txn(conn, eid)
+            return other.local is not None or other.synced is not None or other.held
+
+        copy = blobs.copy_beside(theirs, taken)
+        if copy is None:
+            return  # no free name within the id limits: theirs stays in the history
+        ns = st.get_state_txn(conn, copy.id)
+        ns.local = copy
+        self.schedule_write_txn(conn, ns)
+        st.put_state_txn(conn, ns)
+        report.local_changes.append(copy.id)
 
     # ------------------------------------------------------------ push → store
 

@@ -203,3 +203,27 @@ def test_an_upload_cut_by_a_lost_connection_resumes_where_the_hub_stopped(
         assert space.live()["big.pdf"].meta["sha256"] == blob_hash(data)
     finally:
         a.close()
+
+
+def test_an_attachment_changed_on_both_sides_keeps_both_files(tmp_path: Path,
+                                                              space: Space) -> None:
+    a = space.replica(tmp_path, "a")
+    b = space.replica(tmp_path, "b")
+    try:
+        a.vault.mkdir(parents=True, exist_ok=True)
+        (a.vault / "img").mkdir()
+        (a.vault / "img" / "logo.png").write_bytes(PNG)
+        a.sync()
+        b.sync()
+        (a.vault / "img" / "logo.png").write_bytes(PNG + b"ann")
+        (b.vault / "img" / "logo.png").write_bytes(PNG + b"bob")
+        a.sync()
+        report = b.sync()  # bytes cannot be merged: nothing held, both kept
+        assert not report.held and not b.held()
+        a.sync()
+        want = {"img/logo.png": PNG + b"bob", "img/logo (theirs).png": PNG + b"ann"}
+        assert _vault_bytes(a) == _vault_bytes(b) == want
+        assert {k for k in space.live() if k.startswith("img/")} == set(want)
+    finally:
+        a.close()
+        b.close()

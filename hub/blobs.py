@@ -211,6 +211,8 @@ def drop_unnamed_txn(conn: Any, space_id: str, hashes: Iterable[str]) -> list[st
     the commit, hub/purge.py, so the bytes leave its files)."""
     gone = sorted(h for h in set(hashes) if not named_txn(conn, space_id, h))
     delete_blobs_txn(conn, space_id, gone)
+    for h in gone:  # and any upload of the same bytes still under way
+        drop_upload_txn(conn, space_id, h)
     return gone
 
 

@@ -44,7 +44,7 @@ _DELETE_TEXT = Sql("DELETE FROM entry_text WHERE space_id = :s AND entry_id = :i
 _FTS_OPTIMIZE = Sql("INSERT INTO entry_fts(entry_fts) VALUES ('optimize')")
 
 # the tables a purge rewrites: VACUUM FULL on PostgreSQL
-PG_TABLES = ("batches", "entries", "entry_versions", "entry_text", "blobs")
+PG_TABLES = ("batches", "entries", "entry_versions", "entry_text", "blobs", "blob_uploads")
 
 
 def touching_batches_txn(conn: Connection, space_id: str, ids: set[str]

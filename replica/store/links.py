@@ -56,10 +56,9 @@ def refresh_txn(conn: Conn, at_most: int | None = None) -> list[str] | None:
     return None when more than that many entries wait (a rebuild after a clone is left to
     the first read that needs it)."""
     whole = not st.get_meta_txn(conn, LINKS_BUILT, False)
-    if whole:
-        ids = [r[0] for r in conn.execute("SELECT id FROM entries")]
-    else:
-        ids = [r[0] for r in conn.execute("SELECT id FROM links_stale")]
+    table = "entries" if whole else "links_stale"
+    cap = "" if at_most is None else f" LIMIT {int(at_most) + 1}"  # never reads them all
+    ids = [r[0] for r in conn.execute(f"SELECT id FROM {table}{cap}")]
     if at_most is not None and len(ids) > at_most:
         return None
     if whole:

@@ -263,9 +263,12 @@ def _hidden_txn(conn: Any, space_id: str, scope: ReadScope
                 ) -> tuple[int, set[str], dict[int, bytes]]:
     """The live entries outside ``scope`` at this transaction's head: how many, their ids,
     and the lattices of their (id, version) pairs by bucket. One pass over the live
-    entries before the snapshot streams (the hidden ids are held, the rest are not)."""
+    entries before the snapshot streams (the hidden ids are held, the rest are not). The
+    lattices are the kept ones of the whole space minus what is sent when fewer are sent
+    than left out (a partial replica of one folder: O(sent) element hashes, not O(space))."""
     ids: set[str] = set()
-    pairs: list[tuple[str, str]] = []
+    hidden: list[tuple[str, str]] = []
+    shown: list[tuple[str, str]] = []
     page: list[Any] = []
 
     def judge() -> None:
@@ -274,7 +277,9 @@ def _hidden_txn(conn: Any, space_id: str, scope: ReadScope
         for r in page:
             if r.entry_id not in seen:
                 ids.add(r.entry_id)
-                pairs.append((r.entry_id, r.version))
+                hidden.append((r.entry_id, r.version))
+            else:
+                shown.append((r.entry_id, r.version))
         page.clear()
 
     for row in iter_live_entries_txn(conn, space_id):
@@ -282,4 +287,9 @@ def _hidden_txn(conn: Any, space_id: str, scope: ReadScope
         if len(page) >= 500:
             judge()
     judge()
-    return len(ids), ids, st.lattices_of(pairs)
+    kept = signed_state.kept_lattices_txn(conn, space_id) if len(shown) < len(hidden) \
+        else None
+    if kept is None:
+        return len(ids), ids, st.lattices_of(hidden)
+    less = st.apply_changes(kept, [(i, v, None) for i, v in shown])
+    return len(ids), ids, {b: lat for b, lat in {**kept, **less}.items() if lat != st.ZERO}

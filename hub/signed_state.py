@@ -201,6 +201,14 @@ def current_root_txn(conn: Any, space_id: str, enabled: bool = True) -> str:
     return state.root_of_entries(ss.iter_live_versions_txn(conn, space_id))
 
 
+def kept_lattices_txn(conn: Any, space_id: str) -> dict[int, bytes] | None:
+    """Every bucket's kept lattice at the space's current head (None when the state was
+    never kept: a caller then sums the entries itself)."""
+    if ss.root_txn(conn, space_id) is None:
+        return None
+    return ss.lattices_txn(conn, space_id, list(range(state.BUCKETS)))
+
+
 def root_at_txn(conn: Any, space: SpaceRow, seq: int, enabled: bool = True) -> str | None:
     """The root right after head ``seq`` of the space's current epoch; None when unknown
     (a batch accepted before migration 0003, or the genesis of a past head)."""

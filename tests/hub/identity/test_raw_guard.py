@@ -86,13 +86,13 @@ def test_raw_with_quire_markers_or_not_utf8_text_is_refused() -> None:
         make_entry({"id": "page/x", "raw": "---\ntitle: [x\n---\nx\n"})
 
 
-def test_an_old_replica_is_refused_only_by_a_space_that_holds_raw(team_db: WireTeam) -> None:
+def test_an_old_replica_is_refused_only_by_a_space_that_holds_raw(team: WireTeam) -> None:
     """A replica before protocol 2 sends no ``Quire-Protocol`` header and knows no ``raw``
     field: a space with such an entry refuses it ``upgrade_required`` (426) on publish,
     changes and snapshot, rather than letting it fail on the field; a space without any
     keeps serving it, and a current replica is served by both."""
-    t = team_db
-    plain = t.owner.create_space("plain")
+    t = team
+    space, plain = t.owner.create_space("raw-later"), t.owner.create_space("plain")
     http = t.owner.client
 
     def answers(space: str, headers: dict[str, str]) -> list[int]:
@@ -106,17 +106,17 @@ def test_an_old_replica_is_refused_only_by_a_space_that_holds_raw(team_db: WireT
 
     n = itertools.count()
     owner_old = {"Authorization": t.owner.auth["Authorization"]}  # no header: version 1
-    assert answers(t.space, owner_old) == [200, 200, 201]  # no raw yet: 1 is enough
-    assert t.editor.publish(t.space, [raw_put("Notes/crlf", "a\r\nb\r\n")]).status_code == 201
-    assert answers(t.space, owner_old) == [426, 426, 426]
-    r = http.get(f"/v1/spaces/{t.space}/changes?after=0", headers=owner_old)
+    assert answers(space, owner_old) == [200, 200, 201]  # no raw yet: 1 is enough
+    assert t.owner.publish(space, [raw_put("Notes/crlf", "a\r\nb\r\n")]).status_code == 201
+    assert answers(space, owner_old) == [426, 426, 426]
+    r = http.get(f"/v1/spaces/{space}/changes?after=0", headers=owner_old)
     err = r.json()["error"]
     assert err["code"] == "upgrade_required" and err["details"] == {"protocol": 1,
                                                                     "required": 2}
-    assert answers(t.space, t.owner.auth) == [200, 200, 201]
+    assert answers(space, t.owner.auth) == [200, 200, 201]
     assert answers(plain, owner_old) == [200, 200, 201]  # the other space is unchanged
     bad = dict(owner_old, **{PROTOCOL_HEADER: "two"})
-    assert answers(t.space, bad)[0] == 422
+    assert answers(space, bad)[0] == 422
 
 
 def test_a_secret_only_in_raws_text_is_screened(team: WireTeam) -> None:

@@ -74,3 +74,29 @@ def test_a_canonical_side_merges_with_a_raw_side_and_body_conflicts_are_marked()
     assert m.entry is not None and m.entry.body == "A\nb\nc\n# mine\n"
     m = merge_entry(base, raw("---\ntitle: x\n---\nZ\nb\nc\n", "page/x"), theirs)
     assert m.conflicts == ("body",) and m.body_with_markers is not None
+
+
+def test_a_held_raw_file_keeps_its_bytes_under_the_conflict_marker() -> None:
+    """A held entry's ``quire:`` marker goes into the file's front matter (one is added
+    when it has none) and reading the file takes it out again: the text published is the
+    author's, never the marker."""
+    from replica.vault.markdown import read_entry, render
+
+    marker = {"conflict": {"theirs": "v2", "fields": ["body"]}}
+    for text in ("\ufeff---\r\ntitle: 'Plan'\r\ntags: [a]\r\n---\r\nbody\r\n",
+                 "# no front matter\n\ntext", ""):
+        e = raw(text)
+        shown = render(e, marker)
+        assert b"quire:" in shown
+        back, local = read_entry(None, e.id, shown)  # type: ignore[arg-type]
+        assert local == marker and back.raw == text and back.version == e.version
+
+
+def test_an_edit_of_the_body_keeps_the_front_matter_as_written() -> None:
+    from shared.entry import edited
+
+    e = raw("---\r\ntags: [b, a]   # kept\r\ntitle: \"Plan\"\r\n---\r\nold\r\n")
+    assert edited(e, body="new\r\n").raw == ("---\r\ntags: [b, a]   # kept\r\n"
+                                             "title: \"Plan\"\r\n---\r\nnew\r\n")
+    retitled = edited(e, title="Other")  # another field: the canonical form
+    assert retitled.raw is None and retitled.title == "Other" and retitled.tags == ("a", "b")

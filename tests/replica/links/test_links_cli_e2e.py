@@ -1,15 +1,20 @@
 """Links with the real CLI and a real hub process (docs/cli.md, "Links between pages"):
 `quire sync` names the links its changes leave dangling, `quire read --backlinks` answers
 from the local index (the hub's answer: tests/hub/console/test_console_backlinks.py), and `quire links fix OLD NEW` rewrites the links to a renamed page,
-leaving every other byte as it was."""
+leaving every other byte as it was. With QUIRE_LONG_E2E=1 (the test time budget): the
+default tier covers the same in process (test_links_index.py, tests/shared/test_linkfix.py,
+tests/hub/console/test_console_backlinks.py)."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
 from tests.kit.cli import qjson, quire
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not os.environ.get("QUIRE_LONG_E2E"),
+                                                  reason="long variant: QUIRE_LONG_E2E=1")]
 
 PLAN = "---\r\ntitle: Release plan\r\n---\r\nDates.\r\n"
 KICKOFF = ("\ufeff---\r\ntitle: Kickoff\r\n---\r\nSee [[release plan|the plan]] and "

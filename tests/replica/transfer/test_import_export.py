@@ -40,7 +40,7 @@ def _bad_inputs(src: Path) -> None:
 def test_dry_run_import_resume_clone_and_export(space: Space, tmp_path: Path,
                                                 inproc_hub: InprocHub) -> None:
     src = tmp_path / "vault to import"
-    c = corpus.build(src, notes=50, attachments=6, big_every=3)
+    c = corpus.build(src, notes=50, attachments=6, big_every=6)
     _bad_inputs(src)
     alice = space.replica(tmp_path, "alice")
     alice.sync()

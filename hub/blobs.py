@@ -1,11 +1,13 @@
 """Attachments' bytes on the hub (docs/architecture.md, "Attachments"; decisions.md D147).
 
     PUT /v1/spaces/S/blobs/<sha256>   (editors)          GET … (members)
-      hash the bytes: not <sha256>? blob_mismatch         the bytes as stored; the replica
-      over the space's attachment limit? too_large        checks them against the hash
-      held already? nothing written (idempotent)          (the hub's word is never enough)
-      else: quota (the space's bytes grow by the size),
-            stored and counted in one transaction
+      hash the bytes: not <sha256>? blob_mismatch         the bytes as stored, when the
+      over the space's attachment limit? too_large        caller may read an entry naming
+      held already? nothing written (idempotent)          them (else not_found, as absent:
+      else: quota (the space's bytes grow by the size),   hub/blob_scope.py); the replica
+            stored and counted in one transaction         checks them against the hash
+      (held, but named only by entries the caller may     (the hub's word is never enough)
+       not read: answered as new bytes, nothing written)
 
     guard.prepare_txn ─► check_batch_txn: every attachment a batch puts is well formed
                          (shared/attachments.py), within the limit (too_large, naming the
@@ -24,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from hub.access import Principal, space_access_txn
+from hub.blob_scope import may_fetch_txn
 from hub.store.blobs_sql import (
     attachment_limit_txn,
     blob_data_txn,
@@ -86,8 +89,9 @@ def put_blob(store: Store, quotas: Any, p: Principal, space_ref: str, sha256: st
                            "was stored", {"sha256": sha256, "size": len(data)})
 
     def txn(conn: Any) -> dict[str, Any]:
-        space, _ = space_access_txn(conn, p, space_ref, "editor", lock=True)
-        return _store_txn(conn, quotas, space.id, sha256, data, now)
+        space, role = space_access_txn(conn, p, space_ref, "editor", lock=True)
+        return _store_txn(conn, quotas, space.id, sha256, data, now,
+                          _held_for_txn(conn, p, space, role, sha256))
 
     return store.run_write(txn)
 
@@ -99,14 +103,25 @@ def _check_limit_txn(conn: Any, quotas: Any, space_id: str, sha256: str, size: i
                        {"sha256": sha256, "size": size, "limit": limit})
 
 
+def _held_for_txn(conn: Any, p: Principal, space: Any, role: str | None, sha256: str
+                  ) -> str | None:
+    """Whether the space holds blob ``sha256`` as the caller may be told: ``"seen"`` (held,
+    and the caller may read an entry naming it), ``"hidden"`` (held, but only entries the
+    caller may not read name it: answered as not held, hub/blob_scope.py) or None."""
+    if not held_sizes_txn(conn, space.id, [sha256]):
+        return None
+    return "seen" if may_fetch_txn(conn, p, space, role, sha256) else "hidden"
+
+
 def _store_txn(conn: Any, quotas: Any, space_id: str, sha256: str, data: bytes,
-               now: int) -> dict[str, Any]:
-    """Keep checked bytes as the space's blob ``sha256``: the limit, then (new bytes only)
-    the quota, counted in the same transaction."""
+               now: int, held: str | None) -> dict[str, Any]:
+    """Keep checked bytes as the space's blob ``sha256``: the limit, then (bytes new to the
+    caller) the quota, counted in the same transaction. ``held``: ``_held_for_txn``; bytes
+    held but hidden from the caller are answered as new ones, and nothing is written."""
     from hub import quotas as quota_rules
 
     _check_limit_txn(conn, quotas, space_id, sha256, len(data))
-    if held_sizes_txn(conn, space_id, [sha256]):
+    if held == "seen":
         return {"sha256": sha256, "size": len(data), "stored": False}
     row = quota_rules.usage_txn(conn, space_id, lock=True)
     cap = row["max_bytes"] if row["max_bytes"] is not None else quotas.max_bytes
@@ -125,6 +140,8 @@ def _store_txn(conn: Any, quotas: Any, space_id: str, sha256: str, data: bytes,
                 f"{total}; nothing was stored",
                 {"scope": "hub", "quota": "bytes", "limit": quotas.hub_max_bytes,
                  "usage": total, "after": total + len(data)})
+    if held == "hidden":  # the same answer as new bytes: the caller sent them, nothing more
+        return {"sha256": sha256, "size": len(data), "stored": True}
     insert_blob_txn(conn, space_id, sha256, data, now)
     update_usage_txn(conn, space_id, {"bytes": after})
     return {"sha256": sha256, "size": len(data), "stored": True}
@@ -139,9 +156,10 @@ def put_range(store: Store, quotas: Any, p: Principal, space_ref: str, sha256: s
     _check_hash(sha256)
 
     def txn(conn: Any) -> dict[str, Any]:
-        space, _ = space_access_txn(conn, p, space_ref, "editor", lock=True)
+        space, role = space_access_txn(conn, p, space_ref, "editor", lock=True)
         _check_limit_txn(conn, quotas, space.id, sha256, total)
-        if held_sizes_txn(conn, space.id, [sha256]):
+        held = _held_for_txn(conn, p, space, role, sha256)
+        if held == "seen":
             drop_upload_txn(conn, space.id, sha256)
             return {"sha256": sha256, "size": total, "stored": False, "received": total}
         found = upload_txn(conn, space.id, sha256)
@@ -159,7 +177,8 @@ def put_range(store: Store, quotas: Any, p: Principal, space_ref: str, sha256: s
         drop_upload_txn(conn, space.id, sha256)
         if blob_hash(data) != sha256:
             return {"mismatch": True}
-        return dict(_store_txn(conn, quotas, space.id, sha256, data, now), received=total)
+        return dict(_store_txn(conn, quotas, space.id, sha256, data, now, held),
+                    received=total)
 
     out = store.run_write(txn)
     if out.get("mismatch"):  # the partial upload is dropped (committed): start again
@@ -174,8 +193,10 @@ def upload_status(store: Store, p: Principal, space_ref: str, sha256: str
     the space holds the blob whole, nothing to send)."""
     _check_hash(sha256)
     with store.read() as conn:
-        space, _ = space_access_txn(conn, p, space_ref, "editor")
+        space, role = space_access_txn(conn, p, space_ref, "editor")
         held = held_sizes_txn(conn, space.id, [sha256])
+        if held and not may_fetch_txn(conn, p, space, role, sha256):
+            held = {}  # hidden from the caller: as if not held (hub/blob_scope.py)
         found = upload_txn(conn, space.id, sha256)
     if held:
         return {"sha256": sha256, "received": held[sha256], "stored": True}
@@ -183,11 +204,14 @@ def upload_status(store: Store, p: Principal, space_ref: str, sha256: str
 
 
 def get_blob(store: Store, p: Principal, space_ref: str, sha256: str) -> bytes:
-    """The bytes of one blob of the space (members), or ``not_found``."""
+    """The bytes of one blob of the space (members), or ``not_found``: also when the
+    caller's read rules hide every entry naming it (hub/blob_scope.py), read in the same
+    transaction as the bytes."""
     _check_hash(sha256)
-    with store.read() as conn:
-        space, _ = space_access_txn(conn, p, space_ref, "viewer")
-        data = blob_data_txn(conn, space.id, sha256)
+    with store.read(snapshot=True) as conn:
+        space, role = space_access_txn(conn, p, space_ref, "viewer")
+        data = (blob_data_txn(conn, space.id, sha256)
+                if may_fetch_txn(conn, p, space, role, sha256) else None)
     if data is None:
         raise NotFound("this space holds no blob with that SHA-256", {"sha256": sha256})
     return data

@@ -3,6 +3,7 @@ SHA-256. ``_txn`` functions run inside a transaction opened by the store."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -108,3 +109,28 @@ def save_upload_txn(conn: Connection, space_id: str, sha256: str, total: int, da
 def drop_upload_txn(conn: Connection, space_id: str, sha256: str) -> None:
     conn.execute(delete(blob_uploads).where(blob_uploads.c.space_id == space_id,
                                             blob_uploads.c.sha256 == sha256))
+
+
+def namers_txn(conn: Connection, space_id: str, sha256: str) -> set[str]:
+    """The ids of the entries any version the space still stores (its current rows, its
+    batches) names ``sha256`` as its attachment's bytes (hub/blob_scope.py). A LIKE finds
+    the rows where the hash's text occurs; each is parsed so only an attachment's
+    ``meta.sha256`` counts."""
+    pat = f"%{sha256}%"
+    out: set[str] = set()
+    for row in conn.execute(text("SELECT entry_id, content FROM entries WHERE space_id = :s "
+                                 "AND content LIKE :p"), {"s": space_id, "p": pat}):
+        if _names(json.loads(row.content), sha256):
+            out.add(row.entry_id)
+    for row in conn.execute(text("SELECT body FROM batches WHERE space_id = :s "
+                                 "AND body LIKE :p"), {"s": space_id, "p": pat}):
+        for op in json.loads(row.body).get("ops", []):
+            e = op.get("entry") if isinstance(op, dict) else None
+            if isinstance(e, dict) and _names(e, sha256):
+                out.add(str(e.get("id")))
+    return out
+
+
+def _names(entry: Any, sha256: str) -> bool:
+    meta = entry.get("meta") if isinstance(entry, dict) else None
+    return isinstance(meta, dict) and meta.get("sha256") == sha256

@@ -41,6 +41,7 @@ class Timed:
     returncode: int
     stdout: str
     stderr: str
+    cpu_s: float = 0.0  # user + system CPU of the command (and the children it waited for)
 
     def check(self, what: str) -> Timed:
         if self.returncode != 0:
@@ -49,7 +50,7 @@ class Timed:
         return self
 
 
-# Runs argv[2:] and writes "<seconds> <ru_maxrss KiB> <exit code>" to argv[1].
+# Runs argv[2:] and writes "<seconds> <ru_maxrss KiB> <exit code> <CPU seconds>" to argv[1].
 _MEASURE = """
 import os, shutil, sys, time
 out, cmd = sys.argv[1], sys.argv[2:]
@@ -59,13 +60,14 @@ pid = os.posix_spawn(exe, cmd, os.environ)
 _, status, ru = os.wait4(pid, 0)
 t = time.perf_counter() - t
 with open(out, "w") as f:
-    f.write(f"{t} {ru.ru_maxrss} {os.waitstatus_to_exitcode(status)}")
+    f.write(f"{t} {ru.ru_maxrss} {os.waitstatus_to_exitcode(status)} "
+            f"{ru.ru_utime + ru.ru_stime}")
 """
 
 
 def run_timed(cmd: Sequence[str], *, cwd: Path | None = None,
               env: Mapping[str, str] | None = None, timeout: float = 1800) -> Timed:
-    """Run a command to completion; its wall time and its own peak RSS (ru_maxrss)."""
+    """Run a command to completion; its wall time, CPU time and own peak RSS (ru_maxrss)."""
     base = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-{os.getpid()}-{time.monotonic_ns()}"
     paths = [Path(f"{base}.{x}") for x in ("out", "err", "m")]
     try:
@@ -84,11 +86,11 @@ def run_timed(cmd: Sequence[str], *, cwd: Path | None = None,
             stdout = out.read().decode("utf-8", "replace")
             stderr = err.read().decode("utf-8", "replace")
         try:
-            sec, rss, code = paths[2].read_text().split()
+            sec, rss, code, cpu = paths[2].read_text().split()
         except (OSError, ValueError):
             return Timed(float(timeout), 0.0, proc.returncode or -1, stdout,
                          stderr + f"\n(no measurement: {cmd[0]} did not run or timed out)")
-        return Timed(float(sec), int(rss) / 1024.0, int(code), stdout, stderr)
+        return Timed(float(sec), int(rss) / 1024.0, int(code), stdout, stderr, float(cpu))
     finally:
         for p in paths:
             p.unlink(missing_ok=True)

@@ -143,6 +143,8 @@ LABELS = {
     "hub_rss_snapshot": "hub peak RSS, serving a snapshot",
     "replica_rss_clone": "client peak RSS, cloning",
     "verify": "quire verify (store and vault against the signed head)",
+    "clone_files": "clone, notes + attachments (files)",
+    "incremental_files": "sync, 10 notes edited + 3 attachments (files)",
 }
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import corpus as corpus_mod
-from bench import readme, workfs
+from bench import files_side, readme, workfs
 from bench import watcher_side as ws
 from bench.loadgen import Target, publish_rate
 from bench.peers.git_peer import GitPeer
@@ -40,12 +40,12 @@ RESULTS_DIR = HERE / "results"
 QUICK: dict[str, Any] = {
     "clients": 16, "publish_seconds": 3.0, "bulk": 2000, "batch": 500, "changed": 10,
     "clone_sizes": [500], "large": 500, "noop_sizes": [50, 500], "noop_repeats": 2,
-    "budget_s": 90,
+    "budget_s": 90, "files": [200, 30],
 }
 FULL: dict[str, Any] = {
     "clients": 16, "publish_seconds": 20.0, "bulk": 20000, "batch": 500, "changed": 10,
     "clone_sizes": [20000, 100000], "large": 100000, "noop_sizes": [1000, 100000],
-    "noop_repeats": 5, "budget_s": None,
+    "noop_repeats": 5, "budget_s": None, "files": [2000, 300],
 }
 SYSTEMS = ("bare", "quire", "git", "pouchdb")
 PG_ADMIN_URL = os.environ.get("QUIRE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -155,6 +155,7 @@ class Bench:
         self.git_scenarios(data)
         self.pouch_scenarios(data)
         self.quire_scenarios(data)
+        self.files_scenarios()
         self.results.rows.sort(key=lambda r: (list(ORDER).index(r.scenario), r.size,
                                               SYSTEM_ORDER.get(r.system, 9)))
 
@@ -439,12 +440,73 @@ class Bench:
                 row.details = dict(got, how="published by another member, then quire sync "
                                             "served by the running watcher")
 
+    # ------------------------------------------------------------ notes and attachments
+
+    def files_scenarios(self) -> None:
+        """Clone and incremental sync of a vault of notes and attachments (images, PDFs,
+        some over 1 MiB; bench/files_side.py), Quire beside git on the same files. The
+        size is the number of files (notes + attachments)."""
+        notes, attachments = self.cfg["files"]
+        size = notes + attachments
+        want = files_side.build(self.root / "files-corpus", notes, attachments)
+        changed = files_side.change(want)
+        after = dict(want, **changed)
+        self.info["files"] = {"notes": notes, "attachments": attachments, "files": len(want),
+                              "megabytes": round(sum(map(len, want.values())) / 2**20, 1)}
+        git: GitPeer | None = getattr(self, "git_peer", None)
+        work = clone = None
+        with self.attempt("clone_files", size, "git", "s") as row:
+            self.gate("git")
+            assert git is not None
+            work = git.create_files("files", want)
+            clone = self.root / "git" / "clone-files"
+            t = git.clone("files", clone)
+            row.value, row.details = t.seconds, {"cpu_s": round(t.cpu_s, 3)}
+        with self.attempt("incremental_files", size, "git", "s") as row:
+            self.gate("git")
+            if git is None or work is None or clone is None:
+                raise Unavailable("no clone of the files")
+            git.change_files_and_push(work, changed)
+            t = git.pull(clone)
+            row.value, row.details = t.seconds, {"cpu_s": round(t.cpu_s, 3)}
+        member = None
+        vault = self.root / "vault-files"
+        with self.attempt("clone_files", size, "quire", "s") as row:
+            self.gate("quire")
+            if not hasattr(self, "hub"):
+                raise Unavailable("no hub")
+            space = self.owner.create_space("files")
+            author = Member("files-author", self.root, self.env)
+            author_vault = self.root / "vault-files-author"
+            author.join(self.hub.url, self.owner.invite(space), author_vault)
+            files_side.write(author_vault, want)
+            author.sync()
+            member = Member("files-clone", self.root, self.env)
+            join = member.join(self.hub.url, self.owner.invite(space), vault)
+            sync = member.sync()
+            files_side.check_same(vault, want)
+            row.value = join.seconds + sync.seconds
+            row.details = {"join_s": round(join.seconds, 3), "sync_s": round(sync.seconds, 3),
+                           "cpu_s": round(join.cpu_s + sync.cpu_s, 3),
+                           "peak_rss_mb": round(max(join.peak_rss_mb, sync.peak_rss_mb), 1)}
+        with self.attempt("incremental_files", size, "quire", "s") as row:
+            self.gate("quire")
+            if member is None:
+                raise Unavailable("no clone of the files")
+            files_side.write(author_vault, changed)
+            author.sync()
+            t = member.sync()
+            files_side.check_same(vault, after)
+            row.value, row.details = t.seconds, {"cpu_s": round(t.cpu_s, 3),
+                                                 "peak_rss_mb": round(t.peak_rss_mb, 1)}
+
     # ------------------------------------------------------------ git
 
     def git_scenarios(self, data: dict[int, list[dict[str, Any]]]) -> None:
         c = self.cfg
         root = self.root / "git"
         git = self.setup("git", lambda: GitPeer(root, self.env))
+        self.git_peer = git
         if git is not None:
             self.setup("git", git.start)
             self.cleanups.append(git.stop)
@@ -580,7 +642,8 @@ class Bench:
 
 
 ORDER = {"publish_rate": 0, "bulk_publish": 1, "clone": 2, "incremental": 3, "noop_sync": 4,
-         "status": 5, "replica_rss_clone": 6, "hub_rss_snapshot": 7, "verify": 8}
+         "status": 5, "replica_rss_clone": 6, "hub_rss_snapshot": 7, "verify": 8,
+         "clone_files": 9, "incremental_files": 10}
 SYSTEM_ORDER = {"quire": 0, "quire-watched": 0.5, "quire-sqlite": 0, "quire-pg": 1,
                 "bare-starlette": 2, "bare-signed": 2.5, "git": 3,
                 "pouchdb": 4}

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.corpus import vault_path, write_vault
+from bench.files_side import write as write_files
 from bench.proc import Server, Timed, Unavailable, free_port, run_timed
 
 GIT_ENV = {
@@ -58,9 +59,19 @@ class GitPeer:
         the daemon; returns the author's working tree."""
         work = self.root / f"{name}-author"
         write_vault(entries, work)
+        return self.create_tree(name, work, f"{len(entries)} entries")
+
+    def create_files(self, name: str, files: dict[str, bytes]) -> Path:
+        """The same with any files (path -> bytes): notes and attachments."""
+        work = self.root / f"{name}-author"
+        write_files(work, files)
+        return self.create_tree(name, work, f"{len(files)} files")
+
+    def create_tree(self, name: str, work: Path, message: str) -> Path:
+        """Commit the working tree ``work`` as bare repo ``name``, pushed over the daemon."""
         self.git("init", "-q", "-b", "main", str(work))
         self.git("add", "-A", cwd=work)
-        self.git("commit", "-q", "-m", f"{len(entries)} entries", cwd=work)
+        self.git("commit", "-q", "-m", message, cwd=work)
         self.git("init", "-q", "--bare", "-b", "main", str(self.base / f"{name}.git"))
         self.git("remote", "add", "origin", self.url(name), cwd=work)
         self.git("push", "-q", "origin", "main", cwd=work)
@@ -72,8 +83,16 @@ class GitPeer:
     def change_and_push(self, work: Path, changed: list[dict[str, Any]]) -> Timed:
         """Write changed entries, commit, and push (the push is timed)."""
         write_vault(changed, work)
+        return self.commit_push(work, f"{len(changed)} changed")
+
+    def change_files_and_push(self, work: Path, changed: dict[str, bytes]) -> Timed:
+        """The same with any files (path -> new bytes)."""
+        write_files(work, changed)
+        return self.commit_push(work, f"{len(changed)} changed")
+
+    def commit_push(self, work: Path, message: str) -> Timed:
         self.git("add", "-A", cwd=work)
-        self.git("commit", "-q", "-m", f"{len(changed)} changed", cwd=work)
+        self.git("commit", "-q", "-m", message, cwd=work)
         return self.git("push", "-q", "origin", "main", cwd=work)
 
     def pull(self, clone: Path) -> Timed:

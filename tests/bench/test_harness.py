@@ -5,8 +5,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
+from bench import files_side
 from bench.loadgen import Target, publish_rate
-from bench.proc import Server, free_port, run_timed
+from bench.proc import Server, Unavailable, free_port, run_timed
 from bench.report import Results, Row, goals
 from bench.run import QUICK, Bench
 from shared.ids import new_id
@@ -22,6 +25,27 @@ def test_peak_rss_is_the_commands_own_not_the_parents() -> None:
                      "b = bytearray(120 * 1024 * 1024); b[::4096] = b'x' * len(b[::4096])"])
     assert 110 < big.peak_rss_mb < 200
     del ballast
+
+
+def test_cpu_time_is_the_commands_own() -> None:
+    idle = run_timed([sys.executable, "-S", "-c", "pass"])
+    busy = run_timed([sys.executable, "-S", "-c",
+                      "import time\nt = time.process_time()\n"
+                      "while time.process_time() - t < 0.3: pass"])
+    assert busy.returncode == 0 and busy.cpu_s >= 0.3 > idle.cpu_s
+
+
+def test_a_files_clone_that_differs_by_one_byte_gives_no_time(tmp_path: Path) -> None:
+    want = files_side.build(tmp_path / "src", notes=20, attachments=4)
+    changed = files_side.change(want)
+    assert any(p.endswith(".pdf") and len(b) > 1 << 20 for p, b in changed.items())
+    vault = tmp_path / "vault"
+    files_side.write(vault, want)
+    files_side.check_same(vault, want)
+    pdf = next(p for p in want if p.endswith(".pdf"))
+    (vault / pdf).write_bytes(want[pdf][:-1] + b"?")
+    with pytest.raises(Unavailable, match="1 different"):
+        files_side.check_same(vault, want)
 
 
 def test_failed_command_keeps_its_exit_code_and_output() -> None:

@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -134,7 +135,13 @@ class Side:
         self.hub.stop()
 
 
+def _exit_on_term() -> None:
+    """SIGTERM runs the ``finally`` blocks: the hubs are stopped, never left behind."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+
 def side_main(root: Path, entries: int) -> int:
+    _exit_on_term()
     side = Side(root, entries)
     print(json.dumps({"ready": True}), flush=True)
     try:
@@ -204,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         return side_main(args.side, args.entries)
     if args.base is None:
         p.error("--base TREE is required")
+    _exit_on_term()
     load0 = os.getloadavg()
     res: dict[str, Any] = {"entries": args.entries, "changed": args.changed,
                            "rounds": args.rounds, "load_avg_at_start": [round(x, 2) for x in load0]}

@@ -132,3 +132,20 @@ def test_a_secret_only_in_raws_text_is_screened(team: WireTeam) -> None:
     assert err["code"] == "content_screened"
     assert [f["line"] for f in err["details"]["findings"]] == [3]
     assert team.counts() == before
+
+
+def test_a_guardrail_left_behind_by_its_raw_kind_line_is_still_judged(team: WireTeam) -> None:
+    """The typed rules read the fields raw parses to: a raw that drops ``kind: guardrail``
+    (or turns it into a page) from a guardrail kept by front matter, keeping its text, is a
+    change of a guardrail (refused for an editor), not an edit of a page."""
+    t, eid = team, "Raw Rules/no-force-push"
+    text = "---\r\nkind: guardrail\r\nseverity: block\r\ntitle: no force push\r\n---\r\nnever\r\n"
+    g = raw_put(eid, text)
+    assert t.editor.publish(t.space, [g]).status_code == 201
+    before = t.counts()
+    for weaker in (text.replace("kind: guardrail\r\n", ""),
+                   text.replace("kind: guardrail", "kind: page"),
+                   text.replace("severity: block", "severity: info")):
+        r = t.editor.publish(t.space, [raw_put(eid, weaker, g.entry.version)])
+        assert r.status_code == 403 and r.json()["error"]["code"] == "policy_denied", weaker
+    assert t.counts() == before

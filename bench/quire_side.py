@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -116,10 +117,14 @@ class Member:
         t = run_timed([*quire_cmd(), *args, "--json"], env=self.env, timeout=timeout)
         return t, _json_out(t, "quire " + " ".join(args[:2]))
 
-    def join(self, url: str, code: str, vault: Path | None = None) -> Timed:
+    def join(self, url: str, code: str, vault: Path | None = None,
+             only: Sequence[str] = ()) -> Timed:
+        """``quire join``; ``only``: the globs of a partial replica (``--only``)."""
         args = ["join", url, "--invite", code, "--device", self.name]
         if vault is not None:
             args += ["--vault", str(vault)]
+        if only:
+            args += ["--only", *only]
         return self.run(*args)[0]
 
     def sync(self, space: str | None = None) -> Timed:

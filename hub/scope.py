@@ -49,6 +49,7 @@ from shared.readscope import (
 )
 
 __all__ = ["EVERYTHING", "READ", "ReadScope", "actor_of", "check_writes_txn", "entries_txn",
+           "every_scope",
            "is_read_rule", "parse_conditions", "read_impact_txn", "readable_content",
            "scope_doc_txn", "scope_of_rules", "scope_txn", "show_scope", "show_scope_txn",
            "visible_txn"]
@@ -285,6 +286,18 @@ def show_scope_txn(conn: Any, space: Any, who: str, as_user: str | None,
         scope = read_scope(rules, Actor(m["user_id"], doc["role"], agent))
         doc["entry_readable"] = entry in visible_txn(conn, space.id, scope, [entry])
     return doc
+
+
+def every_scope(store: Any, p: Any, space_ref: str) -> dict[str, Any]:
+    """The console's scope page (admins): each member's ``scope_doc_txn``, the space's
+    rules and live entries read once, in one snapshot."""
+    with store.read(snapshot=True) as conn:
+        space, _ = space_access_txn(conn, p, space_ref, "admin")
+        rules = list_rules_txn(conn, space.id)
+        live = _live_txn(conn, space.id)
+        return {"space": space.id, "scopes": [
+            scope_doc_txn(conn, space, m, None, rules, live)
+            for m in list_members_txn(conn, space.id)]}
 
 
 def show_scope(store: Any, p: Any, space_ref: str, who: str | None, as_user: str | None,

@@ -12,6 +12,8 @@ carrying ``confirm=yes``, changes anything. Both pass the Origin and CSRF checks
 (``http.checked_form``).
 
     GET  spaces/{s}/rules                      effective rules + "what may X change" preview
+    GET  spaces/{s}/scope[?user&agent]         what each member (or agent) may read
+                                               (hub/console/scope_pages.py)
     GET  spaces/{s}/access                     replicas and agent delegations, with revoke
     GET  spaces/{s}/epoch                      the current epoch and the reason form
     GET  spaces/{s}/audit[?actor&action&since&until]   events, chain verification
@@ -41,7 +43,7 @@ from starlette.routing import Mount, Route
 from hub import admin, reads, spaces
 from hub import scope as scopes
 from hub.api.http import hub_of
-from hub.console import preview
+from hub.console import preview, scope_pages
 from hub.console.http import (
     HEADERS,
     call,
@@ -182,7 +184,8 @@ async def rule_remove(request: Request, p: Any) -> Response:
                     intro="Publications prepared under the current rules are re-checked "
                           "under the new ones.", fields={}, back=back,
                     facts=[("Rule", f"{r['effect']} {who} {', '.join(r['actions'])} "
-                                    f"on {r['entries']}")])
+                                    f"on {r['entries']}")],
+                    lists=preview.read_impact_section(out))
 
 
 # ---------------------------------------------------------------- replicas and agents
@@ -471,6 +474,7 @@ ROUTES = [
     Route(S + "/audit.jsonl", audit_export, methods=["GET"]),
     Route("/audit", audit_page, methods=["GET"]),  # every chain: hub owners
     Route("/audit.jsonl", audit_export, methods=["GET"]),
+    *scope_pages.ROUTES,
 ]
 # before the /console mount, which would take every /console/... path
 CONSOLE_ADMIN = Mount("/console/admin", routes=ROUTES)

@@ -34,7 +34,7 @@ from hub import (
 from hub.api.blobs import DOWNLOAD_HEADERS
 from hub.api.http import hub_of
 from hub.clientaddr import client_of
-from hub.console import csp_reports, markdown, oidc, sessions
+from hub.console import csp_reports, markdown, oidc, preview, sessions
 from hub.console.http import (
     HEADERS,
     HERE,
@@ -436,14 +436,28 @@ async def invite_create(request: Request, p: Any) -> Response:
     return page(request, "invite_created.html", me=p, space=sp, role=role, invite=out)
 
 
+def _words(raw: str) -> list[str]:
+    """A form's comma-separated list."""
+    return [w.strip() for w in raw.split(",") if w.strip()]
+
+
+def _conditions(r: dict[str, Any]) -> str:
+    """A read rule's kinds and tags, as the preview says them."""
+    return "".join([f" of kind {', '.join(r['kinds'])}" if r.get("kinds") else "",
+                    f" tagged {', '.join(r['tags'])}" if r.get("tags") else ""])
+
+
 @signed_in
 async def rule_add(request: Request, p: Any) -> Response:
     hub = hub_of(request)
     form = await checked_form(request)
     ref = request.path_params["space"]
-    body = {"effect": form.get("effect", "deny"), "who": form.get("who", ""),
-            "actions": [a.strip() for a in form.get("actions", "").split(",") if a.strip()],
-            "entries": form.get("entries", "")}
+    body: dict[str, Any] = {"effect": form.get("effect", "deny"), "who": form.get("who", ""),
+                            "actions": _words(form.get("actions", "")),
+                            "entries": form.get("entries", "")}
+    for cond in ("kinds", "tags"):  # a read rule's conditions (hub/scope.py)
+        if _words(form.get(cond, "")):
+            body[cond] = _words(form.get(cond, ""))
     dry = form.get("confirm") != "yes"
     out = await call(admin.add_rule, hub.store, p, ref, body, hub.now(), dry_run=dry)
     if dry:  # a preview first: only the confirming POST adds the rule
@@ -455,10 +469,13 @@ async def rule_add(request: Request, p: Any) -> Response:
                     intro="the guard applies it to every publication from now on; "
                           "publications prepared under the current rules are re-checked.",
                     fields={"effect": r["effect"], "who": r["who"],
-                            "actions": ",".join(r["actions"]), "entries": r["entries"]},
-                    back=f"/console/spaces/{ref}/members", lists=[],
+                            "actions": ",".join(r["actions"]), "entries": r["entries"],
+                            "kinds": ",".join(r.get("kinds", [])),
+                            "tags": ",".join(r.get("tags", []))},
+                    back=f"/console/spaces/{ref}/members",
+                    lists=preview.read_impact_section(out),
                     facts=[("Rule", f"{r['effect']} {who} {', '.join(r['actions'])} "
-                                    f"on {r['entries']}")])
+                                    f"on {r['entries']}" + _conditions(r))])
     return redirect(f"/console/spaces/{ref}/members", done="rule_added")
 
 

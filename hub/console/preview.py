@@ -7,6 +7,8 @@ console's preview and the guard's verdict cannot disagree.
     may_change(effective, user, role, agent, id)  ->  per action: allowed, or the deciding
                                                       rule and the guard's reason
     what_may_change(...)                          ->  that, the role acted as, the rules
+    read_impact_lines(read_impact)                ->  a read rule's preview, one line per
+                                                      member (or agent) whose reading changes
 """
 
 from __future__ import annotations
@@ -115,3 +117,38 @@ def what_may_change(effective: list[dict[str, Any]], user_id: str, role: str | N
     return {"role": role, "agent": agent, "entry": entry_id, "acting_as": acting,
             "rows": may_change(effective, user_id, role, agent, entry_id, kind),
             "applying": applying(effective, policy.Actor(user_id, acting, agent))}
+
+
+def _some(ids: list[str], n: int) -> str:
+    more = n - len(ids)
+    return ", ".join(ids) + (f" and {more} more" if more > 0 else "")
+
+
+def read_impact_lines(impact: list[dict[str, Any]]) -> list[str]:
+    """``read_impact`` (hub/scope.py ``read_impact_txn``: a read rule's dry run) as the
+    preview says it: per member, or agent under a member, how many live entries they would
+    stop and start reading, with examples; one line saying nobody when no one changes."""
+    out = []
+    for row in impact:
+        who = row["name"]
+        if row["agent"] == "*":
+            who += "'s agents (any a rule does not name)"
+        elif row["agent"]:
+            who += f" through agent {row['agent']}"
+        parts = []
+        if row["loses"]:
+            parts.append(f"stops reading {row['loses']} entries: "
+                         + _some(row["loses_sample"], row["loses"]))
+        if row["gains"]:
+            parts.append(f"starts reading {row['gains']} entries: "
+                         + _some(row["gains_sample"], row["gains"]))
+        out.append(f"{who} ({row['role']}) " + "; ".join(parts))
+    return out or ["Nobody: no member or agent would read anything more or less."]
+
+
+def read_impact_section(dry_run: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """A rule change's dry run as the preview page's list: ``read_impact_lines`` under a
+    heading for a read rule, nothing for a write rule (its dry run has no read_impact)."""
+    if "read_impact" not in dry_run:
+        return []
+    return [("Who would read differently", read_impact_lines(dry_run["read_impact"]))]

@@ -139,6 +139,9 @@ class Prepared:
     # prepared under (the same at commit, or ``rules_changed``)
     claims: tuple[int, ...] = ()
     rules: tuple[dict[str, Any], ...] = ()
+    # the space's folder mapping the kinds were judged under (the same at commit, or
+    # ``rules_changed``: a mapping change bumps the rules version)
+    folders: dict[str, str] | None = None
 
 
 @dataclass
@@ -304,7 +307,9 @@ def prepare_txn(conn: Any, batch: Batch, principal: Principal, space_ref: str,
     check_portable(batch.ops, current)
     # attachments: well formed, within the limit, their bytes uploaded (hub/blobs.py)
     blobs.check_batch_txn(conn, space.id, batch.ops, attachment_limit)
-    changes, claims = policy.judge_txn(conn, space.id, batch.ops, current)
+    # kinds under the space's folder mapping, read with the rules version compared at commit
+    folders = space.folders
+    changes, claims = policy.judge_txn(conn, space.id, batch.ops, current, folders)
     check_rules(changes, rules, principal, role)
     if principal.agent is not None:  # an agent's mass delete (shared/policy.py bulk_deletes)
         check_rules(policy.bulk_deletes(changes, _live_count_txn(conn, space.id) if
@@ -319,8 +324,8 @@ def prepare_txn(conn: Any, batch: Batch, principal: Principal, space_ref: str,
     return principal, Prepared(space.id, space.epoch, space.rules_version, role,
                                dev.public_key, canonical_str(batch.to_wire()),
                                tuple(canonical_str(op.entry.to_dict()) for op in batch.ops),
-                               tuple(policy.key_digest_of(op.entry) for op in batch.ops),
-                               claims, tuple(rules) if claims else ()), None
+                               tuple(policy.key_digest_of(op.entry, folders) for op in batch.ops),
+                               claims, tuple(rules) if claims else (), folders), None
 
 
 def _live_count_txn(conn: Any, space_id: str) -> int:
@@ -370,7 +375,7 @@ def _commit_reads_txn(conn: Any, space: SpaceRow, batch: Batch, principal: Princ
         device_id=principal.device_id, user_id=principal.user_id,
         replica_id=batch.replica_id, batch_id=batch.batch_id, quota=quota),
         *versions, *contents]
-    holders = policy.takeover_reads(space.id, batch.ops, claims) if claims else []
+    holders = policy.takeover_reads(space.id, batch.ops, claims, space.folders) if claims else []
     reads += holders
     asked = names_asked([op for op in batch.ops if op.base is None], {})
     names = lowered_reads(space.id, asked) if asked else []
@@ -451,7 +456,8 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
         # a guardrail that takes a key is an update of the key's holders (hub/policy.py):
         # judged on the holders read under this lock, as one may have landed since the
         # batch was prepared; with the bases current, the claims themselves still hold
-        check_rules(policy.takeovers_of(batch.ops, prep.claims, holders), list(prep.rules),
+        check_rules(policy.takeovers_of(batch.ops, prep.claims, holders, prep.folders),
+                    list(prep.rules),
                     principal, role)
     body, new_contents = prep.body, list(prep.contents)
     rows = [{"entry_id": op.entry_id, "version": op.entry.version, "deleted": op.entry.deleted,

@@ -33,6 +33,7 @@ from shared.policy import (
     RULE_ACTIONS,
     Actor,
     Change,
+    Folders,
     Rule,
     at_least,
     bulk_deletes,
@@ -60,20 +61,21 @@ __all__ = ["ACTIONS", "BULK_DELETE", "DEFAULT_RULES", "EFFECTS", "ROLES", "RULE_
 
 
 def changes_txn(conn: Any, space_id: str, ops: Any,
-                current: dict[str, tuple[str, bool]]) -> list[Change]:
+                current: dict[str, tuple[str, bool]], folders: Folders = None) -> list[Change]:
     """What each op does to the space's current state (``judge_txn`` without the claims)."""
-    return judge_txn(conn, space_id, ops, current)[0]
+    return judge_txn(conn, space_id, ops, current, folders)[0]
 
 
-def judge_txn(conn: Any, space_id: str, ops: Any, current: dict[str, tuple[str, bool]]
-              ) -> tuple[list[Change], tuple[int, ...]]:
+def judge_txn(conn: Any, space_id: str, ops: Any, current: dict[str, tuple[str, bool]],
+              folders: Folders = None) -> tuple[list[Change], tuple[int, ...]]:
     """What each op does to the space's current state, and the indexes of the ops that
     take a guardrail key (``claims``: the committing transaction judges them again). A
     create whose name is one file with a live entry's on macOS and Windows is refused
     first (hub/admission.py ``check_names_txn``, ``name_collision``). Only
     live guardrails' content is read (the typed rules compare it), whatever their path (a
     row with a key digest: the effective kind, shared/kinds.py, of what was written), and a
-    key's holders only for an op that takes it; other kinds are judged on versions alone."""
+    key's holders only for an op that takes it; other kinds are judged on versions alone.
+    ``folders``: the space's folder mapping (its row, read with the rules version)."""
     check_names_txn(conn, space_id, ops, current)  # a create whose name is taken (D139)
     live = [op.entry_id for op in ops
             if op.entry_id in current and not current[op.entry_id][1]]
@@ -81,16 +83,17 @@ def judge_txn(conn: Any, space_id: str, ops: Any, current: dict[str, tuple[str, 
               for eid, c in guardrail_contents_txn(conn, space_id, live).items()}
     out = []
     for op in ops:
-        c = change_of(op.entry_id, op.entry, current.get(op.entry_id), before.get(op.entry_id))
+        c = change_of(op.entry_id, op.entry, current.get(op.entry_id), before.get(op.entry_id),
+                      folders)
         if c is not None:
             out.append(c)
     # the entry's own state decides whether it takes a key: with the bases checked again
     # at commit, the claims hold there too
     claims = tuple(i for i, op in enumerate(ops)
-                   if taken_key(op.entry, before.get(op.entry_id)) is not None)
+                   if taken_key(op.entry, before.get(op.entry_id), folders) is not None)
     if claims:
-        reads = takeover_reads(space_id, ops, claims)
-        out += takeovers_of(ops, claims, read_together(conn, reads))
+        reads = takeover_reads(space_id, ops, claims, folders)
+        out += takeovers_of(ops, claims, read_together(conn, reads), folders)
     return out, claims
 
 
@@ -100,30 +103,32 @@ def key_digest(key: str) -> str:
     return sha256_hex(key.encode("utf-8"))
 
 
-def key_digest_of(e: Entry) -> str | None:
+def key_digest_of(e: Entry, folders: Folders = None) -> str | None:
     """``entries.key_digest`` of a row holding ``e``: a live guardrail's key digest."""
-    key = guardrail_key(e)
+    key = guardrail_key(e, folders)
     return None if key is None else key_digest(key)
 
 
-def takeover_reads(space_id: str, ops: Any, claims: tuple[int, ...]) -> list[Read]:
+def takeover_reads(space_id: str, ops: Any, claims: tuple[int, ...],
+                   folders: Folders = None) -> list[Read]:
     """The reads of the holders of the keys the ``claims`` take: one indexed, bounded
     statement per key (hub/store/guard_reads.py), for ``read_together``."""
-    keys = sorted({guardrail_key(ops[i].entry) or "" for i in claims})
+    keys = sorted({guardrail_key(ops[i].entry, folders) or "" for i in claims})
     return key_holders_reads(space_id, [key_digest(k) for k in keys])
 
 
-def takeovers_of(ops: Any, claims: tuple[int, ...], results: list[list[Any]]
-                 ) -> list[Change]:
+def takeovers_of(ops: Any, claims: tuple[int, ...], results: list[list[Any]],
+                 folders: Folders = None) -> list[Change]:
     """The claims judged as updates of their keys' holders, ``results``: the rows of
     ``takeover_reads(space_id, ops, claims)``, in order."""
-    keys = sorted({guardrail_key(ops[i].entry) or "" for i in claims})
+    keys = sorted({guardrail_key(ops[i].entry, folders) or "" for i in claims})
     holders = dict(zip(keys, key_holders_of(results), strict=True))
     out: list[Change] = []
     for i in claims:
         op = ops[i]
-        rows = holders[guardrail_key(op.entry) or ""]
+        rows = holders[guardrail_key(op.entry, folders) or ""]
         found = {eid: make_entry(json.loads(c)) for eid, c in rows[:KEY_HOLDERS]}
         # ``before`` None: the claim was made on the entry's own state while preparing
-        out += key_takeovers(op.entry, None, found, complete=len(rows) <= KEY_HOLDERS)
+        out += key_takeovers(op.entry, None, found, complete=len(rows) <= KEY_HOLDERS,
+                             folders=folders)
     return out

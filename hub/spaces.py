@@ -372,7 +372,8 @@ def head(store: Store, key: HubKey, p: Principal, space_ref: str, now: int,
     if usage is not None and not scope.unrestricted:  # totals count what it may not read
         usage = dict(usage, entries=None, bytes=None, history_bytes=None, scoped=True)
     extra = {} if usage is None else {"usage": usage}  # quotas (hub/quotas.py)
-    return dict(signed, name=space.name, role=role, rules=applying,
+    # ``kinds``: the folder mapping the guard judges kinds under (hub/space_kinds.py)
+    return dict(signed, name=space.name, role=role, rules=applying, kinds=space.folders,
                 rules_version=space.rules_version, **extra)
 
 

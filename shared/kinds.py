@@ -18,12 +18,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from shared.ids import is_kind
+from shared.ids import entry_id_problem, is_kind
 
 PAGE = "page"
 GUARDRAIL = "guardrail"
 TYPED_KINDS = ("guardrail", "skill", "persona")  # kinds the rules or the world model read
 KIND_KEY = "kind"  # the front-matter key (kept in ``meta``, as every unknown key)
+MAX_FOLDERS = 64  # entries in a space's folder mapping (``quire admin kinds set``)
 
 
 def declared_kind(meta: Mapping[str, Any] | None) -> str | None:
@@ -56,3 +57,23 @@ def effective_kind(entry_id: str, meta: Mapping[str, Any] | None = None,
                    folders: Mapping[str, str] | None = None) -> str:
     """The entry's kind: declared in front matter, else given by its folder."""
     return declared_kind(meta) or folder_kind(entry_id, folders)
+
+
+def parse_folders(value: object) -> dict[str, str]:
+    """A space's folder mapping checked (``{"Skills": "skill", "team/rules": "guardrail"}``:
+    a folder path as entry ids spell it, no trailing '/', to a kind word); ValueError saying
+    what is wrong. The hub checks what an admin sets; the replica what a head serves."""
+    if not isinstance(value, dict) or len(value) > MAX_FOLDERS:
+        raise ValueError(f"the folder mapping must be an object of at most {MAX_FOLDERS} "
+                         "folders")
+    out: dict[str, str] = {}
+    for folder, kind in value.items():
+        folder = folder.strip("/") if isinstance(folder, str) else folder
+        problem = entry_id_problem(folder)
+        if problem is not None:
+            raise ValueError(f"folder {folder!r}: {problem}")
+        if not is_kind(kind):
+            raise ValueError(f"folder {folder!r}: the kind must be a lowercase word, not "
+                             f"{kind!r}")
+        out[str(folder)] = str(kind)
+    return dict(sorted(out.items()))

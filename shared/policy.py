@@ -39,12 +39,13 @@ publish).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 from typing import Any
 
 from shared.entry import SEVERITIES, Entry, guardrail_rank
-from shared.kinds import GUARDRAIL
+from shared.kinds import GUARDRAIL, effective_kind
 
 ROLES = ("viewer", "editor", "admin")
 ACTIONS = ("create", "update", "delete")  # what one op does
@@ -55,6 +56,8 @@ RULE_ACTIONS = (*ACTIONS, "bulk_delete")
 EFFECTS = ("allow", "deny")
 WEAKENS = "weakens"  # a rule's ``when``: it matches only ops that weaken a guardrail
 AGENT_PREFIX = "agent:"  # a rule's ``who`` naming one agent: ``agent:NAME``
+# the space's folder mapping (shared/kinds.py ``folder_kind``; None: the default layout)
+Folders = Mapping[str, str] | None
 
 
 def role_rank(role: str | None) -> int:
@@ -201,8 +204,13 @@ def _sev(e: Entry) -> str:
     return SEVERITIES[r] if r >= 0 else "none"
 
 
+def kind_of(e: Entry, folders: Folders = None) -> str:
+    """``e``'s effective kind under the space's folder mapping (shared/kinds.py)."""
+    return effective_kind(e.id, e.meta, folders)
+
+
 def guardrail_weakening(before: Entry | None, after: Entry | None,
-                        existed: bool) -> str | None:
+                        existed: bool, folders: Folders = None) -> str | None:
     """Why going from ``before`` (the live guardrail, or None) to ``after`` (None for a
     deletion) weakens a guardrail, or None. ``existed``: a tombstone stands where ``before``
     is None (a re-create: the deleted text is not known to be kept)."""
@@ -211,8 +219,8 @@ def guardrail_weakening(before: Entry | None, after: Entry | None,
     if before is None:
         return ("re-creates a deleted guardrail (deleting and re-creating is an update)"
                 if existed else None)
-    if before.kind == GUARDRAIL and after.kind != GUARDRAIL:
-        return (f"changes its kind to {after.kind} (a guardrail stays one; only raising "
+    if kind_of(before, folders) == GUARDRAIL and kind_of(after, folders) != GUARDRAIL:
+        return (f"changes its kind to {kind_of(after, folders)} (a guardrail stays one; only raising "
                 "the severity is additive)")
     if guardrail_rank(after) < guardrail_rank(before):
         return f"lowers its severity from {_sev(before)} to {_sev(after)}"
@@ -223,7 +231,7 @@ def guardrail_weakening(before: Entry | None, after: Entry | None,
 
 
 def change_of(entry_id: str, after: Entry, current: tuple[str, bool] | None,
-              before: Entry | None = None) -> Change | None:
+              before: Entry | None = None, folders: Folders = None) -> Change | None:
     """What putting ``after`` (or its tombstone) does, given the hub's current
     ``(version, deleted)`` and the current live content ``before`` (needed when it or
     ``after`` is a guardrail). None when the op changes nothing.
@@ -231,28 +239,29 @@ def change_of(entry_id: str, after: Entry, current: tuple[str, bool] | None,
     The typed rules follow the effective kind (shared/kinds.py) of both versions: a
     guardrail whose ``kind:`` line is removed or changed, or whose file is deleted to be
     written under another name, is a change of a guardrail (weakening it), never a page's;
-    a page that becomes a guardrail is a guardrail added."""
+    a page that becomes a guardrail is a guardrail added. ``folders``: the space's folder
+    mapping (one for both versions: the one the rules version of the judgement names)."""
     if current is not None and not current[1] and after.version == current[0]:
         return None
     action = op_action(after.deleted, current)
     live = before if current is not None and not current[1] else None
-    was = live if live is not None and live.kind == GUARDRAIL else None
-    now = after if not after.deleted and after.kind == GUARDRAIL else None
-    kind = after.kind if not after.deleted or live is None else live.kind
+    was = live if live is not None and kind_of(live, folders) == GUARDRAIL else None
+    now = after if not after.deleted and kind_of(after, folders) == GUARDRAIL else None
+    kind = kind_of(after if not after.deleted or live is None else live, folders)
     if was is None and now is None:
         return Change(entry_id, action, kind=kind)
     # a tombstone where ``now`` goes: a re-create (the deleted text is not known to be
     # kept); a live page there: a guardrail added; a guardrail made another kind: weakened
     reason = guardrail_weakening(was, None if after.deleted else after, current is not None
-                                 and (was is not None or current[1]))
+                                 and (was is not None or current[1]), folders)
     return Change(entry_id, action, reason is not None, reason or "", kind=GUARDRAIL)
 
 
-def guardrail_key(e: Entry | None) -> str | None:
+def guardrail_key(e: Entry | None, folders: Folders = None) -> str | None:
     """The key of a live guardrail: ``meta.key`` when it is a non-empty string, else the
     slug (``guardrail/<slug>``) or, for a guardrail elsewhere, its id; None for a
     tombstone or another kind."""
-    if e is None or e.deleted or e.kind != GUARDRAIL:
+    if e is None or e.deleted or kind_of(e, folders) != GUARDRAIL:
         return None
     k = e.meta.get("key")
     if isinstance(k, str) and k:
@@ -260,11 +269,11 @@ def guardrail_key(e: Entry | None) -> str | None:
     return e.id[len(GUARDRAIL) + 1:] if e.id.startswith(GUARDRAIL + "/") else e.id
 
 
-def taken_key(after: Entry, before: Entry | None) -> str | None:
+def taken_key(after: Entry, before: Entry | None, folders: Folders = None) -> str | None:
     """The key ``after`` takes: its guardrail key when ``before`` (the entry's live content
     in the state it is judged against; None when absent or a tombstone) did not hold it."""
-    key = guardrail_key(after)
-    return key if key is not None and guardrail_key(before) != key else None
+    key = guardrail_key(after, folders)
+    return key if key is not None and guardrail_key(before, folders) != key else None
 
 
 def _keyless(e: Entry) -> Entry:
@@ -273,21 +282,21 @@ def _keyless(e: Entry) -> Entry:
 
 
 def key_takeovers(after: Entry, before: Entry | None, holders: dict[str, Entry],
-                  complete: bool = True) -> list[Change]:
+                  complete: bool = True, folders: Folders = None) -> list[Change]:
     """What putting ``after`` does to the guardrails whose key it takes: an update of each
     live holder (``holders``: id -> content in the state before the op; other keys and the
     op's own entry are skipped), weakening it unless ``after`` keeps its text (the key aside)
     at the same or a stricter severity. ``before``: as in ``taken_key``. ``complete``: False
     when the caller could not read every holder; the op then counts as weakening the first
     one (refused to editors, never let through unjudged)."""
-    key = taken_key(after, before)
+    key = taken_key(after, before, folders)
     if key is None:
         return []
     out = []
     found = sorted(hid for hid, h in holders.items()
-                   if hid != after.id and guardrail_key(h) == key)
+                   if hid != after.id and guardrail_key(h, folders) == key)
     for hid in found:
-        why = guardrail_weakening(_keyless(holders[hid]), _keyless(after), True)
+        why = guardrail_weakening(_keyless(holders[hid]), _keyless(after), True, folders)
         reason = (f"takes the key {key} of {hid}, an update of it that {why}" if why
                   else f"takes the key {key} of {hid} (an update of it)")
         out.append(Change(hid, "update", why is not None, reason, taker=after.id,

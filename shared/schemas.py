@@ -144,6 +144,10 @@ REQUESTS: dict[str, dict[str, Any]] = {
                      ("who", "actions", "entries")),
     "dry_run": _obj(DRY),
     "role_set": _obj({"role": ROLE, **DRY}, ("role",)),
+    "kinds_set": _obj({"kinds": {"type": "object", "maxProperties": 64,
+                                 "additionalProperties": {"type": "string"}}, **DRY},
+                      ("kinds",), examples=[{"kinds": {"Skills": "skill",
+                                                       "team/rules": "guardrail"}}]),
     "user_rename": _obj({"name": {"type": "string"}, **DRY}, ("name",)),
     "delegation_create": _obj({"space": {"type": "string"}, "agent": {"type": "string"},
                                "scope": {"type": "string", "enum": ["read", "write"]},
@@ -222,6 +226,8 @@ RESPONSES: dict[str, dict[str, Any]] = {
                    ("code",), open_=True),
     "head": _obj({"space": ID, "epoch": ID, "seq": {"type": "integer", "minimum": 0},
                   "digest": DIGEST, "role": {"type": "string"}, "rules": {"type": "array"},
+                  # the space's folder mapping (folder -> kind), as the guard reads it
+                  "kinds": {"type": "object", "additionalProperties": {"type": "string"}},
                   "usage": _USAGE,
                   # signed with the head: the audit chain tips the hub read with it
                   "audit_seq": {"type": "integer", "minimum": 0}, "audit_digest": DIGEST,

@@ -127,6 +127,12 @@ OPS: dict[tuple[str, str], Op] = {
                     "the batches touched and the replicas affected. `not_found` names ids "
                     "the space never held (docs/security.md, Purge)."),
     ("GET", "/v1/spaces/{space}/rules"): Op("a space's rules, defaults included"),
+    ("GET", "/v1/spaces/{space}/kinds"): Op("a space's folder mapping (folder -> kind)"),
+    ("POST", "/v1/spaces/{space}/kinds"): Op(
+        "replace the folder mapping (admins)", "object", "kinds_set",
+        description="`kinds`: folder path -> kind word (`{}`: the default layout). Refused "
+                    "`invalid_request` with `reason: kinds_in_use` when a live entry would "
+                    "become or stop being a guardrail; bumps `rules_version`."),
     ("GET", "/v1/spaces/{space}/scope"): Op(
         "what a member or an agent may read (read rules)",
         query=(("who", _STR), ("as", _STR)),

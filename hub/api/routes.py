@@ -22,6 +22,7 @@ from hub import (
     protocol,
     quotas,
     record,
+    space_kinds,
     spaces,
 )
 from hub import conflict_reports as reports
@@ -248,6 +249,12 @@ ADMIN_ROUTES = [
         lambda h, p, s, b: admin.add_rule(h.store, p, s, b, h.now(),
                                           dry_run=bool(b.get("dry_run"))), params=("space",),
         body=fields("rule_add"), status=201), methods=["POST"]),
+    Route("/v1/spaces/{space}/kinds", _admin(
+        lambda h, p, s: space_kinds.show_kinds(h.store, p, s), params=("space",)),
+        methods=["GET"]),
+    Route("/v1/spaces/{space}/kinds", _admin(
+        lambda h, p, s, b: space_kinds.set_kinds(h.store, p, s, b, h.now()),
+        params=("space",), body=fields("kinds_set")), methods=["POST"]),
     Route("/v1/spaces/{space}/scope", _admin(
         lambda h, p, s, who, as_user: scopes.show_scope(h.store, p, s, who, as_user),
         params=("space",), query=("who", "as")), methods=["GET"]),

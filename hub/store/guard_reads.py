@@ -59,13 +59,16 @@ def prepare_context_read(*, device_id: str, user_id: str, space_ref: str, replic
                       "bid": batch_id}
 
 
+_SP = 8 + len(SPACE_COLS.split(","))  # the column after the space's
+
+
 def prepare_context_of(r: Any, user_id: str) -> PrepareContext:
     dev = None if r[0] is None else DeviceRow(r[0], r[1], r[2], r[3], r[4], bool(r[5]),
                                               bool(r[6]), r[7])
     return PrepareContext(
-        user_id=user_id, device=dev, space=None if r[8] is None else SpaceRow(*r[8:17]), role=r[17],
-        prior=None if r[18] is None else PriorBatch(r[18], r[19], r[20]),
-        replica=None if r[21] is None else ReplicaRow(*r[21:27]))
+        user_id=user_id, device=dev, space=None if r[8] is None else SpaceRow(*r[8:_SP]),
+        role=r[_SP], prior=None if r[_SP + 1] is None else PriorBatch(*r[_SP + 1:_SP + 4]),
+        replica=None if r[_SP + 4] is None else ReplicaRow(*r[_SP + 4:_SP + 10]))
 
 
 # ---------------------------------------------------------------- the commit-time reads

@@ -95,6 +95,9 @@ spaces = Table(
     # the lowest wire protocol its replicas must speak (0033): 2 once an entry with raw
     # was accepted (docs/protocol.md, "Protocol versions"); never lowered
     Column("protocol", Integer, nullable=False, server_default="1"),
+    # the folder mapping (0034): JSON folder path -> kind, NULL for the default layout
+    # (shared/kinds.py ``folder_kind``; hub/admin.py ``set_kinds``)
+    Column("kinds", Text, nullable=True),
 )
 
 members = Table(

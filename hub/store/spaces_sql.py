@@ -4,6 +4,7 @@ transaction opened by the store."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +15,7 @@ from hub.store.schema import members, spaces
 from hub.store.sql import Sql
 
 SPACE_COLS = ("id, name, epoch, head_seq, head_digest, rules_version, audit_seq, audit_digest,"
-               " deleted_at")
+               " deleted_at, kinds")
 
 
 _GET_SPACE = Sql(f"SELECT {SPACE_COLS} FROM spaces WHERE id = :id")
@@ -39,6 +40,12 @@ class SpaceRow:
     audit_seq: int
     audit_digest: str
     deleted_at: int | None = None  # soft-deleted (hub/space_delete.py)
+    kinds: str | None = None  # the folder mapping, JSON (``folders``); NULL: the default
+
+    @property
+    def folders(self) -> dict[str, str]:
+        """The space's folder mapping (shared/kinds.py ``folder_kind``): folder -> kind."""
+        return {} if self.kinds is None else dict(json.loads(self.kinds))
 
 
 def _space_t(row: Any) -> SpaceRow | None:
@@ -111,6 +118,12 @@ def set_head_txn(conn: Connection, space_id: str, seq: int, digest: str,
     if epoch is not None:
         values["epoch"] = epoch
     conn.execute(update(spaces).where(spaces.c.id == space_id).values(**values))
+
+
+def set_kinds_txn(conn: Connection, space_id: str, folders: dict[str, str]) -> None:
+    """Store the space's folder mapping (empty: back to the default layout)."""
+    conn.execute(update(spaces).where(spaces.c.id == space_id).values(
+        kinds=json.dumps(folders, sort_keys=True) if folders else None))
 
 
 def bump_rules_version_txn(conn: Connection, space_id: str) -> None:

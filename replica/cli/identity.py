@@ -156,6 +156,28 @@ def _scope_lines(d: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _kinds(args: argparse.Namespace, out: Any, c: HubClient) -> None:
+    """``quire admin kinds show|set``: the space's folder mapping (hub/space_kinds.py)."""
+    base = f"/v1/spaces/{_q(args.space)}/kinds"
+    if args.verb == "show":
+        res = c.admin_get(base)
+    else:
+        pairs = {}
+        for pair in args.pairs:
+            folder, sep, kind = pair.partition("=")
+            if not sep or not folder.strip("/") or not kind:
+                raise InvalidRequest(f"{pair!r}: write FOLDER=KIND, e.g. Skills/=skill")
+            pairs[folder.strip("/")] = kind
+        res = c.admin_post(base, {"kinds": pairs, "dry_run": bool(args.dry_run)})
+    lines = [f"{folder}/ -> {kind}" for folder, kind in res["kinds"].items()] or [
+        "no folder mapping: a first folder named like a kind (guardrail/, skill/) gives it"]
+    if args.verb == "set":
+        lines.append(("would change " if res.get("dry_run") else "changed ")
+                     + (", ".join(f"{f}/" for f in res["changed"]) or "nothing")
+                     + (" (dry run: nothing changed)" if res.get("dry_run") else ""))
+    out.doc(res, "\n".join(lines))
+
+
 def admin(args: argparse.Namespace, out: Any, c: HubClient, hub: HubConfig) -> bool:
     """Handle the identity admin nouns; False when the noun is not one of them."""
     noun, verb = args.noun, args.verb
@@ -194,6 +216,8 @@ def admin(args: argparse.Namespace, out: Any, c: HubClient, hub: HubConfig) -> b
             extra = ("\n" + "\n".join(_impact_lines(res["read_impact"]))
                      if "read_impact" in res else "")
             _done(out, res, f"removed rule {args.rule}{extra}")
+    elif noun == "kinds":
+        _kinds(args, out, c)
     elif noun == "scope":
         asked = {k: v for k, v in (("who", args.who), ("as", getattr(args, "as_user", None)))
                  if v}
@@ -408,6 +432,14 @@ def add_admin_parsers(nouns: Any, common: argparse.ArgumentParser, parser_class:
     ra.add_argument("--tags", metavar="TAGS", help="a read rule: only entries holding one of "
                     "these tags (comma-separated)")
     dry(ra)
+
+    k = verbs("kinds", "the space's folder mapping: which folder gives its files which kind")
+    k.add_parser("show", parents=[common], help="the folder mapping").add_argument(
+        "space", metavar="SPACE")
+    ks = dry(k.add_parser("set", parents=[common], help="replace the folder mapping (none: "
+                          "the default layout); admins"))
+    ks.add_argument("space", metavar="SPACE")
+    ks.add_argument("pairs", nargs="*", metavar="FOLDER=KIND", help="e.g. Skills/=skill")
 
     sc = verbs("scope", "what a member or an agent may read (read rules)")
     ss = sc.add_parser("show", parents=[common], help="the read rules that apply and the "

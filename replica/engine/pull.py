@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from replica.engine import changes, renames, scoped
 from replica.engine.clone import Snapshotter
+from replica.engine.headaccess import access_of
 from replica.engine.ledger import Ledger
 from replica.engine.report import Progress, SyncReport
 from replica.engine.restored import ACCEPTED_RESTORE
@@ -58,7 +59,7 @@ class Puller:
         self.role = hub.get("role")
         # role and rules as the hub applies them to us: the local guardrail check of a
         # conflict resolution reads them (replica/conflicts/desk.py); the hub checks again
-        access = {"role": self.role, "rules": hub.get("rules") or []}
+        access = access_of(hub)
         if self.store.get_meta(self.access_key) != access:
             self.store.set_meta(self.access_key, access)
         if hub.get("usage") and self.store.get_meta("usage") != hub["usage"]:

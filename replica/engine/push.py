@@ -281,7 +281,8 @@ class Publisher:
         role = access.get("role")
         if role is None:
             return None
-        change = policy.change_of(s.id, op.entry, current, s.synced)
+        folders = access.get("kinds")  # the space's folder mapping (shared/kinds.py)
+        change = policy.change_of(s.id, op.entry, current, s.synced, folders)
         if change is None:
             return None
         if not policy.at_least(role, "editor"):
@@ -291,9 +292,10 @@ class Publisher:
         rules = [policy.Rule.from_dict(r) for r in access.get("rules") or []]
         hit = policy.denial(rules, change)
         live = s.synced if s.synced is not None and not s.synced.deleted else None
-        if hit is None and policy.taken_key(op.entry, live) is not None:
+        if hit is None and policy.taken_key(op.entry, live, folders) is not None:
             hit = next((d for d in (policy.denial(rules, c) for c in policy.key_takeovers(
-                op.entry, live, synced_guardrails())) if d is not None), None)
+                op.entry, live, synced_guardrails(), folders=folders)) if d is not None),
+                None)
         if hit is None:
             return None
         return dict(hit, message=f"{hit['reason']}; kept locally, not published")

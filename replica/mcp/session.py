@@ -51,6 +51,7 @@ from replica.conflicts.desk import (
 )
 from replica.conflicts.packets import DEFAULT_TTL_S
 from replica.engine.agent_push import access_key
+from replica.engine.headaccess import access_of
 from replica.machine.home import Home, SpaceConfig
 from replica.mcp.bound import check_offset, entry_answer, fit_packet, fit_rows
 from replica.store import overlay
@@ -425,7 +426,7 @@ class Session:
         try:
             with self.hub_client() as client:
                 hub = client.head(self.space().space_id)
-            access = {"role": hub.get("role"), "rules": hub.get("rules") or []}
+            access = access_of(hub)
             store = st.Store(self.space().store_path)
             try:
                 store.set_meta(access_key(self.agent), access)

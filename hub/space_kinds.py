@@ -1,4 +1,4 @@
-"""A space's folder mapping (decisions.md D151): which folder gives its files which kind
+"""A space's folder mapping (decisions.md D152): which folder gives its files which kind
 (``{"Skills": "skill", "team/rules": "guardrail"}``), consulted by shared/kinds.py
 ``effective_kind`` after front matter ``kind:`` and before the default layout (a first
 folder that is a kind word). Admins set it; every member reads it (the head carries it, so

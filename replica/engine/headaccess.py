@@ -1,7 +1,7 @@
 """What a head tells its caller about the rules it is judged by, as the replica keeps it
 (store meta ``access``, or ``access:agent:NAME`` for an agent's session): its role, the
 rules that apply to it and, when the space set one, its folder mapping (``kinds``: the
-kinds the guard judges under, shared/kinds.py; decisions.md D151). The local checks
+kinds the guard judges under, shared/kinds.py; decisions.md D152). The local checks
 (replica/engine/push.py ``local_denial``, replica/conflicts/desk.py) read it; the hub
 judges again.
 """

@@ -68,3 +68,17 @@ def test_replica_told_its_rules_refuses_the_local_guardrail_edit_before_syncing(
         ("page/idea", "role:viewer")]
     assert "viewer's idea" in (tmp_path / "vic-vault" / "page" / "idea.md").read_text()
     assert len(hub_batches(owner, space["id"])) == 1
+
+    # the space maps a folder onto guardrail (quire admin kinds set): the head carries the
+    # mapping, so ann's replica judges a file there as a guardrail before publishing it
+    mapped = q(owner, "admin", "kinds", "set", "team", "Team Rules/=guardrail")
+    assert mapped["kinds"] == {"Team Rules": "guardrail"} and mapped["changed"] == ["Team Rules"]
+    assert q(vic, "admin", "kinds", "show", "team")["kinds"] == {"Team Rules": "guardrail"}
+    freeze = vault / "Team Rules" / "freeze.md"
+    freeze.parent.mkdir()
+    freeze.write_text("---\ntitle: freeze\nmeta:\n  severity: block\n---\nno deploys\n")
+    res = q(ann, "sync")
+    assert res["last_error"] is None, res
+    assert sorted((d["id"], d["rule"]) for d in res["sync"]["policy_denied"]) == [
+        ("Team Rules/freeze", rule["id"]), ("guardrail/no-force-push", rule["id"])]
+    assert len(hub_batches(owner, space["id"])) == 1  # the hub never saw it

@@ -1,4 +1,4 @@
-"""A space's folder mapping (hub/space_kinds.py, docs/decisions.md D151): an admin maps a
+"""A space's folder mapping (hub/space_kinds.py, docs/decisions.md D152): an admin maps a
 folder to a kind (``Team Rules`` -> ``guardrail``), the guard judges kinds under it, the head
 serves it to replicas. The attacks, each refused with nothing changed:
 

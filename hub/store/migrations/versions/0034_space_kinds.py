@@ -1,6 +1,6 @@
 """space kinds: a space's folder mapping (folder path -> kind, JSON; NULL: the default
 layout), set by an admin (``quire admin kinds set``) and read by the guard with the rules
-(docs/architecture.md, "Entries and versions"; decisions.md D151)
+(docs/architecture.md, "Entries and versions"; decisions.md D152)
 
 Revision ID: 0034
 Revises: 0033

@@ -43,7 +43,7 @@ from shared.canonical import dumps
 from shared.entry import make_entry, tombstone
 from shared.errors import Forbidden, InvalidRequest, SnapshotRequired
 from shared.ids import is_id
-from shared.readscope import ReadScope, check_only, withheld_mark
+from shared.readscope import ReadScope, check_only, content_matters, withheld_mark
 
 CHUNK = 64  # lines per write: fewer, larger writes are much cheaper than one per line
 
@@ -272,8 +272,11 @@ def _hidden_txn(conn: Any, space_id: str, scope: ReadScope
     page: list[Any] = []
 
     def judge() -> None:
+        # content parsed only where a rule with tags or kinds could decide (a partial
+        # replica's globs and folder rules judge by the id alone)
         seen = scopes.visible_txn(conn, space_id, scope, [r.entry_id for r in page], {
-            r.entry_id: json.loads(r.content) for r in page})
+            r.entry_id: json.loads(r.content) for r in page
+            if content_matters(scope, r.entry_id)})
         for r in page:
             if r.entry_id not in seen:
                 ids.add(r.entry_id)

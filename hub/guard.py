@@ -84,7 +84,7 @@ from hub.store.spaces_sql import (
 from hub.store.sql import notify_txn, pipelined, read_together
 from hub.tokens import AccessClaims
 from shared import RAW_PROTOCOL
-from shared.attachments import DEFAULT_MAX_BYTES
+from shared.attachments import DEFAULT_MAX_BYTES, is_attachment
 from shared.canonical import canonical_str
 from shared.digest import chain_next, genesis_digest
 from shared.errors import (
@@ -101,6 +101,7 @@ from shared.errors import (
 from shared.wire import (
     ATTESTED_PROVENANCE,
     Batch,
+    Op,
     parse_batch,
     receipt_body,
     sign_receipt,
@@ -498,7 +499,7 @@ def commit_txn(conn: Any, key: HubKey, batch: Batch, principal: Principal, prep:
                                         "provenance": batch.provenance},
                                advance=False, request_id=request_id)
         advance_head_and_audit_txn(conn, space.id, seq, head, tip)
-        if any(op.entry.raw is not None for op in batch.ops):
+        if any(_needs_current_replicas(op) for op in batch.ops):
             raise_protocol_txn(conn, space.id, RAW_PROTOCOL)  # old replicas cannot read it
         # delivered to other hub processes exactly when this transaction commits (§5.6)
         notify_txn(conn, CHANNEL, Broker.payload("head", {
@@ -582,3 +583,11 @@ def _publish(store: Store, key: HubKey, principal: Principal | AccessClaims, spa
     return store.commit_group.run(lambda conn: commit_txn(conn, key, batch, principal, prep,
                                                           now(), rebase, state_root, hooks,
                                                           quota, rid, then_txn))
+
+
+def _needs_current_replicas(op: Op) -> bool:
+    """Does this op hold what a replica before protocol 2 cannot read? A file's ``raw``
+    text, a rename's ``from`` (an unknown field: it would stop pulling) and an attachment
+    (it would write the file as a page): the space then refuses such replicas
+    ``upgrade_required`` rather than let them fail or write the wrong file."""
+    return op.entry.raw is not None or op.moved_from is not None or is_attachment(op.entry)

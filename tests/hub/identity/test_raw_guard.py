@@ -14,7 +14,7 @@ import pytest
 from shared import PROTOCOL_HEADER
 from shared.entry import Entry, make_entry
 from shared.wire import Op
-from tests.kit.wire import WireTeam, put
+from tests.kit.wire import WireTeam, delete, put
 
 GUARDRAIL_RAW = ("\ufeff---\r\nseverity: block\r\ntitle: 'freeze'\r\nkind: guardrail\r\n"
                  "---\r\nno deploys on friday\r\n")
@@ -117,6 +117,24 @@ def test_an_old_replica_is_refused_only_by_a_space_that_holds_raw(team: WireTeam
     assert answers(plain, owner_old) == [200, 200, 201]  # the other space is unchanged
     bad = dict(owner_old, **{PROTOCOL_HEADER: "two"})
     assert answers(space, bad)[0] == 422
+
+
+def test_a_rename_also_refuses_replicas_that_cannot_read_it(team: WireTeam) -> None:
+    """A rename's ``from`` is a field a replica before protocol 2 does not know (it would
+    stop pulling the space): the space that accepts one refuses such replicas too."""
+    t = team
+    space = t.owner.create_space("renamed-later")
+    old = {"Authorization": t.owner.auth["Authorization"]}  # no header: version 1
+    first = put("page/before", "x\n")
+    assert t.owner.publish(space, [first]).status_code == 201
+    assert t.owner.client.get(f"/v1/spaces/{space}/changes?after=0",
+                              headers=old).status_code == 200
+    moved = Op(make_entry({**first.entry.to_dict(), "id": "page/after"}), None,
+               moved_from="page/before")
+    r = t.owner.publish(space, [delete("page/before", first.entry.version), moved])
+    assert r.status_code == 201, r.text
+    r = t.owner.client.get(f"/v1/spaces/{space}/changes?after=0", headers=old)
+    assert r.status_code == 426 and r.json()["error"]["code"] == "upgrade_required"
 
 
 def test_a_secret_only_in_raws_text_is_screened(team: WireTeam) -> None:

@@ -35,7 +35,13 @@ from hub import completeness, signed_state
 from hub import scope as scopes
 from hub.access import Principal, space_access_txn
 from hub.keys import HubKey
-from hub.store.batches import count_live_entries_txn, iter_changes_txn, iter_live_entries_txn
+from hub.store import state_sql as ss
+from hub.store.batches import (
+    count_live_entries_txn,
+    iter_changes_txn,
+    iter_live_entries_txn,
+    live_entries_txn,
+)
 from hub.store.db import Store
 from hub.store.spaces_sql import SpaceRow
 from shared import state as st
@@ -43,7 +49,7 @@ from shared.canonical import dumps
 from shared.entry import make_entry, tombstone
 from shared.errors import Forbidden, InvalidRequest, SnapshotRequired
 from shared.ids import is_id
-from shared.readscope import ReadScope, check_only, content_matters, withheld_mark
+from shared.readscope import ReadScope, check_only, withheld_mark
 
 CHUNK = 64  # lines per write: fewer, larger writes are much cheaper than one per line
 
@@ -232,9 +238,8 @@ def snapshot(store: Store, p: Principal, space_ref: str, signer: Signer | None =
         yield (dumps(first) + "\n").encode()
         buf: list[str] = []
         count = 0
-        for row in iter_live_entries_txn(conn, space.id):
-            if hidden is not None and row.entry_id in hidden[1]:
-                continue
+        for row in (iter_live_entries_txn(conn, space.id) if hidden is None
+                    else _rows_of_txn(conn, space.id, hidden[1])):
             count += 1
             buf.append('{"entry":' + row.content + ',"version":"' + row.version
                        + '","seq":' + str(row.seq) + "}\n")
@@ -260,39 +265,39 @@ def _prove_txn(conn: Any, space_id: str, scope: ReadScope, only: tuple[str, ...]
 
 
 def _hidden_txn(conn: Any, space_id: str, scope: ReadScope
-                ) -> tuple[int, set[str], dict[int, bytes]]:
-    """The live entries outside ``scope`` at this transaction's head: how many, their ids,
-    and the lattices of their (id, version) pairs by bucket. One pass over the live
-    entries before the snapshot streams (the hidden ids are held, the rest are not). The
-    lattices are the kept ones of the whole space minus what is sent when fewer are sent
-    than left out (a partial replica of one folder: O(sent) element hashes, not O(space))."""
-    ids: set[str] = set()
+                ) -> tuple[int, list[str], dict[int, bytes]]:
+    """The live entries outside ``scope`` at this transaction's head: how many, the ids
+    of those inside it (sorted: the stream reads only these, ``_rows_of_txn``), and the
+    lattices of the outside ones' (id, version) pairs by bucket. One pass over the live
+    ids and versions, no content (``visible_txn`` reads the content of the few ids a rule
+    with tags or kinds could decide). The lattices are the kept ones of the whole space
+    minus what is sent when fewer are sent than left out (a partial replica of one folder:
+    O(sent) element hashes and rows read, O(space) ids judged)."""
     hidden: list[tuple[str, str]] = []
     shown: list[tuple[str, str]] = []
-    page: list[Any] = []
+    page: list[tuple[str, str]] = []
 
     def judge() -> None:
-        # content parsed only where a rule with tags or kinds could decide (a partial
-        # replica's globs and folder rules judge by the id alone)
-        seen = scopes.visible_txn(conn, space_id, scope, [r.entry_id for r in page], {
-            r.entry_id: json.loads(r.content) for r in page
-            if content_matters(scope, r.entry_id)})
-        for r in page:
-            if r.entry_id not in seen:
-                ids.add(r.entry_id)
-                hidden.append((r.entry_id, r.version))
-            else:
-                shown.append((r.entry_id, r.version))
+        seen = scopes.visible_txn(conn, space_id, scope, [eid for eid, _v in page])
+        for pair in page:
+            (shown if pair[0] in seen else hidden).append(pair)
         page.clear()
 
-    for row in iter_live_entries_txn(conn, space_id):
-        page.append(row)
+    for eid, version in ss.iter_live_versions_txn(conn, space_id):
+        page.append((eid, version))
         if len(page) >= 500:
             judge()
     judge()
+    ids = sorted(eid for eid, _v in shown)
     kept = signed_state.kept_lattices_txn(conn, space_id) if len(shown) < len(hidden) \
         else None
     if kept is None:
-        return len(ids), ids, st.lattices_of(hidden)
+        return len(hidden), ids, st.lattices_of(hidden)
     less = st.apply_changes(kept, [(i, v, None) for i, v in shown])
-    return len(ids), ids, {b: lat for b, lat in {**kept, **less}.items() if lat != st.ZERO}
+    return len(hidden), ids, {b: lat for b, lat in {**kept, **less}.items() if lat != st.ZERO}
+
+
+def _rows_of_txn(conn: Any, space_id: str, ids: list[str]) -> Iterator[Any]:
+    """The live rows of ``ids`` (sorted), in pages of 500: the stream in id order."""
+    for lo in range(0, len(ids), 500):
+        yield from live_entries_txn(conn, space_id, ids[lo:lo + 500])

@@ -176,6 +176,15 @@ def iter_live_entries_txn(conn: Connection, space_id: str) -> Iterator[Any]:
     yield from conn.execution_options(yield_per=500).execute(q)
 
 
+def live_entries_txn(conn: Connection, space_id: str, entry_ids: list[str]) -> list[Any]:
+    """The rows ``iter_live_entries_txn`` yields, of the given entries that are live, by id."""
+    q = (select(entries.c.entry_id, entries.c.version, entries.c.content, entries.c.seq)
+         .where(and_(entries.c.space_id == space_id, entries.c.deleted.is_(False),
+                     entries.c.entry_id.in_(entry_ids)))
+         .order_by(entries.c.entry_id))
+    return list(conn.execute(q))
+
+
 def count_live_entries_txn(conn: Connection, space_id: str) -> int:
     return int(conn.execute(select(func.count()).select_from(entries).where(
         (entries.c.space_id == space_id) & entries.c.deleted.is_(False))).scalar_one())

@@ -702,3 +702,37 @@ def test_the_folder_tree_follows_publications_and_proofs_go_to_whole_readers(
         r = viewer.get(f"/v1/spaces/{space}/proof", params={"scope": bad})
         assert r.status_code == 422 and r.json()["error"]["details"]["reason"] == \
             "unprovable_scope", r.text
+
+
+def test_a_partial_snapshot_sends_its_folder_in_id_order_and_sums_the_rest(
+        world: dict[str, Any]) -> None:
+    """A partial snapshot reads only the rows of its scope, in pages (hub/feed.py
+    ``_rows_of_txn``): more than one page of the folder comes in id order, an entry a tag
+    rule hides is left out, and what is sent plus the withheld sums is the whole space's
+    root, as an unrestricted reader's snapshot gives it."""
+    from hub import feed
+    from hub.access import Principal
+    from shared import state
+
+    team = world["team"]
+    space = team.owner.create_space("partial-rows")
+    ed, viewer = _join(team, space, "editor"), _join(team, space, "viewer")
+    folder = [f"projects/alpha/e{i:04d}" for i in range(620)]  # more than a page of 500
+    for lo in (0, 310):
+        assert ed.publish(space, [put(eid) for eid in folder[lo:lo + 310]]).status_code == 201
+    assert ed.publish(space, [put(f"projects/beta/e{i}") for i in range(30)]
+                      + [put("projects/alpha/pay", tags=["hr"])]).status_code == 201
+    _set_rules(team.hub, space, [{"id": new_id(), "effect": "deny", "who": "viewer",
+                                  "entries": "*", "tags": ["hr"]}])
+    store = team.hub.store
+    whole = _ndjson(feed.snapshot(store, Principal(ed.user_id, ed.device_id, "e", False),
+                                  space))
+    root = _root({ln["entry"]["id"]: ln["version"] for ln in whole[1:-1]}, {})
+    snap = _ndjson(feed.snapshot(store, Principal(viewer.user_id, viewer.device_id, "v",
+                                                  False), space, only=("projects/alpha/*",)))
+    sent = [ln["entry"]["id"] for ln in snap[1:-1]]
+    assert sent == folder and snap[0]["count"] == len(folder) == snap[-1]["end"]["count"]
+    withheld = snap[-1]["end"]["withheld"]
+    assert withheld["entries"] == 31
+    assert root == _root({ln["entry"]["id"]: ln["version"] for ln in snap[1:-1]},
+                         _lattices(withheld["lattices"])) != state.EMPTY_ROOT

@@ -22,11 +22,11 @@ hub only stores and serves them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from hub.access import Principal, space_access_txn
-from hub.blob_scope import may_fetch_txn
+from hub.blob_scope import may_fetch_txn, prove_txn
 from hub.store.blobs_sql import (
     attachment_limit_txn,
     blob_data_txn,
@@ -90,8 +90,10 @@ def put_blob(store: Store, quotas: Any, p: Principal, space_ref: str, sha256: st
 
     def txn(conn: Any) -> dict[str, Any]:
         space, role = space_access_txn(conn, p, space_ref, "editor", lock=True)
-        return _store_txn(conn, quotas, space.id, sha256, data, now,
-                          _held_for_txn(conn, p, space, role, sha256))
+        held = _held_for_txn(conn, p, space, role, sha256)
+        if held == "hidden":
+            prove_txn(conn, p, space.id, sha256, len(data), now)
+        return _store_txn(conn, quotas, space.id, sha256, data, now, held)
 
     return store.run_write(txn)
 
@@ -177,6 +179,8 @@ def put_range(store: Store, quotas: Any, p: Principal, space_ref: str, sha256: s
         drop_upload_txn(conn, space.id, sha256)
         if blob_hash(data) != sha256:
             return {"mismatch": True}
+        if held == "hidden":
+            prove_txn(conn, p, space.id, sha256, total, now)
         return dict(_store_txn(conn, quotas, space.id, sha256, data, now, held),
                     received=total)
 
@@ -269,10 +273,14 @@ def blob_link(space_id: str, entry: Any) -> dict[str, str]:
 
 
 def check_batch_txn(conn: Any, space_id: str, ops: Sequence[Any],
-                    hub_default: int = DEFAULT_MAX_BYTES) -> None:
+                    hub_default: int = DEFAULT_MAX_BYTES,
+                    unproven: Callable[[list[tuple[str, int]]], set[str]] | None = None
+                    ) -> None:
     """Refuse a batch that puts an attachment that is malformed (``invalid_request``), over
     the space's limit (``too_large``, naming the file) or whose blob the hub does not hold
-    with that size (``blob_missing``, every one listed): nothing is written."""
+    with that size (``blob_missing``, every one listed): nothing is written. ``unproven``:
+    of the held (hash, size) pairs, those the writer is answered as not held (hidden from
+    it and never sent by it: hub/blob_scope.py ``unproven_txn``)."""
     wanted: dict[str, tuple[str, int]] = {}
     for op in ops:
         entry = op.entry
@@ -290,6 +298,9 @@ def check_batch_txn(conn: Any, space_id: str, ops: Sequence[Any],
             raise TooLarge(too_large_message(eid, size, limit),
                            {"id": eid, "size": size, "limit": limit})
     held = held_sizes_txn(conn, space_id, (sha for sha, _ in wanted.values()))
+    if unproven is not None and held:
+        for sha in unproven(sorted(held.items())):
+            del held[sha]
     missing = [{"id": eid, "sha256": sha} for eid, (sha, size) in sorted(wanted.items())
                if held.get(sha) != size]
     if missing:

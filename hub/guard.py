@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from hub import audit, blobs, blocks, policy, signed_state
+from hub import audit, blob_scope, blobs, blocks, policy, signed_state
 from hub import scope as scopes
 from hub import screening as screen
 from hub.access import (
@@ -307,7 +307,9 @@ def prepare_txn(conn: Any, batch: Batch, principal: Principal, space_ref: str,
     check_bases(batch, current)
     check_portable(batch.ops, current)
     # attachments: well formed, within the limit, their bytes uploaded (hub/blobs.py)
-    blobs.check_batch_txn(conn, space.id, batch.ops, attachment_limit)
+    blobs.check_batch_txn(conn, space.id, batch.ops, attachment_limit,
+                          lambda held: blob_scope.unproven_txn(conn, principal, space, role,
+                                                               rules, held))
     # kinds under the space's folder mapping, read with the rules version compared at commit
     folders = space.folders
     changes, claims = policy.judge_txn(conn, space.id, batch.ops, current, folders)

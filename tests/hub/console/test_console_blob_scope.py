@@ -3,7 +3,8 @@ whose rules hide ``hr/**`` cannot fetch ``hr/salary.pdf``'s bytes by their hash,
 the blob endpoint, the remote read API or the console, and is answered exactly as for a
 hash the space does not hold; a reader the rules allow still gets them (also after the
 entry naming them was deleted: history). An upload of the hidden bytes is answered as new
-bytes and writes nothing: the caller learns no more than it proved by sending them.
+bytes and writes nothing: the caller learns no more than it proved by sending them; a batch
+naming the hidden hash without that upload is ``blob_missing``, as for bytes not held.
 Through the real hub app; SQLite alone (the blobs' storage is tested on both in
 tests/hub/test_blobs.py)."""
 
@@ -17,7 +18,7 @@ from shared.attachments import attachment_dict, blob_hash
 from shared.entry import make_entry
 from shared.wire import Op
 from tests.hub.console.test_console_inproc import members, sign_in
-from tests.kit.wire import delete
+from tests.kit.wire import delete, redeem
 
 PDF = b"%PDF-1.7 salary bands: 1, 2, 3" * 50
 LOGO = b"\x89PNG\r\n\x1a\n" + b"logo" * 200
@@ -95,6 +96,14 @@ def test_an_upload_does_not_tell_whether_hidden_bytes_are_held(
     _deny_hr(owner, space, ed.user_id)
     before = _held(hub_app, space)
     url = f"/v1/spaces/{space}/blobs/{blob_hash(PDF)}"
+    # the batch path: naming the hidden hash (and size) without sending the bytes is
+    # refused as for bytes not held, so it neither tells nor (once named) serves them
+    copy = Op(make_entry(attachment_dict("mine/copy.pdf", PDF)), None)
+    r = ed.publish(space, [copy])
+    assert r.status_code == 409 and r.json()["error"]["code"] == "blob_missing", r.text
+    assert r.json()["error"]["details"]["missing"] == [{"id": "mine/copy.pdf",
+                                                       "sha256": blob_hash(PDF)}]
+    assert ed.get(url).status_code == 404
     # the upload status, and a whole PUT, answer as for bytes the space does not hold
     assert ed.get(url + "/upload").json() == {"sha256": blob_hash(PDF), "received": 0,
                                               "stored": False}
@@ -111,6 +120,16 @@ def test_an_upload_does_not_tell_whether_hidden_bytes_are_held(
     assert _held(hub_app, space) == before  # nothing written twice, nothing counted
     # still not readable by its hash: sending the bytes proves only that one has them
     assert ed.get(url).status_code == 404
+    # another editor under the same rules: the proof is the sender's alone
+    other = redeem(hub_app["client"], owner.invite(space, "editor"), "other-laptop")
+    _deny_hr(owner, space, other.user_id)
+    theirs = Op(make_entry(attachment_dict("theirs/copy.pdf", PDF)), None)
+    assert other.publish(space, [theirs]).json()["error"]["code"] == "blob_missing"
+    # having sent them, the editor attaches them under a name of its own, and reads them
+    # there; so may anyone who may read that name
+    assert ed.publish(space, [copy]).status_code == 201
+    assert ed.get(url).content == PDF
+    assert other.publish(space, [theirs]).status_code == 201
     # a reader the rules allow sees the idempotent answer it always had
     again = owner.client.put(url, content=PDF, headers=owner.auth)
     assert again.status_code == 200 and again.json()["stored"] is False

@@ -23,13 +23,14 @@ An association is ``{"skill": "skill/<slug>", "override": true|false}``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from shared.canonical import canonical_bytes
 from shared.digest import sha256_hex
 from shared.entry import SEVERITIES, Entry, guardrail_rank
+from shared.kinds import effective_kind
 
 PROFILE = "space/profile"
 DEFAULT_MAX_BYTES = 32 * 1024
@@ -181,12 +182,14 @@ def bundle(*, space: dict[str, Any], entries: dict[str, Entry], guardrails: list
            runtime_skills: list[dict[str, Any]] | None = None,
            runtime_guardrails: list[dict[str, Any]] | None = None,
            max_bytes: int = DEFAULT_MAX_BYTES, now: int = 0,
-           answer_bound: int | None = None) -> dict[str, Any]:
+           answer_bound: int | None = None,
+           folders: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The world-model bundle. ``entries``: live entries by id (local view);
     ``guardrails``: the space's guardrails (already the stricter of synced and local).
     ``max_bytes`` bounds its canonical JSON; ``answer_bound`` (an MCP answer's budget,
     shared/answers.py ``ANSWER_BUDGET``) also bounds it as sent (``answer_cost``: a quote
-    or a newline of a body costs several bytes there), whatever ``max_bytes`` asks."""
+    or a newline of a body costs several bytes there), whatever ``max_bytes`` asks.
+    ``folders``: the space's folder mapping skills and personas are found by (D152)."""
     from shared.errors import InvalidRequest, NotFound
 
     problems = runtime_guardrail_problems(runtime_guardrails)
@@ -196,8 +199,9 @@ def bundle(*, space: dict[str, Any], entries: dict[str, Entry], guardrails: list
             for p in problems), {"problems": problems})
     profile = entries.get(PROFILE)
     pmeta = profile.meta if profile is not None else {}
-    skills = {e.id: e for e in entries.values() if e.kind == "skill"}
-    personas = {e.id: e for e in entries.values() if e.kind == "persona"}
+    kinds = {e.id: effective_kind(e.id, e.meta, folders) for e in entries.values()}
+    skills = {e.id: e for e in entries.values() if kinds[e.id] == "skill"}
+    personas = {e.id: e for e in entries.values() if kinds[e.id] == "persona"}
 
     def from_assocs(raw: Any, source: str) -> list[SkillIn]:
         out = []

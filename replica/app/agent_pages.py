@@ -130,6 +130,19 @@ def current(space: SpaceConfig, agent: str, entry_id: str) -> Current:
     return Current(entry, s, mine, c)
 
 
+def folders(space: SpaceConfig) -> dict[str, str]:
+    """The space's folder mapping the last head gave (replica/engine/headaccess.py): the
+    kinds the tools filter by are computed under it (D152)."""
+    from replica.engine.headaccess import folders_txn
+
+    store = st.Store(space.store_path)
+    try:
+        with store.engine.connect() as conn:
+            return folders_txn(conn)
+    finally:
+        store.close()
+
+
 def view(space: SpaceConfig, agent: str) -> dict[str, Entry]:
     """Every live entry, by id, as the agent sees it: the store's local versions (the
     caller folds vault edits in first) with the agent's own writes and deletes over them."""

@@ -12,10 +12,11 @@ import time
 from typing import Any
 
 from replica.app.worldmodel import DEFAULT_MAX_BYTES, bundle
+from replica.engine.headaccess import folders_txn
 from replica.machine.home import Home, SpaceConfig
 from shared.entry import Entry, guardrail_rank
 from shared.errors import InvalidRequest, SpaceAmbiguous, SpaceNotFound
-from shared.kinds import GUARDRAIL
+from shared.kinds import GUARDRAIL, effective_kind
 
 MIN_BYTES, MAX_BYTES = 1024, 1024 * 1024
 
@@ -90,6 +91,8 @@ def world_model(home: Home, space_ref: Any, *, persona: str | None = None,
         states = store.states()
         head = store.head()
         history = _recent_batches(store)
+        with store.engine.connect() as conn:  # the space's folder mapping (D152)
+            folders = folders_txn(conn)
         scope = None
         if agent is not None:
             from replica.app.agent_pages import scope_txn
@@ -110,8 +113,9 @@ def world_model(home: Home, space_ref: Any, *, persona: str | None = None,
         cur = local if local is not None else synced
         if cur is not None and not cur.deleted:
             entries[eid] = cur
-        if eid.startswith("guardrail/") or any(  # or kept one by front matter (D139)
-                e is not None and not e.deleted and e.kind == GUARDRAIL for e in (synced, local)):
+        if eid.startswith("guardrail/") or any(  # or one by front matter or mapping
+                e is not None and not e.deleted and effective_kind(e.id, e.meta, folders)
+                == GUARDRAIL for e in (synced, local)):
             g = _stricter(synced, local)
             if g is not None:
                 guardrails.append(g)
@@ -129,4 +133,4 @@ def world_model(home: Home, space_ref: Any, *, persona: str | None = None,
                   head_seq=None if head is None else head.seq, recent=recent,
                   persona=persona, runtime_skills=runtime_skills,
                   runtime_guardrails=runtime_guardrails, max_bytes=max_bytes,
-                  now=int(time.time() * 1000), answer_bound=answer_bound)
+                  now=int(time.time() * 1000), answer_bound=answer_bound, folders=folders)

@@ -538,7 +538,10 @@ class Desk:
         guardrail weakened against the hub's version, a key taken over), with the
         publisher's role and rules. Empty: it would all go out."""
         role, rules = self._access()
-        access = {"role": role, "rules": rules}
+        access: dict[str, Any] = {"role": role, "rules": rules}
+        kinds = (self.store.get_meta(self.access_key) or {}).get("kinds")
+        if kinds:  # the space's folder mapping, as the head gave it (D152)
+            access["kinds"] = kinds
         guardrails: dict[str, Entry] | None = None
 
         def synced_guardrails() -> dict[str, Entry]:

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from replica.store import store as st
+from replica.store.db import Conn
 from shared.kinds import parse_folders
+
+ACCESS = "access"  # the store meta key of this device's access (agents: ``access:agent:N``)
 
 
 def access_of(hub: dict[str, Any]) -> dict[str, Any]:
@@ -24,3 +28,11 @@ def access_of(hub: dict[str, Any]) -> dict[str, Any]:
     if kinds:
         access["kinds"] = kinds
     return access
+
+
+def folders_txn(conn: Conn) -> dict[str, str]:
+    """The space's folder mapping as the last head gave it ({}: none, or no head yet): what
+    the local tools compute kinds under (shared/kinds.py ``effective_kind``)."""
+    access = st.get_meta_txn(conn, ACCESS)
+    kinds = access.get("kinds") if isinstance(access, dict) else None
+    return dict(kinds) if isinstance(kinds, dict) else {}

@@ -33,6 +33,7 @@ from replica.mcp.calls import _result, hints
 from shared.entry import EntryError, edited, make_entry
 from shared.errors import InvalidRequest, NotFound, QuireError
 from shared.ids import entry_id_problem
+from shared.kinds import effective_kind
 
 ANSWER_BYTES = 40 * 1024  # UTF-8 JSON bytes of a tool's lists, below the 48 KiB cap
 PEOPLE_TTL_S = 60.0  # ask the hub for names again at most this often
@@ -413,9 +414,10 @@ class PageTools:
         mine = self._mine()
         times = pages.change_times(space) if lo is not None or hi is not None else {}
         held = _held(space)
+        folders = pages.folders(space) if kind else None  # kinds under the space's mapping
         hits: list[dict[str, Any]] = []
         for eid, e in view.items():
-            if kind and e.kind != kind:
+            if kind and effective_kind(eid, e.meta, folders) != kind:
                 continue
             if times or lo is not None or hi is not None:
                 t = mine[eid].written_at if eid in mine else times.get(eid)

@@ -173,3 +173,35 @@ def test_space_by_id_or_unique_name() -> None:
     spaces = [sc("a1", "team"), sc("b2", "team"), sc("c3", "ops")]
     assert pick_space(spaces, "b2").space_id == "b2"
     assert pick_space(spaces, "ops").space_id == "c3"
+
+
+def test_the_spaces_folder_mapping_gives_skills_and_guardrails(tmp_path: Path) -> None:
+    """A skill and a guardrail known only by the space's folder mapping (the head's
+    ``kinds``, kept by the replica: D152) are in the world model; without the mapping the
+    same files are pages, and neither is."""
+    from replica.app.bootstrap import world_model
+    from replica.store import store as st
+    from replica.store.store import EntryState, Store
+    from shared.ids import new_id
+
+    skill = make_entry({"id": "Playbooks/Review", "title": "Review", "body": "read it\n"})
+    rail = make_entry({"id": "Team Rules/freeze", "title": "freeze", "body": "no deploys\n",
+                       "meta": {"severity": "block"}})
+    docs = []
+    for kinds in ({"Playbooks": "skill", "Team Rules": "guardrail"}, None):
+        sp = SpaceConfig(new_id(), "team", new_id(), new_id(), tmp_path / "vault", "editor",
+                         tmp_path / f"space{len(docs)}")
+        sp.dir.mkdir(parents=True)
+        store = Store(sp.store_path)
+        with store.tx() as conn:
+            for x in (skill, rail):
+                st.put_state_txn(conn, EntryState(x.id, x, x))
+            st.set_meta_txn(conn, "access", {"role": "editor", "rules": [],
+                                             **({"kinds": kinds} if kinds else {})})
+        store.close()
+        docs.append(world_model(None, sp.space_id, spaces=[sp]))  # type: ignore[arg-type]
+    mapped, plain = docs
+    assert [s["key"] for s in mapped["skills"]] == ["Review"]
+    assert [(g["id"], g["severity"]) for g in mapped["guardrails"]] == [
+        ("Team Rules/freeze", "block")]
+    assert plain["skills"] == [] and plain["guardrails"] == []

@@ -483,7 +483,7 @@ def create_delegation(store: Store, key: HubKey, settings: Settings, p: Principa
         # the read rules the agent's session reads under (D149): the audit says its reads
         # were scoped, and by what
         reads = scopes.scope_of_rules(list_rules_txn(conn, space.id),
-                                      policy.Actor(p.user_id, role, agent))
+                                      policy.Actor(p.user_id, role, agent), space.folders)
         if not reads.unrestricted:
             details["read_scope"] = {"rules": reads.describe(), "scope": reads.fingerprint}
         audit.record_space_txn(conn, space, at=now, action="delegation.create",

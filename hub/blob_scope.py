@@ -61,7 +61,7 @@ def unproven_txn(conn: Any, p: Any, space: Any, role: str | None,
                  rules: list[dict[str, Any]], held: Iterable[tuple[str, int]]) -> set[str]:
     """Of the ``held`` blobs (hash, size) a batch by ``p`` names, those hidden from it
     (no entry it may read under ``rules`` names them) that it never sent itself."""
-    scope = scope_of_rules(rules, actor_of(p, role))
+    scope = scope_of_rules(rules, actor_of(p, role), space.folders)
     if scope.unrestricted:
         return set()
     out = set()

@@ -303,7 +303,8 @@ def prepare_txn(conn: Any, batch: Batch, principal: Principal, space_ref: str,
     rules = pre.rules if pre is not None else list_rules_txn(conn, space.id)
     # before the bases: a base mismatch would tell the current version of an entry the
     # caller may not read (hub/scope.py; the rules version is compared again at commit)
-    scopes.check_writes_txn(conn, space.id, batch.ops, current, rules, principal, role)
+    scopes.check_writes_txn(conn, space.id, batch.ops, current, rules, principal, role,
+                            space.folders)
     check_bases(batch, current)
     check_portable(batch.ops, current)
     # attachments: well formed, within the limit, their bytes uploaded (hub/blobs.py)

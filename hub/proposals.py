@@ -193,7 +193,7 @@ def file(store: Store, p: Principal, space_ref: str, body: dict[str, Any], now: 
         current = current_versions_txn(conn, space.id, [op.entry_id])
         # an agent proposes only what it may read (as the guard refuses writes)
         scopes.check_writes_txn(conn, space.id, [op], current,
-                                list_rules_txn(conn, space.id), p, role)
+                                list_rules_txn(conn, space.id), p, role, space.folders)
         cur = current.get(op.entry_id)
         ok = (cur is None or cur[1]) if op.base is None else (
             cur is not None and not cur[1] and cur[0] == op.base)

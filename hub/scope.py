@@ -62,9 +62,11 @@ def actor_of(p: Any, role: str | None) -> Actor:
     return Actor(p.user_id, role, p.agent)
 
 
-def scope_of_rules(rules: list[dict[str, Any]], actor: Actor) -> ReadScope:
-    """The scope the space's ``rules`` (as stored) give ``actor``."""
-    return read_scope(rules, actor)
+def scope_of_rules(rules: list[dict[str, Any]], actor: Actor,
+                   folders: dict[str, str] | None = None) -> ReadScope:
+    """The scope the space's ``rules`` (as stored) give ``actor``, kinds judged under the
+    space's folder mapping ``folders`` (its row: ``space.folders``, D152)."""
+    return read_scope(rules, actor, folders)
 
 
 @dataclass
@@ -80,9 +82,12 @@ HOOKS = ScopeHooks()
 
 def scope_txn(conn: Any, p: Any, space: Any, role: str | None, only: tuple[str, ...] = ()
               ) -> ReadScope:
-    """The reader's scope in ``space``, from the rules as this transaction reads them;
+    """The reader's scope in ``space``, from the rules as this transaction reads them and
+    the folder mapping of ``space`` (its row, read in this same transaction: a remap
+    committed before the answer's snapshot began is in force for it, as a rule is);
     ``only``: the globs a partial replica holds (pulls and events), intersected with it."""
-    scope = scope_of_rules(list_rules_txn(conn, space.id), actor_of(p, role)).narrowed(only)
+    scope = scope_of_rules(list_rules_txn(conn, space.id), actor_of(p, role),
+                           space.folders).narrowed(only)
     if HOOKS.read is not None:
         HOOKS.read(space.id)
     return scope
@@ -143,13 +148,14 @@ def readable_content(scope: ReadScope, entry_id: str, content: str) -> bool:
 
 
 def check_writes_txn(conn: Any, space_id: str, ops: Any, current: dict[str, tuple[str, bool]],
-                     rules: list[dict[str, Any]], p: Any, role: str | None) -> None:
+                     rules: list[dict[str, Any]], p: Any, role: str | None,
+                     folders: dict[str, str] | None = None) -> None:
     """Refuse a batch that writes an entry outside the writer's read scope (the guard, while
     preparing; at commit the rules version, the role and every base are compared again, so
     a scope that changed since is seen there): the entry as it would be after the op, and
     the entry the hub holds now, must both be in scope. Nothing of a hidden entry is said
     but its id, which the writer named."""
-    scope = scope_of_rules(rules, actor_of(p, role))
+    scope = scope_of_rules(rules, actor_of(p, role), folders)
     if scope.unrestricted:
         return
     held = visible_txn(conn, space_id, scope, [op.entry_id for op in ops
@@ -231,7 +237,7 @@ def scope_doc_txn(conn: Any, space: Any, user: dict[str, Any], agent: str | None
     role = user["role"]
     if agent is not None and role == "admin":
         role = "editor"  # an agent acts as an editor at most (hub/access.py)
-    scope = read_scope(rules, Actor(user["user_id"], role, agent))
+    scope = read_scope(rules, Actor(user["user_id"], role, agent), space.folders)
     seen = _judge(scope, live)
     hidden = sorted(eid for eid, _ in live if eid not in seen)
     return {"user_id": user["user_id"], "name": user["name"], "role": role, "agent": agent,
@@ -242,9 +248,14 @@ def scope_doc_txn(conn: Any, space: Any, user: dict[str, Any], agent: str | None
 
 
 def read_impact_txn(conn: Any, space: Any, before: list[dict[str, Any]],
-                    after: list[dict[str, Any]]) -> list[dict[str, Any]]:
+                    after: list[dict[str, Any]], folders: dict[str, str] | None = None
+                    ) -> list[dict[str, Any]]:
     """A rule change's preview: for each member (and each agent a read rule names, under
-    each member), the live entries it would stop and start reading. Only who changes."""
+    each member), the live entries it would stop and start reading. Only who changes.
+    ``folders``: the folder mapping after the change (a remap's preview, the rules the
+    same; default: the space's own)."""
+    now = space.folders
+    will_map = now if folders is None else folders
     live = _live_txn(conn, space.id)
     reads = [r for r in [*before, *after] if is_read_rule(r)]
     agents = sorted({r["who"][len("agent:"):] for r in reads
@@ -256,8 +267,8 @@ def read_impact_txn(conn: Any, space: Any, before: list[dict[str, Any]],
         for agent in [None, *agents]:
             role = m["role"] if agent is None or m["role"] != "admin" else "editor"
             actor = Actor(m["user_id"], role, agent)
-            was = _judge(read_scope(before, actor), live)
-            will = _judge(read_scope(after, actor), live)
+            was = _judge(read_scope(before, actor, now), live)
+            will = _judge(read_scope(after, actor, will_map), live)
             loses, gains = sorted(was - will), sorted(will - was)
             if loses or gains:
                 out.append({"user_id": m["user_id"], "name": m["name"], "role": role,
@@ -283,7 +294,7 @@ def show_scope_txn(conn: Any, space: Any, who: str, as_user: str | None,
     doc = dict(scope_doc_txn(conn, space, m, agent, rules, _live_txn(conn, space.id)),
                space=space.id)
     if entry is not None:
-        scope = read_scope(rules, Actor(m["user_id"], doc["role"], agent))
+        scope = read_scope(rules, Actor(m["user_id"], doc["role"], agent), space.folders)
         doc["entry_readable"] = entry in visible_txn(conn, space.id, scope, [entry])
     return doc
 

@@ -10,7 +10,9 @@ the replica computes the kinds the guard computes).
                 nothing changed (its key digest and its judgement stay what they were)
         ──► stored on the space row, rules_version bumped (a batch prepared under the old
             mapping is refused ``rules_changed`` at commit and retried), audited
-            ``space.kinds``
+            ``space.kinds``; read rules naming kinds judge them under it from the next
+            read on (hub/scope.py ``scope_txn``); ``dry_run``: who would stop or start
+            reading what (``read_impact``)
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from sqlalchemy import and_, func, select
 from hub import audit
 from hub.access import Principal, space_access_txn
 from hub.admin import direct
+from hub.scope import is_read_rule, read_impact_txn
 from hub.store.db import Store
+from hub.store.rules import list_rules_txn
 from hub.store.schema import entries
 from hub.store.spaces_sql import bump_rules_version_txn, set_kinds_txn
 from shared.errors import InvalidRequest
@@ -89,6 +93,10 @@ def set_kinds(store: Store, p: Principal, space_ref: str, body: dict[str, Any], 
         out = {"space": space.id, "kinds": after, "previous": before, "changed": changed,
                "rules_version": space.rules_version + (1 if changed else 0),
                "dry_run": dry}
+        if dry and changed:  # read rules naming kinds judge them under the mapping
+            rules = list_rules_txn(conn, space.id)
+            if any(r.get("kinds") for r in rules if is_read_rule(r)):
+                out["read_impact"] = read_impact_txn(conn, space, rules, rules, after)
         if dry or not changed:
             return out
         set_kinds_txn(conn, space.id, after)

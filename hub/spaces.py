@@ -365,7 +365,7 @@ def head(store: Store, key: HubKey, p: Principal, space_ref: str, now: int,
     # the effective rules (typed defaults included) that apply to this caller: the replica
     # pre-checks its pushes with exactly these (shared/policy.py); its read rules as stored
     # (with their kinds and tags: hub/scope.py)
-    scope = scopes.scope_of_rules(rules, actor)
+    scope = scopes.scope_of_rules(rules, actor, space.folders)
     applying = [r.to_dict() for r in policy.effective_rules(rules)
                 if policy.rule_applies(r, actor) and scopes.READ not in r.actions]
     applying += [r.to_dict() for r in scope.rules]

@@ -10,8 +10,9 @@ them can disagree (docs/security.md, "Read rules"; decisions.md D142).
 Read rules are rules of the ordinary typed language (shared/policy.py: effect, who, actions,
 a glob on entry ids) whose action is ``read``. Beside the glob (a folder is a prefix:
 ``page/hr/*``) a read rule may name ``kinds`` (the entry's effective kind is one of them:
-its front matter's ``kind:``, else its first folder, shared/kinds.py) and ``tags`` (the
-entry holds one of them); empty means any. No op is a
+its front matter's ``kind:``, else the space's folder mapping, else its first folder when a
+kind word: shared/kinds.py, the mapping the scope carries, D152) and ``tags`` (the entry
+holds one of them); empty means any. No op is a
 read, so a read rule never decides a write, and a write rule never a read. Who they reach is what ``rule_applies`` says for every rule: a
 role, a user id, ``agents`` or ``agent:NAME``; a role's or a user's rule reaches their
 agents only when it denies, so an agent never reads more than its member.
@@ -30,7 +31,7 @@ history and its diffs are in scope exactly when the entry is (decisions.md D142)
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
@@ -101,6 +102,12 @@ class ReadScope:
 
     rules: tuple[ReadRule, ...] = ()
     only: tuple[str, ...] = ()
+    folders: tuple[tuple[str, str], ...] = ()  # the space's folder mapping (D152), sorted
+
+    @property
+    def mapping(self) -> dict[str, str]:
+        """The folder mapping kinds are judged under (shared/kinds.py ``folder_kind``)."""
+        return dict(self.folders)
 
     @property
     def unrestricted(self) -> bool:
@@ -112,17 +119,22 @@ class ReadScope:
     def fingerprint(self) -> str:
         """A digest of the rules and globs that make this scope ("" when unrestricted): two
         answers with the same fingerprint were built under the same scope. A replica
-        computes it from the rules its head names and its own ``only`` (``scope_of_head``)."""
+        computes it from the rules its head names, the folder mapping it gives and its own
+        ``only`` (``scope_of_head``). The mapping counts only when a rule names kinds (else
+        it decides nothing here); a remap then changes the fingerprint, so a copy built
+        under the old one is sent to a snapshot."""
         if self.unrestricted:
             return ""
         rules = sorted((r.to_dict() for r in self.rules), key=lambda d: str(d["id"]))
         body: Any = rules if not self.only else {"rules": rules, "only": sorted(self.only)}
+        if self.folders and any(r.kinds for r in self.rules):
+            body = {"rules": rules, "only": sorted(self.only), "kinds": self.mapping}
         return sha256_hex(canonical_str(body).encode("utf-8"))
 
     def narrowed(self, only: Iterable[str]) -> ReadScope:
         """This scope intersected with a partial replica's globs (none: unchanged)."""
         globs = tuple(sorted(set(only)))
-        return self if not globs else ReadScope(self.rules, globs)
+        return self if not globs else ReadScope(self.rules, globs, self.folders)
 
     def describe(self) -> list[str]:
         """The applying read rules, one line each, in the order they were given."""
@@ -137,10 +149,16 @@ class ReadScope:
 EVERYTHING = ReadScope()
 
 
-def read_scope(rules: Iterable[dict[str, Any]], actor: Actor) -> ReadScope:
+def _folders(folders: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((folders or {}).items()))
+
+
+def read_scope(rules: Iterable[dict[str, Any]], actor: Actor,
+               folders: Mapping[str, str] | None = None) -> ReadScope:
     """The scope of ``actor``: the space's read rules (``rules``: every rule, as stored)
-    that apply to it."""
-    return ReadScope(tuple(r for r in read_rules(rules) if r.applies(actor)))
+    that apply to it, judging kinds under the space's folder mapping ``folders``."""
+    return ReadScope(tuple(r for r in read_rules(rules) if r.applies(actor)),
+                     folders=_folders(folders))
 
 
 def in_only(only: Iterable[str], entry_id: str) -> bool:
@@ -168,17 +186,18 @@ def check_only(only: Iterable[str]) -> tuple[str, ...]:
     return out
 
 
-def scope_of_head(rules: Iterable[dict[str, Any]], only: Iterable[str] = ()) -> ReadScope:
+def scope_of_head(rules: Iterable[dict[str, Any]], only: Iterable[str] = (),
+                  folders: Mapping[str, str] | None = None) -> ReadScope:
     """The scope a replica holds, from the rules the hub's head says apply to it (its read
-    rules among them, as ``ReadRule.to_dict``) and its own globs: its fingerprint is what
-    the hub's answers to it carry."""
-    return ReadScope(tuple(read_rules(rules))).narrowed(only)
+    rules among them, as ``ReadRule.to_dict``), the folder mapping it gives (``kinds``) and
+    its own globs: its fingerprint is what the hub's answers to it carry."""
+    return ReadScope(tuple(read_rules(rules)), folders=_folders(folders)).narrowed(only)
 
 
-def kind_of(entry_id: str) -> str:
-    """An entry's kind from its id alone (its folder: shared/kinds.py ``folder_kind``), for
-    an entry whose front matter is not at hand."""
-    return folder_kind(entry_id)
+def kind_of(entry_id: str, folders: Mapping[str, str] | None = None) -> str:
+    """An entry's kind from its id alone (its folder under the space's mapping:
+    shared/kinds.py ``folder_kind``), for an entry whose front matter is not at hand."""
+    return folder_kind(entry_id, folders)
 
 
 def _specificity(pattern: str) -> tuple[int, int]:
@@ -199,7 +218,7 @@ def may_read(scope: ReadScope, entry_id: str, tags: Iterable[str] = (),
         return False
     if not scope.rules:
         return True
-    k = kind if kind is not None else kind_of(entry_id)
+    k = kind if kind is not None else kind_of(entry_id, scope.mapping)
     held = frozenset(tags)
     hits = [r for r in scope.rules if _matches(r, entry_id, k, held)]
     if not hits:
@@ -214,7 +233,8 @@ def may_read_entry(scope: ReadScope, entry_id: str, entry: dict[str, Any]) -> bo
     tags and its effective kind (front matter ``kind:`` first)."""
     meta = entry.get("meta")
     return may_read(scope, entry_id, entry.get("tags") or (),
-                    effective_kind(entry_id, meta if isinstance(meta, dict) else None))
+                    effective_kind(entry_id, meta if isinstance(meta, dict) else None,
+                                   scope.mapping))
 
 
 def content_matters(scope: ReadScope, entry_id: str) -> bool:
@@ -226,7 +246,7 @@ def content_matters(scope: ReadScope, entry_id: str) -> bool:
 
 def tags_matter(scope: ReadScope, entry_id: str, kind: str | None = None) -> bool:
     """Could the entry's tags change ``may_read`` for it, its kind being ``kind``?"""
-    k = kind if kind is not None else kind_of(entry_id)
+    k = kind if kind is not None else kind_of(entry_id, scope.mapping)
     return any(r.tags and fnmatchcase(entry_id, r.entries) and (not r.kinds or k in r.kinds)
                for r in scope.rules)
 

@@ -68,7 +68,11 @@ def scope_txn(conn: Any, agent: str) -> ReadScope:
     sync or its session's first call kept them (``access_key``); none kept yet: the
     member's (everything this replica holds, which the member may read)."""
     access = st.get_meta_txn(conn, access_key(agent), None) or {}
-    return scope_of_head(access.get("rules") or [] if isinstance(access, dict) else [])
+    if not isinstance(access, dict):
+        return scope_of_head([])
+    kinds = access.get("kinds")  # the space's folder mapping (headaccess.py, D152)
+    return scope_of_head(access.get("rules") or [], (),
+                         kinds if isinstance(kinds, dict) else None)
 
 
 def readable(scope: ReadScope, entry_id: str, *versions: Entry | None) -> bool:

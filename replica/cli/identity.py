@@ -175,6 +175,8 @@ def _kinds(args: argparse.Namespace, out: Any, c: HubClient) -> None:
         lines.append(("would change " if res.get("dry_run") else "changed ")
                      + (", ".join(f"{f}/" for f in res["changed"]) or "nothing")
                      + (" (dry run: nothing changed)" if res.get("dry_run") else ""))
+        if "read_impact" in res:  # a dry run, and a read rule names kinds
+            lines += _impact_lines(res["read_impact"])
     out.doc(res, "\n".join(lines))
 
 

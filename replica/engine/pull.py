@@ -68,7 +68,8 @@ class Puller:
         # another than the store's copy was built under → a snapshot of it (a rule or
         # ``quire scope`` narrowed or widened what we hold)
         held = scoped.held_scope(self.store)
-        want = scope_of_head(hub.get("rules") or [], scoped.only_of(self.store)).fingerprint
+        want = scope_of_head(hub.get("rules") or [], scoped.only_of(self.store),
+                             access.get("kinds")).fingerprint
         if head is None or fresh.epoch != head.epoch or want != held:
             try:
                 self.check_log(fresh)

@@ -94,3 +94,21 @@ def test_a_kind_declared_in_front_matter_is_the_kind_a_rule_judges() -> None:
     assert may_read_entry(scope, "notes/ci", {"meta": {}})
     assert not may_read_entry(scope, "guardrail/x", {})
     assert content_matters(scope, "notes/ci")
+
+
+def test_kinds_are_judged_under_the_folder_mapping_and_it_counts_in_the_fingerprint() -> None:
+    from shared.readscope import may_read_entry, scope_of_head
+
+    hr = [rule("deny", "viewer", "*", kinds=["hr"])]
+    mapped = read_scope(hr, VIEWER, {"HR": "hr"})
+    assert not may_read(mapped, "HR/salary") and may_read(read_scope(hr, VIEWER), "HR/salary")
+    assert not may_read(mapped, "HR/2026/bands")  # the longest mapped folder holds it
+    assert may_read_entry(mapped, "HR/open", {"meta": {"kind": "page"}})  # front matter wins
+    assert mapped.narrowed(["HR/*"]).mapping == {"HR": "hr"}
+    # a remap changes the fingerprint only where a rule names kinds (no needless snapshot)
+    assert mapped.fingerprint != read_scope(hr, VIEWER).fingerprint
+    head_rules = [r.to_dict() for r in mapped.rules]  # as the head carries them
+    assert mapped.fingerprint == scope_of_head(head_rules, (), {"HR": "hr"}).fingerprint
+    plain = [rule("deny", "viewer", "page/hr/*")]
+    assert (read_scope(plain, VIEWER, {"HR": "hr"}).fingerprint
+            == read_scope(plain, VIEWER).fingerprint)

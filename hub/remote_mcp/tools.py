@@ -18,15 +18,18 @@ from typing import Any
 
 from hub import reads
 from hub.oauth.tokens import RemoteGrant
+from hub.space_kinds import show_kinds
 from shared.answers import ANSWER_BUDGET, check_offset, entry_answer, fit_rows
 from shared.entry import Entry, make_entry
 from shared.errors import Forbidden, InvalidRequest, RateLimited, SpaceNotFound
+from shared.kinds import GUARDRAIL, effective_kind
 from shared.worldmodel import DEFAULT_MAX_BYTES, bundle
 
 # which scope each tool needs (hub/oauth/scopes.py: write ⊃ propose ⊃ read)
 NEEDS = {"read": "read", "search": "read", "list_entries": "read", "history": "read",
          "bootstrap_world_model": "read", "propose": "propose", "write": "write"}
 WORLD_KINDS = ("guardrail/", "skill/", "persona/", "space/profile")
+MAPPED_KINDS = ("skill", "persona")  # a folder the space maps to one of these is read too
 MAX_WORLD_ENTRIES = 5000
 
 
@@ -88,12 +91,15 @@ def history(hub: Any, g: RemoteGrant, entry_id: str, limit: int = 20) -> dict[st
     return {"head": got["head"], "id": entry_id, "versions": rows}
 
 
-def _world_entries(hub: Any, g: RemoteGrant) -> list[dict[str, Any]]:
+def _world_entries(hub: Any, g: RemoteGrant, folders: dict[str, str]
+                   ) -> list[dict[str, Any]]:
     """The live entries the world model reads (guardrails, skills, personas, the profile)
-    with their content, at the head."""
+    with their content, at the head: the default layout's folders, and each folder the
+    space's mapping ``folders`` gives a skill or persona kind (D152)."""
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
-    for prefix in WORLD_KINDS:
+    mapped = [f"{f}/" for f, k in sorted(folders.items()) if k in MAPPED_KINDS]
+    for prefix in [*WORLD_KINDS, *mapped]:
         after = ""
         while len(out) < MAX_WORLD_ENTRIES:
             # guardrails in any folder (a front matter ``kind: guardrail`` counts, D139)
@@ -120,7 +126,8 @@ def bootstrap_world_model(hub: Any, g: RemoteGrant, space: str | None = None,
     if space is not None and space not in (g.space_id, g.space_name):
         raise SpaceNotFound(f"this token answers for space {g.space_name!r} only",
                             {"candidates": [{"id": g.space_id, "name": g.space_name}]})
-    raw = _world_entries(hub, g)
+    folders = show_kinds(hub.store, g.principal, g.space_id)["kinds"]
+    raw = _world_entries(hub, g, folders)
     entries: dict[str, Entry] = {}
     for r in raw:
         e = make_entry({k: v for k, v in r.items() if k != "_seq"})
@@ -132,10 +139,12 @@ def bootstrap_world_model(hub: Any, g: RemoteGrant, space: str | None = None,
     role = "editor" if g.allows("write") else "viewer"
     return bundle(space={"id": g.space_id, "name": g.space_name, "role": role},
                   entries=entries,
-                  guardrails=[e for e in entries.values() if e.kind == "guardrail"],
+                  guardrails=[e for e in entries.values()
+                              if effective_kind(e.id, e.meta, folders) == GUARDRAIL],
                   head_seq=head["seq"], recent=recent, persona=persona,
                   runtime_skills=runtime_skills, runtime_guardrails=runtime_guardrails,
-                  max_bytes=max_bytes, now=hub.now(), answer_bound=ANSWER_BUDGET)
+                  max_bytes=max_bytes, now=hub.now(), answer_bound=ANSWER_BUDGET,
+                  folders=folders)
 
 
 def propose(hub: Any, g: RemoteGrant, entry_id: str, reason: str, title: str = "",

@@ -512,6 +512,27 @@ def test_the_world_model_shows_a_guardrail_kept_by_front_matter_in_any_folder(
     assert [x["id"] for x in wm["guardrails"]] == ["Ops/No Friday"], wm["guardrails"]
 
 
+def test_the_world_model_finds_skills_and_guardrails_by_the_spaces_folder_mapping(
+        served: dict[str, Any]) -> None:
+    """Under a mapping (D152) ``Playbooks/`` holds skills and ``Team Rules/`` guardrails: a
+    remote agent's world model shows both (listing ``skill/`` and judging ``guardrail/``
+    by the default layout missed them)."""
+    owner = served["owner"]
+    r = owner.post("/v1/spaces/beta/kinds", {"kinds": {"Playbooks": "skill",
+                                                       "Team Rules": "guardrail"}})
+    assert r.status_code == 200, r.text
+    assert owner.publish("beta", [
+        put("Playbooks/Triage", "sort the queue by severity\n", title="Triage"),
+        put("Team Rules/Freeze", "no merges during the freeze\n", title="Freeze",
+            meta={"severity": "block"})]).status_code == 201
+    t = signed_in_token(served, "beta", "read")
+    wm = asyncio.run(tools(served["url"], t["access_token"], [
+        ("bootstrap_world_model", {})]))[0]
+    assert not wm["is_error"], wm
+    assert "Team Rules/Freeze" in [x["id"] for x in wm["guardrails"]], wm["guardrails"]
+    assert "Playbooks/Triage" in json.dumps(wm["skills"]), wm["skills"]
+
+
 def test_a_remote_agent_proposing_past_the_publication_limit_is_refused(
         served: dict[str, Any]) -> None:
     """Proposals and writes take the publication limit's tokens for the consent's device,

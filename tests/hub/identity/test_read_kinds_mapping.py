@@ -11,10 +11,11 @@ give it, computed the same way on both sides); a remap's dry run previews it.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from shared.readscope import scope_of_head
-from tests.kit.wire import WireTeam, ndjson, put
+from tests.kit.wire import WireTeam, ndjson, put, redeem
 
 SECRET = "HR/salary"
 
@@ -75,3 +76,46 @@ def test_a_read_rule_on_a_mapped_kind_hides_the_folder_on_every_read_path(team: 
     # the mapping removed: the rule reaches nothing again
     assert t.owner.post(f"/v1/spaces/{t.space}/kinds", {"kinds": {}}).status_code == 200
     assert SECRET in t.viewer.get(f"/v1/spaces/{t.space}/entries?prefix=").text
+
+
+def test_a_remap_committed_during_a_pull_binds_every_answer_started_after_it(
+        team: WireTeam) -> None:
+    """The mapping is read with the rules, in the answer's own transaction: a remap that
+    commits while a pull is under way hides the folder from every answer begun after it,
+    and the pull already under way finishes under the mapping it began with."""
+    from hub import feed, reads, space_kinds
+    from hub import scope as scopes
+    from hub.access import Principal
+
+    t = team
+    space = t.owner.create_space("remap-race")
+    viewer = redeem(t.client, t.owner.invite(space, "viewer"), "v2")
+    assert t.owner.publish(space, [put("Board/minutes", "zebra board minutes\n"),
+                                   put("Notes/open", "zebra open\n")]).status_code == 201
+    assert t.owner.post(f"/v1/spaces/{space}/rules", {
+        "effect": "deny", "who": "viewer", "actions": ["read"], "entries": "*",
+        "kinds": ["board"]}).status_code in (200, 201)
+    store = t.hub.store
+    v = Principal(viewer.user_id, viewer.device_id, "v2", False)
+    owner = Principal(t.owner.user_id, t.owner.device_id, "owner", True)
+    after: dict[str, str] = {}
+
+    def remap_then_read(space_id: str) -> None:
+        scopes.HOOKS.read = None  # once: the reads below must not re-enter
+        space_kinds.set_kinds(store, owner, space_id, {"kinds": {"Board": "board"}},
+                              t.hub.now())
+        after["changes"] = b"".join(feed.changes(store, v, space, None, 0, 100)).decode()
+        after["snapshot"] = b"".join(feed.snapshot(store, v, space)).decode()
+        after["search"] = json.dumps(reads.search(store, v, space, "zebra", 20))
+        after["list"] = json.dumps(reads.list_entries(store, v, space, prefix="", after="",
+                                                      limit=50))
+
+    scopes.HOOKS.read = remap_then_read
+    try:
+        first = b"".join(feed.changes(store, v, space, None, 0, 100)).decode()
+    finally:
+        scopes.HOOKS.read = None
+    assert set(after) == {"changes", "snapshot", "search", "list"}
+    for path, text in after.items():
+        assert "Board/minutes" not in text and "Notes/open" in text, path
+    assert "Board/minutes" in first  # begun before the remap: under the old mapping

@@ -151,3 +151,23 @@ def test_a_rule_shrinks_the_scope_a_lie_is_refused_and_widening_brings_it_back(w
     rep = bob.sync()
     assert rep.snapshot and _ids(bob) >= {OPEN.id, PAY.id, HIRING.id} and _withheld(bob) == 0
     assert "bob's draft" in bob.path(PAY.id).read_text()  # still bob's, still held
+
+
+def test_a_remap_under_a_kinds_rule_sends_the_replica_to_a_snapshot_that_removes_the_folder(
+        world):
+    """Read rules judge kinds under the space's folder mapping (D152): a remap is a scope
+    change. The replica computes the hub's fingerprint from its head (rules and ``kinds``),
+    takes one snapshot that removes what left, and then pulls as before (no loop)."""
+    space, alice, bob = world
+    _rule(space, bob.device.user_id, "*", kinds=["hr"])
+    bob.sync()
+    assert _ids(bob) == {OPEN.id, PAY.id, HIRING.id}  # page/hr/* are pages: no kind hr
+    space.admin.admin_post(f"/v1/spaces/{space.id}/kinds", {"kinds": {"page/hr": "hr"}})
+    rep = bob.sync()
+    assert rep.snapshot and _ids(bob) == {OPEN.id}
+    assert {d["id"] for d in rep.left_scope} == {PAY.id, HIRING.id}
+    assert not bob.path(PAY.id).exists() and not bob.path(HIRING.id).exists()
+    alice.write(Entry(id=OPEN.id, title="Open", body="after the remap\n"))
+    alice.sync()
+    rep = bob.sync()
+    assert not rep.snapshot and rep.pulled == 1 and _ids(bob) == {OPEN.id}

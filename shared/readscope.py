@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from functools import cached_property
 from typing import Any
 
 from shared.canonical import canonical_str
@@ -104,9 +105,10 @@ class ReadScope:
     only: tuple[str, ...] = ()
     folders: tuple[tuple[str, str], ...] = ()  # the space's folder mapping (D152), sorted
 
-    @property
+    @cached_property
     def mapping(self) -> dict[str, str]:
-        """The folder mapping kinds are judged under (shared/kinds.py ``folder_kind``)."""
+        """The folder mapping kinds are judged under (shared/kinds.py ``folder_kind``); built
+        once per scope, as ``may_read`` asks for it per entry (not to be changed)."""
         return dict(self.folders)
 
     @property

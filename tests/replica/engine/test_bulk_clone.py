@@ -435,8 +435,8 @@ def test_a_false_entry_count_from_the_hub_changes_nothing_applied(tmp_path, spac
     monkeypatch.setattr(vw, "MIN_ENTRIES", 20)
     real = client_mod.HubClient.snapshot_lines
 
-    def lying(self, space_id):
-        lines = real(self, space_id)
+    def lying(self, space_id, only=()):
+        lines = real(self, space_id, only)
         first = dict(next(lines))
         first.pop("count")
         if count is not None:

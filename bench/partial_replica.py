@@ -69,7 +69,8 @@ def _timed(fn: Any) -> float:
 
 
 def _git(*args: str, cwd: Path) -> None:
-    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+    subprocess.run(["git", "-c", "gc.auto=0", "-c", "maintenance.auto=false", *args],
+                   cwd=cwd, check=True, capture_output=True)
 
 
 def _git_side(ids: list[str], root: Path) -> dict[str, float]:
@@ -145,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     res["partial_clone_ratio"] = res["partial_clone_s"] / res["full_clone_s"]
     res["partial_sync_ratio"] = res["partial_sync_s"] / res["full_sync_s"]
     if shutil.which("git"):
-        with tempfile.TemporaryDirectory() as d:
+        # (git may still write in .git after a command returns: cleanup errors ignored)
+        with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as d:
             res.update(_git_side(ids, Path(d)))
         res["git_sparse_clone_ratio"] = res["git_sparse_clone_s"] / res["git_full_clone_s"]
     return emit(res, args.out)

@@ -39,7 +39,7 @@ from replica.store.records import Conflict, EntryState
 from replica.vault import markdown as md
 from shared.entry import Entry, EntryError, tombstone
 from shared.errors import LocalError, NotFound, PolicyDenied, QuireError
-from shared.readscope import ReadScope, may_read, may_read_entry, scope_of_head
+from shared.readscope import ReadRule, ReadScope, may_read, may_read_entry, scope_of_head
 from shared.wire import Op
 
 PEOPLE_KEY = "agent_people"  # store meta: {user_id: display name} last read from the hub
@@ -63,13 +63,18 @@ class Current:
     conflict: Conflict | None
 
 
+# What an agent reads before the hub has ever told this replica its read rules: nothing. A
+# missing answer never grants more (the member's whole view would be a read rule skipped).
+UNKNOWN_SCOPE = ReadScope((ReadRule("unknown", "deny", "agents", "*"),))
+
+
 def scope_txn(conn: Any, agent: str) -> ReadScope:
     """The agent's read scope: the read rules the hub's head gave its delegation, as its
-    sync or its session's first call kept them (``access_key``); none kept yet: the
-    member's (everything this replica holds, which the member may read)."""
-    access = st.get_meta_txn(conn, access_key(agent), None) or {}
+    sync or its session's first call kept them (``access_key``); none kept yet (the hub
+    never reached for this agent): ``UNKNOWN_SCOPE``, nothing, until a call reaches it."""
+    access = st.get_meta_txn(conn, access_key(agent), None)
     if not isinstance(access, dict):
-        return scope_of_head([])
+        return UNKNOWN_SCOPE
     kinds = access.get("kinds")  # the space's folder mapping (headaccess.py, D152)
     return scope_of_head(access.get("rules") or [], (),
                          kinds if isinstance(kinds, dict) else None)

@@ -20,16 +20,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import and_, func, select
-
 from hub import audit
 from hub.access import Principal, space_access_txn
 from hub.admin import direct
 from hub.scope import is_read_rule, read_impact_txn
 from hub.store.db import Store
 from hub.store.rules import list_rules_txn
-from hub.store.schema import entries
-from hub.store.spaces_sql import bump_rules_version_txn, set_kinds_txn
+from hub.store.spaces_sql import bump_rules_version_txn, live_under_txn, set_kinds_txn
 from shared.errors import InvalidRequest
 from shared.kinds import GUARDRAIL, effective_kind, parse_folders
 
@@ -54,10 +51,7 @@ def _guardrail_flips_txn(conn: Any, space_id: str, folders: list[str],
     out: list[str] = []
     for folder in folders:
         prefix = folder + "/"
-        q = select(entries.c.entry_id, entries.c.content).where(and_(
-            entries.c.space_id == space_id, entries.c.deleted.is_(False),
-            func.substr(entries.c.entry_id, 1, len(prefix)) == prefix))
-        for eid, content in conn.execute(q):
+        for eid, content in live_under_txn(conn, space_id, prefix):
             meta = json.loads(content).get("meta") or {}
             was = effective_kind(eid, meta, before) == GUARDRAIL
             if was != (effective_kind(eid, meta, after) == GUARDRAIL):

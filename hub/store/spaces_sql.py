@@ -8,10 +8,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import and_, func, insert, select, update
 from sqlalchemy.engine import Connection
 
-from hub.store.schema import members, spaces
+from hub.store.schema import entries, members, spaces
 from hub.store.sql import Sql
 
 SPACE_COLS = ("id, name, epoch, head_seq, head_digest, rules_version, audit_seq, audit_digest,"
@@ -129,3 +129,12 @@ def set_kinds_txn(conn: Connection, space_id: str, folders: dict[str, str]) -> N
 def bump_rules_version_txn(conn: Connection, space_id: str) -> None:
     conn.execute(update(spaces).where(spaces.c.id == space_id)
                  .values(rules_version=spaces.c.rules_version + 1))
+
+
+def live_under_txn(conn: Connection, space_id: str, prefix: str) -> list[tuple[str, str]]:
+    """``(entry_id, content)`` of the space's live entries whose id starts with ``prefix``
+    (a folder and its ``/``), compared byte for byte (not ``LIKE``, which ignores case)."""
+    q = select(entries.c.entry_id, entries.c.content).where(and_(
+        entries.c.space_id == space_id, entries.c.deleted.is_(False),
+        func.substr(entries.c.entry_id, 1, len(prefix)) == prefix))
+    return [(r[0], r[1]) for r in conn.execute(q)]

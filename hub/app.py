@@ -104,6 +104,7 @@ class Hub:
         self.broker = Broker(pg_dsn=dsn, on_notify_lag=self.metrics.notify_lag.observe,
                              clock=self.now)
         self.listeners.append(self.broker.local)
+        self.metrics.watch_fanout(lambda: self.broker.visits)
 
     @property
     def key(self) -> HubKey:

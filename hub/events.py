@@ -29,6 +29,12 @@ read from this process's database once per head, whichever process committed it,
 shared by every stream that sends them (``ChangeCache``); NOTIFY payloads stay small (the
 8000-byte limit of PostgreSQL never matters).
 
+Subscriptions are filed by the space they follow: an event of one space is pushed to that
+space's subscriptions (and those following every space) and never looks at the others, so
+a publication's fan-out costs the same with 10 or 10,000 watchers of other spaces
+(``visits`` counts the subscriptions delivery looked at; ``quire_event_fanout_visits``).
+Pokes, shutdowns and access changes that name no space go to every subscription.
+
 Subscriptions are mailboxes that coalesce: a slow stream never makes a publication wait
 and never grows memory, it only skips intermediate heads (the newest head is what a
 watcher needs; it pulls every batch after its own head anyway).
@@ -121,13 +127,23 @@ class Event:
 
 
 class Subscription:
-    """One stream's mailbox. ``space`` None: every space (long-polls name one)."""
+    """One stream's mailbox. ``space`` None: every space. A stream subscribes before it
+    knows its space's id (nothing slips in while it reads the head), then names it:
+    setting ``space`` files the mailbox under that space in the broker."""
 
     def __init__(self, broker: Broker, space: str | None):
         self.broker = broker
-        self.space = space
+        self._space = space
         self._pending: list[Event] = []
         self._wake = asyncio.Event()
+
+    @property
+    def space(self) -> str | None:
+        return self._space
+
+    @space.setter
+    def space(self, value: str | None) -> None:  # event loop thread only
+        self.broker._refile(self, value)
 
     def push(self, ev: Event) -> None:  # event loop thread only
         if len(self._pending) >= MAILBOX:
@@ -167,7 +183,11 @@ class Broker:
         self.pg_dsn = pg_dsn
         self.on_notify_lag = on_notify_lag
         self.clock = clock or (lambda: int(time.time() * 1000))
-        self._subs: set[Subscription] = set()
+        # subscriptions by the space they follow (None: every space). A space's head goes
+        # to its own subscriptions and the None ones, never past those of other spaces:
+        # the cost of an event does not grow with the watchers of other spaces
+        self._by_space: dict[str | None, set[Subscription]] = {}
+        self.visits = 0  # subscriptions looked at by delivery (tests and metrics read it)
         self._seen: dict[str, tuple[str, int]] = {}  # space -> newest (epoch, seq) delivered
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop = threading.Event()
@@ -193,11 +213,11 @@ class Broker:
 
     @property
     def open_streams(self) -> int:
-        return len(self._subs)
+        return sum(len(subs) for subs in self._by_space.values())
 
     def subscribe(self, space: str | None) -> Subscription:
         sub = Subscription(self, space)
-        self._subs.add(sub)
+        self._by_space.setdefault(space, set()).add(sub)
         if self.closing:
             sub.push(Event("shutdown"))
         return sub
@@ -211,7 +231,17 @@ class Broker:
             loop.call_soon_threadsafe(self._deliver, Event("shutdown"))
 
     def unsubscribe(self, sub: Subscription) -> None:
-        self._subs.discard(sub)
+        subs = self._by_space.get(sub.space)
+        if subs is not None:
+            subs.discard(sub)
+            if not subs:
+                del self._by_space[sub.space]
+
+    def _refile(self, sub: Subscription, space: str | None) -> None:
+        """``sub`` follows ``space`` from now on (``Subscription.space = …``)."""
+        self.unsubscribe(sub)
+        sub._space = space
+        self._by_space.setdefault(space, set()).add(sub)
 
     # ------------------------------------------------------------ delivery
 
@@ -252,9 +282,15 @@ class Broker:
         if not self._fresh(ev):
             return
         space = ev.data.get("space")
-        for sub in list(self._subs):
-            if ev.kind in ("poke", "access", "shutdown") or sub.space is None or space is None or sub.space == space:
-                sub.push(ev)
+        # a poke, a shutdown and an access change naming no space (a device revoked, a
+        # user deactivated) concern every stream; anything naming a space, that space's
+        if ev.kind in ("poke", "shutdown") or not isinstance(space, str):
+            targets = [sub for subs in self._by_space.values() for sub in subs]
+        else:
+            targets = [*self._by_space.get(space, ()), *self._by_space.get(None, ())]
+        self.visits += len(targets)
+        for sub in targets:
+            sub.push(ev)
 
     # ------------------------------------------------------------ PostgreSQL
 

@@ -12,6 +12,9 @@ several apps in one test process never collide. What is measured:
 - ``quire_event_streams_open``                   open ``/events`` streams in this process
 - ``quire_event_stream_disconnects_total{reason}`` streams ended: client, revoked, shutdown
 - ``quire_events_sent_total{type}``              server-sent events written
+- ``quire_event_fanout_visits``                  event subscriptions (streams, long-polls)
+                                                 looked at by delivery since start: an event
+                                                 of one space looks at that space's only
 - ``quire_notify_lag_seconds``                   commit → LISTEN delivery (PostgreSQL)
 - ``quire_longpolls_waiting``                    ``head?wait=`` requests waiting
 - ``quire_db_pool_connections{state}``           in_use, idle; ``waiting``: callers
@@ -59,6 +62,9 @@ class Metrics:
                                           "Event streams ended", ["reason"], registry=r)
         self.events_sent = Counter("quire_events_sent", "Server-sent events written",
                                    ["type"], registry=r)
+        self.fanout_visits = Gauge("quire_event_fanout_visits",
+                                   "Event subscriptions looked at by delivery since start",
+                                   registry=r)
         self.notify_lag = Histogram("quire_notify_lag_seconds",
                                     "From commit to LISTEN delivery in this process",
                                     buckets=LAG_BUCKETS, registry=r)
@@ -71,6 +77,9 @@ class Metrics:
                                    "CSP violation reports from console pages", ["directive"],
                                    registry=r)
         self._server: Any = None
+
+    def watch_fanout(self, visits: Callable[[], int]) -> None:
+        self.fanout_visits.set_function(lambda: float(visits()))
 
     def watch_pool(self, stats: Callable[[], dict[str, int]]) -> None:
         def reader(state: str) -> Callable[[], float]:

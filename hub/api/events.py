@@ -450,6 +450,7 @@ async def long_poll_head(request: Request, p: Principal, hub: Any) -> dict[str, 
     hub.metrics.longpolls.inc()
     try:
         h = await run_in_threadpool(read)
+        sub.space = h["space"]  # from now on only this space's events wake it
         deadline = time.monotonic() + wait
         while (after is None or h["seq"] == after) and (epoch is None or h["epoch"] == epoch):
             left = deadline - time.monotonic()

@@ -583,9 +583,11 @@ def _publish(store: Store, key: HubKey, principal: Principal | AccessClaims, spa
     if hooks is not None and hooks.after_prepare is not None:
         hooks.after_prepare(batch)
     rid = current_request_id()  # the group's leader may run this in its own thread
+    # the space's own lane: publications to other spaces commit beside it (hub/store/db.py)
     return store.commit_group.run(lambda conn: commit_txn(conn, key, batch, principal, prep,
                                                           now(), rebase, state_root, hooks,
-                                                          quota, rid, then_txn))
+                                                          quota, rid, then_txn),
+                                  key=prep.space_id)
 
 
 def _needs_current_replicas(op: Op) -> bool:

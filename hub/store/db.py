@@ -229,46 +229,74 @@ class _Item:
         self.error: BaseException | None = None
 
 
+class _Lane:
+    """The queue of one key's group commit, and whether somebody leads it."""
+
+    __slots__ = ("queue", "leading")
+
+    def __init__(self) -> None:
+        self.queue: list[_Item] = []
+        self.leading = False
+
+
 class GroupCommit:
     """Group commit: concurrent writers of one process share one transaction and one
     commit (one fsync on SQLite, one WAL flush on PostgreSQL).
 
-    ``run(fn)`` queues ``fn``; the first caller to find nobody committing becomes the
-    leader: it takes up to ``max_group`` queued functions, runs them in order in one write
-    transaction, each inside its own SAVEPOINT (a function that raises is rolled back to its
-    savepoint and gets its exception, so one refused batch never sinks another; later ones
-    see exactly the writes of the earlier ones that succeeded), commits, hands every caller
-    its own result, and passes the lead to the oldest caller still waiting. Database errors
-    (busy, serialization failure, deadlock) abort the whole group, which ``run_write``
-    retries as a whole: every function must be a pure function of the database, as for
+    ``run(fn, key)`` queues ``fn`` in the lane of ``key`` (the space it publishes to); the
+    first caller to find nobody committing in that lane becomes its leader: it takes up to
+    ``max_group`` queued functions, runs them in order in one write transaction, each
+    inside its own SAVEPOINT (a function that raises is rolled back to its savepoint and
+    gets its exception, so one refused batch never sinks another; later ones see exactly
+    the writes of the earlier ones that succeeded), commits, hands every caller its own
+    result, and passes the lead to the oldest caller still waiting. Database errors (busy,
+    serialization failure, deadlock) abort the whole group, which ``run_write`` retries as
+    a whole: every function must be a pure function of the database, as for
     ``run_write``. Callers block in their own thread; nobody polls.
+
+    Lanes (PostgreSQL): publications to different spaces never wait for one another's
+    group; each lane's transaction locks one space row, so two processes' groups never
+    lock two spaces in opposite orders (a deadlock, the whole group again). SQLite has one
+    lane: its writers take the one file lock anyway, and one group is one fsync.
     """
 
     def __init__(self, store: Store, max_group: int = 64):
         self.store = store
         self.max_group = max_group
         self._lock = threading.Lock()
-        self._queue: list[_Item] = []
-        self._leading = False
+        self._lanes: dict[object, _Lane] = {}
 
-    def run(self, fn: Callable[[Connection], T]) -> T:
+    @property
+    def _queue(self) -> list[_Item]:
+        """Every lane's waiting functions (tests)."""
+        return [it for lane in self._lanes.values() for it in lane.queue]
+
+    @property
+    def _leading(self) -> bool:
+        return any(lane.leading for lane in self._lanes.values())
+
+    def run(self, fn: Callable[[Connection], T], key: object = None) -> T:
         item = _Item(fn)
+        lane_key = None if self.store.sqlite else key
         with self._lock:
-            self._queue.append(item)
-            if not self._leading:
-                self._leading = item.lead = True
+            lane = self._lanes.get(lane_key)
+            if lane is None:
+                lane = self._lanes[lane_key] = _Lane()
+            lane.queue.append(item)
+            if not lane.leading:
+                lane.leading = item.lead = True
         if not item.lead:
             item.wake.wait()
         if not item.finished:  # asked to lead: our item heads the queue
-            self._commit_next_group()
+            self._commit_next_group(lane_key, lane)
         if item.error is not None:
             raise item.error
         return item.result  # type: ignore[return-value]
 
-    def _commit_next_group(self) -> None:
+    def _commit_next_group(self, key: object, lane: _Lane) -> None:
         with self._lock:
-            group = self._queue[:self.max_group]
-            del self._queue[:self.max_group]
+            group = lane.queue[:self.max_group]
+            del lane.queue[:self.max_group]
         try:
             if len(group) == 1:
                 group[0].result = self.store.run_write(group[0].fn)
@@ -284,12 +312,13 @@ class GroupCommit:
                 for it in group:
                     it.finished = True
                     it.wake.set()
-                if self._queue:
-                    nxt = self._queue[0]
+                if lane.queue:
+                    nxt = lane.queue[0]
                     nxt.lead = True
                     nxt.wake.set()
                 else:
-                    self._leading = False
+                    lane.leading = False
+                    del self._lanes[key]  # an idle space keeps no lane
 
     @staticmethod
     def _group_txn(conn: Connection, group: list[_Item]

@@ -751,8 +751,22 @@ def closed_pipe() -> int:
     return exitcodes.OK
 
 
+def _translate_once() -> None:
+    """argparse passes each of its strings (~300 for our parser) through ``gettext``, which
+    looks for a message catalog on disk at every call when there is none (only a found one
+    is cached): ~15 ms of every command's start-up. The catalog is looked up once here and
+    argparse is given its functions: the same translation, searched for once a process."""
+    import gettext
+
+    domain = gettext.textdomain()
+    found = gettext.translation(domain, gettext.bindtextdomain(domain), fallback=True)
+    argparse._ = found.gettext  # type: ignore[attr-defined]  # argparse's own names
+    argparse.ngettext = found.ngettext  # type: ignore[attr-defined]
+
+
 @functools.cache  # once a process: a watcher serving commands parses again and again
 def _parser() -> argparse.ArgumentParser:
+    _translate_once()
     return build_parser()  # (completion changes the parser it gets: a fresh one)
 
 

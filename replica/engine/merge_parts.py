@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import merge3
-
 from shared.entry import SEVERITIES
 
 ABSENT = object()
@@ -69,6 +67,8 @@ def merge_text(base: str, ours: str, theirs: str) -> tuple[str | None, str]:
         return ours, ours
     if ours == base:
         return theirs, theirs
+    import merge3  # at the first line merge: a sync with nothing to merge never loads it
+
     m = merge3.Merge3(base.splitlines(keepends=True), ours.splitlines(keepends=True),
                       theirs.splitlines(keepends=True))
     regions = list(m.merge_regions())

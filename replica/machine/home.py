@@ -29,15 +29,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from platformdirs import user_data_dir
-
 from shared.errors import LockHeld, NotJoined
 from shared.ids import is_id
 
 
 def home_dir() -> Path:
     env = os.environ.get("QUIRE_HOME")
-    return Path(env) if env else Path(user_data_dir("quire", appauthor=False))
+    if env:
+        return Path(env)
+    from platformdirs import user_data_dir  # at first use: it imports tempfile and random
+
+    return Path(user_data_dir("quire", appauthor=False))
 
 
 PRIVATE_DIR = 0o700

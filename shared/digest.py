@@ -4,6 +4,7 @@ receipts")."""
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -21,8 +22,13 @@ def digest_of(value: Any) -> str:
     return sha256_hex(canonical_bytes(value))
 
 
+_HEX64_RE = re.compile("[0-9a-f]{64}")
+
+
 def is_digest(s: object) -> bool:
-    return isinstance(s, str) and len(s) == 64 and all(c in HEX64 for c in s)
+    """64 lowercase hex digits (one compiled match: a character loop in Python cost a
+    watcher ~6 of them per received change)."""
+    return isinstance(s, str) and _HEX64_RE.fullmatch(s) is not None
 
 
 def genesis_digest(space_id: str, epoch: str) -> str:

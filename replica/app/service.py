@@ -258,11 +258,17 @@ def read_saved_status(space: SpaceConfig) -> dict[str, Any]:
     """What the last sync wrote (``status.json``); {} before the first, and when the file
     is unreadable (it is written without an fsync: a power cut may leave it empty). Read
     again only when its stat moved (every write renames a new file over it: a new inode)."""
+    return _saved_status(space, mine=False)
+
+
+def _saved_status(space: SpaceConfig, *, mine: bool) -> dict[str, Any]:
+    """``read_saved_status``; ``mine``: the kept document itself, not a copy (the caller
+    only reads it: ``write_status``, at every change a watcher applies)."""
     path = space.status_path
     key = _stat_key(path)
     kept = _SAVED.get(os.fspath(path))
     if key is not None and kept is not None and kept[0] == key:
-        return copy.deepcopy(kept[1])
+        return kept[1] if mine else copy.deepcopy(kept[1])
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -397,7 +403,7 @@ def status_doc(space: SpaceConfig, *, scan: bool = True, store: Store | None = N
 def write_status(space: SpaceConfig, *, report: SyncReport | None, error: QuireError | None,
                  role: str | None) -> None:
     """Record a sync's outcome in ``status.json`` (kept fields survive a failed sync)."""
-    prev = read_saved_status(space)
+    prev = _saved_status(space, mine=True)  # read only; the new document is copied below
     now = now_ms()
     doc = {
         "last_sync": now,

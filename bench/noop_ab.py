@@ -53,13 +53,16 @@ def main(argv: list[str] | None = None) -> int:
     cmds = {k: [str(t / ".venv/bin/quire"), "sync", "--json"] for k, t in trees.items()}
     got: dict[str, list[dict[str, float]]] = {k: [] for k in (*trees, "git-pull", "git-status")}
     load0 = os.getloadavg()
+    pull = bool(args.git) and subprocess.run(  # a clone with an upstream: git pull too
+        ["git", "rev-parse", "@{u}"], cwd=args.git, capture_output=True).returncode == 0
     for k in trees:  # warm the page cache once each
         timed(cmds[k], env)
     for r in range(args.rounds):
         for k in (["base", "head"] if r % 2 == 0 else ["head", "base"]):
             got[k].append(timed(cmds[k], env))
-        if args.git:
+        if pull:
             got["git-pull"].append(timed(["git", "pull", "-q"], env, args.git))
+        if args.git:
             got["git-status"].append(timed(["git", "status", "--porcelain"], env, args.git))
         print(f"round {r + 1}: " + "  ".join(
             f"{k} {v[-1]['cpu_s']:.3f}/{v[-1]['wall_s']:.3f}" for k, v in got.items() if v),
